@@ -1,0 +1,182 @@
+#include "common/env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status IoError(const std::string& what, const std::string& path, int err) {
+  std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
+
+class PosixEnv : public Env {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IoError("cannot open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
+      ::close(fd);
+      return IoError("cannot stat", path, err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a file"));
+    }
+    std::string contents;
+    contents.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (true) {
+      if (done == contents.size()) contents.resize(contents.size() + 65536);
+      ssize_t n = ::read(fd, contents.data() + done, contents.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        return IoError("cannot read", path, err);
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    contents.resize(done);
+    return contents;
+  }
+
+  absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
+    std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return IoError("cannot create", tmp, errno);
+    size_t done = 0;
+    while (done < contents.size()) {
+      ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return IoError("cannot write", tmp, err);
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (::fsync(fd) != 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return IoError("cannot fsync", tmp, err);
+    }
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      return IoError("cannot rename into", path, err);
+    }
+    // Make the rename itself durable.
+    std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos
+                                         ? 0
+                                         : path.find_last_of('/'));
+    int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+    return absl::OkStatus();
+  }
+
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  absl::Status CreateDirs(const std::string& path) override {
+    if (path.empty()) return absl::InvalidArgumentError("cannot create a directory with no name");
+    for (size_t pos = 1; pos <= path.size(); ++pos) {
+      if (pos != path.size() && path[pos] != '/') continue;
+      std::string prefix = path.substr(0, pos);
+      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+        return IoError("cannot create directory", prefix, errno);
+      }
+    }
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) return IoError("cannot list", path, errno);
+    std::vector<std::string> names;
+    while (struct dirent* entry = ::readdir(dir)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..") names.push_back(std::move(name));
+    }
+    ::closedir(dir);
+    return names;
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static Env* const env = new PosixEnv;
+  return env;
+}
+
+absl::StatusOr<std::string> MemEnv::ReadFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  return it->second;
+}
+
+absl::Status MemEnv::WriteFileAtomic(const std::string& path, const std::string& contents) {
+  absl::MutexLock lock(&mu_);
+  files_[path] = contents;
+  return absl::OkStatus();
+}
+
+bool MemEnv::FileExists(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (files_.count(path)) return true;
+  auto it = files_.lower_bound(path + "/");
+  return it != files_.end() && it->first.rfind(path + "/", 0) == 0;
+}
+
+absl::Status MemEnv::CreateDirs(const std::string&) { return absl::OkStatus(); }
+
+absl::StatusOr<std::vector<std::string>> MemEnv::ListDir(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  std::string prefix = path + "/";
+  std::vector<std::string> names;
+  for (auto it = files_.lower_bound(prefix); it != files_.end(); ++it) {
+    if (it->first.rfind(prefix, 0) != 0) break;
+    std::string rest = it->first.substr(prefix.size());
+    std::string name = rest.substr(0, rest.find('/'));
+    if (names.empty() || names.back() != name) names.push_back(name);
+  }
+  if (names.empty()) return absl::NotFoundError(absl::StrCat("cannot list ", path));
+  return names;
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  bool a_slash = a.back() == '/';
+  bool b_slash = b.front() == '/';
+  if (a_slash && b_slash) return a + b.substr(1);
+  if (a_slash || b_slash) return a + b;
+  return a + "/" + b;
+}
+
+}  // namespace pstrain

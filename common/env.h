@@ -1,0 +1,59 @@
+#ifndef PSTRAIN_COMMON_ENV_H_
+#define PSTRAIN_COMMON_ENV_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace pstrain {
+
+// All file I/O goes through an Env so tests can swap in an in-memory or
+// fault-injecting one (the leveldb pattern). Implementations are thread-safe.
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // Reads the whole file. NotFound if it does not exist.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+
+  // Writes `contents` to `path` atomically: temp file, fsync, rename. A crash
+  // leaves either the old file or the new one, never a mix.
+  virtual absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) = 0;
+
+  virtual bool FileExists(const std::string& path) = 0;
+
+  // Creates `path` and its missing parents; OK if it already exists.
+  virtual absl::Status CreateDirs(const std::string& path) = 0;
+
+  // Names (not paths) of the entries of a directory.
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
+
+  // The process-wide POSIX Env. Owned by the library; never deleted.
+  static Env* Default();
+};
+
+// An Env that keeps files in memory; directories are implied by file paths.
+class MemEnv : public Env {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override;
+  absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
+  bool FileExists(const std::string& path) override;
+  absl::Status CreateDirs(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::string> files_ ABSL_GUARDED_BY(mu_);
+};
+
+// Joins path components with exactly one '/' between them.
+std::string JoinPath(const std::string& a, const std::string& b);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_ENV_H_
