@@ -1,0 +1,132 @@
+#include "data/batcher.h"
+
+#include <array>
+#include <random>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+// pixel / 255 for every byte value: exact division once, a lookup per pixel.
+const std::array<float, 256>& PixelToFloat() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[i] = static_cast<float>(i) / 255.0f;
+    return t;
+  }();
+  return table;
+}
+
+void ConvertExample(const Dataset& dataset, int64_t index, float* out) {
+  const auto& table = PixelToFloat();
+  const int64_t n = dataset.example_size();
+  const uint8_t* in = dataset.images.data() + index * n;
+  for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]];
+}
+
+// SplitMix64 finalizer: decorrelates the per-epoch seeds (seed + epoch) so
+// nearby seeds do not give related mt19937_64 streams.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [0, bound) by rejection, so the result does not depend on the
+// standard library (std::uniform_int_distribution's algorithm does).
+uint64_t UniformBelow(std::mt19937_64& rng, uint64_t bound) {
+  // Reject the top partial block of 2^64 so every residue is equally likely.
+  const uint64_t limit = ~uint64_t{0} - (~uint64_t{0} % bound + 1) % bound;
+  uint64_t x;
+  do {
+    x = rng();
+  } while (x > limit);
+  return x % bound;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(const Dataset* dataset,
+                                                                     int batch_size, int task,
+                                                                     int num_tasks, bool shuffle,
+                                                                     uint64_t seed) {
+  if (dataset == nullptr) return absl::InvalidArgumentError("BatchIterator: no dataset");
+  if (dataset->example_size() <= 0 ||
+      static_cast<int64_t>(dataset->images.size()) != dataset->size() * dataset->example_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchIterator: inconsistent dataset: ", dataset->size(), " labels, ",
+                     dataset->images.size(), " pixel bytes, examples of ", dataset->height, "x",
+                     dataset->width, "x", dataset->channels));
+  }
+  if (batch_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchIterator: batch size must be positive, got ", batch_size));
+  }
+  if (num_tasks <= 0 || task < 0 || task >= num_tasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchIterator: task ", task, " is not in [0, num_tasks = ", num_tasks, ")"));
+  }
+  if (task >= dataset->size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BatchIterator: shard ", task, " of ", num_tasks, " is empty: the dataset has ",
+        dataset->size(), " examples, fewer than the ", num_tasks, " tasks"));
+  }
+  std::vector<int64_t> shard;
+  shard.reserve((dataset->size() - task + num_tasks - 1) / num_tasks);
+  for (int64_t i = task; i < dataset->size(); i += num_tasks) shard.push_back(i);
+  return std::unique_ptr<BatchIterator>(
+      new BatchIterator(dataset, batch_size, std::move(shard), shuffle, seed));
+}
+
+BatchIterator::BatchIterator(const Dataset* dataset, int batch_size, std::vector<int64_t> shard,
+                             bool shuffle, uint64_t seed)
+    : dataset_(dataset),
+      batch_size_(batch_size),
+      shard_(std::move(shard)),
+      shuffle_(shuffle),
+      seed_(seed) {
+  StartEpoch();
+}
+
+void BatchIterator::StartEpoch() {
+  order_ = shard_;
+  position_ = 0;
+  if (!shuffle_) return;
+  std::mt19937_64 rng(Mix(seed_ + static_cast<uint64_t>(epoch_)));
+  // Fisher-Yates, written out for the reason given at UniformBelow.
+  for (size_t i = order_.size(); i > 1; --i) {
+    std::swap(order_[i - 1], order_[UniformBelow(rng, i)]);
+  }
+}
+
+void BatchIterator::Next(float* images, int32_t* labels) {
+  const int64_t example_size = dataset_->example_size();
+  for (int b = 0; b < batch_size_; ++b) {
+    const int64_t index = order_[position_];
+    ConvertExample(*dataset_, index, images + b * example_size);
+    labels[b] = dataset_->labels[index];
+    if (++position_ == order_.size()) {
+      ++epoch_;
+      StartEpoch();
+    }
+  }
+}
+
+void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
+                 int32_t* labels) {
+  CHECK_GE(begin, 0);
+  CHECK_GE(count, 0);
+  CHECK_LE(begin + count, dataset.size());
+  const int64_t example_size = dataset.example_size();
+  for (int64_t i = 0; i < count; ++i) {
+    ConvertExample(dataset, begin + i, images + i * example_size);
+    labels[i] = dataset.labels[begin + i];
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,99 @@
+#include "data/gzip.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "data/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string SampleText() {
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += static_cast<char>('a' + (i * 7) % 26);
+  return text;
+}
+
+TEST(GzipTest, DetectsMagic) {
+  EXPECT_TRUE(IsGzip(testutil::Gzip("x")));
+  EXPECT_FALSE(IsGzip(""));
+  EXPECT_FALSE(IsGzip("\x1f"));
+  EXPECT_FALSE(IsGzip(std::string("\x00\x00\x08\x03", 4)));
+}
+
+TEST(GzipTest, RoundTrip) {
+  const std::string text = SampleText();
+  absl::StatusOr<std::string> out = Gunzip(testutil::Gzip(text), "f.gz");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, text);
+}
+
+TEST(GzipTest, EmptyPayload) {
+  absl::StatusOr<std::string> out = Gunzip(testutil::Gzip(""), "f.gz");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "");
+}
+
+TEST(GzipTest, ConcatenatedMembers) {
+  absl::StatusOr<std::string> out =
+      Gunzip(testutil::Gzip("hello, ") + testutil::Gzip("world"), "f.gz");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "hello, world");
+}
+
+TEST(GzipTest, MaybeGunzipPassesRawThrough) {
+  absl::StatusOr<std::string> out = MaybeGunzip("raw bytes", "f");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, "raw bytes");
+}
+
+TEST(GzipTest, EveryTruncationIsDataLoss) {
+  const std::string gz = testutil::Gzip(SampleText());
+  for (size_t len = 0; len < gz.size(); ++len) {
+    absl::StatusOr<std::string> out = Gunzip(gz.substr(0, len), "dir/f.gz");
+    ASSERT_FALSE(out.ok()) << "prefix of " << len << " bytes";
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss) << out.status();
+    EXPECT_THAT(out.status().message(), HasSubstr("dir/f.gz")) << out.status();
+  }
+}
+
+TEST(GzipTest, BadCrcIsDataLoss) {
+  std::string gz = testutil::Gzip(SampleText());
+  gz[gz.size() - 6] ^= 0x01;  // inside the CRC-32 of the trailer
+  absl::StatusOr<std::string> out = Gunzip(gz, "f.gz");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss) << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("f.gz: corrupt gzip data"));
+}
+
+TEST(GzipTest, TrailingGarbageIsDataLoss) {
+  absl::StatusOr<std::string> out = Gunzip(testutil::Gzip("abc") + "junk", "f.gz");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss) << out.status();
+  EXPECT_THAT(out.status().message(), HasSubstr("4 unexpected bytes after the gzip stream"));
+}
+
+// Every single-bit flip either fails cleanly or (in header fields gzip does
+// not protect, such as the timestamp) decodes; none may crash.
+TEST(GzipTest, BitFlipsNeverCrash) {
+  const std::string text = SampleText();
+  const std::string gz = testutil::Gzip(text);
+  int failures = 0;
+  for (size_t i = 0; i < gz.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string corrupt = gz;
+      corrupt[i] ^= static_cast<char>(1 << bit);
+      absl::StatusOr<std::string> out = Gunzip(corrupt, "f.gz");
+      if (!out.ok()) {
+        ++failures;
+        EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss) << out.status();
+      }
+    }
+  }
+  EXPECT_GT(failures, static_cast<int>(gz.size()));
+}
+
+}  // namespace
+}  // namespace pstrain

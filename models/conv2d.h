@@ -1,0 +1,69 @@
+#ifndef PSTRAIN_MODELS_CONV2D_H_
+#define PSTRAIN_MODELS_CONV2D_H_
+
+#include <vector>
+
+#include "models/layer.h"
+#include "tbb/enumerable_thread_specific.h"
+
+namespace pstrain {
+
+enum class Padding { kSame, kValid };  // TensorFlow's "SAME" and "VALID".
+enum class Activation { kNone, kRelu };
+
+struct Conv2DOptions {
+  int filters = 0;
+  int kernel_size = 3;  // Square kernels.
+  int stride = 1;
+  Padding padding = Padding::kSame;
+  Activation activation = Activation::kNone;  // Fused into the layer's passes.
+  bool use_bias = true;
+  Initializer kernel_initializer = Initializer::kGlorotUniform;
+};
+
+// 2-D convolution over NHWC inputs with an HWIO kernel ("kernel", "bias"), as
+// tf.layers.conv2d. Computed as im2col + GEMM on chunks of examples: each task
+// unfolds a few examples into a per-thread buffer and multiplies it by the
+// kernel, so the unfolded matrix never exists for the whole batch.
+class Conv2D : public Layer {
+ public:
+  Conv2D(std::string name, const Conv2DOptions& options);
+
+  absl::StatusOr<Shape> Build(const Shape& input) override;
+  std::vector<VariableSpec> Variables() const override;
+  void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;
+  void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                const BackwardArgs& args) override;
+
+ private:
+  using Buffer = std::vector<float, Eigen::aligned_allocator<float>>;
+
+  // Unfolds example `in` (H x W x Cin) into `col` ((Ho*Wo) x K), K = k*k*Cin in
+  // the kernel's HWI order, with zeros where the window leaves the image.
+  void Im2Col(const float* in, float* col) const;
+  // The adjoint: adds `col` back into `in` (which the caller zeroed).
+  void Col2Im(const float* col, float* in) const;
+  int64_t ExamplesPerChunk() const;
+
+  Conv2DOptions options_;
+  int64_t in_h_ = 0, in_w_ = 0, in_c_ = 0;
+  int64_t out_h_ = 0, out_w_ = 0;
+  int64_t pad_top_ = 0, pad_left_ = 0;
+  int64_t k_ = 0;  // Rows of the kernel matrix: kernel_size^2 * in_c_.
+
+  tbb::enumerable_thread_specific<Buffer> col_scratch_;
+  tbb::enumerable_thread_specific<Buffer> dz_scratch_;
+  Buffer chunk_grads_;  // Per-chunk kernel+bias gradients, summed in order.
+};
+
+// Output size and leading padding of one spatial dimension, as TensorFlow
+// computes them.
+struct PaddedDim {
+  int64_t out = 0;
+  int64_t pad_before = 0;
+};
+PaddedDim ComputePadding(int64_t in, int64_t kernel, int64_t stride, Padding padding);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODELS_CONV2D_H_

@@ -1,0 +1,103 @@
+#ifndef PSTRAIN_MODELS_LAYER_H_
+#define PSTRAIN_MODELS_LAYER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/tensor.h"
+
+namespace pstrain {
+
+enum class Initializer {
+  kZeros,
+  kOnes,
+  kGlorotUniform,  // TensorFlow's default kernel initializer.
+  kHeNormal,       // Truncated-free He et al. normal, for ReLU nets.
+};
+
+// A variable a layer declares. Trainable variables are concatenated into the
+// model's flat parameter vector (what the parameter servers shard); the others
+// (batch-norm moving statistics) into its flat state vector.
+struct VariableSpec {
+  std::string name;  // Relative to the layer ("kernel"); the model prefixes the layer name.
+  Shape shape;
+  bool trainable = true;
+  Initializer initializer = Initializer::kZeros;
+  // Glorot/He fan sizes for kernels; ignored by the constant initializers.
+  int64_t fan_in = 0;
+  int64_t fan_out = 0;
+};
+
+// What a forward pass reads and writes besides activations.
+struct ForwardArgs {
+  bool training = false;
+  uint64_t seed = 0;               // Randomness of this step (dropout).
+  const float* params = nullptr;   // The model's flat trainable vector.
+  const float* state = nullptr;    // The model's flat state vector.
+  // Training only: where layers with batch statistics (batch norm) write them,
+  // at the same offsets as their state variables. May be null in eval.
+  float* batch_stats = nullptr;
+};
+
+struct BackwardArgs {
+  const float* params = nullptr;
+  float* grads = nullptr;  // Layers overwrite their own range of the flat gradient.
+};
+
+// One layer of a feed-forward model, with its backward pass. Tensors are
+// batched: dimension 0 is the example. A layer keeps what its backward pass
+// needs from the last forward pass (argmax indices, dropout masks, normalized
+// activations), so an instance serves one model on one thread at a time; work
+// inside a call is spread over the oneTBB pool, split by examples so results do
+// not depend on the number of threads.
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // Fixes variable shapes for inputs of shape `input` (one example, no batch
+  // dimension) and returns the shape of one output example. InvalidArgument if
+  // the layer cannot take that input.
+  virtual absl::StatusOr<Shape> Build(const Shape& input) = 0;
+
+  // Valid after Build().
+  virtual std::vector<VariableSpec> Variables() const { return {}; }
+
+  // Where each variable of Variables() lives: an offset into the params vector
+  // for trainable ones, into the state vector for the others.
+  void BindOffsets(std::vector<int64_t> offsets) { offsets_ = std::move(offsets); }
+
+  // `out` is resized by the layer.
+  virtual void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) = 0;
+
+  // Given dL/d(out), writes dL/d(in) into `din` (skipped when null: the first
+  // layer needs no input gradient) and dL/d(variables) into args.grads. `in`
+  // and `out` are those of the last Forward call, which must have been a
+  // training pass for layers that behave differently in training.
+  virtual void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                        const BackwardArgs& args) = 0;
+
+ protected:
+  int64_t offset(int i) const { return offsets_[i]; }
+
+ private:
+  std::string name_;
+  std::vector<int64_t> offsets_;
+};
+
+// Shape of a batch of `batch` examples of per-example shape `example`.
+inline Shape Batched(int64_t batch, const Shape& example) {
+  Shape s{batch};
+  s.insert(s.end(), example.begin(), example.end());
+  return s;
+}
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODELS_LAYER_H_

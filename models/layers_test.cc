@@ -1,0 +1,371 @@
+#include <cmath>
+#include <numeric>
+
+#include "gtest/gtest.h"
+#include "models/batch_norm.h"
+#include "models/conv2d.h"
+#include "models/dense.h"
+#include "models/dropout.h"
+#include "models/flatten.h"
+#include "models/global_avg_pool.h"
+#include "models/gradient_check.h"
+#include "models/loss.h"
+#include "models/max_pool2d.h"
+#include "models/random.h"
+#include "models/relu.h"
+
+namespace pstrain {
+namespace {
+
+Conv2DOptions ConvOpts(int filters, int kernel, int stride, Padding padding,
+                       Activation act = Activation::kNone) {
+  Conv2DOptions o;
+  o.filters = filters;
+  o.kernel_size = kernel;
+  o.stride = stride;
+  o.padding = padding;
+  o.activation = act;
+  return o;
+}
+
+// Direct convolution with TensorFlow's padding rules, as the reference.
+Tensor NaiveConv(const Tensor& in, const float* kernel, const float* bias, int filters, int k,
+                 int stride, Padding padding) {
+  const int64_t n = in.dim(0), h = in.dim(1), w = in.dim(2), c = in.dim(3);
+  PaddedDim ph = ComputePadding(h, k, stride, padding);
+  PaddedDim pw = ComputePadding(w, k, stride, padding);
+  Tensor out({n, ph.out, pw.out, filters});
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oh = 0; oh < ph.out; ++oh)
+      for (int64_t ow = 0; ow < pw.out; ++ow)
+        for (int f = 0; f < filters; ++f) {
+          double sum = bias[f];
+          for (int i = 0; i < k; ++i)
+            for (int j = 0; j < k; ++j)
+              for (int64_t ci = 0; ci < c; ++ci) {
+                const int64_t ih = oh * stride - ph.pad_before + i;
+                const int64_t iw = ow * stride - pw.pad_before + j;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                sum += in[((b * h + ih) * w + iw) * c + ci] *
+                       kernel[((i * k + j) * c + ci) * filters + f];
+              }
+          out[((b * ph.out + oh) * pw.out + ow) * filters + f] = static_cast<float>(sum);
+        }
+  return out;
+}
+
+struct ConvCase {
+  int64_t size;
+  int kernel;
+  int stride;
+  Padding padding;
+};
+
+class Conv2DTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Conv2DTest, ForwardMatchesDirectConvolution) {
+  const ConvCase p = GetParam();
+  Conv2D conv("conv", ConvOpts(4, p.kernel, p.stride, p.padding));
+  ASSERT_TRUE(conv.Build({p.size, p.size + 1, 3}).ok());
+  LayerVariables vars = BindRandomVariables(&conv, 5);
+  Tensor in({2, p.size, p.size + 1, 3});
+  SplitMix64 rng(9);
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = rng.Uniform() - 0.5f;
+  Tensor out;
+  ForwardArgs args;
+  args.params = vars.params.data();
+  conv.Forward(in, &out, args);
+  const int64_t kernel_size = int64_t{p.kernel} * p.kernel * 3 * 4;
+  Tensor want = NaiveConv(in, vars.params.data(), vars.params.data() + kernel_size, 4, p.kernel,
+                          p.stride, p.padding);
+  ASSERT_EQ(out.shape(), want.shape());
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], want[i], 1e-4) << i;
+}
+
+TEST_P(Conv2DTest, GradientsMatchNumeric) {
+  const ConvCase p = GetParam();
+  Conv2D conv("conv", ConvOpts(4, p.kernel, p.stride, p.padding));
+  EXPECT_TRUE(CheckGradients(&conv, {2, p.size, p.size + 1, 3}, {}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Paddings, Conv2DTest,
+                         ::testing::Values(ConvCase{6, 3, 1, Padding::kSame},
+                                           ConvCase{6, 3, 1, Padding::kValid},
+                                           ConvCase{7, 3, 2, Padding::kSame},
+                                           ConvCase{7, 3, 2, Padding::kValid},
+                                           ConvCase{6, 5, 1, Padding::kSame},
+                                           ConvCase{8, 1, 2, Padding::kSame}));
+
+TEST(Conv2DLayerTest, ManyChunksGradients) {
+  // 34x34 outputs exceed one chunk's rows, so each example is its own chunk
+  // and the kernel gradient is a sum over chunks.
+  Conv2D conv("conv", ConvOpts(3, 3, 1, Padding::kSame));
+  GradientCheckOptions options;
+  options.max_checks = 60;
+  EXPECT_TRUE(CheckGradients(&conv, {3, 34, 34, 2}, options));
+}
+
+TEST(Conv2DLayerTest, FusedReluEqualsSeparateRelu) {
+  Conv2D fused("fused", ConvOpts(5, 3, 1, Padding::kSame, Activation::kRelu));
+  Conv2D plain("plain", ConvOpts(5, 3, 1, Padding::kSame));
+  ReLU relu("relu");
+  ASSERT_TRUE(fused.Build({6, 6, 2}).ok());
+  ASSERT_TRUE(plain.Build({6, 6, 2}).ok());
+  ASSERT_TRUE(relu.Build({6, 6, 5}).ok());
+  LayerVariables vars = BindRandomVariables(&fused, 3);
+  BindRandomVariables(&plain, 3);
+  Tensor in({2, 6, 6, 2});
+  SplitMix64 rng(4);
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = rng.Uniform() - 0.5f;
+  ForwardArgs f;
+  f.training = true;
+  f.params = vars.params.data();
+  Tensor y1, z, y2;
+  fused.Forward(in, &y1, f);
+  plain.Forward(in, &z, f);
+  relu.Forward(z, &y2, f);
+  for (int64_t i = 0; i < y1.size(); ++i) ASSERT_FLOAT_EQ(y1[i], y2[i]);
+  Tensor dy(y1.shape());
+  for (int64_t i = 0; i < dy.size(); ++i) dy[i] = rng.Uniform() - 0.5f;
+  std::vector<float> g1(vars.params.size()), g2(vars.params.size());
+  Tensor dx1, dz, dx2;
+  fused.Backward(in, y1, dy, &dx1, {vars.params.data(), g1.data()});
+  relu.Backward(z, y2, dy, &dz, {});
+  plain.Backward(in, z, dz, &dx2, {vars.params.data(), g2.data()});
+  for (int64_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-6);
+  for (size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5);
+}
+
+TEST(Conv2DLayerTest, RejectsBadInput) {
+  Conv2D conv("conv", ConvOpts(4, 5, 1, Padding::kValid));
+  EXPECT_FALSE(conv.Build({3, 3, 1}).ok());  // kernel larger than the image
+  EXPECT_FALSE(conv.Build({9}).ok());
+  Conv2D none("none", ConvOpts(0, 3, 1, Padding::kSame));
+  EXPECT_FALSE(none.Build({4, 4, 1}).ok());
+}
+
+// Distinct values at least 0.05 apart: no ties within epsilon.
+void DistinctInput(Tensor* t) {
+  std::vector<int64_t> perm(t->size());
+  std::iota(perm.begin(), perm.end(), 0);
+  SplitMix64 rng(11);
+  for (int64_t i = t->size() - 1; i > 0; --i) std::swap(perm[i], perm[rng.Next() % (i + 1)]);
+  for (int64_t i = 0; i < t->size(); ++i) (*t)[i] = 0.05f * static_cast<float>(perm[i]) - 1.0f;
+}
+
+TEST(MaxPool2DTest, GradientsMatchNumeric) {
+  GradientCheckOptions options;
+  options.make_input = DistinctInput;
+  MaxPool2D pool("pool", 2, 2);
+  EXPECT_TRUE(CheckGradients(&pool, {2, 6, 5, 3}, options));
+  MaxPool2D same("same", 3, 2, Padding::kSame);
+  EXPECT_TRUE(CheckGradients(&same, {2, 5, 5, 2}, options));
+}
+
+TEST(MaxPool2DTest, PicksMaximum) {
+  MaxPool2D pool("pool", 2, 2);
+  ASSERT_EQ(*pool.Build({2, 2, 1}), (Shape{1, 1, 1}));
+  Tensor in({1, 2, 2, 1});
+  in[0] = 1;
+  in[1] = 4;
+  in[2] = -3;
+  in[3] = 2;
+  Tensor out;
+  pool.Forward(in, &out, {});
+  EXPECT_EQ(out[0], 4.0f);
+}
+
+TEST(DenseTest, GradientsMatchNumeric) {
+  DenseOptions o;
+  o.units = 7;
+  Dense dense("dense", o);
+  EXPECT_TRUE(CheckGradients(&dense, {5, 13}, {}));
+}
+
+TEST(DenseTest, LargeGradientsMatchNumeric) {
+  // Big enough that the parallel GEMM splits into blocks.
+  DenseOptions o;
+  o.units = 300;
+  Dense dense("dense", o);
+  GradientCheckOptions options;
+  options.max_checks = 40;
+  EXPECT_TRUE(CheckGradients(&dense, {9, 520}, options));
+}
+
+TEST(DenseTest, FusedReluGradients) {
+  DenseOptions o;
+  o.units = 6;
+  o.activation = Activation::kRelu;
+  Dense dense("dense", o);
+  // Inputs and weights chosen so no pre-activation sits near the kink is not
+  // guaranteed; use a small epsilon and a loose tolerance for the rare one.
+  GradientCheckOptions options;
+  options.epsilon = 1e-3f;
+  options.tolerance = 2e-2f;
+  EXPECT_TRUE(CheckGradients(&dense, {4, 5}, options));
+}
+
+TEST(DenseTest, RejectsUnflattenedInput) {
+  DenseOptions o;
+  o.units = 3;
+  Dense dense("dense", o);
+  absl::StatusOr<Shape> s = dense.Build({4, 4, 1});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("Flatten"), std::string::npos);
+}
+
+TEST(ReLUTest, GradientsMatchNumeric) {
+  ReLU relu("relu");
+  GradientCheckOptions options;
+  options.make_input = [](Tensor* t) {
+    SplitMix64 rng(2);
+    for (int64_t i = 0; i < t->size(); ++i) {
+      const float u = rng.Uniform();
+      (*t)[i] = (u < 0.5f ? -1.0f : 1.0f) * (0.1f + u);  // |x| >= 0.1
+    }
+  };
+  EXPECT_TRUE(CheckGradients(&relu, {3, 4, 4, 2}, options));
+}
+
+TEST(FlattenTest, GradientsMatchNumeric) {
+  Flatten flatten("flatten");
+  EXPECT_TRUE(CheckGradients(&flatten, {2, 3, 4, 5}, {}));
+}
+
+TEST(DropoutTest, GradientsMatchNumericWithFixedSeed) {
+  Dropout dropout("dropout", 0.4f);
+  EXPECT_TRUE(CheckGradients(&dropout, {4, 50}, {}));
+}
+
+TEST(DropoutTest, DropsAboutRateAndScalesTheRest) {
+  Dropout dropout("dropout", 0.4f);
+  ASSERT_TRUE(dropout.Build({1000}).ok());
+  Tensor in({20, 1000}), out;
+  std::fill_n(in.data(), in.size(), 1.0f);
+  ForwardArgs args;
+  args.training = true;
+  args.seed = 77;
+  dropout.Forward(in, &out, args);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0.0f) {
+      ++zeros;
+    } else {
+      ASSERT_FLOAT_EQ(out[i], 1.0f / 0.6f);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(zeros) / out.size(), 0.4, 0.02);
+  Tensor again;
+  dropout.Forward(in, &again, args);
+  for (int64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], again[i]);  // same seed, same mask
+  args.seed = 78;
+  dropout.Forward(in, &again, args);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < out.size(); ++i) differ += out[i] != again[i];
+  EXPECT_GT(differ, out.size() / 10);
+}
+
+TEST(DropoutTest, IdentityInEvaluation) {
+  Dropout dropout("dropout", 0.4f);
+  ASSERT_TRUE(dropout.Build({10}).ok());
+  Tensor in({3, 10}), out;
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  dropout.Forward(in, &out, {});
+  for (int64_t i = 0; i < in.size(); ++i) EXPECT_EQ(out[i], in[i]);
+  EXPECT_FALSE(Dropout("bad", 1.0f).Build({3}).ok());
+}
+
+TEST(BatchNormTest, TrainingGradientsMatchNumeric) {
+  BatchNorm bn("bn", 1e-3f);
+  EXPECT_TRUE(CheckGradients(&bn, {4, 3, 3, 5}, {}));
+  BatchNorm flat("flat", 1e-3f);
+  EXPECT_TRUE(CheckGradients(&flat, {6, 4}, {}));
+}
+
+TEST(BatchNormTest, TrainingNormalizesAndReportsUnbiasedStatistics) {
+  BatchNorm bn("bn", 1e-5f);
+  ASSERT_TRUE(bn.Build({2}).ok());
+  bn.BindOffsets({0, 2, 0, 2});
+  std::vector<float> params = {1, 1, 0, 0};  // gamma, beta
+  std::vector<float> state = {0, 0, 1, 1};   // moving mean, variance
+  std::vector<float> stats(4);
+  Tensor in({4, 2}), out;
+  const float xs[] = {1, 10, 2, 20, 3, 30, 4, 40};
+  std::copy(xs, xs + 8, in.data());
+  ForwardArgs args;
+  args.training = true;
+  args.params = params.data();
+  args.state = state.data();
+  args.batch_stats = stats.data();
+  bn.Forward(in, &out, args);
+  EXPECT_NEAR(stats[0], 2.5, 1e-6);
+  EXPECT_NEAR(stats[1], 25, 1e-5);
+  EXPECT_NEAR(stats[2], 5.0 / 3.0, 1e-5);  // sum of squared deviations 5, over n - 1
+  EXPECT_NEAR(stats[3], 500.0 / 3.0, 1e-3);
+  double mean = 0, sq = 0;
+  for (int r = 0; r < 4; ++r) {
+    mean += out[r * 2];
+    sq += out[r * 2] * out[r * 2];
+  }
+  EXPECT_NEAR(mean, 0, 1e-5);
+  EXPECT_NEAR(sq / 4, 1, 1e-3);
+
+  MovingAverageUpdate(0.9f, stats.data(), 4, state.data());
+  EXPECT_NEAR(state[0], 0.25, 1e-6);
+  EXPECT_NEAR(state[2], 0.9 + 0.1 * 5.0 / 3.0, 1e-6);
+}
+
+TEST(BatchNormTest, EvaluationUsesMovingStatistics) {
+  BatchNorm bn("bn", 1e-5f);
+  ASSERT_TRUE(bn.Build({1}).ok());
+  bn.BindOffsets({0, 1, 0, 1});
+  std::vector<float> params = {2, 0.5f};  // gamma, beta
+  std::vector<float> state = {3, 4};      // mean 3, variance 4
+  Tensor in({2, 1}), out;
+  in[0] = 5;
+  in[1] = 1;
+  ForwardArgs args;
+  args.params = params.data();
+  args.state = state.data();
+  bn.Forward(in, &out, args);
+  EXPECT_NEAR(out[0], 2 * (5 - 3) / 2.0 + 0.5, 1e-4);
+  EXPECT_NEAR(out[1], 2 * (1 - 3) / 2.0 + 0.5, 1e-4);
+}
+
+TEST(GlobalAvgPoolTest, GradientsMatchNumeric) {
+  GlobalAvgPool gap("gap");
+  EXPECT_TRUE(CheckGradients(&gap, {3, 4, 5, 6}, {}));
+}
+
+TEST(SoftmaxCrossEntropyTest, GradientMatchesNumeric) {
+  Tensor logits({3, 4});
+  SplitMix64 rng(6);
+  for (int64_t i = 0; i < logits.size(); ++i) logits[i] = 4.0f * rng.Uniform() - 2.0f;
+  const int32_t labels[] = {0, 3, 2};
+  Tensor grad;
+  LossResult base = SoftmaxCrossEntropy(logits, labels, &grad);
+  EXPECT_GT(base.loss_sum, 0);
+  for (int64_t i = 0; i < logits.size(); ++i) {
+    const float saved = logits[i];
+    logits[i] = saved + 1e-2f;
+    const double plus = SoftmaxCrossEntropy(logits, labels, nullptr).loss_sum / 3;
+    logits[i] = saved - 1e-2f;
+    const double minus = SoftmaxCrossEntropy(logits, labels, nullptr).loss_sum / 3;
+    logits[i] = saved;
+    EXPECT_NEAR(grad[i], (plus - minus) / 2e-2, 2e-4) << i;
+  }
+}
+
+TEST(SoftmaxCrossEntropyTest, StableForLargeLogitsAndCountsCorrect) {
+  Tensor logits({2, 3});
+  const float v[] = {1000, 0, -1000, 0, 0, 1};
+  std::copy(v, v + 6, logits.data());
+  const int32_t labels[] = {0, 1};
+  LossResult r = SoftmaxCrossEntropy(logits, labels, nullptr);
+  EXPECT_TRUE(std::isfinite(r.loss_sum));
+  EXPECT_EQ(r.correct, 1);
+  EXPECT_NEAR(r.loss_sum, 0.0 + (std::log(2 + std::exp(1.0)) - 0.0), 1e-5);
+}
+
+}  // namespace
+}  // namespace pstrain

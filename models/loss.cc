@@ -1,0 +1,34 @@
+#include "models/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pstrain {
+
+LossResult SoftmaxCrossEntropy(const Tensor& logits, const int32_t* labels, Tensor* dlogits) {
+  const int64_t batch = logits.dim(0);
+  const int64_t classes = logits.dim(1);
+  if (dlogits != nullptr) dlogits->Resize(logits.shape());
+  LossResult result;
+  const float inv_batch = 1.0f / static_cast<float>(batch);
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* z = logits.data() + n * classes;
+    const int64_t arg = std::max_element(z, z + classes) - z;
+    const float max = z[arg];
+    double sum = 0.0;
+    for (int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(z[k] - max));
+    const double log_sum = std::log(sum);
+    result.loss_sum += log_sum - (z[labels[n]] - max);
+    if (arg == labels[n]) ++result.correct;
+    if (dlogits != nullptr) {
+      float* g = dlogits->data() + n * classes;
+      for (int64_t k = 0; k < classes; ++k) {
+        const double p = std::exp(static_cast<double>(z[k] - max) - log_sum);
+        g[k] = static_cast<float>(p - (k == labels[n] ? 1.0 : 0.0)) * inv_batch;
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,86 @@
+#ifndef PSTRAIN_MODELS_MODEL_H_
+#define PSTRAIN_MODELS_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/layer.h"
+#include "models/loss.h"
+#include "models/tensor.h"
+
+namespace pstrain {
+
+// A variable of a built model and where it lives: in the flat trainable vector
+// (`trainable`) or the flat state vector, at `offset`.
+struct VariableInfo {
+  std::string name;  // "layer/variable", e.g. "conv2d/kernel".
+  Shape shape;
+  bool trainable = true;
+  int64_t offset = 0;
+  int64_t size = 0;
+  VariableSpec spec;
+};
+
+// A feed-forward classifier: a stack of layers ending in logits, trained with
+// softmax cross-entropy. The model owns no parameter values: every call reads
+// them from flat vectors (wherever they live: an in-process store, or a copy
+// pulled from the parameter servers), so the same layout is shared by every
+// role. Holds workspace for activations, so one instance serves one thread.
+class Model {
+ public:
+  // Builds `layers` in order for examples of shape `input_shape` (HWC) and
+  // assigns variable offsets in declaration order. InvalidArgument if a layer
+  // cannot take its input or the output is not [num_classes].
+  static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
+                                                       int num_classes,
+                                                       std::vector<std::unique_ptr<Layer>> layers);
+
+  const std::string& name() const { return name_; }
+  const Shape& input_shape() const { return input_shape_; }
+  int num_classes() const { return num_classes_; }
+  const std::vector<VariableInfo>& variables() const { return variables_; }
+  int64_t num_params() const { return num_params_; }
+  int64_t num_state() const { return num_state_; }
+
+  // Fills params[num_params()] and state[num_state()] with the variables'
+  // initial values; the same seed gives the same values.
+  void InitializeVariables(uint64_t seed, float* params, float* state) const;
+
+  // One training step on `batch` examples: forward (training mode, randomness
+  // from `seed`), loss, backward. Overwrites grads[num_params()] with the
+  // gradient of the mean loss and batch_stats[num_state()] with the batch's
+  // statistics (for the moving averages of batch-norm layers).
+  LossResult TrainStep(const float* params, const float* state, const float* images,
+                       const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
+                       float* batch_stats);
+
+  // Forward pass in evaluation mode; loss summed over the batch.
+  LossResult Evaluate(const float* params, const float* state, const float* images,
+                      const int32_t* labels, int64_t batch);
+
+  // Logits of the last Evaluate/TrainStep call, [batch, num_classes].
+  const Tensor& logits() const { return acts_.back(); }
+
+ private:
+  Model() = default;
+  void Forward(const float* params, const float* state, const float* images, int64_t batch,
+               bool training, uint64_t seed, float* batch_stats);
+
+  std::string name_;
+  Shape input_shape_;
+  int num_classes_ = 0;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<VariableInfo> variables_;
+  int64_t num_params_ = 0;
+  int64_t num_state_ = 0;
+
+  std::vector<Tensor> acts_;  // acts_[0] = input, acts_[i + 1] = output of layer i.
+  Tensor grad_a_, grad_b_;    // Ping-pong buffers for activation gradients.
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODELS_MODEL_H_

@@ -1,0 +1,121 @@
+#include "models/model.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "models/random.h"
+#include "models/registry.h"
+
+namespace pstrain {
+namespace {
+
+TEST(RegistryTest, UnknownModelListsKnownOnes) {
+  auto model = BuildModel("resnet9000", {});
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(model.status()));
+  EXPECT_NE(model.status().message().find("mnist_cnn"), std::string::npos);
+}
+
+TEST(MnistCnnTest, VariablesAsTensorFlowNamesThem) {
+  auto model = BuildModel("mnist_cnn", {});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const auto& vars = (*model)->variables();
+  ASSERT_EQ(vars.size(), 8u);
+  EXPECT_EQ(vars[0].name, "conv2d/kernel");
+  EXPECT_EQ(vars[0].shape, (Shape{5, 5, 1, 32}));
+  EXPECT_EQ(vars[2].name, "conv2d_1/kernel");
+  EXPECT_EQ(vars[2].shape, (Shape{5, 5, 32, 64}));
+  EXPECT_EQ(vars[4].name, "dense/kernel");
+  EXPECT_EQ(vars[4].shape, (Shape{7 * 7 * 64, 1024}));
+  EXPECT_EQ(vars[7].name, "dense_1/bias");
+  EXPECT_EQ((*model)->num_params(), 3274634);
+  EXPECT_EQ((*model)->num_state(), 0);
+  int64_t offset = 0;
+  for (const auto& v : vars) {
+    EXPECT_EQ(v.offset, offset) << v.name;
+    offset += v.size;
+  }
+}
+
+TEST(MnistCnnTest, SeededInitialization) {
+  auto model = *BuildModel("mnist_cnn", {});
+  std::vector<float> a(model->num_params()), b(model->num_params()), c(model->num_params());
+  model->InitializeVariables(1, a.data(), nullptr);
+  model->InitializeVariables(1, b.data(), nullptr);
+  model->InitializeVariables(2, c.data(), nullptr);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // Glorot-uniform kernel within its limit, zero biases.
+  const float limit = std::sqrt(6.0f / (25 + 25 * 32));
+  for (int i = 0; i < 800; ++i) ASSERT_LE(std::abs(a[i]), limit);
+  for (int i = 800; i < 832; ++i) ASSERT_EQ(a[i], 0.0f);
+}
+
+// Whole-model check: the gradient TrainStep returns for a sample of
+// parameters against central differences of the mean loss (dropout uses the
+// same seed on every evaluation, so the function is fixed).
+TEST(MnistCnnTest, TrainStepGradientMatchesNumeric) {
+  auto model = *BuildModel("mnist_cnn", {});
+  const int64_t batch = 2;
+  std::vector<float> params(model->num_params()), grads(model->num_params());
+  model->InitializeVariables(3, params.data(), nullptr);
+  SplitMix64 rng(4);
+  // Non-zero biases so ReLUs sit away from their kinks on average.
+  for (float& p : params) p += 0.01f * (rng.Uniform() - 0.5f);
+  std::vector<float> images(batch * 784);
+  for (float& x : images) x = rng.Uniform();
+  const int32_t labels[] = {3, 7};
+  model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99, grads.data(),
+                   nullptr);
+  auto loss = [&]() {
+    std::vector<float> scratch(model->num_params());
+    return model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99,
+                            scratch.data(), nullptr)
+               .loss_sum /
+           batch;
+  };
+  // Largest-gradient parameters of each variable, where float noise matters least.
+  int checked = 0;
+  for (const auto& v : model->variables()) {
+    int64_t best = v.offset;
+    for (int64_t i = v.offset; i < v.offset + v.size; ++i) {
+      if (std::abs(grads[i]) > std::abs(grads[best])) best = i;
+    }
+    const float eps = 1e-3f;
+    const float saved = params[best];
+    params[best] = saved + eps;
+    const double plus = loss();
+    params[best] = saved - eps;
+    const double minus = loss();
+    params[best] = saved;
+    const double numeric = (plus - minus) / (2 * eps);
+    EXPECT_NEAR(grads[best], numeric, 2e-2 * std::max(1.0, std::abs(numeric))) << v.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 8);
+}
+
+TEST(MnistCnnTest, SgdLowersLossOnAFixedBatch) {
+  auto model = *BuildModel("mnist_cnn", {});
+  const int64_t batch = 4;
+  std::vector<float> params(model->num_params()), grads(model->num_params());
+  model->InitializeVariables(5, params.data(), nullptr);
+  SplitMix64 rng(6);
+  std::vector<float> images(batch * 784);
+  for (float& x : images) x = rng.Uniform();
+  std::vector<int32_t> labels(batch);
+  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
+  const double first =
+      model->Evaluate(params.data(), nullptr, images.data(), labels.data(), batch).loss_sum;
+  for (int step = 0; step < 40; ++step) {
+    model->TrainStep(params.data(), nullptr, images.data(), labels.data(), batch, step,
+                     grads.data(), nullptr);
+    for (size_t i = 0; i < params.size(); ++i) params[i] -= 0.03f * grads[i];
+  }
+  const LossResult last =
+      model->Evaluate(params.data(), nullptr, images.data(), labels.data(), batch);
+  EXPECT_LT(last.loss_sum, 0.5 * first);
+}
+
+}  // namespace
+}  // namespace pstrain
