@@ -1,7 +1,6 @@
 #include "data/mnist.h"
 
 #include <cstdint>
-#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>

@@ -1,0 +1,120 @@
+// pstrain-bench: times training steps (forward, backward, optimizer update)
+// and evaluation batches of a model on synthetic input, single process.
+// The last two lines are "train examples/sec: X" and "eval examples/sec: Y".
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "common/flags.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "models/random.h"
+#include "models/registry.h"
+#include "tbb/global_control.h"
+#include "worker/in_process_client.h"
+
+DEFINE_string(model, "mnist_cnn", "Model to time.");
+DEFINE_int32(batch_size, 100, "Examples per step.");
+DEFINE_int32(steps, 100, "Timed steps (after the warm-up).");
+DEFINE_int32(warmup, 10, "Untimed steps first.");
+DEFINE_int32(threads, 0, "Compute threads; 0 uses every core.");
+DEFINE_int32(repeats, 1, "Timed rounds; the median round is reported.");
+DEFINE_string(optimizer, "adam", "Optimizer applied each step.");
+
+namespace pstrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int Run() {
+  auto model_or = BuildModel(FLAGS_model, {});
+  if (!model_or.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(model_or.status().message()).c_str());
+    return 2;
+  }
+  std::unique_ptr<Model> model = std::move(*model_or);
+  OptimizerConfig config;
+  auto type = ParseOptimizerType(FLAGS_optimizer);
+  if (!type.ok() || FLAGS_batch_size <= 0 || FLAGS_steps <= 0 || FLAGS_repeats <= 0) {
+    std::fprintf(stderr, "bad flags: --optimizer sgd|momentum|adam, positive --batch_size, "
+                         "--steps, --repeats\n");
+    return 2;
+  }
+  config.type = *type;
+  auto client_or = InProcessClient::Create(*model, config, 0.99f, 1);
+  if (!client_or.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(client_or.status().message()).c_str());
+    return 1;
+  }
+  InProcessClient& client = **client_or;
+
+  const int64_t batch = FLAGS_batch_size;
+  const int64_t example = NumElements(model->input_shape());
+  // A few distinct synthetic batches, cycled.
+  constexpr int kBatches = 4;
+  std::vector<float> images(kBatches * batch * example);
+  std::vector<int32_t> labels(kBatches * batch);
+  SplitMix64 rng(7);
+  for (float& x : images) x = rng.Uniform();
+  for (int32_t& y : labels) y = static_cast<int32_t>(rng.Next() % model->num_classes());
+  std::vector<float> grads(model->num_params()), stats(model->num_state());
+
+  auto train_step = [&](int i) {
+    const int b = i % kBatches;
+    ParameterView view = *client.Pull();
+    model->TrainStep(view.params, view.state, images.data() + b * batch * example,
+                     labels.data() + b * batch, batch, i, grads.data(), stats.data());
+    CHECK(client.Push(view.global_step, grads.data(), stats.data()).ok());
+  };
+  auto eval_step = [&](int i) {
+    const int b = i % kBatches;
+    ParameterView view = *client.Pull();
+    model->Evaluate(view.params, view.state, images.data() + b * batch * example,
+                    labels.data() + b * batch, batch);
+  };
+
+  std::printf("model %s: %lld parameters, batch %lld, %d threads, %d steps x %d rounds\n",
+              FLAGS_model.c_str(), static_cast<long long>(model->num_params()),
+              static_cast<long long>(batch), FLAGS_threads, FLAGS_steps, FLAGS_repeats);
+  for (int i = 0; i < FLAGS_warmup; ++i) train_step(i);
+  std::vector<double> train_rates, eval_rates;
+  for (int r = 0; r < FLAGS_repeats; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < FLAGS_steps; ++i) train_step(i);
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    train_rates.push_back(FLAGS_steps * batch / secs);
+    std::printf("round %d: train %.1f examples/sec (%.2f ms/step)\n", r, train_rates.back(),
+                1e3 * secs / FLAGS_steps);
+  }
+  for (int i = 0; i < std::max(1, FLAGS_warmup / 2); ++i) eval_step(i);
+  for (int r = 0; r < FLAGS_repeats; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < FLAGS_steps; ++i) eval_step(i);
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    eval_rates.push_back(FLAGS_steps * batch / secs);
+  }
+  std::printf("train examples/sec: %.1f\n", Median(train_rates));
+  std::printf("eval examples/sec: %.1f\n", Median(eval_rates));
+  return 0;
+}
+
+}  // namespace
+}  // namespace pstrain
+
+int main(int argc, char** argv) {
+  pstrain::NormalizeFlagSpellings(argc, argv);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  google::InitGoogleLogging(argv[0]);
+  const int threads = FLAGS_threads > 0 ? FLAGS_threads
+                                        : static_cast<int>(std::thread::hardware_concurrency());
+  FLAGS_threads = threads;
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
+  return pstrain::Run();
+}

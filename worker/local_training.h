@@ -1,0 +1,39 @@
+#ifndef PSTRAIN_WORKER_LOCAL_TRAINING_H_
+#define PSTRAIN_WORKER_LOCAL_TRAINING_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "models/registry.h"
+#include "ps/optimizer.h"
+#include "worker/trainer.h"
+
+namespace pstrain {
+
+// Everything a single-process training run needs, parsed from flags by main().
+struct LocalTrainingConfig {
+  std::string model = "mnist_cnn";
+  ModelOptions model_options;
+  std::string data_dir;
+  std::string job_dir;
+  int64_t train_steps = 0;
+  int batch_size = 100;
+  int eval_batch_size = 500;
+  OptimizerConfig optimizer;
+  float state_decay = 0.99f;  // Moving averages of batch-norm statistics.
+  uint64_t seed = 1;
+  int64_t log_every_n_steps = 100;
+};
+
+// Trains `config.model` on the training split of `config.data_dir` with
+// parameters and optimizer in this process (an Estimator run with no
+// TF_CONFIG), then evaluates on the test split and logs the evaluation line.
+// Errors name what was wrong: unknown model, missing or damaged data files,
+// bad hyperparameters, an unwritable job dir.
+absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig& config);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_LOCAL_TRAINING_H_

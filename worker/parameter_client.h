@@ -1,0 +1,36 @@
+#ifndef PSTRAIN_WORKER_PARAMETER_CLIENT_H_
+#define PSTRAIN_WORKER_PARAMETER_CLIENT_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+// The current parameters as the training loop sees them.
+struct ParameterView {
+  const float* params = nullptr;  // The model's flat trainable vector.
+  const float* state = nullptr;   // The model's flat state vector.
+  int64_t global_step = 0;
+};
+
+// How the training loop reaches the parameters: in the same process (a local
+// trainer) or on parameter servers. The loop pulls, computes, and pushes; it
+// never sees where the values live. Not thread-safe: one loop per client.
+class ParameterClient {
+ public:
+  virtual ~ParameterClient() = default;
+
+  // Fetches the current parameters. The view stays valid until the next call
+  // on this client.
+  virtual absl::StatusOr<ParameterView> Pull() = 0;
+
+  // Sends the gradients (and batch statistics) computed from the parameters
+  // of global step `step`; returns the global step after the update.
+  virtual absl::StatusOr<int64_t> Push(int64_t step, const float* grads,
+                                       const float* batch_stats) = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_PARAMETER_CLIENT_H_

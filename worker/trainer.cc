@@ -1,0 +1,93 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/random.h"
+
+namespace pstrain {
+
+EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Dataset& data,
+                            int batch_size) {
+  EvalMetrics metrics;
+  metrics.global_step = view.global_step;
+  std::vector<float> images(static_cast<size_t>(batch_size) * data.example_size());
+  std::vector<int32_t> labels(batch_size);
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  for (int64_t begin = 0; begin < data.size(); begin += batch_size) {
+    const int64_t n = std::min<int64_t>(batch_size, data.size() - begin);
+    GatherRange(data, begin, n, images.data(), labels.data());
+    LossResult r = model->Evaluate(view.params, view.state, images.data(), labels.data(), n);
+    loss_sum += r.loss_sum;
+    correct += r.correct;
+  }
+  metrics.examples = data.size();
+  if (data.size() > 0) {
+    metrics.accuracy = static_cast<double>(correct) / data.size();
+    metrics.loss = loss_sum / data.size();
+  }
+  return metrics;
+}
+
+std::string FormatEvalLine(const EvalMetrics& m) {
+  return absl::StrFormat("Saving dict for global step %d: accuracy = %.4f, global_step = %d, "
+                         "loss = %.5f",
+                         m.global_step, m.accuracy, m.global_step, m.loss);
+}
+
+Trainer::Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
+                 const TrainerOptions& options)
+    : model_(model), client_(client), batches_(batches), options_(options) {}
+
+absl::StatusOr<int64_t> Trainer::Run() {
+  using Clock = std::chrono::steady_clock;
+  const int64_t batch = batches_->batch_size();
+  images_.resize(static_cast<size_t>(batch) * NumElements(model_->input_shape()));
+  labels_.resize(batch);
+  grads_.resize(model_->num_params());
+  batch_stats_.resize(model_->num_state());
+
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
+  int64_t step = view.global_step;
+  double window_loss = 0.0;
+  int64_t window_steps = 0;        // Local steps in this logging window.
+  int64_t window_start_step = step;  // Global step at the window's start.
+  auto window_start = Clock::now();
+  while (step < options_.train_steps) {
+    batches_->Next(images_.data(), labels_.data());
+    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(),
+                                     batch, MixSeeds(options_.seed, step), grads_.data(),
+                                     batch_stats_.data());
+    PSTRAIN_ASSIGN_OR_RETURN(step, client_->Push(view.global_step, grads_.data(),
+                                                 batch_stats_.data()));
+    window_loss += r.loss_sum / batch;
+    ++window_steps;
+    const bool log_now = options_.log_every_n_steps > 0 &&
+                         (step / options_.log_every_n_steps !=
+                              window_start_step / options_.log_every_n_steps ||
+                          step >= options_.train_steps);
+    if (log_now) {
+      const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
+      last_loss_ = window_loss / window_steps;
+      LOG(INFO) << absl::StrFormat(
+          "step = %d, loss = %.4f, examples/sec = %.1f, global_step/sec = %.2f (epoch %d)", step,
+          last_loss_, window_steps * batch / secs, (step - window_start_step) / secs,
+          batches_->epoch());
+      window_loss = 0.0;
+      window_steps = 0;
+      window_start_step = step;
+      window_start = Clock::now();
+    }
+    if (step < options_.train_steps) {
+      PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
+    }
+  }
+  if (window_steps > 0) last_loss_ = window_loss / window_steps;
+  return step;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,70 @@
+#ifndef PSTRAIN_WORKER_TRAINER_H_
+#define PSTRAIN_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/batcher.h"
+#include "data/dataset.h"
+#include "models/model.h"
+#include "worker/parameter_client.h"
+
+namespace pstrain {
+
+struct TrainerOptions {
+  int64_t train_steps = 0;         // Stop once the global step reaches this.
+  int64_t log_every_n_steps = 100;  // One progress line per this many steps; 0 for none.
+  uint64_t seed = 0;               // Dropout randomness, mixed with the step.
+};
+
+// Loss and accuracy of a model over a whole dataset.
+struct EvalMetrics {
+  int64_t global_step = 0;
+  int64_t examples = 0;
+  double accuracy = 0.0;
+  double loss = 0.0;  // Mean per example.
+};
+
+// Evaluates `view`'s parameters on every example of `data` in batches of
+// `batch_size` (the last batch may be smaller).
+EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Dataset& data,
+                            int batch_size);
+
+// TensorFlow Estimator's evaluation line:
+// "Saving dict for global step N: accuracy = A, global_step = N, loss = L".
+std::string FormatEvalLine(const EvalMetrics& metrics);
+
+// The worker's loop: pull, compute gradients on the next batch, push. Logs
+// "step = S, loss = L, examples/sec = X, global_step/sec = G" every
+// log_every_n_steps. `model`, `client` and `batches` must outlive the trainer.
+class Trainer {
+ public:
+  Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
+          const TrainerOptions& options);
+
+  // Trains until the global step reaches options.train_steps; returns the
+  // final global step. Stops at the first failed pull or push.
+  absl::StatusOr<int64_t> Run();
+
+  // Mean loss of the steps since the last progress line (or of the whole run
+  // if none was logged), for callers that report it.
+  double last_loss() const { return last_loss_; }
+
+ private:
+  Model* const model_;
+  ParameterClient* const client_;
+  BatchIterator* const batches_;
+  const TrainerOptions options_;
+  double last_loss_ = 0.0;
+
+  std::vector<float> images_;
+  std::vector<int32_t> labels_;
+  std::vector<float> grads_;
+  std::vector<float> batch_stats_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_TRAINER_H_

@@ -1,0 +1,94 @@
+#include "worker/trainer.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/registry.h"
+#include "worker/in_process_client.h"
+#include "worker/local_training.h"
+
+namespace pstrain {
+namespace {
+
+// A tiny learnable dataset: the label is which quadrant of the 28x28 image
+// is bright (4 classes of the 10).
+Dataset QuadrantDataset(int64_t n, uint64_t seed) {
+  Dataset d;
+  d.height = 28;
+  d.width = 28;
+  d.channels = 1;
+  d.images.assign(n * 784, 0);
+  d.labels.resize(n);
+  uint64_t x = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int q = static_cast<int>((x >> 33) % 4);
+    d.labels[i] = q;
+    for (int r = 0; r < 14; ++r) {
+      for (int c = 0; c < 14; ++c) {
+        d.images[i * 784 + (r + (q / 2) * 14) * 28 + c + (q % 2) * 14] =
+            static_cast<uint8_t>(128 + ((x >> (r + c)) & 127));
+      }
+    }
+  }
+  return d;
+}
+
+TEST(TrainerTest, LearnsASimpleTaskInProcess) {
+  auto model = *BuildModel("mnist_cnn", {});
+  OptimizerConfig config;  // Adam 1e-3
+  auto client = InProcessClient::Create(*model, config, 0.99f, 3);
+  ASSERT_TRUE(client.ok()) << client.status();
+  Dataset train = QuadrantDataset(400, 1);
+  Dataset test = QuadrantDataset(200, 2);
+  auto batches = BatchIterator::Create(&train, 20, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+
+  auto before = EvaluateDataset(model.get(), *(*client)->Pull(), test, 64);
+  TrainerOptions options;
+  options.train_steps = 30;
+  options.log_every_n_steps = 10;
+  Trainer trainer(model.get(), client->get(), batches->get(), options);
+  auto step = trainer.Run();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 30);
+  auto after = EvaluateDataset(model.get(), *(*client)->Pull(), test, 64);
+  EXPECT_EQ(after.global_step, 30);
+  EXPECT_EQ(after.examples, 200);
+  EXPECT_LT(before.accuracy, 0.5);
+  EXPECT_GT(after.accuracy, 0.9);
+  EXPECT_LT(after.loss, before.loss);
+}
+
+TEST(TrainerTest, EvalLineHasEstimatorFormat) {
+  EvalMetrics m;
+  m.global_step = 3000;
+  m.accuracy = 0.91234;
+  m.loss = 0.25;
+  EXPECT_EQ(FormatEvalLine(m),
+            "Saving dict for global step 3000: accuracy = 0.9123, global_step = 3000, "
+            "loss = 0.25000");
+}
+
+TEST(LocalTrainingTest, ClearErrorsForBadConfig) {
+  MemEnv env;
+  LocalTrainingConfig config;
+  config.job_dir = "/job";
+  config.data_dir = "/nowhere";
+  config.train_steps = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLocalTraining(&env, config).status()));
+  config.train_steps = 10;
+  config.model = "nope";
+  auto r = RunLocalTraining(&env, config);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("mnist_cnn"), std::string::npos);
+  config.model = "mnist_cnn";
+  r = RunLocalTraining(&env, config);
+  EXPECT_TRUE(absl::IsNotFound(r.status())) << r.status();
+  EXPECT_NE(r.status().message().find("/nowhere"), std::string::npos);
+  config.job_dir = "";
+  EXPECT_TRUE(absl::IsInvalidArgument(RunLocalTraining(&env, config).status()));
+}
+
+}  // namespace
+}  // namespace pstrain
