@@ -84,9 +84,8 @@ class PosixEnv : public Env {
       return IoError("cannot rename into", path, err);
     }
     // Make the rename itself durable.
-    std::string dir = path.substr(0, path.find_last_of('/') == std::string::npos
-                                         ? 0
-                                         : path.find_last_of('/'));
+    std::string dir =
+        path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
     int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
       ::fsync(dfd);

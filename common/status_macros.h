@@ -5,9 +5,9 @@
 #include "absl/status/statusor.h"
 
 // Propagates a non-OK absl::Status out of the enclosing function.
-#define PSTRAIN_RETURN_IF_ERROR(expr)              \
-  do {                                             \
-    ::absl::Status pstrain_status_ = (expr);       \
+#define PSTRAIN_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status pstrain_status_ = (expr);           \
     if (!pstrain_status_.ok()) return pstrain_status_; \
   } while (0)
 

@@ -28,8 +28,8 @@ class BatchNorm : public Layer {
  private:
   float epsilon_;
   int64_t channels_ = 0;
-  Tensor xhat_;                // Normalized input of the last training pass.
-  std::vector<float> inv_std_;  // Per channel, last training pass.
+  Tensor xhat_;                  // Normalized input of the last training pass.
+  std::vector<float> inv_std_;   // Per channel, last training pass.
   std::vector<double> partial_;  // Per-chunk partial sums.
 };
 

@@ -43,9 +43,9 @@ absl::StatusOr<Shape> Conv2D::Build(const Shape& input) {
         name(), ": Conv2D needs height x width x channels inputs, got ", ShapeToString(input)));
   }
   if (options_.filters <= 0 || options_.kernel_size <= 0 || options_.stride <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name(), ": filters, kernel_size and stride must be positive, got ", options_.filters, ", ",
-        options_.kernel_size, ", ", options_.stride));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": filters, kernel_size and stride must be positive, got ",
+                     options_.filters, ", ", options_.kernel_size, ", ", options_.stride));
   }
   in_h_ = input[0];
   in_w_ = input[1];
@@ -68,8 +68,12 @@ absl::StatusOr<Shape> Conv2D::Build(const Shape& input) {
 std::vector<VariableSpec> Conv2D::Variables() const {
   const int64_t ks = options_.kernel_size;
   std::vector<VariableSpec> vars;
-  vars.push_back({"kernel", {ks, ks, in_c_, options_.filters}, true, options_.kernel_initializer,
-                  k_, ks * ks * options_.filters});
+  vars.push_back({"kernel",
+                  {ks, ks, in_c_, options_.filters},
+                  true,
+                  options_.kernel_initializer,
+                  k_,
+                  ks * ks * options_.filters});
   if (options_.use_bias) vars.push_back({"bias", {options_.filters}, true, Initializer::kZeros});
   return vars;
 }

@@ -29,8 +29,12 @@ absl::StatusOr<Shape> Dense::Build(const Shape& input) {
 
 std::vector<VariableSpec> Dense::Variables() const {
   std::vector<VariableSpec> vars;
-  vars.push_back({"kernel", {in_features_, options_.units}, true, options_.kernel_initializer,
-                  in_features_, options_.units});
+  vars.push_back({"kernel",
+                  {in_features_, options_.units},
+                  true,
+                  options_.kernel_initializer,
+                  in_features_,
+                  options_.units});
   if (options_.use_bias) vars.push_back({"bias", {options_.units}, true, Initializer::kZeros});
   return vars;
 }

@@ -39,8 +39,8 @@ TEST_P(GemmTest, MatchesNaiveProduct) {
     }
   for (bool parallel : {false, true}) {
     std::vector<float> got = c;
-    (parallel ? ParallelGemm : Gemm)(p.ta, p.tb, p.m, p.n, p.k, a.data(), lda, b.data(), ldb,
-                                     p.acc, got.data(), ldc);
+    (parallel ? ParallelGemm : Gemm)(p.ta, p.tb, p.m, p.n, p.k, a.data(), lda, b.data(), ldb, p.acc,
+                                     got.data(), ldc);
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < ldc; ++j) {
         // Padding columns past n must be untouched.
@@ -50,13 +50,14 @@ TEST_P(GemmTest, MatchesNaiveProduct) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, GemmTest,
-    ::testing::Values(GemmCase{false, false, false, 5, 7, 3}, GemmCase{true, false, false, 6, 4, 9},
-                      GemmCase{false, true, true, 3, 8, 5}, GemmCase{true, true, true, 4, 4, 4},
-                      GemmCase{false, false, true, 300, 200, 64},
-                      GemmCase{true, false, false, 400, 130, 50},
-                      GemmCase{false, true, false, 70, 500, 40}));
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmTest,
+                         ::testing::Values(GemmCase{false, false, false, 5, 7, 3},
+                                           GemmCase{true, false, false, 6, 4, 9},
+                                           GemmCase{false, true, true, 3, 8, 5},
+                                           GemmCase{true, true, true, 4, 4, 4},
+                                           GemmCase{false, false, true, 300, 200, 64},
+                                           GemmCase{true, false, false, 400, 130, 50},
+                                           GemmCase{false, true, false, 70, 500, 40}));
 
 }  // namespace
 }  // namespace pstrain

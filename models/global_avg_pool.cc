@@ -7,9 +7,9 @@ namespace pstrain {
 
 absl::StatusOr<Shape> GlobalAvgPool::Build(const Shape& input) {
   if (input.size() != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name(), ": GlobalAvgPool needs height x width x channels inputs, got ",
-        ShapeToString(input)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(), ": GlobalAvgPool needs height x width x channels inputs, got ",
+                     ShapeToString(input)));
   }
   positions_ = input[0] * input[1];
   channels_ = input[2];
@@ -24,8 +24,7 @@ void GlobalAvgPool::Forward(const Tensor& in, Tensor* out, const ForwardArgs&) {
     for (int64_t n = begin; n < end; ++n) {
       Eigen::Map<const Eigen::MatrixXf> x(in.data() + n * positions_ * channels_, channels_,
                                           positions_);
-      Eigen::Map<Eigen::VectorXf>(out->data() + n * channels_, channels_) =
-          x.rowwise().sum() * inv;
+      Eigen::Map<Eigen::VectorXf>(out->data() + n * channels_, channels_) = x.rowwise().sum() * inv;
     }
   });
 }
@@ -40,7 +39,8 @@ void GlobalAvgPool::Backward(const Tensor& in, const Tensor&, const Tensor& dout
     for (int64_t n = begin; n < end; ++n) {
       Eigen::Map<Eigen::MatrixXf> dx(din->data() + n * positions_ * channels_, channels_,
                                      positions_);
-      dx.colwise() = Eigen::Map<const Eigen::VectorXf>(dout.data() + n * channels_, channels_) * inv;
+      dx.colwise() =
+          Eigen::Map<const Eigen::VectorXf>(dout.data() + n * channels_, channels_) * inv;
     }
   });
 }

@@ -26,7 +26,8 @@ double Objective(Layer* layer, const Tensor& in, const std::vector<float>& r,
 }
 
 bool Close(double analytic, double numeric, double tol) {
-  return std::abs(analytic - numeric) <= tol * std::max({1.0, std::abs(analytic), std::abs(numeric)});
+  return std::abs(analytic - numeric) <=
+         tol * std::max({1.0, std::abs(analytic), std::abs(numeric)});
 }
 
 std::vector<int64_t> Sample(int64_t n, int max, SplitMix64& rng) {
@@ -86,8 +87,8 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
   fargs.batch_stats = stats.data();
   layer->Forward(in, &out, fargs);
   if (out.size() != out_size) {
-    return ::testing::AssertionFailure() << "output has " << out.size() << " elements, Build said "
-                                         << out_size;
+    return ::testing::AssertionFailure()
+           << "output has " << out.size() << " elements, Build said " << out_size;
   }
   Tensor dout(out.shape());
   std::copy(r.begin(), r.end(), dout.data());
@@ -110,8 +111,8 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
     in[i] = saved;
     const double numeric = (plus - minus) / (2.0 * eps);
     if (!Close(din[i], numeric, options.tolerance)) {
-      return ::testing::AssertionFailure() << layer->name() << ": d/d(input[" << i
-                                           << "]) analytic " << din[i] << " numeric " << numeric;
+      return ::testing::AssertionFailure() << layer->name() << ": d/d(input[" << i << "]) analytic "
+                                           << din[i] << " numeric " << numeric;
     }
   }
   for (int64_t i : Sample(static_cast<int64_t>(vars.params.size()), options.max_checks, rng)) {
@@ -123,8 +124,8 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
     vars.params[i] = saved;
     const double numeric = (plus - minus) / (2.0 * eps);
     if (!Close(grads[i], numeric, options.tolerance)) {
-      return ::testing::AssertionFailure() << layer->name() << ": d/d(param[" << i
-                                           << "]) analytic " << grads[i] << " numeric " << numeric;
+      return ::testing::AssertionFailure() << layer->name() << ": d/d(param[" << i << "]) analytic "
+                                           << grads[i] << " numeric " << numeric;
     }
   }
   return ::testing::AssertionSuccess();

@@ -33,9 +33,9 @@ struct VariableSpec {
 // What a forward pass reads and writes besides activations.
 struct ForwardArgs {
   bool training = false;
-  uint64_t seed = 0;               // Randomness of this step (dropout).
-  const float* params = nullptr;   // The model's flat trainable vector.
-  const float* state = nullptr;    // The model's flat state vector.
+  uint64_t seed = 0;              // Randomness of this step (dropout).
+  const float* params = nullptr;  // The model's flat trainable vector.
+  const float* state = nullptr;   // The model's flat state vector.
   // Training only: where layers with batch statistics (batch norm) write them,
   // at the same offsets as their state variables. May be null in eval.
   float* batch_stats = nullptr;

@@ -88,13 +88,11 @@ TEST_P(Conv2DTest, GradientsMatchNumeric) {
   EXPECT_TRUE(CheckGradients(&conv, {2, p.size, p.size + 1, 3}, {}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Paddings, Conv2DTest,
-                         ::testing::Values(ConvCase{6, 3, 1, Padding::kSame},
-                                           ConvCase{6, 3, 1, Padding::kValid},
-                                           ConvCase{7, 3, 2, Padding::kSame},
-                                           ConvCase{7, 3, 2, Padding::kValid},
-                                           ConvCase{6, 5, 1, Padding::kSame},
-                                           ConvCase{8, 1, 2, Padding::kSame}));
+INSTANTIATE_TEST_SUITE_P(
+    Paddings, Conv2DTest,
+    ::testing::Values(ConvCase{6, 3, 1, Padding::kSame}, ConvCase{6, 3, 1, Padding::kValid},
+                      ConvCase{7, 3, 2, Padding::kSame}, ConvCase{7, 3, 2, Padding::kValid},
+                      ConvCase{6, 5, 1, Padding::kSame}, ConvCase{8, 1, 2, Padding::kSame}));
 
 TEST(Conv2DLayerTest, ManyChunksGradients) {
   // 34x34 outputs exceed one chunk's rows, so each example is its own chunk

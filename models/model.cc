@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -39,6 +40,10 @@ void InitializeVariable(const VariableSpec& spec, uint64_t seed, float* out, int
   }
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
@@ -74,8 +79,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
   }
   if (shape != Shape{num_classes}) {
     return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": output shape ",
-                                                   ShapeToString(shape), " is not [",
-                                                   num_classes, "] logits"));
+                                                   ShapeToString(shape), " is not [", num_classes,
+                                                   "] logits"));
   }
   model->layers_ = std::move(layers);
   model->acts_.resize(model->layers_.size() + 1);
@@ -101,7 +106,9 @@ void Model::Forward(const float* params, const float* state, const float* images
     args.params = params;
     args.state = state;
     args.batch_stats = batch_stats;
+    const auto start = std::chrono::steady_clock::now();
     layers_[i]->Forward(acts_[i], &acts_[i + 1], args);
+    if (profiling_) timings_[i].forward_secs += SecondsSince(start);
   }
 }
 
@@ -117,10 +124,18 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
   args.params = params;
   args.grads = grads;
   for (size_t i = layers_.size(); i-- > 0;) {
+    const auto start = std::chrono::steady_clock::now();
     layers_[i]->Backward(acts_[i], acts_[i + 1], *dout, i == 0 ? nullptr : din, args);
+    if (profiling_) timings_[i].backward_secs += SecondsSince(start);
     std::swap(dout, din);
   }
   return result;
+}
+
+void Model::EnableProfiling(bool on) {
+  profiling_ = on;
+  timings_.clear();
+  for (const auto& layer : layers_) timings_.push_back({layer->name()});
 }
 
 LossResult Model::Evaluate(const float* params, const float* state, const float* images,

@@ -13,6 +13,13 @@
 
 namespace pstrain {
 
+// Time spent in one layer's passes, accumulated over calls.
+struct LayerTiming {
+  std::string layer;
+  double forward_secs = 0.0;
+  double backward_secs = 0.0;
+};
+
 // A variable of a built model and where it lives: in the flat trainable vector
 // (`trainable`) or the flat state vector, at `offset`.
 struct VariableInfo {
@@ -61,6 +68,11 @@ class Model {
   LossResult Evaluate(const float* params, const float* state, const float* images,
                       const int32_t* labels, int64_t batch);
 
+  // When on, every pass adds its wall time per layer to timings() (for
+  // benchmarks; costs two clock reads per layer and pass).
+  void EnableProfiling(bool on);
+  const std::vector<LayerTiming>& timings() const { return timings_; }
+
   // Logits of the last Evaluate/TrainStep call, [batch, num_classes].
   const Tensor& logits() const { return acts_.back(); }
 
@@ -79,6 +91,8 @@ class Model {
 
   std::vector<Tensor> acts_;  // acts_[0] = input, acts_[i + 1] = output of layer i.
   Tensor grad_a_, grad_b_;    // Ping-pong buffers for activation gradients.
+  bool profiling_ = false;
+  std::vector<LayerTiming> timings_;
 };
 
 }  // namespace pstrain

@@ -65,12 +65,12 @@ TEST(MnistCnnTest, TrainStepGradientMatchesNumeric) {
   std::vector<float> images(batch * 784);
   for (float& x : images) x = rng.Uniform();
   const int32_t labels[] = {3, 7};
-  model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99, grads.data(),
-                   nullptr);
+  model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99, grads.data(), nullptr);
   auto loss = [&]() {
     std::vector<float> scratch(model->num_params());
-    return model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99,
-                            scratch.data(), nullptr)
+    return model
+               ->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99, scratch.data(),
+                           nullptr)
                .loss_sum /
            batch;
   };

@@ -29,9 +29,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name,
   for (const Entry& e : kModels) {
     if (name == e.name) return e.build(options);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown model \"", name,
-                                                 "\"; known models: ",
-                                                 absl::StrJoin(ModelNames(), ", ")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown model \"", name, "\"; known models: ", absl::StrJoin(ModelNames(), ", ")));
 }
 
 }  // namespace pstrain

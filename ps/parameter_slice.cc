@@ -32,9 +32,9 @@ absl::Status ParameterSlice::Initialize(const std::vector<float>& params,
                                         const std::vector<float>& state, int64_t global_step) {
   absl::MutexLock lock(&mu_);
   if (params.size() != params_.size() || state.size() != state_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initial values have ", params.size(), " parameters and ", state.size(),
-        " state values; this slice holds ", params_.size(), " and ", state_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("initial values have ", params.size(), " parameters and ", state.size(),
+                     " state values; this slice holds ", params_.size(), " and ", state_.size()));
   }
   if (global_step < 0) return absl::InvalidArgumentError("negative global step");
   params_ = params;

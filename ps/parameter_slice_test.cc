@@ -33,8 +33,8 @@ TEST(ParameterSliceTest, AppliesOptimizerAndMovingAverageAndAdvancesStep) {
   std::vector<float> p(3), s(2);
   EXPECT_EQ(slice->Read(p.data(), s.data()), 8);
   EXPECT_EQ(p, (std::vector<float>{0, 2, 4}));
-  EXPECT_FLOAT_EQ(s[0], 1.0f);   // 0.9 * 0 + 0.1 * 10
-  EXPECT_FLOAT_EQ(s[1], 1.2f);   // 0.9 * 1 + 0.1 * 3
+  EXPECT_FLOAT_EQ(s[0], 1.0f);  // 0.9 * 0 + 0.1 * 10
+  EXPECT_FLOAT_EQ(s[1], 1.2f);  // 0.9 * 1 + 0.1 * 3
 }
 
 TEST(ParameterSliceTest, RejectsWrongSizesAndBadDecay) {

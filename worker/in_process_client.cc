@@ -14,10 +14,9 @@ std::vector<Segment> ModelSegments(const Model& model) {
 
 absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
     const Model& model, const OptimizerConfig& config, float state_decay, uint64_t seed) {
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<ParameterSlice> slice,
-      ParameterSlice::Create(config, ModelSegments(model), model.num_params(), model.num_state(),
-                             state_decay));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterSlice> slice,
+                           ParameterSlice::Create(config, ModelSegments(model), model.num_params(),
+                                                  model.num_state(), state_decay));
   std::vector<float> params(model.num_params()), state(model.num_state());
   model.InitializeVariables(seed, params.data(), state.data());
   PSTRAIN_RETURN_IF_ERROR(slice->Initialize(params, state, 0));

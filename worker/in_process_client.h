@@ -22,12 +22,10 @@ class InProcessClient : public ParameterClient {
   // Initializes the model's variables from `seed`.
   static absl::StatusOr<std::unique_ptr<InProcessClient>> Create(const Model& model,
                                                                  const OptimizerConfig& config,
-                                                                 float state_decay,
-                                                                 uint64_t seed);
+                                                                 float state_decay, uint64_t seed);
 
   absl::StatusOr<ParameterView> Pull() override;
-  absl::StatusOr<int64_t> Push(int64_t step, const float* grads,
-                               const float* batch_stats) override;
+  absl::StatusOr<int64_t> Push(int64_t step, const float* grads, const float* batch_stats) override;
 
   const ParameterSlice& slice() const { return *slice_; }
 

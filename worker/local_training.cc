@@ -17,9 +17,9 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
         absl::StrCat("--train_steps must be positive, got ", config.train_steps));
   }
   if (config.batch_size <= 0 || config.eval_batch_size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch_size and --eval_batch_size must be positive, got ", config.batch_size, " and ",
-        config.eval_batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch_size and --eval_batch_size must be positive, got ", config.batch_size,
+                     " and ", config.eval_batch_size));
   }
   if (config.job_dir.empty()) {
     return absl::InvalidArgumentError("--job_dir is required: the directory for this job's output");
@@ -27,9 +27,9 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                            BuildModel(config.model, config.model_options));
   if (model->input_shape() != Shape{28, 28, 1}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", config.model, " takes ", ShapeToString(model->input_shape()),
-        " images; the local trainer reads MNIST-format (28x28x1) data only so far"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", config.model, " takes ", ShapeToString(model->input_shape()),
+                     " images; the local trainer reads MNIST-format (28x28x1) data only so far"));
   }
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
 
@@ -41,16 +41,16 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count()
             << " s";
 
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InProcessClient> client,
-                           InProcessClient::Create(*model, config.optimizer, config.state_decay,
-                                                   config.seed));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<InProcessClient> client,
+      InProcessClient::Create(*model, config.optimizer, config.state_decay, config.seed));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
                            BatchIterator::Create(&train, config.batch_size, /*task=*/0,
                                                  /*num_tasks=*/1, /*shuffle=*/true, config.seed));
-  LOG(INFO) << "Training " << config.model << " (" << model->num_params()
-            << " parameters) for " << config.train_steps << " steps, batch size "
-            << config.batch_size << ", " << OptimizerTypeName(config.optimizer.type)
-            << " with learning rate " << config.optimizer.learning_rate.ToString();
+  LOG(INFO) << "Training " << config.model << " (" << model->num_params() << " parameters) for "
+            << config.train_steps << " steps, batch size " << config.batch_size << ", "
+            << OptimizerTypeName(config.optimizer.type) << " with learning rate "
+            << config.optimizer.learning_rate.ToString();
 
   TrainerOptions options;
   options.train_steps = config.train_steps;

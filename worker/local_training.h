@@ -20,7 +20,7 @@ struct LocalTrainingConfig {
   std::string job_dir;
   int64_t train_steps = 0;
   int batch_size = 100;
-  int eval_batch_size = 500;
+  int eval_batch_size = 200;
   OptimizerConfig optimizer;
   float state_decay = 0.99f;  // Moving averages of batch-norm statistics.
   uint64_t seed = 1;

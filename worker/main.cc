@@ -19,7 +19,7 @@ DEFINE_string(data_dir, pstrain::kDefaultFashionMnistDir,
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
 DEFINE_int64(train_steps, 0, "Global steps to train (required).");
 DEFINE_int32(batch_size, 100, "Training examples per step.");
-DEFINE_int32(eval_batch_size, 500, "Examples per evaluation batch.");
+DEFINE_int32(eval_batch_size, 200, "Examples per evaluation batch.");
 DEFINE_string(optimizer, "adam", "sgd, momentum or adam.");
 DEFINE_double(learning_rate, 0.001, "Base learning rate.");
 DEFINE_string(learning_rate_schedule, "",
@@ -60,8 +60,8 @@ absl::StatusOr<pstrain::LocalTrainingConfig> ConfigFromFlags() {
   auto schedule = pstrain::ParseLearningRateSchedule(static_cast<float>(FLAGS_learning_rate),
                                                      FLAGS_learning_rate_schedule);
   if (!schedule.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--learning_rate / --learning_rate_schedule: ", schedule.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--learning_rate / --learning_rate_schedule: ", schedule.status().message()));
   }
   config.optimizer.learning_rate = *schedule;
   config.optimizer.momentum = static_cast<float>(FLAGS_momentum);
@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
     LOG(ERROR) << config.status().message();
     return 2;
   }
-  const int threads = FLAGS_threads > 0 ? FLAGS_threads
-                                        : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      FLAGS_threads > 0 ? FLAGS_threads : static_cast<int>(std::thread::hardware_concurrency());
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
   absl::StatusOr<pstrain::EvalMetrics> metrics =
       pstrain::RunLocalTraining(pstrain::Env::Default(), *config);

@@ -34,9 +34,10 @@ EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Datas
 }
 
 std::string FormatEvalLine(const EvalMetrics& m) {
-  return absl::StrFormat("Saving dict for global step %d: accuracy = %.4f, global_step = %d, "
-                         "loss = %.5f",
-                         m.global_step, m.accuracy, m.global_step, m.loss);
+  return absl::StrFormat(
+      "Saving dict for global step %d: accuracy = %.4f, global_step = %d, "
+      "loss = %.5f",
+      m.global_step, m.accuracy, m.global_step, m.loss);
 }
 
 Trainer::Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
@@ -54,22 +55,22 @@ absl::StatusOr<int64_t> Trainer::Run() {
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
   int64_t step = view.global_step;
   double window_loss = 0.0;
-  int64_t window_steps = 0;        // Local steps in this logging window.
+  int64_t window_steps = 0;          // Local steps in this logging window.
   int64_t window_start_step = step;  // Global step at the window's start.
   auto window_start = Clock::now();
   while (step < options_.train_steps) {
     batches_->Next(images_.data(), labels_.data());
-    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(),
-                                     batch, MixSeeds(options_.seed, step), grads_.data(),
-                                     batch_stats_.data());
-    PSTRAIN_ASSIGN_OR_RETURN(step, client_->Push(view.global_step, grads_.data(),
-                                                 batch_stats_.data()));
+    LossResult r =
+        model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
+                          MixSeeds(options_.seed, step), grads_.data(), batch_stats_.data());
+    PSTRAIN_ASSIGN_OR_RETURN(step,
+                             client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
     window_loss += r.loss_sum / batch;
     ++window_steps;
-    const bool log_now = options_.log_every_n_steps > 0 &&
-                         (step / options_.log_every_n_steps !=
-                              window_start_step / options_.log_every_n_steps ||
-                          step >= options_.train_steps);
+    const bool log_now =
+        options_.log_every_n_steps > 0 &&
+        (step / options_.log_every_n_steps != window_start_step / options_.log_every_n_steps ||
+         step >= options_.train_steps);
     if (log_now) {
       const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
       last_loss_ = window_loss / window_steps;

@@ -14,9 +14,9 @@
 namespace pstrain {
 
 struct TrainerOptions {
-  int64_t train_steps = 0;         // Stop once the global step reaches this.
+  int64_t train_steps = 0;          // Stop once the global step reaches this.
   int64_t log_every_n_steps = 100;  // One progress line per this many steps; 0 for none.
-  uint64_t seed = 0;               // Dropout randomness, mixed with the step.
+  uint64_t seed = 0;                // Dropout randomness, mixed with the step.
 };
 
 // Loss and accuracy of a model over a whole dataset.

@@ -22,6 +22,7 @@ DEFINE_int32(warmup, 10, "Untimed steps first.");
 DEFINE_int32(threads, 0, "Compute threads; 0 uses every core.");
 DEFINE_int32(repeats, 1, "Timed rounds; the median round is reported.");
 DEFINE_string(optimizer, "adam", "Optimizer applied each step.");
+DEFINE_bool(profile, false, "Print per-layer forward/backward time per training step.");
 
 namespace pstrain {
 namespace {
@@ -43,8 +44,9 @@ int Run() {
   OptimizerConfig config;
   auto type = ParseOptimizerType(FLAGS_optimizer);
   if (!type.ok() || FLAGS_batch_size <= 0 || FLAGS_steps <= 0 || FLAGS_repeats <= 0) {
-    std::fprintf(stderr, "bad flags: --optimizer sgd|momentum|adam, positive --batch_size, "
-                         "--steps, --repeats\n");
+    std::fprintf(stderr,
+                 "bad flags: --optimizer sgd|momentum|adam, positive --batch_size, "
+                 "--steps, --repeats\n");
     return 2;
   }
   config.type = *type;
@@ -84,6 +86,26 @@ int Run() {
               FLAGS_model.c_str(), static_cast<long long>(model->num_params()),
               static_cast<long long>(batch), FLAGS_threads, FLAGS_steps, FLAGS_repeats);
   for (int i = 0; i < FLAGS_warmup; ++i) train_step(i);
+  if (FLAGS_profile) {
+    model->EnableProfiling(true);
+    double update_secs = 0.0;
+    for (int i = 0; i < FLAGS_steps; ++i) {
+      const int b = i % kBatches;
+      ParameterView view = *client.Pull();
+      model->TrainStep(view.params, view.state, images.data() + b * batch * example,
+                       labels.data() + b * batch, batch, i, grads.data(), stats.data());
+      auto start = Clock::now();
+      CHECK(client.Push(view.global_step, grads.data(), stats.data()).ok());
+      update_secs += std::chrono::duration<double>(Clock::now() - start).count();
+    }
+    std::printf("%-18s %10s %10s  (ms per training step)\n", "layer", "forward", "backward");
+    for (const LayerTiming& t : model->timings()) {
+      std::printf("%-18s %10.2f %10.2f\n", t.layer.c_str(), 1e3 * t.forward_secs / FLAGS_steps,
+                  1e3 * t.backward_secs / FLAGS_steps);
+    }
+    std::printf("%-18s %10.2f\n", "optimizer update", 1e3 * update_secs / FLAGS_steps);
+    model->EnableProfiling(false);
+  }
   std::vector<double> train_rates, eval_rates;
   for (int r = 0; r < FLAGS_repeats; ++r) {
     auto start = Clock::now();
@@ -112,8 +134,8 @@ int main(int argc, char** argv) {
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
-  const int threads = FLAGS_threads > 0 ? FLAGS_threads
-                                        : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      FLAGS_threads > 0 ? FLAGS_threads : static_cast<int>(std::thread::hardware_concurrency());
   FLAGS_threads = threads;
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
   return pstrain::Run();
