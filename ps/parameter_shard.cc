@@ -1,0 +1,254 @@
+#include "ps/parameter_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int i = 0; i < shards; ++i) ranges.emplace_back(n * i / shards, n * (i + 1) / shards);
+  return ranges;
+}
+
+absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
+    const ShardOptions& options) {
+  if (options.num_shards <= 0 || options.shard_index < 0 ||
+      options.shard_index >= options.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("shard index ", options.shard_index,
+                                                   " is outside [0, ", options.num_shards, ")"));
+  }
+  if (options.begin < 0 || options.end < options.begin || options.num_state < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad shard range [", options.begin, ", ", options.end, ")"));
+  }
+  if (options.sync && (options.replicas_to_aggregate < 1 || options.total_replicas < 1 ||
+                       options.replicas_to_aggregate > options.total_replicas)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sync needs 1 <= replicas_to_aggregate <= total_replicas, got ",
+        options.replicas_to_aggregate, " and ", options.total_replicas));
+  }
+  if (options.total_replicas < 1) {
+    return absl::InvalidArgumentError("total_replicas must be at least 1");
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Optimizer> optimizer,
+      Optimizer::Create(options.optimizer, options.segments, options.end - options.begin));
+  return std::unique_ptr<ParameterShard>(new ParameterShard(options, std::move(optimizer)));
+}
+
+ParameterShard::ParameterShard(const ShardOptions& options, std::unique_ptr<Optimizer> optimizer)
+    : options_(options),
+      optimizer_(std::move(optimizer)),
+      params_(options.end - options.begin),
+      state_(options.num_state),
+      last_async_step_(options.total_replicas, -1) {
+  if (options_.sync) {
+    grad_sum_.assign(params_.size(), 0.0f);
+    stats_sum_.assign(state_.size(), 0.0f);
+    for (int r = 0; r < options_.total_replicas; ++r) live_.insert(r);
+    timer_ = std::thread([this] { TimerLoop(); });
+  }
+}
+
+ParameterShard::~ParameterShard() {
+  std::vector<PushCallback> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    destroying_ = true;
+    pending = std::move(waiting_);
+    waiting_.clear();
+  }
+  if (timer_.joinable()) timer_.join();
+  for (auto& cb : pending) cb(absl::CancelledError("the parameter server is stopping"), {});
+}
+
+absl::Status ParameterShard::Initialize(absl::Span<const float> params,
+                                        absl::Span<const float> state, int64_t global_step) {
+  absl::MutexLock lock(&mu_);
+  if (params.size() != params_.size() || state.size() != state_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initial values for ps shard ", options_.shard_index, " have ", params.size(),
+        " parameters and ", state.size(), " state values; the shard holds ", params_.size(),
+        " parameters [", options_.begin, ", ", options_.end, ") and ", state_.size(),
+        " state values (do all processes use the same model and number of ps?)"));
+  }
+  if (global_step < 0) return absl::InvalidArgumentError("negative global step");
+  std::copy(params.begin(), params.end(), params_.begin());
+  std::copy(state.begin(), state.end(), state_.begin());
+  step_ = global_step;
+  initialized_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state) const {
+  absl::MutexLock lock(&mu_);
+  if (!initialized_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
+  }
+  params->resize(params_.size() * sizeof(float));
+  std::memcpy(params->data(), params_.data(), params->size());
+  state->resize(state_.size() * sizeof(float));
+  if (!state_.empty()) std::memcpy(state->data(), state_.data(), state->size());
+  PushResult r;
+  r.global_step = step_;
+  r.job_done = DoneLocked();
+  return r;
+}
+
+bool ParameterShard::DoneLocked() const {
+  return shutting_down_ || (options_.train_steps > 0 && step_ >= options_.train_steps);
+}
+
+int ParameterShard::RequiredLocked() const {
+  return std::max<int>(1, std::min<int>(options_.replicas_to_aggregate, live_.size()));
+}
+
+void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
+  optimizer_->Apply(step_, grads, params_.data());
+  const float d = options_.state_decay;
+  for (size_t i = 0; i < state_.size(); ++i) state_[i] = d * state_[i] + (1.0f - d) * stats[i];
+  ++applied_;
+  ++step_;
+}
+
+std::vector<ParameterShard::PushCallback> ParameterShard::CompleteStepLocked() {
+  const float scale = 1.0f / static_cast<float>(contributors_.size());
+  for (float& g : grad_sum_) g *= scale;
+  for (float& s : stats_sum_) s *= scale;
+  ApplyLocked(grad_sum_.data(), stats_sum_.data());
+  std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
+  std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);
+  contributors_.clear();
+  std::vector<PushCallback> ready = std::move(waiting_);
+  waiting_.clear();
+  return ready;
+}
+
+void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> grads,
+                          absl::Span<const float> batch_stats, PushCallback done) {
+  absl::Status error;
+  PushResult result;
+  std::vector<PushCallback> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!initialized_) {
+      error = absl::FailedPreconditionError(absl::StrCat(
+          "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
+    } else if (grads.size() != params_.size()) {
+      error = absl::InvalidArgumentError(absl::StrCat(
+          "push of ", grads.size(), " gradients to ps shard ", options_.shard_index,
+          ", which holds ", params_.size(), " parameters [", options_.begin, ", ", options_.end,
+          ")"));
+    } else if (batch_stats.size() != state_.size()) {
+      error = absl::InvalidArgumentError(
+          absl::StrCat("push of ", batch_stats.size(), " batch statistics to ps shard ",
+                       options_.shard_index, ", which holds ", state_.size()));
+    } else if (replica < 0 || replica >= options_.total_replicas) {
+      error = absl::InvalidArgumentError(absl::StrCat("replica ", replica, " is outside [0, ",
+                                                      options_.total_replicas, ")"));
+    } else if (step > step_) {
+      error = absl::InvalidArgumentError(absl::StrCat("push for step ", step, " but ps shard ",
+                                                      options_.shard_index, " is at step ",
+                                                      step_));
+    } else if (DoneLocked()) {
+      result.job_done = true;
+    } else if (!options_.sync) {
+      // A retried push (same replica, same step) is applied once.
+      if (step > last_async_step_[replica]) {
+        last_async_step_[replica] = step;
+        ApplyLocked(grads.data(), batch_stats.data());
+      }
+    } else if (step < step_) {
+      ++stale_;
+      result.stale = true;
+    } else {
+      live_.insert(replica);
+      if (contributors_.insert(replica).second) {
+        if (contributors_.size() == 1) first_push_ = absl::Now();
+        for (size_t i = 0; i < grads.size(); ++i) grad_sum_[i] += grads[i];
+        for (size_t i = 0; i < batch_stats.size(); ++i) stats_sum_[i] += batch_stats[i];
+      }
+      waiting_.push_back(std::move(done));
+      done = nullptr;
+      if (static_cast<int>(contributors_.size()) >= RequiredLocked()) {
+        ready = CompleteStepLocked();
+      }
+    }
+    result.global_step = step_;
+    result.job_done = result.job_done || DoneLocked();
+  }
+  if (done) done(error, result);
+  for (auto& cb : ready) cb(absl::OkStatus(), result);
+}
+
+void ParameterShard::TimerLoop() {
+  while (true) {
+    std::vector<PushCallback> ready;
+    PushResult result;
+    {
+      absl::MutexLock lock(&mu_);
+      // Poll at a fine grain: simpler than tracking every deadline change.
+      mu_.AwaitWithTimeout(absl::Condition(&destroying_), absl::Milliseconds(50));
+      if (destroying_) return;
+      if (contributors_.empty() || absl::Now() < first_push_ + options_.sync_timeout) continue;
+      std::vector<int> missing;
+      for (int r : live_) {
+        if (!contributors_.count(r)) missing.push_back(r);
+      }
+      for (int r : missing) live_.erase(r);
+      ++timed_out_;
+      LOG(WARNING) << "ps shard " << options_.shard_index << ": sync step " << step_
+                   << " waited " << absl::FormatDuration(options_.sync_timeout) << " for "
+                   << RequiredLocked() << " replicas; applying the " << contributors_.size()
+                   << " that arrived. Missing replicas (treated as gone until they push again): "
+                   << absl::StrJoin(missing, ", ");
+      ready = CompleteStepLocked();
+      result.global_step = step_;
+      result.job_done = DoneLocked();
+    }
+    for (auto& cb : ready) cb(absl::OkStatus(), result);
+  }
+}
+
+ParameterShard::Stats ParameterShard::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.initialized = initialized_;
+  s.global_step = step_;
+  s.applied_updates = applied_;
+  s.stale_pushes = stale_;
+  s.timed_out_steps = timed_out_;
+  s.shutting_down = shutting_down_;
+  return s;
+}
+
+void ParameterShard::Shutdown() {
+  std::vector<PushCallback> pending;
+  PushResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    pending = std::move(waiting_);
+    waiting_.clear();
+    contributors_.clear();
+    std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
+    std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);
+    result.global_step = step_;
+    result.job_done = true;
+  }
+  for (auto& cb : pending) cb(absl::OkStatus(), result);
+}
+
+bool ParameterShard::WaitForShutdown(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), timeout);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,141 @@
+#ifndef PSTRAIN_PS_PARAMETER_SHARD_H_
+#define PSTRAIN_PS_PARAMETER_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "ps/optimizer.h"
+
+namespace pstrain {
+
+struct ShardOptions {
+  int shard_index = 0;
+  int num_shards = 1;
+  int64_t begin = 0;  // This shard's range [begin, end) of the flat parameter vector.
+  int64_t end = 0;
+  std::vector<Segment> segments;  // Variables in the range, relative to `begin`.
+  int64_t num_state = 0;          // Non-trainable state held here (shard 0 holds all of it).
+  float state_decay = 0.99f;      // Moving-average decay for pushed batch statistics.
+  OptimizerConfig optimizer;
+  bool sync = false;
+  int replicas_to_aggregate = 1;  // R (sync)
+  int total_replicas = 1;         // N (sync); replica ids are 0..N-1
+  absl::Duration sync_timeout = absl::Seconds(30);
+  int64_t train_steps = 0;        // The job is done once the step reaches this.
+};
+
+// What a push (or a pull) learns about the shard.
+struct PushResult {
+  int64_t global_step = 0;  // This shard's step after the push was handled.
+  bool stale = false;       // The push was for an older step and was dropped.
+  bool job_done = false;    // The step reached train_steps, or the job is shutting down.
+};
+
+// The logic of one parameter server: a slice of the flat parameter vector, its
+// optimizer, and the update rule. No gRPC here; the service adapts it.
+//
+//  - async: every push is applied on arrival, under the shard lock, and
+//    advances the shard's step.
+//  - sync: pushes for the current step are summed until R distinct replicas
+//    have pushed (or every replica still considered live, if fewer); then the
+//    average is applied once and the step advances. A push for an older step
+//    is dropped and counted as stale. A repeated (replica, step) counts once.
+//    If a step has waited `sync_timeout` since its first push, what arrived
+//    is applied, the missing replicas are logged and considered gone until
+//    they push again, so a dead worker never hangs the job.
+//
+// Thread-safe. Push callbacks run on the thread that completes the step (a
+// pushing thread or the sync timer thread), never under the shard lock.
+class ParameterShard {
+ public:
+  using PushCallback = std::function<void(absl::Status, PushResult)>;
+
+  static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(const ShardOptions& options);
+  ~ParameterShard();  // Fails pending sync pushes with Cancelled, stops the timer.
+
+  // Sets parameters, state and step (the chief's initialization or a
+  // restore). InvalidArgument if the sizes do not match the shard.
+  absl::Status Initialize(absl::Span<const float> params, absl::Span<const float> state,
+                          int64_t global_step);
+
+  // Copies the current values into `params` and `state` (resized). Returns the
+  // step and whether the job is done; FailedPrecondition before Initialize.
+  absl::StatusOr<PushResult> Read(std::string* params, std::string* state) const;
+
+  // Handles replica `replica`'s gradients computed at `step`. `done` is called
+  // exactly once: at once for async, stale, refused or done-job pushes, and
+  // when the step completes for sync ones. Refused (InvalidArgument or
+  // FailedPrecondition, nothing changed): wrong gradient or statistics
+  // length, replica outside [0, N), a step ahead of the shard, or a push
+  // before Initialize.
+  void Push(int replica, int64_t step, absl::Span<const float> grads,
+            absl::Span<const float> batch_stats, PushCallback done);
+
+  struct Stats {
+    bool initialized = false;
+    int64_t global_step = 0;
+    int64_t applied_updates = 0;
+    int64_t stale_pushes = 0;
+    int64_t timed_out_steps = 0;
+    bool shutting_down = false;
+  };
+  Stats GetStats() const;
+
+  // Marks the job finished: later pushes answer job_done, pending sync
+  // pushes complete with job_done. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown() was called or `timeout` passed; true if it was.
+  bool WaitForShutdown(absl::Duration timeout) const;
+
+  const ShardOptions& options() const { return options_; }
+  int64_t size() const { return options_.end - options_.begin; }
+
+ private:
+  explicit ParameterShard(const ShardOptions& options, std::unique_ptr<Optimizer> optimizer);
+
+  // Applies the current sync aggregate and returns the callbacks to run.
+  std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimerLoop();
+
+  const ShardOptions options_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> state_ ABSL_GUARDED_BY(mu_);
+  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int64_t> last_async_step_ ABSL_GUARDED_BY(mu_);  // Per replica, for retries.
+
+  // Sync aggregation of the current step.
+  std::vector<float> grad_sum_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> stats_sum_ ABSL_GUARDED_BY(mu_);
+  std::set<int> contributors_ ABSL_GUARDED_BY(mu_);
+  std::set<int> live_ ABSL_GUARDED_BY(mu_);  // Replicas not known to be gone.
+  std::vector<PushCallback> waiting_ ABSL_GUARDED_BY(mu_);
+  absl::Time first_push_ ABSL_GUARDED_BY(mu_);
+  std::thread timer_;
+};
+
+// Splits [0, n) into `shards` contiguous ranges balanced by element count.
+std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_PARAMETER_SHARD_H_

@@ -1,0 +1,227 @@
+#include "ps/parameter_shard.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+// SGD with learning rate 1 over 3 parameters: params -= applied gradient.
+ShardOptions Options(bool sync, int r, int n) {
+  ShardOptions o;
+  o.begin = 10;
+  o.end = 13;
+  o.segments = {{"w", 0, 3}};
+  o.num_state = 1;
+  o.state_decay = 0.5f;
+  o.optimizer.type = OptimizerType::kSgd;
+  o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
+  o.sync = sync;
+  o.replicas_to_aggregate = r;
+  o.total_replicas = n;
+  o.train_steps = 100;
+  return o;
+}
+
+std::unique_ptr<ParameterShard> Make(const ShardOptions& o) {
+  auto shard = ParameterShard::Create(o);
+  EXPECT_TRUE(shard.ok()) << shard.status();
+  EXPECT_TRUE((*shard)->Initialize(std::vector<float>{1, 2, 3}, std::vector<float>{0}, 0).ok());
+  return std::move(*shard);
+}
+
+std::vector<float> Params(const ParameterShard& shard) {
+  std::string p, s;
+  EXPECT_TRUE(shard.Read(&p, &s).ok());
+  std::vector<float> v(p.size() / sizeof(float));
+  std::memcpy(v.data(), p.data(), p.size());
+  return v;
+}
+
+struct Outcome {
+  std::atomic<bool> called{false};
+  absl::Status status;
+  PushResult result;
+  ParameterShard::PushCallback Callback() {
+    return [this](absl::Status s, PushResult r) {
+      status = s;
+      result = r;
+      called = true;
+    };
+  }
+};
+
+const std::vector<float> kStats = {4};
+
+TEST(ParameterShardTest, AsyncAppliesEachPushAtOnce) {
+  auto shard = Make(Options(false, 1, 2));
+  Outcome a, b;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  ASSERT_TRUE(a.called);
+  EXPECT_TRUE(a.status.ok());
+  EXPECT_EQ(a.result.global_step, 1);
+  shard->Push(1, 0, std::vector<float>{1, 0, 0}, kStats, b.Callback());
+  EXPECT_EQ(b.result.global_step, 2);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{-1, 1, 2}));
+  // The same (replica, step) again is a retry: applied once.
+  Outcome retry;
+  shard->Push(1, 0, std::vector<float>{1, 0, 0}, kStats, retry.Callback());
+  EXPECT_TRUE(retry.status.ok());
+  EXPECT_EQ(retry.result.global_step, 2);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{-1, 1, 2}));
+}
+
+TEST(ParameterShardTest, SyncAveragesDistinctReplicasOnce) {
+  auto shard = Make(Options(true, 2, 3));
+  Outcome a, dup, b;
+  shard->Push(0, 0, std::vector<float>{2, 0, 0}, kStats, a.Callback());
+  EXPECT_FALSE(a.called);
+  shard->Push(0, 0, std::vector<float>{2, 0, 0}, kStats, dup.Callback());  // retry
+  EXPECT_FALSE(dup.called);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{1, 2, 3}));
+  shard->Push(2, 0, std::vector<float>{0, 4, 0}, std::vector<float>{2}, b.Callback());
+  ASSERT_TRUE(a.called && dup.called && b.called);
+  EXPECT_EQ(a.result.global_step, 1);
+  EXPECT_EQ(b.result.global_step, 1);
+  EXPECT_FALSE(a.result.stale);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 0, 3}));  // average of 2 replicas
+  std::string p, s;
+  ASSERT_TRUE(shard->Read(&p, &s).ok());
+  float state;
+  std::memcpy(&state, s.data(), sizeof(float));
+  EXPECT_FLOAT_EQ(state, 1.5f);  // 0.5 * 0 + 0.5 * mean(4, 2)
+  // The backup replica's late push for step 0 is stale: dropped and counted.
+  Outcome late;
+  shard->Push(1, 0, std::vector<float>{9, 9, 9}, kStats, late.Callback());
+  ASSERT_TRUE(late.called);
+  EXPECT_TRUE(late.result.stale);
+  EXPECT_EQ(late.result.global_step, 1);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 0, 3}));
+  EXPECT_EQ(shard->GetStats().stale_pushes, 1);
+}
+
+TEST(ParameterShardTest, SyncTimeoutAppliesWhatArrivedAndStopsWaitingForTheMissing) {
+  ShardOptions o = Options(true, 2, 2);
+  o.sync_timeout = absl::Milliseconds(100);
+  auto shard = Make(o);
+  absl::Notification done;
+  PushResult result;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, [&](absl::Status s, PushResult r) {
+    EXPECT_TRUE(s.ok());
+    result = r;
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(result.global_step, 1);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(shard->GetStats().timed_out_steps, 1);
+  // Replica 1 is now considered gone: replica 0 alone completes the next step.
+  Outcome next;
+  shard->Push(0, 1, std::vector<float>{1, 1, 1}, kStats, next.Callback());
+  ASSERT_TRUE(next.called);
+  EXPECT_EQ(next.result.global_step, 2);
+  // When replica 1 comes back it is waited for again.
+  Outcome back, other;
+  shard->Push(1, 2, std::vector<float>{1, 1, 1}, kStats, back.Callback());
+  EXPECT_FALSE(back.called);
+  shard->Push(0, 2, std::vector<float>{1, 1, 1}, kStats, other.Callback());
+  EXPECT_TRUE(back.called && other.called);
+}
+
+TEST(ParameterShardTest, BadRequestsAreRefusedAndChangeNothing) {
+  auto shard = Make(Options(true, 1, 2));
+  struct Case {
+    int replica;
+    int64_t step;
+    std::vector<float> grads;
+    std::vector<float> stats;
+  };
+  const Case cases[] = {{0, 0, {1, 1}, {1}},        // too short
+                        {0, 0, {1, 1, 1, 1}, {1}},  // too long
+                        {0, 0, {1, 1, 1}, {}},      // no statistics
+                        {2, 0, {1, 1, 1}, {1}},     // unknown replica
+                        {-1, 0, {1, 1, 1}, {1}},
+                        {0, 5, {1, 1, 1}, {1}}};  // ahead of the shard
+  for (const Case& c : cases) {
+    Outcome o;
+    shard->Push(c.replica, c.step, c.grads, c.stats, o.Callback());
+    ASSERT_TRUE(o.called);
+    EXPECT_TRUE(absl::IsInvalidArgument(o.status)) << o.status;
+  }
+  EXPECT_EQ(Params(*shard), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(shard->GetStats().global_step, 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      shard->Initialize(std::vector<float>{1, 2}, std::vector<float>{0}, 0)));
+}
+
+TEST(ParameterShardTest, BeforeInitializeEverythingIsFailedPrecondition) {
+  auto shard = *ParameterShard::Create(Options(false, 1, 1));
+  Outcome o;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, o.Callback());
+  EXPECT_TRUE(absl::IsFailedPrecondition(o.status)) << o.status;
+  std::string p, s;
+  EXPECT_TRUE(absl::IsFailedPrecondition(shard->Read(&p, &s).status()));
+  EXPECT_FALSE(shard->GetStats().initialized);
+}
+
+TEST(ParameterShardTest, JobDoneAtTrainStepsAndOnShutdown) {
+  ShardOptions o = Options(false, 1, 1);
+  o.train_steps = 1;
+  auto shard = Make(o);
+  Outcome a, b;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  EXPECT_TRUE(a.result.job_done);
+  shard->Push(0, 1, std::vector<float>{1, 1, 1}, kStats, b.Callback());
+  EXPECT_TRUE(b.result.job_done);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 2}));  // not applied after the end
+
+  auto sync = Make(Options(true, 2, 2));
+  Outcome pending;
+  sync->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, pending.Callback());
+  EXPECT_FALSE(pending.called);
+  EXPECT_FALSE(sync->WaitForShutdown(absl::Milliseconds(1)));
+  sync->Shutdown();
+  ASSERT_TRUE(pending.called);
+  EXPECT_TRUE(pending.result.job_done);
+  EXPECT_TRUE(sync->WaitForShutdown(absl::Milliseconds(1)));
+}
+
+TEST(ParameterShardTest, ConcurrentSyncPushesCompleteEveryStep) {
+  auto shard = Make(Options(true, 3, 3));
+  std::vector<std::thread> threads;
+  std::atomic<int> completed{0};
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      for (int64_t step = 0; step < 20; ++step) {
+        absl::Notification n;
+        shard->Push(r, step, std::vector<float>{0.1f, 0, 0}, kStats,
+                    [&](absl::Status s, PushResult res) {
+                      EXPECT_TRUE(s.ok());
+                      EXPECT_EQ(res.global_step, step + 1);
+                      n.Notify();
+                    });
+        ASSERT_TRUE(n.WaitForNotificationWithTimeout(absl::Seconds(20)));
+        ++completed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(completed, 60);
+  EXPECT_EQ(shard->GetStats().global_step, 20);
+  EXPECT_NEAR(Params(*shard)[0], 1 - 20 * 0.1, 1e-4);
+}
+
+TEST(BalancedRangesTest, ContiguousAndBalanced) {
+  auto r = BalancedRanges(10, 3);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0], (std::pair<int64_t, int64_t>{0, 3}));
+  EXPECT_EQ(r[1], (std::pair<int64_t, int64_t>{3, 6}));
+  EXPECT_EQ(r[2], (std::pair<int64_t, int64_t>{6, 10}));
+}
+
+}  // namespace
+}  // namespace pstrain
