@@ -31,9 +31,11 @@ absl::StatusOr<ParameterView> InProcessClient::Pull() {
   return view;
 }
 
-absl::StatusOr<int64_t> InProcessClient::Push(int64_t, const float* grads,
-                                              const float* batch_stats) {
-  return slice_->Apply(grads, batch_stats);
+absl::StatusOr<PushOutcome> InProcessClient::Push(int64_t, const float* grads,
+                                                  const float* batch_stats) {
+  PushOutcome outcome;
+  PSTRAIN_ASSIGN_OR_RETURN(outcome.global_step, slice_->Apply(grads, batch_stats));
+  return outcome;
 }
 
 }  // namespace pstrain

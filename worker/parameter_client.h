@@ -12,6 +12,14 @@ struct ParameterView {
   const float* params = nullptr;  // The model's flat trainable vector.
   const float* state = nullptr;   // The model's flat state vector.
   int64_t global_step = 0;
+  bool job_done = false;  // The job reached its last step or is shutting down.
+};
+
+// What a push learned.
+struct PushOutcome {
+  int64_t global_step = 0;  // After the update.
+  bool stale = false;       // The gradients were dropped as too old (sync).
+  bool job_done = false;
 };
 
 // How the training loop reaches the parameters: in the same process (a local
@@ -26,9 +34,9 @@ class ParameterClient {
   virtual absl::StatusOr<ParameterView> Pull() = 0;
 
   // Sends the gradients (and batch statistics) computed from the parameters
-  // of global step `step`; returns the global step after the update.
-  virtual absl::StatusOr<int64_t> Push(int64_t step, const float* grads,
-                                       const float* batch_stats) = 0;
+  // of the last Pull (whose global step was `step`).
+  virtual absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
+                                           const float* batch_stats) = 0;
 };
 
 }  // namespace pstrain

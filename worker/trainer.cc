@@ -58,19 +58,22 @@ absl::StatusOr<int64_t> Trainer::Run() {
   int64_t window_steps = 0;          // Local steps in this logging window.
   int64_t window_start_step = step;  // Global step at the window's start.
   auto window_start = Clock::now();
-  while (step < options_.train_steps) {
+  while (step < options_.train_steps && !view.job_done) {
     batches_->Next(images_.data(), labels_.data());
-    LossResult r =
-        model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
-                          MixSeeds(options_.seed, step), grads_.data(), batch_stats_.data());
-    PSTRAIN_ASSIGN_OR_RETURN(step,
+    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(),
+                                     batch, MixSeeds(options_.seed, view.global_step),
+                                     grads_.data(), batch_stats_.data());
+    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome,
                              client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
+    step = outcome.global_step;
+    if (outcome.stale) ++stale_pushes_;
     window_loss += r.loss_sum / batch;
     ++window_steps;
-    const bool log_now =
-        options_.log_every_n_steps > 0 &&
-        (step / options_.log_every_n_steps != window_start_step / options_.log_every_n_steps ||
-         step >= options_.train_steps);
+    const bool finished = outcome.job_done || step >= options_.train_steps;
+    const bool log_now = options_.log_every_n_steps > 0 &&
+                         (step / options_.log_every_n_steps !=
+                              window_start_step / options_.log_every_n_steps ||
+                          finished);
     if (log_now) {
       const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
       last_loss_ = window_loss / window_steps;
@@ -83,9 +86,10 @@ absl::StatusOr<int64_t> Trainer::Run() {
       window_start_step = step;
       window_start = Clock::now();
     }
-    if (step < options_.train_steps) {
-      PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
-    }
+    if (finished) break;
+    PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
+    step = view.global_step;
+    if (options_.on_pull) PSTRAIN_RETURN_IF_ERROR(options_.on_pull(view));
   }
   if (window_steps > 0) last_loss_ = window_loss / window_steps;
   return step;

@@ -2,6 +2,7 @@
 #define PSTRAIN_WORKER_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,16 @@ class Trainer {
   Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
           const TrainerOptions& options);
 
-  // Trains until the global step reaches options.train_steps; returns the
-  // final global step. Stops at the first failed pull or push.
+  // Trains until the global step reaches options.train_steps or the client
+  // reports the job done; returns the final global step. Stops at the first
+  // failed pull or push.
   absl::StatusOr<int64_t> Run();
 
   // Mean loss of the steps since the last progress line (or of the whole run
   // if none was logged), for callers that report it.
   double last_loss() const { return last_loss_; }
+  // Pushes the parameter servers dropped as stale (sync mode).
+  int64_t stale_pushes() const { return stale_pushes_; }
 
  private:
   Model* const model_;
@@ -58,6 +62,7 @@ class Trainer {
   BatchIterator* const batches_;
   const TrainerOptions options_;
   double last_loss_ = 0.0;
+  int64_t stale_pushes_ = 0;
 
   std::vector<float> images_;
   std::vector<int32_t> labels_;

@@ -1,0 +1,58 @@
+#ifndef PSTRAIN_PS_PS_SERVICE_H_
+#define PSTRAIN_PS_PS_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "proto/parameter_server.grpc.pb.h"
+#include "ps/parameter_shard.h"
+
+namespace pstrain {
+
+// The gRPC face of a ParameterShard (callback API): checks each request
+// against the shard, converts bytes to float spans and Status codes, and
+// nothing more. Requests that do not fit (wrong shard index, model or size)
+// get INVALID_ARGUMENT and change nothing; requests before initialization get
+// FAILED_PRECONDITION. `shard` must outlive the service.
+class ParameterServerService final : public ParameterServer::CallbackService {
+ public:
+  ParameterServerService(ParameterShard* shard, std::string model, int64_t num_params);
+
+  grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* context,
+                                       const InitializeRequest* request,
+                                       InitializeResponse* response) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context, const PullRequest* request,
+                                 PullResponse* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context, const PushRequest* request,
+                                 PushResponse* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const PushRequest* request,
+                                     PushPullResponse* response) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const StatusRequest* request,
+                                   StatusResponse* response) override;
+  grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
+                                     const ShutdownRequest* request,
+                                     ShutdownResponse* response) override;
+
+  // Replicas that have been told the job is done (so the ps can exit once
+  // every one of them knows).
+  int replicas_told_done() const;
+
+ private:
+  absl::Status CheckShard(int shard) const;
+  // Validates a push and hands it to the shard; `done` gets the outcome.
+  void DoPush(const PushRequest* request, ParameterShard::PushCallback done);
+  void NoteDone(int replica, bool job_done);
+
+  ParameterShard* const shard_;
+  const std::string model_;
+  const int64_t num_params_;
+  mutable absl::Mutex mu_;
+  std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_PS_SERVICE_H_
