@@ -25,7 +25,8 @@ class InProcessClient : public ParameterClient {
                                                                  float state_decay, uint64_t seed);
 
   absl::StatusOr<ParameterView> Pull() override;
-  absl::StatusOr<int64_t> Push(int64_t step, const float* grads, const float* batch_stats) override;
+  absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
+                                   const float* batch_stats) override;
 
   const ParameterSlice& slice() const { return *slice_; }
 

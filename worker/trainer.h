@@ -18,6 +18,9 @@ struct TrainerOptions {
   int64_t train_steps = 0;          // Stop once the global step reaches this.
   int64_t log_every_n_steps = 100;  // One progress line per this many steps; 0 for none.
   uint64_t seed = 0;                // Dropout randomness, mixed with the step.
+  // Called with every new set of parameters the loop pulls (e.g. the chief's
+  // periodic evaluation); a failure stops the loop.
+  std::function<absl::Status(const ParameterView&)> on_pull;
 };
 
 // Loss and accuracy of a model over a whole dataset.
