@@ -19,8 +19,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 absl::Status FloatView(const std::string& bytes, const char* what, std::vector<float>* scratch,
                        absl::Span<const float>* view) {
   if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", bytes.size(),
-                                                   " bytes, not a whole number of float32s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", bytes.size(), " bytes, not a whole number of float32s"));
   }
   const size_t n = bytes.size() / sizeof(float);
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {

@@ -29,9 +29,9 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
   }
   if (options.sync && (options.replicas_to_aggregate < 1 || options.total_replicas < 1 ||
                        options.replicas_to_aggregate > options.total_replicas)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sync needs 1 <= replicas_to_aggregate <= total_replicas, got ",
-        options.replicas_to_aggregate, " and ", options.total_replicas));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sync needs 1 <= replicas_to_aggregate <= total_replicas, got ",
+                     options.replicas_to_aggregate, " and ", options.total_replicas));
   }
   if (options.total_replicas < 1) {
     return absl::InvalidArgumentError("total_replicas must be at least 1");
@@ -142,21 +142,20 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
       error = absl::FailedPreconditionError(absl::StrCat(
           "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
     } else if (grads.size() != params_.size()) {
-      error = absl::InvalidArgumentError(absl::StrCat(
-          "push of ", grads.size(), " gradients to ps shard ", options_.shard_index,
-          ", which holds ", params_.size(), " parameters [", options_.begin, ", ", options_.end,
-          ")"));
+      error = absl::InvalidArgumentError(
+          absl::StrCat("push of ", grads.size(), " gradients to ps shard ", options_.shard_index,
+                       ", which holds ", params_.size(), " parameters [", options_.begin, ", ",
+                       options_.end, ")"));
     } else if (batch_stats.size() != state_.size()) {
       error = absl::InvalidArgumentError(
           absl::StrCat("push of ", batch_stats.size(), " batch statistics to ps shard ",
                        options_.shard_index, ", which holds ", state_.size()));
     } else if (replica < 0 || replica >= options_.total_replicas) {
-      error = absl::InvalidArgumentError(absl::StrCat("replica ", replica, " is outside [0, ",
-                                                      options_.total_replicas, ")"));
+      error = absl::InvalidArgumentError(
+          absl::StrCat("replica ", replica, " is outside [0, ", options_.total_replicas, ")"));
     } else if (step > step_) {
       error = absl::InvalidArgumentError(absl::StrCat("push for step ", step, " but ps shard ",
-                                                      options_.shard_index, " is at step ",
-                                                      step_));
+                                                      options_.shard_index, " is at step ", step_));
     } else if (DoneLocked()) {
       result.job_done = true;
     } else if (!options_.sync) {
@@ -204,9 +203,9 @@ void ParameterShard::TimerLoop() {
       }
       for (int r : missing) live_.erase(r);
       ++timed_out_;
-      LOG(WARNING) << "ps shard " << options_.shard_index << ": sync step " << step_
-                   << " waited " << absl::FormatDuration(options_.sync_timeout) << " for "
-                   << RequiredLocked() << " replicas; applying the " << contributors_.size()
+      LOG(WARNING) << "ps shard " << options_.shard_index << ": sync step " << step_ << " waited "
+                   << absl::FormatDuration(options_.sync_timeout) << " for " << RequiredLocked()
+                   << " replicas; applying the " << contributors_.size()
                    << " that arrived. Missing replicas (treated as gone until they push again): "
                    << absl::StrJoin(missing, ", ");
       ready = CompleteStepLocked();

@@ -30,7 +30,7 @@ struct ShardOptions {
   int replicas_to_aggregate = 1;  // R (sync)
   int total_replicas = 1;         // N (sync); replica ids are 0..N-1
   absl::Duration sync_timeout = absl::Seconds(30);
-  int64_t train_steps = 0;        // The job is done once the step reaches this.
+  int64_t train_steps = 0;  // The job is done once the step reaches this.
 };
 
 // What a push (or a pull) learns about the shard.

@@ -140,12 +140,11 @@ TEST(ParameterShardTest, BadRequestsAreRefusedAndChangeNothing) {
     std::vector<float> grads;
     std::vector<float> stats;
   };
-  const Case cases[] = {{0, 0, {1, 1}, {1}},        // too short
-                        {0, 0, {1, 1, 1, 1}, {1}},  // too long
-                        {0, 0, {1, 1, 1}, {}},      // no statistics
-                        {2, 0, {1, 1, 1}, {1}},     // unknown replica
-                        {-1, 0, {1, 1, 1}, {1}},
-                        {0, 5, {1, 1, 1}, {1}}};  // ahead of the shard
+  const Case cases[] = {{0, 0, {1, 1}, {1}},                                 // too short
+                        {0, 0, {1, 1, 1, 1}, {1}},                           // too long
+                        {0, 0, {1, 1, 1}, {}},                               // no statistics
+                        {2, 0, {1, 1, 1}, {1}},                              // unknown replica
+                        {-1, 0, {1, 1, 1}, {1}},   {0, 5, {1, 1, 1}, {1}}};  // ahead of the shard
   for (const Case& c : cases) {
     Outcome o;
     shard->Push(c.replica, c.step, c.grads, c.stats, o.Callback());

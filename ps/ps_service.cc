@@ -28,8 +28,8 @@ ParameterServerService::ParameterServerService(ParameterShard* shard, std::strin
 absl::Status ParameterServerService::CheckShard(int shard) const {
   if (shard != shard_->options().shard_index) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "request for shard ", shard, " reached ps task ", shard_->options().shard_index,
-        " (of ", shard_->options().num_shards, "); check the cluster's ps addresses"));
+        "request for shard ", shard, " reached ps task ", shard_->options().shard_index, " (of ",
+        shard_->options().num_shards, "); check the cluster's ps addresses"));
   }
   return absl::OkStatus();
 }
@@ -64,8 +64,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
                                                        PullResponse* response) {
   absl::Status s = CheckShard(request->shard());
   if (s.ok()) {
-    absl::StatusOr<PushResult> r = shard_->Read(response->mutable_params(),
-                                                response->mutable_state());
+    absl::StatusOr<PushResult> r =
+        shard_->Read(response->mutable_params(), response->mutable_state());
     s = r.status();
     if (s.ok()) {
       response->set_global_step(r->global_step);
@@ -75,8 +75,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   return Finish(context, s);
 }
 
-void ParameterServerService::DoPush(const PushRequest* request,
-                                    ParameterShard::PushCallback done) {
+void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::PushCallback done) {
   absl::Status s = CheckShard(request->shard());
   // The spans point into the request, which lives until the reactor finishes;
   // scratch copies (only for misaligned buffers) must live as long.

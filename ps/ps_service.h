@@ -30,8 +30,7 @@ class ParameterServerService final : public ParameterServer::CallbackService {
                                      const PushRequest* request,
                                      PushPullResponse* response) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
-                                   const StatusRequest* request,
-                                   StatusResponse* response) override;
+                                   const StatusRequest* request, StatusResponse* response) override;
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
                                      const ShutdownRequest* request,
                                      ShutdownResponse* response) override;

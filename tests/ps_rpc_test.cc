@@ -4,9 +4,9 @@
 #include <memory>
 #include <vector>
 
+#include "common/grpc_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "common/grpc_util.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
 #include "worker/ps_client.h"
@@ -179,12 +179,12 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   good.set_gradients(Floats({1, 1, 1, 1, 1}));
   good.set_batch_stats(Floats({1}));
   std::vector<PushRequest> bad(6, good);
-  bad[0].set_gradients(Floats({1, 1, 1}));  // short
+  bad[0].set_gradients(Floats({1, 1, 1}));                     // short
   bad[1].set_gradients(Floats(std::vector<float>(50, 1.0f)));  // long
-  bad[2].set_gradients(std::string(19, 'x'));  // not whole floats
-  bad[3].set_shard(1);  // sent to the wrong ps
-  bad[4].set_replica(5);  // unknown replica
-  bad[5].set_step(3);  // ahead of the ps
+  bad[2].set_gradients(std::string(19, 'x'));                  // not whole floats
+  bad[3].set_shard(1);                                         // sent to the wrong ps
+  bad[4].set_replica(5);                                       // unknown replica
+  bad[5].set_step(3);                                          // ahead of the ps
   for (const PushRequest& r : bad) {
     PushPullResponse response;
     grpc::Status s = Call(r, &response);

@@ -21,9 +21,9 @@ bool Retryable(const grpc::Status& s) { return s.error_code() == grpc::StatusCod
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
   if (options.ps_addresses.empty() || options.ps_addresses.size() != options.ranges.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "need one range per ps: ", options.ps_addresses.size(), " addresses, ",
-        options.ranges.size(), " ranges"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("need one range per ps: ", options.ps_addresses.size(), " addresses, ",
+                     options.ranges.size(), " ranges"));
   }
   return std::unique_ptr<PsClient>(new PsClient(options));
 }
@@ -75,8 +75,8 @@ absl::Status PsClient::ForEachPs(const char* what, CallFn call) {
       }
       return absl::Status(
           static_cast<absl::StatusCode>(results[k].error_code()),
-          absl::StrCat(what, " to ps ", ps, " at ", options_.ps_addresses[ps], " failed: ",
-                       results[k].error_message(),
+          absl::StrCat(what, " to ps ", ps, " at ", options_.ps_addresses[ps],
+                       " failed: ", results[k].error_message(),
                        Retryable(results[k])
                            ? absl::StrCat(" (gave up after retrying for ",
                                           absl::FormatDuration(options_.retry_budget),
@@ -116,9 +116,9 @@ absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
         missing.push_back(absl::StrCat("ps ", i, " at ", options_.ps_addresses[i], " (",
                                        results[i].error_message(), ")"));
       } else if (responses[i].shard() != i) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the ps at ", options_.ps_addresses[i], " is task ", responses[i].shard(),
-            ", expected task ", i, "; check the order of the cluster's ps addresses"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("the ps at ", options_.ps_addresses[i], " is task ", responses[i].shard(),
+                         ", expected task ", i, "; check the order of the cluster's ps addresses"));
       } else if (initialized && !responses[i].initialized()) {
         missing.push_back(absl::StrCat("ps ", i, " (not initialized yet)"));
       }
@@ -240,8 +240,8 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t, const float* grads, const fl
     const PushPullResponse& r = responses[i];
     if (r.params().size() != static_cast<size_t>(end - begin) * sizeof(float) ||
         r.state().size() != (i == 0 ? options_.num_state * sizeof(float) : 0)) {
-      return absl::DataLossError(absl::StrCat("ps ", i, " answered a push with ",
-                                              r.params().size(), " parameter bytes, expected ",
+      return absl::DataLossError(absl::StrCat("ps ", i, " answered a push with ", r.params().size(),
+                                              " parameter bytes, expected ",
                                               (end - begin) * sizeof(float)));
     }
     std::memcpy(params_.data() + begin, r.params().data(), r.params().size());

@@ -15,8 +15,8 @@
 namespace pstrain {
 
 struct PsClientOptions {
-  std::vector<std::string> ps_addresses;                  // ps task i at [i]
-  std::vector<std::pair<int64_t, int64_t>> ranges;        // ps task i's [begin, end)
+  std::vector<std::string> ps_addresses;            // ps task i at [i]
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // ps task i's [begin, end)
   int64_t num_params = 0;
   int64_t num_state = 0;  // Held by ps 0.
   int replica = 0;        // This trainer's replica id; -1 for a non-training client.

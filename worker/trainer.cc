@@ -60,9 +60,9 @@ absl::StatusOr<int64_t> Trainer::Run() {
   auto window_start = Clock::now();
   while (step < options_.train_steps && !view.job_done) {
     batches_->Next(images_.data(), labels_.data());
-    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(),
-                                     batch, MixSeeds(options_.seed, view.global_step),
-                                     grads_.data(), batch_stats_.data());
+    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
+                                     MixSeeds(options_.seed, view.global_step), grads_.data(),
+                                     batch_stats_.data());
     PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome,
                              client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
     step = outcome.global_step;
@@ -70,10 +70,10 @@ absl::StatusOr<int64_t> Trainer::Run() {
     window_loss += r.loss_sum / batch;
     ++window_steps;
     const bool finished = outcome.job_done || step >= options_.train_steps;
-    const bool log_now = options_.log_every_n_steps > 0 &&
-                         (step / options_.log_every_n_steps !=
-                              window_start_step / options_.log_every_n_steps ||
-                          finished);
+    const bool log_now =
+        options_.log_every_n_steps > 0 &&
+        (step / options_.log_every_n_steps != window_start_step / options_.log_every_n_steps ||
+         finished);
     if (log_now) {
       const double secs = std::chrono::duration<double>(Clock::now() - window_start).count();
       last_loss_ = window_loss / window_steps;

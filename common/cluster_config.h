@@ -1,0 +1,214 @@
+#ifndef PSTRAIN_COMMON_CLUSTER_CONFIG_H_
+#define PSTRAIN_COMMON_CLUSTER_CONFIG_H_
+
+// The job configuration: where every task of the cluster listens (TensorFlow's
+// ClusterSpec), which task this process is (TF's task type and index), and the
+// training hyperparameters. It comes from a cluster YAML, from a Cloud ML
+// Engine "trainingInput" YAML, or from TensorFlow's TF_CONFIG JSON, and is
+// overridden field by field from command-line flags.
+//
+// Intended use in a main():
+//   1. LoadJobConfig (or ParseTfConfig for the cluster and task),
+//   2. SetTrainingField for each flag given on the command line,
+//   3. ValidateJobConfig and ValidateTask; refuse to start on an error.
+// Parsing checks only the shape and types of the input; whether the result is
+// runnable is ValidateJobConfig's job, so flags can fix a config file first.
+//
+// Every function here is thread-compatible and keeps no state. Failures are
+// InvalidArgument (NotFound etc. from the Env for a file that cannot be read)
+// and the message names the offending key, e.g. "training.batch_size".
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/env.h"
+
+namespace pstrain {
+
+// Addresses ("host:port", IPv6 as "[::1]:port") of every task, by job name, as
+// TensorFlow's ClusterSpec. Task i of a job is element i of its list.
+struct ClusterSpec {
+  std::vector<std::string> chief;  // at most one task (ValidateJobConfig)
+  std::vector<std::string> worker;
+  std::vector<std::string> ps;
+
+  // Number of tasks of `job_name` ("chief", its alias "master", "worker" or
+  // "ps"); 0 for any other name.
+  int num_tasks(std::string_view job_name) const;
+
+  // Address of task `task_index` of `job_name`. InvalidArgument naming the job
+  // and its index range if there is no such task.
+  absl::StatusOr<std::string> address(std::string_view job_name, int task_index) const;
+
+  friend bool operator==(const ClusterSpec&, const ClusterSpec&) = default;
+};
+
+// Which task a process is. job_name is "chief", "worker" or "ps"; TensorFlow's
+// "master" is accepted everywhere as an alias of "chief".
+struct TaskSpec {
+  std::string job_name;
+  int task_index = 0;
+
+  friend bool operator==(const TaskSpec&, const TaskSpec&) = default;
+};
+
+// "chief" for "chief" or "master", the name itself for "worker" and "ps";
+// InvalidArgument naming the accepted names for anything else.
+absl::StatusOr<std::string> CanonicalJobName(std::string_view job_name);
+
+// How the parameter servers apply gradients (see DESIGN.md, "Update modes").
+enum class UpdateMode { kAsync, kSync };
+
+// "async" or "sync"; InvalidArgument otherwise.
+absl::StatusOr<UpdateMode> ParseUpdateMode(std::string_view name);
+// "async" or "sync".
+std::string_view UpdateModeName(UpdateMode mode);
+
+// The training section. Every field has a key of the same name in the YAML
+// "training" map and a command-line flag of the same name.
+struct TrainingSpec {
+  std::string model = "mnist_cnn";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string job_dir;  // checkpoints, events, export; required
+  UpdateMode update = UpdateMode::kAsync;
+  int replicas_to_aggregate = 0;  // sync: R; 0 means "every training replica"
+  int total_replicas = 0;         // sync: N; 0 means "every training replica"
+  bool chief_trains = true;       // the chief is also a training replica
+  std::string optimizer = "adam";
+  double learning_rate = 0.001;
+  std::string learning_rate_schedule;  // "1000:0.1,2000:0.01": multipliers by step
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  std::string weight_decay_exclusions = "bias";  // comma-separated name substrings
+  int batch_size = 100;
+  int eval_batch_size = 200;
+  int64_t train_steps = 0;  // global steps; required (> 0)
+  int64_t eval_steps = 1000;
+  int64_t log_every_n_steps = 100;
+  uint64_t seed = 1;
+  double sync_timeout = 30;      // seconds a sync step waits for missing replicas
+  double startup_timeout = 300;  // seconds a task waits for the others to come up
+  int threads = 0;               // compute threads per process, 0 = all cores
+
+  friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
+};
+
+// Sets one training field from its string form (a YAML scalar or a flag
+// value). `key` may use underscores or TF-tutorial hyphens ("train-steps").
+// Integers are decimal and must fit the field (seed: not negative); doubles
+// are decimal or exponent form and finite; bools true/false in any case (also
+// 1/0, yes/no); update async/sync; strings are taken as they are. InvalidArgument for an unknown
+// key ("unknown key training.X", with "(did you mean Y?)" when a known key is within edit distance
+// 2) or a value that does not parse ("training.batch_size: \"abc\" is not an integer"). On error
+// `*spec` is unchanged.
+absl::Status SetTrainingField(TrainingSpec* spec, std::string_view key, std::string_view value);
+
+// The string form of one field, which SetTrainingField parses back to the same
+// value (doubles are written with the shortest exact representation).
+// InvalidArgument for an unknown key.
+absl::StatusOr<std::string> GetTrainingField(const TrainingSpec& spec, std::string_view key);
+
+// Every training key (underscore form), in declaration order.
+std::vector<std::string> TrainingFieldNames();
+
+struct JobConfig {
+  ClusterSpec cluster;
+  TrainingSpec training;
+
+  friend bool operator==(const JobConfig&, const JobConfig&) = default;
+};
+
+// Parses a job config YAML. Two forms:
+//
+//   cluster:                       # TensorFlow's ClusterSpec
+//     chief: ["10.0.0.1:2222"]     # "master" is accepted for "chief"
+//     worker: ["10.0.0.2:2222", "10.0.0.3:2222"]
+//     ps: ["10.0.0.4:2222"]
+//   training:                      # any TrainingSpec keys; the rest keep defaults
+//     train_steps: 3000
+//
+// or Cloud ML Engine's:
+//
+//   trainingInput:
+//     scaleTier: CUSTOM            # or BASIC: one chief and nothing else
+//     workerCount: 2
+//     parameterServerCount: 1
+//     masterType: standard         # *Type, region, runtimeVersion, pythonVersion,
+//                                  # pythonModule, packageUris: accepted, ignored
+//     jobDir: jobs/mlengine        # optional, sets training.job_dir
+//     args: ["--train-steps=3000"] # optional, flags setting training fields
+//   training: {...}                # optional
+//
+// In the trainingInput form every task gets a loopback address 127.0.0.1 with
+// consecutive ports from `base_port`: the chief first, then the workers, then
+// the ps. Training fields are applied in file order: training section, then
+// jobDir, then args; a field set twice is an error.
+//
+// `source` (the file name) begins every message. Unknown keys anywhere are
+// errors naming the key path with a suggestion, e.g. "cluster.yaml: unknown
+// key training.learning_rat (did you mean learning_rate?), line 7"; YAML
+// syntax errors name the line and column. The result is not validated.
+absl::StatusOr<JobConfig> ParseJobConfig(std::string_view yaml_text, std::string_view source,
+                                         int base_port = 23450);
+
+// Reads `path` through `env` and parses it with ParseJobConfig, `path` as the
+// source. The Env's error (e.g. NotFound) if the file cannot be read.
+absl::StatusOr<JobConfig> LoadJobConfig(Env* env, const std::string& path, int base_port = 23450);
+
+// TensorFlow's TF_CONFIG environment variable:
+//   {"cluster": {"chief": [...], "worker": [...], "ps": [...]},
+//    "task": {"type": "worker", "index": 1}}
+// "master" is accepted for "chief" (in the cluster and as task type; the
+// result says "chief"). Top-level "environment", "job" and "rpc_layer" and
+// the task's "trial" and "cloud" (set by Cloud ML Engine) are ignored; any
+// other key is an error. A missing task index means 0. Checks that the task is
+// in the cluster (ValidateTask); the cluster itself is checked by
+// ValidateJobConfig. Every message begins "TF_CONFIG: ".
+struct TfConfig {
+  ClusterSpec cluster;
+  TaskSpec task;
+};
+absl::StatusOr<TfConfig> ParseTfConfig(std::string_view json);
+
+// Checks the cluster alone: at least one ps; exactly one chief (TensorFlow's
+// older convention of worker 0 acting as chief is not supported); every
+// address "host:port" with a non-empty host and a port in 1..65535; no
+// address used by two tasks.
+absl::Status ValidateCluster(const ClusterSpec& cluster);
+
+// Checks a config is runnable: ValidateCluster, then train_steps > 0,
+// batch_size > 0, eval_batch_size > 0, eval_steps >= 0, log_every_n_steps >=
+// 0, job_dir/model/data_dir/optimizer non-empty, learning_rate > 0, momentum
+// and weight_decay >= 0, sync_timeout and startup_timeout > 0, threads >= 0,
+// at least one training replica, and in sync mode 1 <= R <= N == T (see
+// EffectiveReplicasToAggregate). Returns the first problem found; its message
+// names the key, e.g. "training.replicas_to_aggregate = 5 is more than
+// training.total_replicas = 3". The learning-rate schedule's syntax is checked
+// where it is parsed (ps/learning_rate.h), not here.
+absl::Status ValidateJobConfig(const JobConfig& config);
+
+// Checks `task` names a task of `cluster`: a known job name (or "master") and
+// 0 <= task_index < the job's task count.
+absl::Status ValidateTask(const ClusterSpec& cluster, const TaskSpec& task);
+
+// T: the processes that compute gradients: every worker, plus the chief when
+// training.chief_trains.
+int NumTrainingReplicas(const JobConfig& config);
+// R: replicas_to_aggregate, or T when it is 0.
+int EffectiveReplicasToAggregate(const JobConfig& config);
+// N: total_replicas, or T when it is 0.
+int EffectiveTotalReplicas(const JobConfig& config);
+
+// The config as YAML in the first form above, every training field written
+// out, so a launcher can hand its children the effective config.
+// ParseJobConfig(JobConfigToYaml(c), ...) == c for UTF-8 strings.
+std::string JobConfigToYaml(const JobConfig& config);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_CLUSTER_CONFIG_H_

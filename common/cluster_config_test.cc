@@ -1,0 +1,843 @@
+#include "common/cluster_config.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+// A runnable config: 1 chief, 2 workers, 1 ps.
+constexpr char kGoodYaml[] = R"(
+cluster:
+  chief: ["127.0.0.1:23450"]
+  worker: ["127.0.0.1:23451", "127.0.0.1:23452"]
+  ps: ["127.0.0.1:23453"]
+training:
+  job_dir: /tmp/job
+  train_steps: 3000
+)";
+
+JobConfig GoodConfig() {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(kGoodYaml, "cluster.yaml");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return *config;
+}
+
+// Expects InvalidArgument whose message contains every one of `parts`.
+void ExpectInvalid(const absl::Status& status, const std::vector<std::string>& parts) {
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  for (const std::string& part : parts) EXPECT_THAT(Message(status), HasSubstr(part));
+}
+
+// ---------------------------------------------------------------------------
+// Parsing.
+
+TEST(ParseJobConfigTest, FullConfig) {
+  constexpr char kYaml[] = R"(
+cluster:
+  chief: ["10.0.0.1:2222"]
+  worker: ["10.0.0.2:2222", "10.0.0.3:2222"]
+  ps: ["10.0.0.4:2222", "10.0.0.5:2222"]
+training:
+  model: cifar10_resnet
+  data_dir: /data/cifar
+  job_dir: gs-free/job
+  update: sync
+  replicas_to_aggregate: 2
+  total_replicas: 3
+  chief_trains: false
+  optimizer: momentum
+  learning_rate: 0.1
+  learning_rate_schedule: "1000:0.1,2000:0.01"
+  momentum: 0.95
+  nesterov: true
+  weight_decay: 1e-4
+  weight_decay_exclusions: bias,batch_norm
+  batch_size: 128
+  eval_batch_size: 500
+  train_steps: 64000
+  eval_steps: 50
+  log_every_n_steps: 10
+  seed: 18446744073709551615
+  sync_timeout: 12.5
+  startup_timeout: 60
+  threads: 4
+)";
+  absl::StatusOr<JobConfig> config = ParseJobConfig(kYaml, "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"10.0.0.1:2222"});
+  EXPECT_EQ(config->cluster.worker, (std::vector<std::string>{"10.0.0.2:2222", "10.0.0.3:2222"}));
+  EXPECT_EQ(config->cluster.ps, (std::vector<std::string>{"10.0.0.4:2222", "10.0.0.5:2222"}));
+  const TrainingSpec& t = config->training;
+  EXPECT_EQ(t.model, "cifar10_resnet");
+  EXPECT_EQ(t.data_dir, "/data/cifar");
+  EXPECT_EQ(t.job_dir, "gs-free/job");
+  EXPECT_EQ(t.update, UpdateMode::kSync);
+  EXPECT_EQ(t.replicas_to_aggregate, 2);
+  EXPECT_EQ(t.total_replicas, 3);
+  EXPECT_FALSE(t.chief_trains);
+  EXPECT_EQ(t.optimizer, "momentum");
+  EXPECT_DOUBLE_EQ(t.learning_rate, 0.1);
+  EXPECT_EQ(t.learning_rate_schedule, "1000:0.1,2000:0.01");
+  EXPECT_DOUBLE_EQ(t.momentum, 0.95);
+  EXPECT_TRUE(t.nesterov);
+  EXPECT_DOUBLE_EQ(t.weight_decay, 1e-4);
+  EXPECT_EQ(t.weight_decay_exclusions, "bias,batch_norm");
+  EXPECT_EQ(t.batch_size, 128);
+  EXPECT_EQ(t.eval_batch_size, 500);
+  EXPECT_EQ(t.train_steps, 64000);
+  EXPECT_EQ(t.eval_steps, 50);
+  EXPECT_EQ(t.log_every_n_steps, 10);
+  EXPECT_EQ(t.seed, 18446744073709551615ULL);
+  EXPECT_DOUBLE_EQ(t.sync_timeout, 12.5);
+  EXPECT_DOUBLE_EQ(t.startup_timeout, 60);
+  EXPECT_EQ(t.threads, 4);
+  // The chief does not train, so T = 2 workers and N = 3 is refused.
+  EXPECT_EQ(NumTrainingReplicas(*config), 2);
+  ExpectInvalid(ValidateJobConfig(*config), {"training.total_replicas = 3"});
+  config->training.total_replicas = 2;
+  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
+}
+
+TEST(ParseJobConfigTest, EveryTrainingDefault) {
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("cluster:\n  chief: [\"h:1\"]\n  ps: [\"h:2\"]\n", "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  const TrainingSpec& t = config->training;
+  EXPECT_EQ(t, TrainingSpec());
+  EXPECT_EQ(t.model, "mnist_cnn");
+  EXPECT_EQ(t.data_dir, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(t.job_dir, "");
+  EXPECT_EQ(t.update, UpdateMode::kAsync);
+  EXPECT_EQ(t.replicas_to_aggregate, 0);
+  EXPECT_EQ(t.total_replicas, 0);
+  EXPECT_TRUE(t.chief_trains);
+  EXPECT_EQ(t.optimizer, "adam");
+  EXPECT_DOUBLE_EQ(t.learning_rate, 0.001);
+  EXPECT_EQ(t.learning_rate_schedule, "");
+  EXPECT_DOUBLE_EQ(t.momentum, 0.9);
+  EXPECT_FALSE(t.nesterov);
+  EXPECT_DOUBLE_EQ(t.weight_decay, 0.0);
+  EXPECT_EQ(t.weight_decay_exclusions, "bias");
+  EXPECT_EQ(t.batch_size, 100);
+  EXPECT_EQ(t.eval_batch_size, 200);
+  EXPECT_EQ(t.train_steps, 0);
+  EXPECT_EQ(t.eval_steps, 1000);
+  EXPECT_EQ(t.log_every_n_steps, 100);
+  EXPECT_EQ(t.seed, 1u);
+  EXPECT_DOUBLE_EQ(t.sync_timeout, 30);
+  EXPECT_DOUBLE_EQ(t.startup_timeout, 300);
+  EXPECT_EQ(t.threads, 0);
+  EXPECT_TRUE(config->cluster.worker.empty());
+}
+
+TEST(ParseJobConfigTest, EmptyTrainingSectionAndEmptyJobListsAreAllowed) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "cluster:\n  chief: [\"h:1\"]\n  worker: []\n  ps:\n    - h:2\ntraining:\n", "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->cluster.worker.empty());
+  EXPECT_EQ(config->cluster.ps, std::vector<std::string>{"h:2"});
+}
+
+TEST(ParseJobConfigTest, HyphenKeys) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(
+cluster: {chief: ["h:1"], ps: ["h:2"]}
+training:
+  job-dir: /tmp/j
+  train-steps: 7
+  replicas-to-aggregate: 1
+  log-every-n-steps: 3
+)",
+                                                    "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.job_dir, "/tmp/j");
+  EXPECT_EQ(config->training.train_steps, 7);
+  EXPECT_EQ(config->training.replicas_to_aggregate, 1);
+  EXPECT_EQ(config->training.log_every_n_steps, 3);
+}
+
+TEST(ParseJobConfigTest, SameKeyWithBothSpellingsIsAnError) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "cluster: {chief: [\"h:1\"], ps: [\"h:2\"]}\ntraining:\n  train_steps: 1\n  train-steps: 2\n",
+      "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster.yaml: ", "training.train_steps is set twice", "line 4"});
+}
+
+TEST(ParseJobConfigTest, MasterIsAnAliasOfChief) {
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("cluster:\n  master: [\"h:1\"]\n  ps: [\"h:2\"]\n", "cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"h:1"});
+  EXPECT_EQ(config->cluster.num_tasks("master"), 1);
+  EXPECT_EQ(*config->cluster.address("master", 0), "h:1");
+
+  config = ParseJobConfig("cluster:\n  master: [\"h:1\"]\n  chief: [\"h:3\"]\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster.chief", "given twice"});
+}
+
+TEST(ParseJobConfigTest, UnknownKeysNameThePathAndSuggest) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(cluster:
+  chief: ["h:1"]
+training:
+  learning_rat: 0.1
+)",
+                                                    "cluster.yaml");
+  EXPECT_TRUE(absl::IsInvalidArgument(config.status()));
+  EXPECT_EQ(Message(config.status()),
+            "cluster.yaml: unknown key training.learning_rat (did you mean learning_rate?), "
+            "line 4");
+
+  config = ParseJobConfig("cluster:\n  wroker: [\"h:1\"]\n", "c.yaml");
+  ExpectInvalid(config.status(), {"c.yaml: unknown key cluster.wroker (did you mean worker?)"});
+
+  config = ParseJobConfig("clustr:\n  chief: [\"h:1\"]\n", "c.yaml");
+  ExpectInvalid(config.status(), {"c.yaml: unknown key clustr (did you mean cluster?)"});
+
+  config = ParseJobConfig("cluster: {}\ntraining: {completely_different: 1}\n", "c.yaml");
+  ExpectInvalid(config.status(), {"unknown key training.completely_different"});
+  EXPECT_THAT(Message(config.status()), Not(HasSubstr("did you mean")));
+
+  config = ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workercount: 2}\n", "c.yaml");
+  ExpectInvalid(config.status(),
+                {"unknown key trainingInput.workercount (did you mean workerCount?)"});
+}
+
+TEST(ParseJobConfigTest, ValueErrorsNameTheKeyAndLine) {
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("cluster: {}\ntraining:\n  batch_size: abc\n", "cluster.yaml");
+  ExpectInvalid(config.status(),
+                {"cluster.yaml: training.batch_size: \"abc\" is not an integer", "line 3"});
+
+  config = ParseJobConfig("cluster: {}\ntraining:\n  batch_size: [1, 2]\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"training.batch_size must be a single value"});
+
+  config = ParseJobConfig("cluster:\n  worker: h:1\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster.worker must be a list"});
+
+  config = ParseJobConfig("cluster:\n  worker: [[h, 1]]\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster.worker[0]"});
+
+  config = ParseJobConfig("cluster: [a, b]\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster must be a map"});
+
+  config = ParseJobConfig("- a\n- b\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"top level must be a map"});
+}
+
+TEST(ParseJobConfigTest, YamlSyntaxErrorNamesTheLine) {
+  absl::StatusOr<JobConfig> config =
+      ParseJobConfig("cluster:\n  chief: [\"h:1\"]\n  worker: [\"h:2\"\n", "cluster.yaml");
+  ExpectInvalid(config.status(), {"cluster.yaml: YAML syntax error at line "});
+
+  config = ParseJobConfig("cluster:\n  chief: [\"h:1\"]\ntraining:\n  a: b\n   c: d\n", "x.yaml");
+  ExpectInvalid(config.status(), {"x.yaml: YAML syntax error at line 5"});
+}
+
+TEST(ParseJobConfigTest, NeedsExactlyOneOfClusterAndTrainingInput) {
+  ExpectInvalid(ParseJobConfig("", "c.yaml").status(), {"c.yaml: is empty"});
+  ExpectInvalid(ParseJobConfig("training: {train_steps: 1}\n", "c.yaml").status(),
+                {"no cluster section"});
+  ExpectInvalid(
+      ParseJobConfig("cluster: {}\ntrainingInput: {scaleTier: BASIC}\n", "c.yaml").status(),
+      {"not both"});
+  ExpectInvalid(ParseJobConfig("cluster: {}\ncluster: {}\n", "c.yaml").status(),
+                {"cluster is given twice"});
+}
+
+TEST(LoadJobConfigTest, ReadsThroughEnv) {
+  MemEnv env;
+  ASSERT_TRUE(env.WriteFileAtomic("/cfg/cluster.yaml", kGoodYaml).ok());
+  absl::StatusOr<JobConfig> config = LoadJobConfig(&env, "/cfg/cluster.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*config, GoodConfig());
+
+  ASSERT_TRUE(env.WriteFileAtomic("/cfg/bad.yaml", "cluster:\n  cheif: []\n").ok());
+  ExpectInvalid(LoadJobConfig(&env, "/cfg/bad.yaml").status(),
+                {"/cfg/bad.yaml: unknown key cluster.cheif (did you mean chief?)"});
+
+  EXPECT_TRUE(absl::IsNotFound(LoadJobConfig(&env, "/cfg/missing.yaml").status()));
+}
+
+TEST(LoadJobConfigTest, ShippedExamplesAreValid) {
+  Env* env = Env::Default();
+  absl::StatusOr<JobConfig> local =
+      LoadJobConfig(env, std::string(PSTRAIN_SOURCE_DIR) + "/deploy/local/cluster.yaml");
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_TRUE(ValidateJobConfig(*local).ok()) << ValidateJobConfig(*local);
+  EXPECT_EQ(local->cluster.chief, std::vector<std::string>{"127.0.0.1:23450"});
+  EXPECT_EQ(local->cluster.worker,
+            (std::vector<std::string>{"127.0.0.1:23451", "127.0.0.1:23452"}));
+  EXPECT_EQ(local->cluster.ps, std::vector<std::string>{"127.0.0.1:23453"});
+  EXPECT_EQ(local->training.update, UpdateMode::kSync);
+  EXPECT_EQ(local->training.train_steps, 3000);
+  EXPECT_EQ(local->training.job_dir, "jobs/local");
+
+  absl::StatusOr<JobConfig> mlengine =
+      LoadJobConfig(env, std::string(PSTRAIN_SOURCE_DIR) + "/deploy/local/mlengine.yaml");
+  ASSERT_TRUE(mlengine.ok()) << mlengine.status();
+  EXPECT_TRUE(ValidateJobConfig(*mlengine).ok()) << ValidateJobConfig(*mlengine);
+  EXPECT_EQ(mlengine->cluster, local->cluster);
+  EXPECT_EQ(mlengine->training.train_steps, 3000);
+  EXPECT_EQ(mlengine->training.job_dir, "jobs/mlengine");
+}
+
+// ---------------------------------------------------------------------------
+// Cloud ML Engine trainingInput.
+
+TEST(TrainingInputTest, CustomAssignsConsecutiveLoopbackPorts) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(
+trainingInput:
+  scaleTier: CUSTOM
+  masterType: complex_model_m
+  workerType: standard
+  parameterServerType: large_model
+  workerCount: 3
+  parameterServerCount: 2
+training:
+  train_steps: 10
+)",
+                                                    "mlengine.yaml", 5000);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:5000"});
+  EXPECT_EQ(config->cluster.worker,
+            (std::vector<std::string>{"127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"}));
+  EXPECT_EQ(config->cluster.ps, (std::vector<std::string>{"127.0.0.1:5004", "127.0.0.1:5005"}));
+  EXPECT_EQ(config->training.train_steps, 10);
+}
+
+TEST(TrainingInputTest, DefaultBasePort) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "trainingInput: {scaleTier: CUSTOM, workerCount: 1, parameterServerCount: 1}\n", "m.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:23450"});
+  EXPECT_EQ(config->cluster.worker, std::vector<std::string>{"127.0.0.1:23451"});
+  EXPECT_EQ(config->cluster.ps, std::vector<std::string>{"127.0.0.1:23452"});
+}
+
+TEST(TrainingInputTest, BasicIsOneChiefAndNothingElse) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig("trainingInput: {scaleTier: BASIC}\n", "m");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:23450"});
+  EXPECT_TRUE(config->cluster.worker.empty());
+  EXPECT_TRUE(config->cluster.ps.empty());
+  config->training.job_dir = "j";
+  config->training.train_steps = 1;
+  ExpectInvalid(ValidateJobConfig(*config), {"cluster.ps is empty"});
+
+  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC, workerCount: 2}\n", "m").status(),
+                {"need scaleTier: CUSTOM"});
+}
+
+TEST(TrainingInputTest, Errors) {
+  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: STANDARD_1}\n", "m.yaml").status(),
+                {"m.yaml: trainingInput.scaleTier: \"STANDARD_1\" is not supported"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workerCount: -1}\n", "m").status(),
+      {"trainingInput.workerCount: \"-1\" is not a task count"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, parameterServerCount: x}\n", "m").status(),
+      {"trainingInput.parameterServerCount"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workerCount: 10}\n", "m", 65530).status(),
+      {"ports 65530..65540"});
+  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC}\n", "m", 0).status(),
+                {"outside 1..65535"});
+}
+
+TEST(TrainingInputTest, JobDirAndArgsSetTrainingFields) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(
+trainingInput:
+  scaleTier: CUSTOM
+  workerCount: 1
+  parameterServerCount: 1
+  jobDir: /jobs/a
+  args: ["--train-steps=20", "--batch_size", "32", "--nesterov", "--update=sync"]
+  region: us-central1
+  runtimeVersion: "1.15"
+training:
+  optimizer: momentum
+)",
+                                                    "m.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->training.job_dir, "/jobs/a");
+  EXPECT_EQ(config->training.train_steps, 20);
+  EXPECT_EQ(config->training.batch_size, 32);
+  EXPECT_TRUE(config->training.nesterov);
+  EXPECT_EQ(config->training.update, UpdateMode::kSync);
+  EXPECT_EQ(config->training.optimizer, "momentum");
+  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
+
+  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC, jobDir: /a}\n"
+                               "training: {job_dir: /b}\n",
+                               "m")
+                    .status(),
+                {"training.job_dir is set twice"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--train_steps]}\n", "m").status(),
+      {"trainingInput.args[0]: --train_steps has no value"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--bach_size=1]}\n", "m").status(),
+      {"trainingInput.args[0]: unknown key training.bach_size (did you mean "
+       "batch_size?)"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [train_steps=1]}\n", "m").status(),
+      {"is not a flag"});
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--seed=-3]}\n", "m").status(),
+      {"training.seed: \"-3\" is not a non-negative integer"});
+}
+
+// ---------------------------------------------------------------------------
+// Validation.
+
+TEST(ValidateJobConfigTest, GoodConfigIsValid) {
+  JobConfig config = GoodConfig();
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+  config.training.update = UpdateMode::kSync;
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+  config.cluster.worker = {"[::1]:1", "[fe80::1]:65535"};
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+}
+
+TEST(ValidateJobConfigTest, NeedsAPs) {
+  JobConfig config = GoodConfig();
+  config.cluster.ps.clear();
+  ExpectInvalid(ValidateJobConfig(config), {"cluster.ps is empty", "at least one"});
+}
+
+TEST(ValidateJobConfigTest, NeedsExactlyOneChief) {
+  JobConfig config = GoodConfig();
+  config.cluster.chief.clear();
+  ExpectInvalid(ValidateJobConfig(config),
+                {"cluster.chief is empty", "exactly one chief", "worker 0", "not supported"});
+  config.cluster.chief = {"h:1", "h:2"};
+  ExpectInvalid(ValidateJobConfig(config), {"cluster.chief has 2 tasks", "exactly one chief"});
+}
+
+TEST(ValidateJobConfigTest, BadAddresses) {
+  struct Case {
+    std::string address;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"localhost", "cluster.worker[1] = \"localhost\" is not \"host:port\""},
+      {":2222", "cluster.worker[1] = \":2222\" has no host"},
+      {"h:0", "cluster.worker[1] = \"h:0\": the port must be a number in 1..65535"},
+      {"h:65536", "the port must be a number in 1..65535"},
+      {"h:", "the port must be a number in 1..65535"},
+      {"h:22x", "the port must be a number in 1..65535"},
+      {"h:-1", "the port must be a number in 1..65535"},
+      {"h:000001", "the port must be a number in 1..65535"},
+      {"::1:2222", "IPv6"},
+      {"[::1:2222", "unclosed"},
+      {"[]:1", "has no host"},
+      {"my host:1", "space"},
+  };
+  for (const Case& c : cases) {
+    JobConfig config = GoodConfig();
+    config.cluster.worker[1] = c.address;
+    SCOPED_TRACE(c.address);
+    ExpectInvalid(ValidateJobConfig(config), {"cluster.worker[1]", c.message});
+  }
+}
+
+TEST(ValidateJobConfigTest, NoAddressUsedTwice) {
+  JobConfig config = GoodConfig();
+  config.cluster.ps[0] = "127.0.0.1:23451";
+  ExpectInvalid(ValidateJobConfig(config),
+                {"cluster.ps[0] = \"127.0.0.1:23451\" is also cluster.worker[0]"});
+}
+
+TEST(ValidateJobConfigTest, TrainingRanges) {
+  struct Case {
+    std::string key;
+    std::string value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"train_steps", "0", "training.train_steps = 0 must be positive"},
+      {"train_steps", "-5", "training.train_steps = -5 must be positive"},
+      {"batch_size", "0", "training.batch_size = 0 must be positive"},
+      {"eval_batch_size", "-1", "training.eval_batch_size = -1 must be positive"},
+      {"eval_steps", "-1", "training.eval_steps = -1 must be 0 or more"},
+      {"log_every_n_steps", "-1", "training.log_every_n_steps = -1"},
+      {"job_dir", "", "training.job_dir is empty"},
+      {"model", "", "training.model is empty"},
+      {"data_dir", "", "training.data_dir is empty"},
+      {"optimizer", "", "training.optimizer is empty"},
+      {"learning_rate", "0", "training.learning_rate = 0 must be positive"},
+      {"momentum", "-0.5", "training.momentum = -0.5"},
+      {"weight_decay", "-1e-4", "training.weight_decay = -1e-04 must be 0 or more"},
+      {"sync_timeout", "0", "training.sync_timeout = 0 must be positive"},
+      {"startup_timeout", "-1", "training.startup_timeout = -1 must be positive"},
+      {"threads", "-2", "training.threads = -2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + "=" + c.value);
+    JobConfig config = GoodConfig();
+    ASSERT_TRUE(SetTrainingField(&config.training, c.key, c.value).ok());
+    ExpectInvalid(ValidateJobConfig(config), {c.message});
+  }
+  JobConfig config = GoodConfig();
+  config.training.eval_steps = 0;  // no evaluation is allowed
+  EXPECT_TRUE(ValidateJobConfig(config).ok());
+}
+
+TEST(ValidateJobConfigTest, NeedsATrainingReplica) {
+  JobConfig config = GoodConfig();
+  config.cluster.worker.clear();
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);  // the chief trains
+  config.training.chief_trains = false;
+  ExpectInvalid(ValidateJobConfig(config), {"no training replicas", "training.chief_trains"});
+}
+
+TEST(ValidateJobConfigTest, SyncReplicaCounts) {
+  JobConfig config = GoodConfig();  // 2 workers + training chief: T = 3
+  config.training.update = UpdateMode::kSync;
+  EXPECT_EQ(NumTrainingReplicas(config), 3);
+  EXPECT_EQ(EffectiveReplicasToAggregate(config), 3);
+  EXPECT_EQ(EffectiveTotalReplicas(config), 3);
+
+  config.training.replicas_to_aggregate = 2;  // one backup replica
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+  EXPECT_EQ(EffectiveReplicasToAggregate(config), 2);
+  config.training.total_replicas = 3;
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+
+  config.training.replicas_to_aggregate = 5;
+  EXPECT_EQ(Message(ValidateJobConfig(config)),
+            "training.replicas_to_aggregate = 5 is more than training.total_replicas = 3");
+  config.training.total_replicas = 0;
+  ExpectInvalid(ValidateJobConfig(config),
+                {"training.replicas_to_aggregate = 5 is more than training.total_replicas = 3",
+                 "0 means every training replica", "T = 3"});
+
+  config.training.replicas_to_aggregate = -1;
+  ExpectInvalid(ValidateJobConfig(config), {"training.replicas_to_aggregate = -1"});
+
+  config.training.replicas_to_aggregate = 0;
+  config.training.total_replicas = 4;
+  ExpectInvalid(ValidateJobConfig(config),
+                {"training.total_replicas = 4 must equal the number of training replicas", "T = 3",
+                 "2 in cluster.worker + 1 chief", "training.chief_trains is true", "set it to 3"});
+  config.training.total_replicas = 2;
+  ExpectInvalid(ValidateJobConfig(config), {"training.total_replicas = 2"});
+
+  config.training.chief_trains = false;  // T = 2 now
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+  config.training.total_replicas = 3;
+  ExpectInvalid(ValidateJobConfig(config),
+                {"training.total_replicas = 3", "T = 2", "training.chief_trains is false"});
+  config.training.total_replicas = -1;
+  ExpectInvalid(ValidateJobConfig(config), {"training.total_replicas = -1"});
+
+  // Async ignores R and N.
+  config.training.update = UpdateMode::kAsync;
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+}
+
+TEST(ValidateTaskTest, TaskMustBeInTheCluster) {
+  const ClusterSpec cluster = GoodConfig().cluster;
+  EXPECT_TRUE(ValidateTask(cluster, {"chief", 0}).ok());
+  EXPECT_TRUE(ValidateTask(cluster, {"master", 0}).ok());
+  EXPECT_TRUE(ValidateTask(cluster, {"worker", 1}).ok());
+  EXPECT_TRUE(ValidateTask(cluster, {"ps", 0}).ok());
+  ExpectInvalid(
+      ValidateTask(cluster, {"worker", 2}),
+      {"task worker:2 is not in the cluster", "cluster.worker has 2 task(s)", "task_index 0..1"});
+  ExpectInvalid(ValidateTask(cluster, {"ps", -1}), {"task ps:-1"});
+  ExpectInvalid(ValidateTask(cluster, {"evaluator", 0}),
+                {"\"evaluator\" is not a job name", "chief (or master), worker or ps"});
+  ClusterSpec no_workers = cluster;
+  no_workers.worker.clear();
+  ExpectInvalid(ValidateTask(no_workers, {"worker", 0}), {"cluster.worker is empty"});
+}
+
+TEST(ClusterSpecTest, NumTasksAndAddress) {
+  const ClusterSpec cluster = GoodConfig().cluster;
+  EXPECT_EQ(cluster.num_tasks("chief"), 1);
+  EXPECT_EQ(cluster.num_tasks("worker"), 2);
+  EXPECT_EQ(cluster.num_tasks("ps"), 1);
+  EXPECT_EQ(cluster.num_tasks("evaluator"), 0);
+  EXPECT_EQ(*cluster.address("worker", 1), "127.0.0.1:23452");
+  EXPECT_EQ(*cluster.address("ps", 0), "127.0.0.1:23453");
+  ExpectInvalid(cluster.address("worker", 2).status(), {"worker:2", "task_index 0..1"});
+  ExpectInvalid(cluster.address("nope", 0).status(), {"\"nope\" is not a job name"});
+}
+
+// ---------------------------------------------------------------------------
+// TF_CONFIG.
+
+TEST(TfConfigTest, Parses) {
+  absl::StatusOr<TfConfig> config = ParseTfConfig(R"({
+    "cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]},
+    "task": {"type": "worker", "index": 1},
+    "environment": "cloud"})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"c:1"});
+  EXPECT_EQ(config->cluster.worker, (std::vector<std::string>{"w:1", "w:2"}));
+  EXPECT_EQ(config->cluster.ps, std::vector<std::string>{"p:1"});
+  EXPECT_EQ(config->task, (TaskSpec{"worker", 1}));
+}
+
+TEST(TfConfigTest, MasterAndCloudMlEngineExtras) {
+  absl::StatusOr<TfConfig> config = ParseTfConfig(
+      R"({"cluster": {"master": ["m:1"], "ps": ["p:1"]},
+          "task": {"type": "master", "index": 0, "trial": "", "cloud": "abc"},
+          "job": {"scale_tier": "CUSTOM"}, "environment": "cloud"})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"m:1"});
+  EXPECT_EQ(config->task, (TaskSpec{"chief", 0}));
+
+  config = ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief"}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->task.task_index, 0);
+}
+
+TEST(TfConfigTest, Errors) {
+  ExpectInvalid(ParseTfConfig("").status(), {"TF_CONFIG: is empty"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}})").status(),
+                {"TF_CONFIG: no \"task\""});
+  ExpectInvalid(ParseTfConfig(R"({"task": {"type": "chief"}})").status(),
+                {"TF_CONFIG: no \"cluster\""});
+  ExpectInvalid(
+      ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "evaluator"}})").status(),
+      {"TF_CONFIG: task.type: \"evaluator\" is not a job name"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"index": 0}})").status(),
+                {"TF_CONFIG: task has no \"type\""});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},
+                                  "task": {"type": "worker", "index": 1}})")
+                    .status(),
+                {"TF_CONFIG: task worker:1 is not in the cluster", "task_index 0..0"});
+  ExpectInvalid(
+      ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief", "index": "x"}})")
+          .status(),
+      {"TF_CONFIG: task.index: \"x\" is not an integer"});
+  ExpectInvalid(
+      ParseTfConfig(R"({"cluster": {"chef": ["c:1"]}, "task": {"type": "chief"}})").status(),
+      {"TF_CONFIG: unknown key cluster.chef (did you mean chief?)"});
+  ExpectInvalid(ParseTfConfig(R"({"clusters": {}, "task": {"type": "chief"}})").status(),
+                {"TF_CONFIG: unknown key clusters (did you mean cluster?)"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": "chief"})").status(),
+                {"TF_CONFIG: task must be an object"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {)").status(),
+                {"TF_CONFIG: JSON syntax error"});
+  ExpectInvalid(ParseTfConfig("[1, 2]").status(), {"TF_CONFIG: "});
+  // No line numbers in TF_CONFIG messages: it is usually one line.
+  EXPECT_THAT(Message(ParseTfConfig(R"({"cluster": {"x": []}, "task": {}})").status()),
+              Not(HasSubstr("line")));
+}
+
+TEST(RobustnessTest, DamagedInputIsAnErrorOrAConfigNeverACrash) {
+  // Flips, drops and duplicates bytes of valid inputs; every result must be a
+  // Status (yaml-cpp's exceptions must not escape).
+  const std::string inputs[] = {
+      kGoodYaml, "trainingInput: {scaleTier: CUSTOM, workerCount: 2, args: [--train-steps, '5']}\n",
+      R"({"cluster": {"chief": ["c:1"], "worker": ["w:1"]}, "task": {"type": "worker"}})"};
+  const char kBytes[] = "{}[]:,-'\"\n #&*!|>%@`?\t\\x0";
+  std::mt19937 rng(1234);
+  for (const std::string& input : inputs) {
+    for (int trial = 0; trial < 500; ++trial) {
+      std::string damaged = input;
+      const int edits = 1 + static_cast<int>(rng() % 3);
+      for (int e = 0; e < edits && !damaged.empty(); ++e) {
+        const size_t at = rng() % damaged.size();
+        switch (rng() % 3) {
+          case 0:
+            damaged[at] = kBytes[rng() % (sizeof(kBytes) - 1)];
+            break;
+          case 1:
+            damaged.erase(at, 1 + rng() % 4);
+            break;
+          default:
+            damaged.insert(at, damaged.substr(at, 1 + rng() % 8));
+        }
+      }
+      absl::StatusOr<JobConfig> config = ParseJobConfig(damaged, "fuzz.yaml");
+      if (config.ok()) {
+        (void)ValidateJobConfig(*config);
+      } else {
+        EXPECT_TRUE(absl::IsInvalidArgument(config.status())) << config.status();
+      }
+      absl::StatusOr<TfConfig> tf_config = ParseTfConfig(damaged);
+      if (!tf_config.ok()) {
+        EXPECT_TRUE(absl::IsInvalidArgument(tf_config.status())) << tf_config.status();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Round trip.
+
+TEST(JobConfigToYamlTest, RoundTrip) {
+  JobConfig config = GoodConfig();
+  config.cluster.worker.push_back("[::1]:9");
+  TrainingSpec& t = config.training;
+  t.model = "true";  // strings that look like other types stay strings
+  t.data_dir = "/path with spaces/and: colon/\"quoted\"/#hash";
+  t.job_dir = "123";
+  t.learning_rate_schedule = "";
+  t.weight_decay_exclusions = "null";
+  t.update = UpdateMode::kSync;
+  t.replicas_to_aggregate = 2;
+  t.chief_trains = false;
+  t.learning_rate = 0.1 + 0.2;  // not exactly 0.3: needs all digits
+  t.momentum = 1e-300;
+  t.weight_decay = 5e-4;
+  t.nesterov = true;
+  t.seed = 18446744073709551615ULL;
+  t.train_steps = int64_t{1} << 40;
+  t.sync_timeout = 0.25;
+  const std::string yaml = JobConfigToYaml(config);
+  absl::StatusOr<JobConfig> parsed = ParseJobConfig(yaml, "roundtrip.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << yaml;
+  EXPECT_EQ(*parsed, config) << yaml;
+
+  // Defaults and an empty cluster survive too.
+  JobConfig empty;
+  parsed = ParseJobConfig(JobConfigToYaml(empty), "roundtrip.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, empty);
+}
+
+TEST(JobConfigToYamlTest, WritesEveryField) {
+  const std::string yaml = JobConfigToYaml(GoodConfig());
+  for (const std::string& name : TrainingFieldNames()) {
+    EXPECT_THAT(yaml, HasSubstr(name + ":"));
+  }
+  EXPECT_THAT(yaml, HasSubstr("cluster:"));
+  EXPECT_THAT(yaml, HasSubstr("\"127.0.0.1:23453\""));
+}
+
+// ---------------------------------------------------------------------------
+// SetTrainingField / GetTrainingField.
+
+TEST(SetTrainingFieldTest, EveryType) {
+  TrainingSpec t;
+  ASSERT_TRUE(SetTrainingField(&t, "batch_size", "64").ok());  // int
+  EXPECT_EQ(t.batch_size, 64);
+  ASSERT_TRUE(SetTrainingField(&t, "train_steps", "5000000000").ok());  // int64
+  EXPECT_EQ(t.train_steps, 5000000000);
+  ASSERT_TRUE(SetTrainingField(&t, "seed", "42").ok());  // uint64
+  EXPECT_EQ(t.seed, 42u);
+  ASSERT_TRUE(SetTrainingField(&t, "learning_rate", "1e-2").ok());  // double
+  EXPECT_DOUBLE_EQ(t.learning_rate, 0.01);
+  ASSERT_TRUE(SetTrainingField(&t, "sync_timeout", "5").ok());
+  EXPECT_DOUBLE_EQ(t.sync_timeout, 5);
+  ASSERT_TRUE(SetTrainingField(&t, "nesterov", "true").ok());  // bool
+  EXPECT_TRUE(t.nesterov);
+  ASSERT_TRUE(SetTrainingField(&t, "nesterov", "false").ok());
+  EXPECT_FALSE(t.nesterov);
+  ASSERT_TRUE(SetTrainingField(&t, "chief_trains", "False").ok());
+  EXPECT_FALSE(t.chief_trains);
+  ASSERT_TRUE(SetTrainingField(&t, "chief_trains", "1").ok());
+  EXPECT_TRUE(t.chief_trains);
+  ASSERT_TRUE(SetTrainingField(&t, "optimizer", "sgd").ok());  // string
+  EXPECT_EQ(t.optimizer, "sgd");
+  ASSERT_TRUE(SetTrainingField(&t, "learning_rate_schedule", "").ok());
+  EXPECT_EQ(t.learning_rate_schedule, "");
+  ASSERT_TRUE(SetTrainingField(&t, "update", "sync").ok());  // update mode
+  EXPECT_EQ(t.update, UpdateMode::kSync);
+  ASSERT_TRUE(SetTrainingField(&t, "update", "async").ok());
+  EXPECT_EQ(t.update, UpdateMode::kAsync);
+  ASSERT_TRUE(SetTrainingField(&t, "job-dir", "/j").ok());  // hyphen spelling
+  EXPECT_EQ(t.job_dir, "/j");
+  ASSERT_TRUE(SetTrainingField(&t, "eval-batch-size", "7").ok());
+  EXPECT_EQ(t.eval_batch_size, 7);
+}
+
+TEST(SetTrainingFieldTest, BadValuesNameTheKeyAndLeaveTheSpecAlone) {
+  struct Case {
+    std::string key;
+    std::string value;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"batch_size", "abc", "training.batch_size: \"abc\" is not an integer"},
+      {"batch_size", "1.5", "training.batch_size: \"1.5\" is not an integer"},
+      {"batch_size", "", "training.batch_size: \"\" is not an integer"},
+      {"batch_size", "99999999999", "training.batch_size: \"99999999999\" is not an integer"},
+      {"train-steps", "1e3", "training.train_steps: \"1e3\" is not an integer"},
+      {"seed", "-1", "training.seed: \"-1\" is not a non-negative integer"},
+      {"learning_rate", "fast", "training.learning_rate: \"fast\" is not a finite number"},
+      {"learning_rate", "inf", "training.learning_rate: \"inf\" is not a finite number"},
+      {"momentum", "nan", "training.momentum: \"nan\" is not a finite number"},
+      {"nesterov", "maybe", "training.nesterov: \"maybe\" is not true or false"},
+      {"update", "ssp", "training.update: \"ssp\" is not an update mode (async or sync)"},
+      {"update", "SYNC", "training.update: \"SYNC\" is not an update mode"},
+      {"threads", "two", "training.threads: \"two\" is not an integer"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + "=" + c.value);
+    TrainingSpec t;
+    ExpectInvalid(SetTrainingField(&t, c.key, c.value), {c.message});
+    EXPECT_EQ(t, TrainingSpec());
+  }
+}
+
+TEST(SetTrainingFieldTest, UnknownKeySuggestsTheClosest) {
+  TrainingSpec t;
+  EXPECT_EQ(Message(SetTrainingField(&t, "learning_rat", "1")),
+            "unknown key training.learning_rat (did you mean learning_rate?)");
+  ExpectInvalid(SetTrainingField(&t, "batchsize", "1"),
+                {"unknown key training.batchsize (did you mean batch_size?)"});
+  ExpectInvalid(SetTrainingField(&t, "train-step", "1"),
+                {"unknown key training.train-step (did you mean train_steps?)"});
+  ExpectInvalid(SetTrainingField(&t, "Seed", "1"), {"(did you mean seed?)"});
+  absl::Status far = SetTrainingField(&t, "beta1", "0.9");
+  ExpectInvalid(far, {"unknown key training.beta1"});
+  EXPECT_THAT(Message(far), Not(HasSubstr("did you mean")));
+}
+
+TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
+  TrainingSpec t;
+  for (const std::string& name : TrainingFieldNames()) {
+    absl::StatusOr<std::string> value = GetTrainingField(t, name);
+    ASSERT_TRUE(value.ok()) << name;
+    TrainingSpec copy;
+    copy.job_dir = "changed";  // a string field that differs from the default
+    ASSERT_TRUE(SetTrainingField(&copy, name, *value).ok()) << name << "=" << *value;
+    EXPECT_EQ(*GetTrainingField(copy, name), *value) << name;
+  }
+  EXPECT_EQ(*GetTrainingField(t, "learning_rate"), "0.001");
+  EXPECT_EQ(*GetTrainingField(t, "update"), "async");
+  EXPECT_EQ(*GetTrainingField(t, "chief-trains"), "true");
+  EXPECT_EQ(*GetTrainingField(t, "sync_timeout"), "30");
+  ExpectInvalid(GetTrainingField(t, "nope").status(), {"unknown key training.nope"});
+}
+
+TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
+  const std::vector<std::string> names = TrainingFieldNames();
+  ASSERT_EQ(names.size(), 23u);
+  EXPECT_EQ(names.front(), "model");
+  EXPECT_EQ(names.back(), "threads");
+}
+
+TEST(UpdateModeTest, ParseAndName) {
+  EXPECT_EQ(*ParseUpdateMode("async"), UpdateMode::kAsync);
+  EXPECT_EQ(*ParseUpdateMode("sync"), UpdateMode::kSync);
+  EXPECT_EQ(UpdateModeName(UpdateMode::kAsync), "async");
+  EXPECT_EQ(UpdateModeName(UpdateMode::kSync), "sync");
+  ExpectInvalid(ParseUpdateMode("bsp").status(), {"\"bsp\" is not an update mode"});
+}
+
+TEST(CanonicalJobNameTest, MasterIsChief) {
+  EXPECT_EQ(*CanonicalJobName("master"), "chief");
+  EXPECT_EQ(*CanonicalJobName("chief"), "chief");
+  EXPECT_EQ(*CanonicalJobName("worker"), "worker");
+  EXPECT_EQ(*CanonicalJobName("ps"), "ps");
+  EXPECT_FALSE(CanonicalJobName("Worker").ok());
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,106 @@
+#include "common/role_flags.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "gflags/gflags.h"
+
+DEFINE_string(config, "", "Cluster config YAML (cluster and training sections).");
+DEFINE_string(job_name, "", "This task's job: chief, worker or ps (with --config).");
+DEFINE_int32(task_index, 0, "This task's index within its job (with --config).");
+
+// One flag per training field; a flag given on the command line overrides the
+// config file. Defaults shown here are TrainingSpec's.
+DEFINE_string(model, "mnist_cnn", "Model to train (mnist_cnn).");
+DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
+              "Directory with the training and test data.");
+DEFINE_string(job_dir, "", "Directory for this job's output (required).");
+DEFINE_string(update, "async", "Update mode: async or sync.");
+DEFINE_int32(replicas_to_aggregate, 0, "sync: gradients averaged per step (0: all replicas).");
+DEFINE_int32(total_replicas, 0, "sync: training replicas (0: all; N > R gives backup workers).");
+DEFINE_bool(chief_trains, true, "The chief also trains as a replica.");
+DEFINE_string(optimizer, "adam", "sgd, momentum or adam.");
+DEFINE_double(learning_rate, 0.001, "Base learning rate.");
+DEFINE_string(
+    learning_rate_schedule, "",
+    "Piecewise multipliers of the base rate by global step, e.g. \"1000:0.1,2000:0.01\".");
+DEFINE_double(momentum, 0.9, "Momentum (momentum optimizer).");
+DEFINE_bool(nesterov, false, "Nesterov momentum.");
+DEFINE_double(weight_decay, 0.0, "L2 weight decay (gradient += weight_decay * w).");
+DEFINE_string(weight_decay_exclusions, "bias",
+              "Comma-separated substrings; variables whose names contain one get no decay.");
+DEFINE_int32(batch_size, 100, "Training examples per step and replica.");
+DEFINE_int32(eval_batch_size, 200, "Examples per evaluation batch.");
+DEFINE_int64(train_steps, 0, "Global steps to train (required).");
+DEFINE_int64(eval_steps, 1000, "Global steps between evaluations on the test set (0: at the end).");
+DEFINE_int64(log_every_n_steps, 100, "Steps between progress lines.");
+DEFINE_uint64(seed, 1, "Seed for initialization, shuffling and dropout.");
+DEFINE_double(sync_timeout, 30, "Seconds a sync step waits for missing replicas.");
+DEFINE_double(startup_timeout, 300, "Seconds a task waits for the others to come up.");
+DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
+
+namespace pstrain {
+
+std::vector<std::pair<std::string, std::string>> ExplicitTrainingFlags() {
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (const std::string& name : TrainingFieldNames()) {
+    gflags::CommandLineFlagInfo info;
+    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info) && !info.is_default) {
+      flags.emplace_back(name, info.current_value);
+    }
+  }
+  return flags;
+}
+
+bool HasClusterFlags() {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  return !FLAGS_config.empty() || (tf_config != nullptr && tf_config[0] != '\0');
+}
+
+absl::StatusOr<RoleConfig> ResolveRole(
+    Env* env, const std::string& config_path, const std::string& job_name, int task_index,
+    const std::string& tf_config,
+    const std::vector<std::pair<std::string, std::string>>& overrides) {
+  RoleConfig role;
+  if (!config_path.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(role.job, LoadJobConfig(env, config_path));
+    if (job_name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--config ", config_path, " needs --job_name (chief, worker or ps)"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(role.task.job_name, CanonicalJobName(job_name));
+    role.task.task_index = task_index;
+  } else if (!tf_config.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(TfConfig tf, ParseTfConfig(tf_config));
+    role.job.cluster = tf.cluster;
+    role.task = tf.task;
+  } else {
+    return absl::InvalidArgumentError("no cluster: pass --config FILE or set TF_CONFIG");
+  }
+  for (const auto& [name, value] : overrides) {
+    absl::Status s = SetTrainingField(&role.job.training, name, value);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
+  }
+  PSTRAIN_RETURN_IF_ERROR(ValidateJobConfig(role.job));
+  PSTRAIN_RETURN_IF_ERROR(ValidateTask(role.job.cluster, role.task));
+  return role;
+}
+
+absl::StatusOr<RoleConfig> ResolveRoleFromFlags(Env* env) {
+  const char* tf_config = std::getenv("TF_CONFIG");
+  return ResolveRole(env, FLAGS_config, FLAGS_job_name, FLAGS_task_index,
+                     FLAGS_config.empty() && tf_config != nullptr ? tf_config : "",
+                     ExplicitTrainingFlags());
+}
+
+absl::StatusOr<TrainingSpec> TrainingSpecFromFlags() {
+  TrainingSpec spec;
+  for (const auto& [name, value] : ExplicitTrainingFlags()) {
+    absl::Status s = SetTrainingField(&spec, name, value);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
+  }
+  return spec;
+}
+
+}  // namespace pstrain

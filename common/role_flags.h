@@ -1,0 +1,52 @@
+#ifndef PSTRAIN_COMMON_ROLE_FLAGS_H_
+#define PSTRAIN_COMMON_ROLE_FLAGS_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_config.h"
+#include "common/env.h"
+
+// The command-line flags every pstrain binary shares: where the process
+// stands in the job (--config, --job_name, --task_index, or TF_CONFIG) and
+// one flag per training field (--train_steps, --job_dir, ...), which override
+// the config file. Linking this library defines the flags; only main()
+// functions read them.
+
+namespace pstrain {
+
+// This process's place in a job.
+struct RoleConfig {
+  JobConfig job;
+  TaskSpec task;
+};
+
+// The training flags given explicitly on the command line, as (name, value),
+// in TrainingFieldNames() order.
+std::vector<std::pair<std::string, std::string>> ExplicitTrainingFlags();
+
+// True when this process belongs to a cluster: --config was given or
+// TF_CONFIG is set (and not empty).
+bool HasClusterFlags();
+
+// Resolves the role from --config (with --job_name and --task_index) or from
+// TF_CONFIG, applies the explicit training flags on top, and validates the
+// result. Errors say which source and key was wrong.
+absl::StatusOr<RoleConfig> ResolveRoleFromFlags(Env* env);
+
+// The same from explicit inputs (for tests): `config_path` may be empty when
+// `tf_config` (TF_CONFIG's value) is given.
+absl::StatusOr<RoleConfig> ResolveRole(
+    Env* env, const std::string& config_path, const std::string& job_name, int task_index,
+    const std::string& tf_config,
+    const std::vector<std::pair<std::string, std::string>>& overrides);
+
+// A training spec for a process with no cluster: defaults plus the explicit
+// training flags.
+absl::StatusOr<TrainingSpec> TrainingSpecFromFlags();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_ROLE_FLAGS_H_

@@ -1,0 +1,459 @@
+#include "launch/supervisor.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <optional>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+// How often Wait() looks for exited children. Polling waitpid(pid, WNOHANG)
+// avoids a SIGCHLD handler, which would be process-wide state the launcher
+// and other libraries could fight over.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
+// A line longer than this (a progress bar redrawn with '\r', binary output)
+// goes to the sink in pieces instead of being buffered without bound.
+constexpr size_t kMaxLineBytes = 64 << 10;
+// Enough to empty a pipe (64 KiB by default, at most 1 MiB) with room to
+// spare, yet bounded if an escaped grandchild keeps writing.
+constexpr int kMaxDrainReads = 128;
+constexpr size_t kReadBytes = 16 << 10;
+constexpr char kLauncher[] = "[launcher] ";
+
+std::string SignalName(int sig) {
+  if (const char* abbrev = sigabbrev_np(sig)) return absl::StrCat("SIG", abbrev);
+  if (const char* description = sigdescr_np(sig)) return description;  // real-time signals
+  return "unknown signal";
+}
+
+absl::Status Validate(const std::vector<ProcessSpec>& specs) {
+  if (specs.empty()) return absl::InvalidArgumentError("no processes to start");
+  std::set<std::string> names;
+  for (const ProcessSpec& spec : specs) {
+    if (spec.name.empty()) return absl::InvalidArgumentError("a process has an empty name");
+    if (!names.insert(spec.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat("two processes are named ", spec.name));
+    }
+    if (spec.argv.empty() || spec.argv[0].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, " has no executable (empty argv)"));
+    }
+    for (const auto& [name, value] : spec.env) {
+      if (name.empty() || name.find('=') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec.name, ": bad environment variable name \"", name, "\""));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ExitInfo::Describe() const {
+  if (exited) return absl::StrCat("exited with status ", exit_code);
+  if (signaled) return absl::StrCat("was killed by signal ", signal, " (", SignalName(signal), ")");
+  return "ended, but its status was lost (reaped by someone else)";
+}
+
+void WriteLineToStdout(std::string_view line) {
+  // stdout's own lock, so the launcher's other stdio output cannot split a line either.
+  flockfile(stdout);
+  fwrite(line.data(), 1, line.size(), stdout);
+  fputc('\n', stdout);
+  fflush(stdout);
+  funlockfile(stdout);
+}
+
+struct Supervisor::Child {
+  ExitInfo info;
+  bool reaped = false;
+};
+
+struct Supervisor::Stream {
+  std::string prefix;  // "[name] "
+  int fd = -1;         // non-blocking read end of the child's stdout+stderr pipe
+  bool eof = false;
+  std::string partial;  // bytes after the last newline
+};
+
+static_assert(std::atomic<Supervisor*>::is_always_lock_free,
+              "RequestStopFromSignal() must be async-signal-safe");
+std::atomic<Supervisor*> Supervisor::latest_{nullptr};
+
+Supervisor::Supervisor(SupervisorOptions options, int stop_fd, int wake_fd)
+    : options_(std::move(options)), stop_fd_(stop_fd), wake_fd_(wake_fd) {}
+
+absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(std::vector<ProcessSpec> specs,
+                                                              SupervisorOptions options) {
+  if (absl::Status status = Validate(specs); !status.ok()) return status;
+  if (!options.sink) options.sink = WriteLineToStdout;
+  const int stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd < 0) return absl::ErrnoToStatus(errno, "cannot start the job: eventfd");
+  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd < 0) {
+    const int error = errno;
+    close(stop_fd);
+    return absl::ErrnoToStatus(error, "cannot start the job: eventfd");
+  }
+  std::unique_ptr<Supervisor> supervisor(new Supervisor(std::move(options), stop_fd, wake_fd));
+
+  const std::vector<std::string> base_env = CurrentEnvironment();
+  for (const ProcessSpec& spec : specs) {
+    if (absl::Status status = supervisor->StartOne(spec, base_env); !status.ok()) {
+      supervisor->KillAllAndReap();
+      return status;
+    }
+  }
+  supervisor->reader_ = std::thread(&Supervisor::ReaderLoop, supervisor.get());
+  latest_.store(supervisor.get());
+  return supervisor;
+}
+
+absl::Status Supervisor::StartOne(const ProcessSpec& spec,
+                                  const std::vector<std::string>& base_env) {
+  absl::StatusOr<SpawnedProcess> process = SpawnProcess(spec, base_env);
+  if (!process.ok()) return process.status();
+  Child child;
+  child.info.name = spec.name;
+  child.info.pid = process->pid;
+  children_.push_back(std::move(child));
+  pids_.push_back(process->pid);
+  Stream stream;
+  stream.prefix = absl::StrCat("[", spec.name, "] ");
+  stream.fd = process->output_fd;
+  absl::MutexLock lock(&mu_);
+  streams_.push_back(std::move(stream));
+  return absl::OkStatus();
+}
+
+void Supervisor::KillAllAndReap() {
+  // They have only just started; there is no state worth a grace period.
+  SignalRunning(SIGKILL);
+  for (Child& child : children_) {
+    int status = 0;
+    while (waitpid(child.info.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    child.reaped = true;
+  }
+  FinishOutput();
+  waited_ = true;
+  result_.summary = "the job did not start";
+}
+
+Supervisor::~Supervisor() {
+  Supervisor* self = this;
+  latest_.compare_exchange_strong(self, nullptr);
+  if (!waited_) {
+    RequestStop();
+    Wait("", absl::ZeroDuration());
+  }
+  close(stop_fd_);
+  close(wake_fd_);
+}
+
+void Supervisor::RequestStop() {
+  const int saved_errno = errno;  // a signal handler must not change errno
+  const uint64_t one = 1;
+  if (write(stop_fd_, &one, sizeof(one)) < 0) {
+  }
+  errno = saved_errno;
+}
+
+void Supervisor::RequestStopFromSignal() {
+  if (Supervisor* supervisor = latest_.load()) supervisor->RequestStop();
+}
+
+std::vector<pid_t> Supervisor::pids() const { return pids_; }
+
+bool Supervisor::TryReap(Child& child) {
+  const pid_t pid = child.info.pid;
+  siginfo_t info = {};
+  // WNOWAIT: look without reaping, so the pid, and the process group id equal
+  // to it, cannot be reused while the group is killed below.
+  if (waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    if (errno == EINTR) return false;
+    LOG(ERROR) << "waitid(" << pid << ") for " << child.info.name << ": " << strerror(errno);
+    child.reaped = true;  // ECHILD: someone else reaped it; its status is lost
+    return true;
+  }
+  if (info.si_pid != pid) return false;  // still running
+  // Whatever it left behind in its process group (a helper started with '&').
+  kill(-pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  child.reaped = true;
+  if (WIFEXITED(status)) {
+    child.info.exited = true;
+    child.info.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    child.info.signaled = true;
+    child.info.signal = WTERMSIG(status);
+  }
+  return true;
+}
+
+int Supervisor::Running() const {
+  int running = 0;
+  for (const Child& child : children_) running += child.reaped ? 0 : 1;
+  return running;
+}
+
+std::string Supervisor::RunningNames() const {
+  std::vector<std::string> names;
+  for (const Child& child : children_) {
+    if (!child.reaped) names.push_back(child.info.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+void Supervisor::SignalRunning(int sig) {
+  for (Child& child : children_) {
+    if (child.reaped) continue;
+    const pid_t pid = child.info.pid;
+    child.info.stopped_by_supervisor = true;
+    // The group reaches the child's helpers too. A child that moved to
+    // another group (setsid) is signalled directly as well.
+    if (kill(-pid, sig) != 0 && errno != ESRCH) {
+      LOG(ERROR) << "kill(-" << pid << ", " << sig << "): " << strerror(errno);
+    }
+    if (getpgid(pid) != pid) kill(pid, sig);
+  }
+}
+
+void Supervisor::BeginStop(StopReason reason) {
+  reason_ = reason;
+  stopping_ = true;
+  kill_deadline_ = absl::Now() + options_.stop_grace;
+  SignalRunning(SIGTERM);
+}
+
+JobResult Supervisor::Wait(const std::string& primary, absl::Duration after_primary_grace) {
+  if (waited_) return result_;
+  int primary_index = -1;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].info.name == primary) primary_index = static_cast<int>(i);
+  }
+  if (!primary.empty() && primary_index < 0) {
+    Emit(absl::StrCat(kLauncher, "no process is named \"", primary, "\"; stopping all processes"));
+    BeginStop(StopReason::kUnknownPrimary);
+  }
+  std::optional<absl::Time> primary_deadline;
+  while (Running() > 0) {
+    // Sleeps up to kPollInterval; wakes at once on RequestStop().
+    pollfd stop_poll = {stop_fd_, POLLIN, 0};
+    bool stop_requested = false;
+    if (poll(&stop_poll, 1, absl::ToInt64Milliseconds(kPollInterval)) > 0) {
+      uint64_t count = 0;
+      stop_requested = read(stop_fd_, &count, sizeof(count)) == sizeof(count);
+    }
+    for (size_t i = 0; i < children_.size(); ++i) {
+      Child& child = children_[i];
+      if (child.reaped || !TryReap(child)) continue;
+      {
+        absl::MutexLock lock(&mu_);
+        DrainLocked(streams_[i], /*until_empty=*/true);
+      }
+      if (!child.info.ok() && !stopping_) {
+        failed_index_ = static_cast<int>(i);
+        Emit(absl::StrCat(kLauncher, child.info.name, " ", child.info.Describe(),
+                          Running() > 0 ? "; stopping the rest" : ""));
+        BeginStop(StopReason::kFailure);
+      } else if (static_cast<int>(i) == primary_index && child.info.ok() && !stopping_) {
+        primary_deadline = absl::Now() + after_primary_grace;
+      }
+    }
+    if (Running() == 0) break;
+    const absl::Time now = absl::Now();
+    if (stop_requested && !stopping_) {
+      Emit(absl::StrCat(kLauncher, "stop requested; stopping ", RunningNames(),
+                        " (SIGTERM, then SIGKILL after ", absl::FormatDuration(options_.stop_grace),
+                        ")"));
+      BeginStop(StopReason::kRequested);
+    } else if (stop_requested && !kill_sent_) {
+      Emit(absl::StrCat(kLauncher, "stop requested again; sending SIGKILL to ", RunningNames()));
+      SignalRunning(SIGKILL);
+      kill_sent_ = true;
+    }
+    if (primary_deadline.has_value() && !stopping_ && now >= *primary_deadline) {
+      Emit(absl::StrCat(kLauncher, primary, " exited 0; stopping ", RunningNames(),
+                        ", still running ", absl::FormatDuration(after_primary_grace), " later"));
+      BeginStop(StopReason::kPrimaryDone);
+    }
+    if (stopping_ && !kill_sent_ && now >= kill_deadline_) {
+      Emit(absl::StrCat(kLauncher, RunningNames(), " still running ",
+                        absl::FormatDuration(options_.stop_grace),
+                        " after SIGTERM; sending SIGKILL"));
+      SignalRunning(SIGKILL);
+      kill_sent_ = true;
+    }
+  }
+  FinishOutput();
+  waited_ = true;
+  result_ = BuildResult(primary, after_primary_grace);
+  return result_;
+}
+
+JobResult Supervisor::BuildResult(const std::string& primary,
+                                  absl::Duration after_primary_grace) const {
+  JobResult result;
+  std::vector<std::string> failed;   // "name how", for every process that did not exit 0
+  std::vector<std::string> stopped;  // names of the processes the supervisor signalled
+  for (const Child& child : children_) {
+    result.exits.push_back(child.info);
+    if (!child.info.ok())
+      failed.push_back(absl::StrCat(child.info.name, " ", child.info.Describe()));
+    if (child.info.stopped_by_supervisor) stopped.push_back(child.info.name);
+  }
+  const std::string all_ok = children_.size() == 1
+                                 ? "the process exited 0"
+                                 : absl::StrCat("all ", children_.size(), " processes exited 0");
+  switch (reason_) {
+    case StopReason::kNone:
+      result.ok = failed.empty();
+      result.summary = result.ok ? all_ok : absl::StrJoin(failed, "; ");
+      break;
+    case StopReason::kFailure: {
+      const ExitInfo& info = children_[failed_index_].info;
+      result.ok = false;
+      result.summary = absl::StrCat(info.name, " ", info.Describe(),
+                                    stopped.empty() ? "" : "; stopped the rest");
+      break;
+    }
+    case StopReason::kPrimaryDone: {
+      // Those stopped do not count; any other failure would have been a kFailure.
+      result.ok = true;
+      for (const Child& child : children_) {
+        if (!child.info.stopped_by_supervisor && !child.info.ok()) result.ok = false;
+      }
+      result.summary =
+          absl::StrCat(primary, " exited 0; stopped ", absl::StrJoin(stopped, ", "),
+                       ", still running ", absl::FormatDuration(after_primary_grace), " later");
+      break;
+    }
+    case StopReason::kRequested:
+      result.ok = failed.empty();
+      result.summary =
+          absl::StrCat("stop requested; ", result.ok ? all_ok : absl::StrJoin(failed, "; "));
+      break;
+    case StopReason::kUnknownPrimary:
+      result.ok = false;
+      result.summary = absl::StrCat("no process is named \"", primary, "\"; stopped all processes");
+      break;
+  }
+  return result;
+}
+
+void Supervisor::ReaderLoop() {
+  std::vector<pollfd> fds;
+  std::vector<size_t> index;  // fds[k] belongs to streams_[index[k]]
+  for (;;) {
+    fds.clear();
+    index.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < streams_.size(); ++i) {
+        if (streams_[i].eof) continue;
+        fds.push_back({streams_[i].fd, POLLIN, 0});
+        index.push_back(i);
+      }
+    }
+    if (fds.empty()) return;  // every child closed its output
+    fds.push_back({wake_fd_, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      // FinishOutput() still drains every stream from the Wait() thread.
+      LOG(ERROR) << "poll on child output: " << strerror(errno);
+      return;
+    }
+    if (fds.back().revents != 0) return;
+    absl::MutexLock lock(&mu_);
+    for (size_t k = 0; k < index.size(); ++k) {
+      // One read per stream per round, so a chatty child cannot starve the others.
+      if (fds[k].revents != 0) DrainLocked(streams_[index[k]], /*until_empty=*/false);
+    }
+  }
+}
+
+void Supervisor::DrainLocked(Stream& stream, bool until_empty) {
+  char buffer[kReadBytes];
+  for (int reads = 0; !stream.eof && reads < kMaxDrainReads; ++reads) {
+    const ssize_t n = read(stream.fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {
+      if (n < 0) LOG(WARNING) << "reading " << stream.prefix << "output: " << strerror(errno);
+      stream.eof = true;
+      break;
+    }
+    std::string_view data(buffer, static_cast<size_t>(n));
+    for (size_t newline; (newline = data.find('\n')) != std::string_view::npos;) {
+      stream.partial.append(data.substr(0, newline));
+      EmitLocked(absl::StrCat(stream.prefix, stream.partial));
+      stream.partial.clear();
+      data.remove_prefix(newline + 1);
+    }
+    stream.partial.append(data);
+    while (stream.partial.size() >= kMaxLineBytes) {
+      EmitLocked(absl::StrCat(stream.prefix, stream.partial.substr(0, kMaxLineBytes)));
+      stream.partial.erase(0, kMaxLineBytes);
+    }
+    if (!until_empty) return;
+  }
+  // A final line without a newline still counts once the pipe has closed.
+  if (stream.eof && !stream.partial.empty()) {
+    EmitLocked(absl::StrCat(stream.prefix, stream.partial));
+    stream.partial.clear();
+  }
+}
+
+void Supervisor::EmitLocked(std::string_view line) { options_.sink(line); }
+
+void Supervisor::Emit(std::string_view line) {
+  absl::MutexLock lock(&mu_);
+  EmitLocked(line);
+}
+
+void Supervisor::FinishOutput() {
+  // Every child is reaped and its group killed, so what they wrote is in the
+  // pipes. Drain before and after stopping the reader: before, so a stuck
+  // reader cannot hold anything back; after, for what arrived in between.
+  {
+    absl::MutexLock lock(&mu_);
+    for (Stream& stream : streams_) DrainLocked(stream, /*until_empty=*/true);
+  }
+  if (reader_.joinable()) {
+    const uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof(one)) < 0) {
+      LOG(ERROR) << "waking the output reader: " << strerror(errno);
+    }
+    reader_.join();
+  }
+  absl::MutexLock lock(&mu_);
+  for (Stream& stream : streams_) {
+    DrainLocked(stream, /*until_empty=*/true);
+    // Whatever a surviving writer (one that left the process group) has not
+    // ended with a newline.
+    if (!stream.partial.empty()) EmitLocked(absl::StrCat(stream.prefix, stream.partial));
+    stream.partial.clear();
+    if (stream.fd >= 0) close(stream.fd);
+    stream.fd = -1;
+    stream.eof = true;
+  }
+}
+
+}  // namespace pstrain

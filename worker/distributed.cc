@@ -1,0 +1,67 @@
+#include "worker/distributed.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "data/batcher.h"
+#include "data/mnist.h"
+#include "glog/logging.h"
+#include "models/registry.h"
+#include "worker/trainer.h"
+
+namespace pstrain {
+
+int ReplicaId(const JobConfig& job, const TaskSpec& task) {
+  const int chief = job.training.chief_trains ? 1 : 0;
+  if (task.job_name == "chief") return job.training.chief_trains ? 0 : -1;
+  if (task.job_name == "worker") return chief + task.task_index;
+  return -1;
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
+                                                       const ShardLayout& layout, int replica) {
+  PsClientOptions options;
+  options.ps_addresses = job.cluster.ps;
+  options.ranges = layout.ranges;
+  options.num_params = layout.num_params;
+  options.num_state = layout.num_state;
+  options.replica = replica;
+  // A sync PushPull returns when its step completes, which can take up to the
+  // sync timeout (plus a slow replica's step).
+  options.rpc_timeout = absl::Seconds(60);
+  if (job.training.update == UpdateMode::kSync) {
+    options.rpc_timeout += absl::Seconds(job.training.sync_timeout);
+  }
+  options.retry_budget = absl::Seconds(60);
+  return PsClient::Create(options);
+}
+
+absl::Status RunWorker(const RoleConfig& role) {
+  const JobConfig& job = role.job;
+  const TrainingSpec& t = job.training;
+  const int replica = ReplicaId(job, role.task);
+  const int replicas = NumTrainingReplicas(job);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(t.model, ModelOptions{}));
+  const ShardLayout layout = ComputeShardLayout(*model, static_cast<int>(job.cluster.ps.size()));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, MakePsClient(job, layout, replica));
+  PSTRAIN_ASSIGN_OR_RETURN(Dataset train, LoadMnist(Env::Default(), t.data_dir, Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
+                           BatchIterator::Create(&train, t.batch_size, replica, replicas,
+                                                 /*shuffle=*/true, t.seed));
+  LOG(INFO) << "worker " << role.task.task_index << " (replica " << replica << " of " << replicas
+            << ") reads " << batches->shard_size() << " of " << train.size()
+            << " training examples; waiting for the parameter servers";
+  PSTRAIN_RETURN_IF_ERROR(
+      client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/true));
+  TrainerOptions options;
+  options.train_steps = t.train_steps;
+  options.log_every_n_steps = t.log_every_n_steps;
+  options.seed = t.seed + static_cast<uint64_t>(replica) * 7919;
+  Trainer trainer(model.get(), client.get(), batches.get(), options);
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+  LOG(INFO) << "worker " << role.task.task_index << " done at global step " << step << " ("
+            << trainer.stale_pushes() << " stale pushes, " << client->bytes_sent() / (1 << 20)
+            << " MiB sent, " << client->bytes_received() / (1 << 20) << " MiB received)";
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain
