@@ -61,6 +61,11 @@ absl::Status RunWorker(const RoleConfig& role) {
   LOG(INFO) << "worker " << role.task.task_index << " done at global step " << step << " ("
             << trainer.stale_pushes() << " stale pushes, " << client->bytes_sent() / (1 << 20)
             << " MiB sent, " << client->bytes_received() / (1 << 20) << " MiB received)";
+  const size_t steps = client->push_pull_millis().size();
+  LOG(INFO) << "worker " << role.task.task_index << " PushPull round trip "
+            << client->LatencySummary() << "; bytes per step: "
+            << (steps ? client->bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
+            << (steps ? client->bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
   return absl::OkStatus();
 }
 

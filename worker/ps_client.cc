@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "common/grpc_util.h"
@@ -231,9 +232,11 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t, const float* grads, const fl
     }
     bytes_sent_ += static_cast<int64_t>(r.gradients().size() + r.batch_stats().size());
   }
+  const absl::Time start = absl::Now();
   PSTRAIN_RETURN_IF_ERROR(ForEachPs("PushPull", [&](int i, grpc::ClientContext* ctx, auto done) {
     stubs_[i]->async()->PushPull(ctx, &requests[i], &responses[i], std::move(done));
   }));
+  push_pull_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
   PushOutcome outcome;
   for (int i = 0; i < n; ++i) {
     const auto [begin, end] = options_.ranges[i];
@@ -255,6 +258,15 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t, const float* grads, const fl
   job_done_ = outcome.job_done;
   have_fresh_ = true;
   return outcome;
+}
+
+std::string PsClient::LatencySummary() const {
+  if (push_pull_millis_.empty()) return "no steps";
+  std::vector<double> v = push_pull_millis_;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
+  return absl::StrFormat("p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d steps", at(0.5), at(0.9),
+                         at(0.99), v.size());
 }
 
 }  // namespace pstrain

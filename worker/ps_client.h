@@ -56,6 +56,10 @@ class PsClient : public ParameterClient {
   // Bytes sent and received in parameter and gradient payloads so far.
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
+  // Round-trip times of the PushPull steps so far, in milliseconds.
+  const std::vector<double>& push_pull_millis() const { return push_pull_millis_; }
+  // "p50 X ms, p90 Y ms, p99 Z ms" over push_pull_millis().
+  std::string LatencySummary() const;
 
  private:
   explicit PsClient(const PsClientOptions& options);
@@ -74,6 +78,7 @@ class PsClient : public ParameterClient {
   bool job_done_ = false;
   int64_t bytes_sent_ = 0;
   int64_t bytes_received_ = 0;
+  std::vector<double> push_pull_millis_;
 };
 
 }  // namespace pstrain

@@ -13,6 +13,7 @@
 #include "models/random.h"
 #include "models/registry.h"
 #include "tbb/global_control.h"
+#include "tests/bench/distributed_bench.h"
 #include "worker/in_process_client.h"
 
 DEFINE_string(model, "mnist_cnn", "Model to time.");
@@ -22,6 +23,13 @@ DEFINE_int32(warmup, 10, "Untimed steps first.");
 DEFINE_int32(threads, 0, "Compute threads; 0 uses every core.");
 DEFINE_int32(repeats, 1, "Timed rounds; the median round is reported.");
 DEFINE_string(optimizer, "adam", "Optimizer applied each step.");
+DEFINE_bool(distributed, false,
+            "Time real pstrain-ps and pstrain-worker processes on loopback instead.");
+DEFINE_int32(ps, 1, "--distributed: parameter servers.");
+DEFINE_int32(workers, 2, "--distributed: workers (the chief does not train).");
+DEFINE_string(update, "sync", "--distributed: sync or async.");
+DEFINE_string(data_dir, "", "--distributed: the workers' training data (default Fashion-MNIST).");
+DEFINE_int32(threads_per_process, 1, "--distributed: compute threads of each process.");
 DEFINE_bool(profile, false, "Print per-layer forward/backward time per training step.");
 
 namespace pstrain {
@@ -134,6 +142,19 @@ int main(int argc, char** argv) {
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   google::InitGoogleLogging(argv[0]);
+  if (FLAGS_distributed) {
+    pstrain::DistributedBenchOptions o;
+    o.model = FLAGS_model;
+    o.data_dir = FLAGS_data_dir;
+    o.num_ps = FLAGS_ps;
+    o.num_workers = FLAGS_workers;
+    o.batch_size = FLAGS_batch_size;
+    o.steps = FLAGS_steps;
+    o.warmup = FLAGS_warmup;
+    o.update = FLAGS_update;
+    o.threads_per_process = FLAGS_threads_per_process;
+    return pstrain::RunDistributedBench(o);
+  }
   const int threads =
       FLAGS_threads > 0 ? FLAGS_threads : static_cast<int>(std::thread::hardware_concurrency());
   FLAGS_threads = threads;

@@ -1,0 +1,163 @@
+#include "tests/bench/distributed_bench.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/cluster_config.h"
+#include "common/env.h"
+#include "launch/supervisor.h"
+#include "models/registry.h"
+#include "ps/shard_layout.h"
+#include "worker/distributed.h"
+
+namespace pstrain {
+namespace {
+
+// A loopback port nobody listens on right now.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+int Fail(const std::string& what, const absl::Status& status) {
+  std::fprintf(stderr, "distributed bench: %s: %s\n", what.c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int RunDistributedBench(const DistributedBenchOptions& o) {
+  const std::filesystem::path bin = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  char dir_template[] = "/tmp/pstrain-bench-XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) return Fail("mkdtemp", absl::InternalError("failed"));
+  const std::string dir = dir_template;
+
+  JobConfig job;
+  job.cluster.chief = {absl::StrCat("127.0.0.1:", FreePort())};
+  for (int i = 0; i < o.num_workers; ++i) {
+    job.cluster.worker.push_back(absl::StrCat("127.0.0.1:", FreePort()));
+  }
+  for (int i = 0; i < o.num_ps; ++i)
+    job.cluster.ps.push_back(absl::StrCat("127.0.0.1:", FreePort()));
+  TrainingSpec& t = job.training;
+  t.model = o.model;
+  if (!o.data_dir.empty()) t.data_dir = o.data_dir;
+  t.job_dir = JoinPath(dir, "job");
+  t.chief_trains = false;
+  auto mode = ParseUpdateMode(o.update);
+  if (!mode.ok()) return Fail("--update", mode.status());
+  t.update = *mode;
+  t.batch_size = o.batch_size;
+  t.train_steps = o.warmup + o.steps;
+  t.log_every_n_steps = 0;
+  t.threads = o.threads_per_process;
+  t.eval_steps = 0;
+  if (absl::Status s = ValidateJobConfig(job); !s.ok()) return Fail("config", s);
+  const std::string config_path = JoinPath(dir, "cluster.yaml");
+  if (absl::Status s = Env::Default()->WriteFileAtomic(config_path, JobConfigToYaml(job));
+      !s.ok()) {
+    return Fail("writing the config", s);
+  }
+
+  std::vector<ProcessSpec> specs;
+  for (int i = 0; i < o.num_ps; ++i) {
+    specs.push_back({absl::StrCat("ps:", i),
+                     {(bin / "pstrain-ps").string(), "--config=" + config_path, "--job_name=ps",
+                      absl::StrCat("--task_index=", i)},
+                     {}});
+  }
+  for (int i = 0; i < o.num_workers; ++i) {
+    specs.push_back({absl::StrCat("worker:", i),
+                     {(bin / "pstrain-worker").string(), "--config=" + config_path,
+                      "--job_name=worker", absl::StrCat("--task_index=", i)},
+                     {}});
+  }
+  std::mutex lines_mu;
+  std::vector<std::string> report;  // Worker summary lines.
+  SupervisorOptions sup_options;
+  sup_options.sink = [&](std::string_view line) {
+    if (line.find("PushPull round trip") != std::string_view::npos ||
+        line.find("failed") != std::string_view::npos ||
+        line.find("[launcher]") != std::string_view::npos) {
+      std::lock_guard<std::mutex> lock(lines_mu);
+      report.emplace_back(line);
+    }
+  };
+  auto supervisor = Supervisor::Start(std::move(specs), sup_options);
+  if (!supervisor.ok()) return Fail("starting the processes", supervisor.status());
+
+  auto model = BuildModel(t.model, {});
+  if (!model.ok()) return Fail("model", model.status());
+  const ShardLayout layout = ComputeShardLayout(**model, o.num_ps);
+  auto client = MakePsClient(job, layout, /*replica=*/-1);
+  if (!client.ok()) return Fail("client", client.status());
+  if (absl::Status s = (*client)->WaitForPs(absl::Seconds(60), false); !s.ok()) {
+    return Fail("waiting for the ps", s);
+  }
+  std::vector<float> params((*model)->num_params()), state((*model)->num_state());
+  (*model)->InitializeVariables(1, params.data(), state.data());
+  if (absl::Status s = (*client)->InitializeAll(t.model, params.data(), state.data(), 0); !s.ok()) {
+    return Fail("initializing", s);
+  }
+
+  int64_t s0 = -1, s1 = -1;
+  absl::Time t0, t1;
+  const absl::Time give_up = absl::Now() + absl::Minutes(30);
+  while (absl::Now() < give_up) {
+    auto statuses = (*client)->StatusAll();
+    if (!statuses.ok()) return Fail("following the step", statuses.status());
+    const int64_t step = (*statuses)[0].global_step();
+    if (s0 < 0 && step >= o.warmup) {
+      s0 = step;
+      t0 = absl::Now();
+    }
+    if (step >= t.train_steps) {
+      s1 = step;
+      t1 = absl::Now();
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  (void)(*client)->ShutdownAll("benchmark over");
+  JobResult result = (*supervisor)->Wait("ps:0", absl::Seconds(20));
+  for (const std::string& line : report) std::printf("%s\n", line.c_str());
+  if (s1 < 0 || !result.ok) {
+    std::fprintf(stderr, "distributed bench: the job did not finish cleanly: %s\n",
+                 result.summary.c_str());
+    return 1;
+  }
+  std::filesystem::remove_all(dir);
+  const double secs = absl::ToDoubleSeconds(t1 - t0);
+  const int examples_per_step = o.batch_size * (t.update == UpdateMode::kSync ? o.num_workers : 1);
+  const double bytes_per_step = 2.0 * layout.num_params * sizeof(float) * o.num_workers /
+                                (t.update == UpdateMode::kSync ? 1 : o.num_workers);
+  std::printf("%s, %d ps, %d workers x %d thread(s), batch %d, %lld timed global steps in %.2f s\n",
+              o.update.c_str(), o.num_ps, o.num_workers, o.threads_per_process, o.batch_size,
+              static_cast<long long>(s1 - s0), secs);
+  std::printf("payload bytes per global step (both ways, all workers): %.1f MB\n",
+              bytes_per_step / 1e6);
+  std::printf("global steps/sec: %.2f\n", (s1 - s0) / secs);
+  std::printf("train examples/sec: %.1f\n", (s1 - s0) * examples_per_step / secs);
+  return 0;
+}
+
+}  // namespace pstrain
