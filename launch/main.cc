@@ -1,0 +1,109 @@
+// pstrain-launch: runs every task of a job as a local process.
+//   pstrain-launch --config deploy/local/cluster.yaml [--train_steps=500 --job_dir=... ...]
+// Training flags override the file. Each process's log lines are prefixed
+// with its task ("[worker:1] ..."). When a process fails, the launcher says
+// which and how, stops the rest and exits 1; SIGINT/SIGTERM stop the job.
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/env.h"
+#include "common/flags.h"
+#include "common/role_flags.h"
+#include "gflags/gflags.h"
+#include "launch/launch_plan.h"
+#include "launch/supervisor.h"
+
+DECLARE_string(config);
+
+DEFINE_int32(base_port, 23450, "First loopback port for a Cloud ML Engine trainingInput config.");
+DEFINE_string(bin_dir, "", "Where the pstrain binaries are (default: beside pstrain-launch).");
+DEFINE_double(stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping a process.");
+
+namespace {
+
+void OnSignal(int) { pstrain::Supervisor::RequestStopFromSignal(); }
+
+int Launch() {
+  using pstrain::WriteLineToStdout;
+  pstrain::Env* env = pstrain::Env::Default();
+  if (FLAGS_config.empty()) {
+    WriteLineToStdout("[launcher] --config is required: the cluster YAML to launch");
+    return 2;
+  }
+  absl::StatusOr<pstrain::JobConfig> job =
+      pstrain::LoadJobConfig(env, FLAGS_config, FLAGS_base_port);
+  if (!job.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", job.status().message()));
+    return 2;
+  }
+  for (const auto& [name, value] : pstrain::ExplicitTrainingFlags()) {
+    absl::Status s = pstrain::SetTrainingField(&job->training, name, value);
+    if (!s.ok()) {
+      WriteLineToStdout(absl::StrCat("[launcher] --", name, ": ", s.message()));
+      return 2;
+    }
+  }
+  if (absl::Status s = pstrain::ValidateJobConfig(*job); !s.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", FLAGS_config, ": ", s.message()));
+    return 2;
+  }
+  if (absl::Status s = env->CreateDirs(job->training.job_dir); !s.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", s.message()));
+    return 1;
+  }
+  // The children read the effective config (file plus overrides, ports
+  // assigned), kept in the job dir as a record of what ran.
+  const std::string config_path =
+      std::filesystem::absolute(pstrain::JoinPath(job->training.job_dir, "launch-config.yaml"));
+  if (absl::Status s = env->WriteFileAtomic(config_path, pstrain::JobConfigToYaml(*job)); !s.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", s.message()));
+    return 1;
+  }
+  std::string bin_dir = FLAGS_bin_dir;
+  if (bin_dir.empty()) {
+    bin_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  }
+  const int threads =
+      pstrain::ThreadsPerProcess(*job, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<pstrain::ProcessSpec> specs =
+      pstrain::PlanProcesses(*job, config_path, bin_dir, threads);
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+
+  pstrain::SupervisorOptions options;
+  options.stop_grace = absl::Seconds(FLAGS_stop_grace);
+  struct sigaction action = {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  auto supervisor = pstrain::Supervisor::Start(std::move(specs), options);
+  if (!supervisor.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", supervisor.status().message()));
+    return 1;
+  }
+  const pstrain::TrainingSpec& t = job->training;
+  WriteLineToStdout(
+      absl::StrCat("[launcher] started ", names.size(), " processes (", absl::StrJoin(names, ", "),
+                   "), ", threads, " compute thread(s) each: ", t.model, ", ",
+                   std::string(pstrain::UpdateModeName(t.update)), " updates, ", t.train_steps,
+                   " steps of batch ", t.batch_size, " per replica; job dir ", t.job_dir));
+  pstrain::JobResult result = (*supervisor)->Wait("chief:0", absl::Seconds(30));
+  WriteLineToStdout(
+      absl::StrCat("[launcher] ", result.ok ? "job succeeded: " : "job failed: ", result.summary));
+  return result.ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pstrain::NormalizeFlagSpellings(argc, argv);
+  gflags::SetUsageMessage(
+      "pstrain-launch --config FILE [--train_steps=N --job_dir=DIR --update=sync ...]\n"
+      "Starts every task of the job in FILE as a local process.");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  return Launch();
+}
