@@ -1,0 +1,205 @@
+// Jobs of real pstrain processes on loopback: a cluster learns in sync and
+// async mode, a worker killed in sync mode does not hang the job, the
+// launcher reports a dead process and leaves nothing behind, and bad configs
+// fail at start with a message naming the key.
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster_util.h"
+
+namespace pstrain {
+namespace {
+
+using testing_util::Background;
+using testing_util::FindProcesses;
+using testing_util::FreePort;
+using testing_util::ProcessResult;
+using testing_util::ReadAll;
+using testing_util::RunProcess;
+using testing_util::StartProcess;
+using testing_util::WaitForText;
+using testing_util::WaitProcess;
+
+const std::string kBin = PSTRAIN_BIN_DIR;
+
+std::string Addresses(int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) {
+    s += absl::StrCat(i ? ", " : "", "\"127.0.0.1:", FreePort(), "\"");
+  }
+  return s + "]";
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing_util::MakeTempDir("cluster");
+    data_ = JoinPath(dir_, "data");
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
+  }
+  void TearDown() override {
+    // Nothing of this test may outlive it.
+    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
+    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
+  }
+
+  // Writes a config and returns its path.
+  std::string WriteConfig(int ps, int workers, const std::string& update,
+                          const std::string& extra = "", int log_every = 10) {
+    const std::string yaml = absl::StrCat(
+        "cluster:\n  chief: ", Addresses(1), "\n  worker: ", Addresses(workers),
+        "\n  ps: ", Addresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
+        "\n  job_dir: ", JoinPath(dir_, "job"), "\n  update: ", update,
+        "\n  batch_size: 20\n  train_steps: 40\n  eval_steps: 20\n  log_every_n_steps: ", log_every,
+        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra);
+    const std::string path = JoinPath(dir_, "cluster.yaml");
+    EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
+    return path;
+  }
+
+  std::string dir_, data_;
+};
+
+double FinalAccuracy(const std::string& output, int step) {
+  std::smatch m;
+  const std::regex line(absl::StrCat("Saving dict for global step ", step,
+                                     ": accuracy = ([0-9.]+), global_step = ", step));
+  if (!std::regex_search(output, m, line)) return -1;
+  return std::stod(m[1]);
+}
+
+TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
+  const std::string config = WriteConfig(2, 2, "sync");
+  ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("job succeeded: all 5 processes exited 0"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[worker:1] "), std::string::npos);
+  EXPECT_NE(r.output.find("(sync, 3 of 3 replicas per step)"), std::string::npos) << r.output;
+  EXPECT_GT(FinalAccuracy(r.output, 40), 0.8) << r.output;  // chance is 0.25
+  EXPECT_GT(FinalAccuracy(r.output, 20), 0.0) << "no evaluation at eval_steps\n" << r.output;
+}
+
+TEST_F(ClusterTest, AsyncTwoPsTwoWorkersLearns) {
+  const std::string config = WriteConfig(2, 2, "async");
+  // Flags override the file, with TensorFlow's hyphen spellings too.
+  ProcessResult r = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--train-steps=60", "--eval_steps=0"}, 300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(FinalAccuracy(r.output, 60), 0.8) << r.output;
+}
+
+TEST_F(ClusterTest, TfConfigWorksLikeTheYaml) {
+  // Each role from TF_CONFIG, training settings from flags: the Cloud ML
+  // Engine way.
+  const std::string chief = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string ps = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string worker = absl::StrCat("127.0.0.1:", FreePort());
+  const std::string cluster = absl::StrCat(R"({"chief": [")", chief, R"("], "worker": [")", worker,
+                                           R"("], "ps": [")", ps, R"("]})");
+  auto tf_config = [&](const std::string& type) {
+    return absl::StrCat(R"({"cluster": )", cluster, R"(, "task": {"type": ")", type,
+                        R"(", "index": 0}})");
+  };
+  const std::vector<std::string> flags = {"--data-dir=" + data_, "--job-dir=" + dir_ + "/tfjob",
+                                          "--train-steps=30",    "--batch_size=20",
+                                          "--update=sync",       "--threads=1",
+                                          "--eval_steps=0"};
+  std::vector<Background> procs;
+  const std::vector<std::pair<std::string, std::string>> roles = {
+      {"ps", "pstrain-ps"}, {"worker", "pstrain-worker"}, {"chief", "pstrain-chief"}};
+  for (const auto& [type, binary] : roles) {
+    std::vector<std::string> args = {"/usr/bin/env", "TF_CONFIG=" + tf_config(type),
+                                     kBin + "/" + binary};
+    args.insert(args.end(), flags.begin(), flags.end());
+    procs.push_back(StartProcess(args, JoinPath(dir_, type + ".log")));
+  }
+  EXPECT_EQ(WaitProcess(&procs[2], 180), 0) << ReadAll(procs[2].log_path);
+  EXPECT_EQ(WaitProcess(&procs[1], 30), 0) << ReadAll(procs[1].log_path);
+  EXPECT_EQ(WaitProcess(&procs[0], 30), 0) << ReadAll(procs[0].log_path);
+  EXPECT_GT(FinalAccuracy(ReadAll(procs[2].log_path), 30), 0.5) << ReadAll(procs[2].log_path);
+}
+
+TEST_F(ClusterTest, SigkilledWorkerDoesNotHangASyncJob) {
+  const std::string config = WriteConfig(1, 2, "sync", "", 5);
+  auto start = [&](const std::string& binary, const std::string& job, int index) {
+    return StartProcess({kBin + "/" + binary, "--config=" + config, "--job_name=" + job,
+                         absl::StrCat("--task_index=", index)},
+                        JoinPath(dir_, absl::StrCat(job, index, ".log")));
+  };
+  Background ps = start("pstrain-ps", "ps", 0);
+  Background chief = start("pstrain-chief", "chief", 0);
+  Background w0 = start("pstrain-worker", "worker", 0);
+  Background w1 = start("pstrain-worker", "worker", 1);
+  ASSERT_TRUE(WaitForText(w1.log_path, "step = 10,", 120)) << ReadAll(w1.log_path);
+  ASSERT_EQ(::kill(w1.pid, SIGKILL), 0);
+  EXPECT_EQ(WaitProcess(&w1, 10), -1);
+  // The job finishes: steps time out once, then go on without the dead worker.
+  EXPECT_EQ(WaitProcess(&chief, 180), 0) << ReadAll(chief.log_path);
+  EXPECT_EQ(WaitProcess(&w0, 30), 0) << ReadAll(w0.log_path);
+  EXPECT_EQ(WaitProcess(&ps, 30), 0) << ReadAll(ps.log_path);
+  const std::string ps_log = ReadAll(ps.log_path);
+  EXPECT_NE(ps_log.find("Missing replicas (treated as gone until they push again): 2"),
+            std::string::npos)
+      << ps_log;
+  EXPECT_GT(FinalAccuracy(ReadAll(chief.log_path), 40), 0.5);
+}
+
+TEST_F(ClusterTest, LauncherReportsADeadProcessAndStopsTheRest) {
+  const std::string config = WriteConfig(1, 2, "async", "", 2);
+  const std::string log = JoinPath(dir_, "launch.log");
+  Background launcher = StartProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--train_steps=100000", "--stop_grace=5"},
+      log);
+  ASSERT_TRUE(WaitForText(log, "[worker:1] ", 120)) << ReadAll(log);
+  ASSERT_TRUE(WaitForText(log, "step = 4,", 120)) << ReadAll(log);
+  std::vector<pid_t> workers = FindProcesses({"pstrain-worker", "--task_index=1", dir_});
+  ASSERT_EQ(workers.size(), 1u) << ReadAll(log);
+  ASSERT_EQ(::kill(workers[0], SIGKILL), 0);
+  EXPECT_EQ(WaitProcess(&launcher, 60), 1) << ReadAll(log);
+  const std::string out = ReadAll(log);
+  EXPECT_NE(out.find("worker:1 was killed by signal 9 (SIGKILL)"), std::string::npos) << out;
+  EXPECT_NE(out.find("job failed"), std::string::npos) << out;
+}
+
+TEST_F(ClusterTest, BadConfigsFailAtStartNamingTheKey) {
+  struct Case {
+    std::string extra;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"  learning_rat: 0.1\n", "learning_rat"},
+      {"  replicas_to_aggregate: 5\n", "replicas_to_aggregate"},
+      {"  batch_size: many\n", "batch_size"},
+  };
+  for (const Case& c : cases) {
+    const std::string config = WriteConfig(1, 1, "sync", c.extra);
+    ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << r.output;
+  }
+  const std::string dup = JoinPath(dir_, "dup.yaml");
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(dup, absl::StrCat("cluster:\n  chief: [\"127.0.0.1:5000\"]\n"
+                                                      "  worker: [\"127.0.0.1:5000\"]\n"
+                                                      "  ps: [\"127.0.0.1:5001\"]\n"
+                                                      "training:\n  job_dir: ",
+                                                      dir_, "\n  train_steps: 5\n"))
+                  .ok());
+  ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + dup}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("127.0.0.1:5000"), std::string::npos) << r.output;
+  r = RunProcess({kBin + "/pstrain-ps", "--config=" + dup, "--job_name=ps", "--task_index=3"}, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("3"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,154 @@
+#include "tests/test_cluster_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/env.h"
+#include "data/test_util.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace testing_util {
+
+bool WriteQuadrantData(const std::string& dir, const std::string& prefix, int n, unsigned seed) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(n) * 784, 0), labels(n);
+  uint64_t x = seed;
+  for (int i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const int q = static_cast<int>((x >> 33) % 4);
+    labels[i] = static_cast<uint8_t>(q);
+    for (int r = 0; r < 14; ++r) {
+      for (int c = 0; c < 14; ++c) {
+        pixels[static_cast<size_t>(i) * 784 + (r + (q / 2) * 14) * 28 + c + (q % 2) * 14] =
+            static_cast<uint8_t>(128 + ((x >> ((r + c) % 32)) & 127));
+      }
+    }
+  }
+  Env* env = Env::Default();
+  return env->CreateDirs(dir).ok() &&
+         env->WriteFileAtomic(JoinPath(dir, prefix + "-images-idx3-ubyte"),
+                              testutil::IdxImages(n, 28, 28, pixels))
+             .ok() &&
+         env->WriteFileAtomic(JoinPath(dir, prefix + "-labels-idx1-ubyte.gz"),
+                              testutil::Gzip(testutil::IdxLabels(labels)))
+             .ok();
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+std::string MakeTempDir(const std::string& name) {
+  std::string dir =
+      JoinPath(::testing::TempDir(), "pstrain_" + name + "_" + std::to_string(::getpid()) + "_" +
+                                         std::to_string(std::rand()));
+  EXPECT_TRUE(Env::Default()->CreateDirs(dir).ok());
+  return dir;
+}
+
+ProcessResult RunProcess(const std::vector<std::string>& args, int timeout_secs) {
+  std::string command = "timeout --kill-after=5 " + std::to_string(timeout_secs);
+  for (const std::string& a : args) command += " '" + a + "'";
+  command += " 2>&1";
+  ProcessResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+Background StartProcess(const std::vector<std::string>& args, const std::string& log_path) {
+  Background b;
+  b.log_path = log_path;
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  b.pid = ::fork();
+  if (b.pid == 0) {
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return b;
+}
+
+int WaitProcess(Background* process, int timeout_secs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pid_t r = ::waitpid(process->pid, &status, WNOHANG);
+    if (r == process->pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(process->pid, SIGKILL);
+  ::waitpid(process->pid, &status, 0);
+  return -1;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool WaitForText(const std::string& path, const std::string& text, int timeout_secs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ReadAll(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
+  std::vector<pid_t> pids;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* e = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::string cmdline = ReadAll("/proc/" + std::string(e->d_name) + "/cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    // Zombies have an empty command line.
+    bool all = !cmdline.empty();
+    for (const std::string& p : parts) all = all && cmdline.find(p) != std::string::npos;
+    if (all) pids.push_back(pid);
+  }
+  ::closedir(proc);
+  return pids;
+}
+
+}  // namespace testing_util
+}  // namespace pstrain

@@ -1,0 +1,52 @@
+#ifndef PSTRAIN_TESTS_TEST_CLUSTER_UTIL_H_
+#define PSTRAIN_TESTS_TEST_CLUSTER_UTIL_H_
+
+// Helpers for tests that start real pstrain processes on loopback.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace pstrain {
+namespace testing_util {
+
+// Writes MNIST-format idx files ("<prefix>-images-idx3-ubyte" raw and
+// "<prefix>-labels-idx1-ubyte.gz") of `n` 28x28 images whose label (0..3) is
+// the quadrant that is bright: learnable in a few dozen steps.
+bool WriteQuadrantData(const std::string& dir, const std::string& prefix, int n, unsigned seed);
+
+// A loopback port that nobody listens on right now.
+int FreePort();
+
+// A fresh directory under the test temp dir.
+std::string MakeTempDir(const std::string& name);
+
+struct ProcessResult {
+  int exit_code = -1;  // -1 if killed by a signal or timed out
+  std::string output;  // stdout and stderr
+};
+
+// Runs `args` to completion (at most `timeout_secs`), capturing its output.
+ProcessResult RunProcess(const std::vector<std::string>& args, int timeout_secs);
+
+// A process started in the background with its output going to `log_path`.
+struct Background {
+  pid_t pid = -1;
+  std::string log_path;
+};
+Background StartProcess(const std::vector<std::string>& args, const std::string& log_path);
+// Waits up to `timeout_secs` for it to exit; its exit code, or -1 (killed,
+// or still running: then it is SIGKILLed).
+int WaitProcess(Background* process, int timeout_secs);
+// Polls `path` until it contains `text` (true) or `timeout_secs` pass.
+bool WaitForText(const std::string& path, const std::string& text, int timeout_secs);
+std::string ReadAll(const std::string& path);
+
+// Pids of live processes whose command line contains every one of `parts`.
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
+
+}  // namespace testing_util
+}  // namespace pstrain
+
+#endif  // PSTRAIN_TESTS_TEST_CLUSTER_UTIL_H_
