@@ -6,12 +6,14 @@
 #include "chief/coordinator.h"
 #include "common/env.h"
 #include "common/flags.h"
+#include "common/malloc_tuning.h"
 #include "common/role_flags.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "tbb/global_control.h"
 
 int main(int argc, char** argv) {
+  pstrain::TuneMallocForLargeBuffers();
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::SetUsageMessage("pstrain-chief --config FILE --job_name chief  (or TF_CONFIG)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
           absl::StrCat("model ", model->name_, ": ", out.status().message()));
     }
     std::vector<int64_t> offsets;
+    int64_t first_param = -1;
     for (const VariableSpec& spec : layer->Variables()) {
       VariableInfo info;
       info.name = absl::StrCat(layer->name(), "/", spec.name);
@@ -72,9 +73,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       cursor += info.size;
       info.spec = spec;
       offsets.push_back(info.offset);
+      if (spec.trainable && first_param < 0) first_param = info.offset;
       model->variables_.push_back(std::move(info));
     }
     layer->BindOffsets(std::move(offsets));
+    model->layer_first_param_.push_back(first_param);
     shape = *out;
   }
   if (shape != Shape{num_classes}) {
@@ -114,7 +117,7 @@ void Model::Forward(const float* params, const float* state, const float* images
 
 LossResult Model::TrainStep(const float* params, const float* state, const float* images,
                             const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
-                            float* batch_stats) {
+                            float* batch_stats, const std::function<void(int64_t)>& grads_ready) {
   if (num_state_ > 0) std::memcpy(batch_stats, state, num_state_ * sizeof(float));
   Forward(params, state, images, batch, /*training=*/true, seed, batch_stats);
   Tensor* dout = &grad_a_;
@@ -127,6 +130,7 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
     const auto start = std::chrono::steady_clock::now();
     layers_[i]->Backward(acts_[i], acts_[i + 1], *dout, i == 0 ? nullptr : din, args);
     if (profiling_) timings_[i].backward_secs += SecondsSince(start);
+    if (grads_ready && layer_first_param_[i] >= 0) grads_ready(layer_first_param_[i]);
     std::swap(dout, din);
   }
   return result;

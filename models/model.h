@@ -2,6 +2,7 @@
 #define PSTRAIN_MODELS_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,9 +61,13 @@ class Model {
   // from `seed`), loss, backward. Overwrites grads[num_params()] with the
   // gradient of the mean loss and batch_stats[num_state()] with the batch's
   // statistics (for the moving averages of batch-norm layers).
+  // `grads_ready`, if set, is called after each layer's backward pass that
+  // produced gradients, with the lowest flat offset whose gradients are now
+  // final (everything from there to the end of the vector is).
   LossResult TrainStep(const float* params, const float* state, const float* images,
                        const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
-                       float* batch_stats);
+                       float* batch_stats,
+                       const std::function<void(int64_t)>& grads_ready = nullptr);
 
   // Forward pass in evaluation mode; loss summed over the batch.
   LossResult Evaluate(const float* params, const float* state, const float* images,
@@ -89,8 +94,9 @@ class Model {
   int64_t num_params_ = 0;
   int64_t num_state_ = 0;
 
-  std::vector<Tensor> acts_;  // acts_[0] = input, acts_[i + 1] = output of layer i.
-  Tensor grad_a_, grad_b_;    // Ping-pong buffers for activation gradients.
+  std::vector<int64_t> layer_first_param_;  // Per layer: lowest trainable offset, or -1.
+  std::vector<Tensor> acts_;                // acts_[0] = input, acts_[i + 1] = output of layer i.
+  Tensor grad_a_, grad_b_;                  // Ping-pong buffers for activation gradients.
   bool profiling_ = false;
   std::vector<LayerTiming> timings_;
 };

@@ -5,6 +5,7 @@
 
 #include "common/env.h"
 #include "common/flags.h"
+#include "common/malloc_tuning.h"
 #include "common/role_flags.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -12,6 +13,7 @@
 #include "tbb/global_control.h"
 
 int main(int argc, char** argv) {
+  pstrain::TuneMallocForLargeBuffers();
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::SetUsageMessage("pstrain-ps --config FILE --job_name ps --task_index I  (or TF_CONFIG)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);

@@ -35,21 +35,32 @@ absl::Status RunParameterServer(const RoleConfig& role) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                            BuildModel(job.training.model, ModelOptions{}));
   const ShardLayout layout = ComputeShardLayout(*model, num_ps);
+  PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer, OptimizerConfigFromSpec(job.training));
+  std::vector<std::unique_ptr<ParameterShard>> shards;
+  std::vector<ParameterShard*> shard_ptrs;
   ShardOptions options;
-  options.shard_index = index;
-  options.num_shards = num_ps;
-  options.begin = layout.ranges[index].first;
-  options.end = layout.ranges[index].second;
-  options.segments = SegmentsForRange(*model, options.begin, options.end);
-  options.num_state = layout.state_size(index);
-  PSTRAIN_ASSIGN_OR_RETURN(options.optimizer, OptimizerConfigFromSpec(job.training));
-  options.sync = job.training.update == UpdateMode::kSync;
-  options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
-  options.total_replicas = EffectiveTotalReplicas(job);
-  options.sync_timeout = absl::Seconds(job.training.sync_timeout);
-  options.train_steps = job.training.train_steps;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard, ParameterShard::Create(options));
-  ParameterServerService service(shard.get(), job.training.model, layout.num_params);
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    const Chunk& chunk = layout.chunks[c];
+    if (chunk.ps != index) continue;
+    options.shard_index = static_cast<int>(c);
+    options.num_shards = static_cast<int>(layout.chunks.size());
+    options.begin = chunk.begin;
+    options.end = chunk.end;
+    options.segments = SegmentsForRange(*model, chunk.begin, chunk.end);
+    options.num_state = chunk.state;
+    options.optimizer = optimizer;
+    options.sync = job.training.update == UpdateMode::kSync;
+    options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
+    options.total_replicas = EffectiveTotalReplicas(job);
+    options.sync_timeout = absl::Seconds(job.training.sync_timeout);
+    options.train_steps = job.training.train_steps;
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
+                             ParameterShard::Create(options));
+    shard_ptrs.push_back(shard.get());
+    shards.push_back(std::move(shard));
+  }
+  ParameterServerService service(index, shard_ptrs, job.training.model, layout.num_params);
+  ParameterShard* const first = shard_ptrs.front();
 
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   grpc::ServerBuilder builder;
@@ -64,14 +75,15 @@ absl::Status RunParameterServer(const RoleConfig& role) {
                                                " (in use, or not an address of this host)"));
   }
   LOG(INFO) << "ps " << index << " of " << num_ps << " serving " << job.training.model
-            << " parameters [" << options.begin << ", " << options.end << ") on " << address << " ("
+            << " parameters [" << layout.ranges[index].first << ", " << layout.ranges[index].second
+            << ") in " << shards.size() << " shards on " << address << " ("
             << UpdateModeName(job.training.update)
             << (options.sync ? absl::StrCat(", ", options.replicas_to_aggregate, " of ",
                                             options.total_replicas, " replicas per step")
                              : "")
             << ")";
 
-  while (!shard->WaitForShutdown(absl::Seconds(1))) {
+  while (!first->WaitForShutdown(absl::Seconds(1))) {
   }
   // Let every replica still running learn that the job is over before the
   // port closes, so none of them waits on a ps that is gone.
@@ -79,7 +91,12 @@ absl::Status RunParameterServer(const RoleConfig& role) {
   while (service.replicas_told_done() < options.total_replicas && absl::Now() < linger_until) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  const ParameterShard::Stats stats = shard->GetStats();
+  ParameterShard::Stats stats = first->GetStats();
+  for (ParameterShard* shard : shard_ptrs) {
+    const ParameterShard::Stats s = shard->GetStats();
+    if (shard != first) stats.stale_pushes += s.stale_pushes;
+    if (shard != first) stats.timed_out_steps += s.timed_out_steps;
+  }
   LOG(INFO) << "ps " << index << " done at global step " << stats.global_step << ": "
             << stats.applied_updates << " updates applied, " << stats.stale_pushes
             << " stale pushes dropped, " << stats.timed_out_steps << " sync steps timed out";

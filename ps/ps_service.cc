@@ -18,26 +18,29 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
 
 }  // namespace
 
-ParameterServerService::ParameterServerService(ParameterShard* shard, std::string model,
-                                               int64_t num_params)
-    : shard_(shard),
+ParameterServerService::ParameterServerService(int ps_index, std::vector<ParameterShard*> shards,
+                                               std::string model, int64_t num_params)
+    : ps_index_(ps_index),
+      shards_(std::move(shards)),
       model_(std::move(model)),
       num_params_(num_params),
-      told_done_(shard->options().total_replicas, false) {}
+      told_done_(shards_.front()->options().total_replicas, false) {}
 
-absl::Status ParameterServerService::CheckShard(int shard) const {
-  if (shard != shard_->options().shard_index) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request for shard ", shard, " reached ps task ", shard_->options().shard_index, " (of ",
-        shard_->options().num_shards, "); check the cluster's ps addresses"));
+absl::StatusOr<ParameterShard*> ParameterServerService::FindShard(int shard) const {
+  for (ParameterShard* s : shards_) {
+    if (s->options().shard_index == shard) return s;
   }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "request for shard ", shard, " reached ps task ", ps_index_, ", which holds shards ",
+      shards_.front()->options().shard_index, " to ", shards_.back()->options().shard_index,
+      "; check that every process uses the same cluster and model"));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServerContext* context,
                                                              const InitializeRequest* request,
                                                              InitializeResponse*) {
-  absl::Status s = CheckShard(request->shard());
+  absl::StatusOr<ParameterShard*> shard = FindShard(request->shard());
+  absl::Status s = shard.status();
   if (s.ok() && request->model() != model_) {
     s = absl::InvalidArgumentError(absl::StrCat("initialization for model \"", request->model(),
                                                 "\" reached a ps serving \"", model_, "\""));
@@ -51,10 +54,9 @@ grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServe
   absl::Span<const float> params, state;
   if (s.ok()) s = FloatView(request->params(), "params", &p_scratch, &params);
   if (s.ok()) s = FloatView(request->state(), "state", &s_scratch, &state);
-  if (s.ok()) s = shard_->Initialize(params, state, request->global_step());
-  if (s.ok()) {
-    LOG(INFO) << "ps shard " << shard_->options().shard_index << " initialized at global step "
-              << request->global_step() << " with " << params.size() << " parameters";
+  if (s.ok()) s = (*shard)->Initialize(params, state, request->global_step());
+  if (s.ok() && request->shard() == shards_.front()->options().shard_index) {
+    LOG(INFO) << "ps " << ps_index_ << " initialized at global step " << request->global_step();
   }
   return Finish(context, s);
 }
@@ -62,10 +64,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServe
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const PullRequest* request,
                                                        PullResponse* response) {
-  absl::Status s = CheckShard(request->shard());
+  absl::StatusOr<ParameterShard*> shard = FindShard(request->shard());
+  absl::Status s = shard.status();
   if (s.ok()) {
     absl::StatusOr<PushResult> r =
-        shard_->Read(response->mutable_params(), response->mutable_state());
+        (*shard)->Read(response->mutable_params(), response->mutable_state());
     s = r.status();
     if (s.ok()) {
       response->set_global_step(r->global_step);
@@ -76,7 +79,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
 }
 
 void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::PushCallback done) {
-  absl::Status s = CheckShard(request->shard());
+  absl::StatusOr<ParameterShard*> shard = FindShard(request->shard());
+  absl::Status s = shard.status();
   // The spans point into the request, which lives until the reactor finishes;
   // scratch copies (only for misaligned buffers) must live as long.
   auto scratch = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
@@ -87,8 +91,8 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
     done(s, {});
     return;
   }
-  shard_->Push(request->replica(), request->step(), grads, stats,
-               [scratch, done = std::move(done)](absl::Status st, PushResult r) { done(st, r); });
+  (*shard)->Push(request->replica(), request->step(), grads, stats,
+                 [scratch, done = std::move(done)](absl::Status st, PushResult r) { done(st, r); });
 }
 
 void ParameterServerService::NoteDone(int replica, bool job_done) {
@@ -124,12 +128,13 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
                                                            PushPullResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int replica = request->replica();
-  DoPush(request, [this, reactor, response, replica](absl::Status s, PushResult r) {
+  DoPush(request, [this, reactor, request, response, replica](absl::Status s, PushResult r) {
     if (s.ok()) {
       // Parameters as they are now: after this push's step in sync mode, the
       // latest in async mode.
       absl::StatusOr<PushResult> now =
-          shard_->Read(response->mutable_params(), response->mutable_state());
+          (*FindShard(request->shard()))
+              ->Read(response->mutable_params(), response->mutable_state());
       s = now.status();
       if (s.ok()) {
         response->set_global_step(now->global_step);
@@ -146,25 +151,33 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerContext* context,
                                                          const StatusRequest*,
                                                          StatusResponse* response) {
-  ParameterShard::Stats stats = shard_->GetStats();
-  response->set_shard(shard_->options().shard_index);
+  // The ps as a whole: its first shard's step (all shards step together),
+  // initialized once every shard is.
+  const ParameterShard::Stats first = shards_.front()->GetStats();
+  bool initialized = true;
+  int64_t stale = 0;
+  for (ParameterShard* shard : shards_) {
+    const ParameterShard::Stats stats = shard->GetStats();
+    initialized = initialized && stats.initialized;
+    stale += stats.stale_pushes;
+  }
+  response->set_shard(ps_index_);
   response->set_model(model_);
-  response->set_initialized(stats.initialized);
-  response->set_global_step(stats.global_step);
-  response->set_begin(shard_->options().begin);
-  response->set_end(shard_->options().end);
-  response->set_applied_updates(stats.applied_updates);
-  response->set_stale_pushes(stats.stale_pushes);
-  response->set_shutting_down(stats.shutting_down);
+  response->set_initialized(initialized);
+  response->set_global_step(first.global_step);
+  response->set_begin(shards_.front()->options().begin);
+  response->set_end(shards_.back()->options().end);
+  response->set_applied_updates(first.applied_updates);
+  response->set_stale_pushes(stale);
+  response->set_shutting_down(first.shutting_down);
   return Finish(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerContext* context,
                                                            const ShutdownRequest* request,
                                                            ShutdownResponse*) {
-  LOG(INFO) << "ps shard " << shard_->options().shard_index << ": shutdown requested ("
-            << request->reason() << ")";
-  shard_->Shutdown();
+  LOG(INFO) << "ps " << ps_index_ << ": shutdown requested (" << request->reason() << ")";
+  for (ParameterShard* shard : shards_) shard->Shutdown();
   return Finish(context, absl::OkStatus());
 }
 

@@ -10,14 +10,17 @@
 
 namespace pstrain {
 
-// The gRPC face of a ParameterShard (callback API): checks each request
-// against the shard, converts bytes to float spans and Status codes, and
-// nothing more. Requests that do not fit (wrong shard index, model or size)
-// get INVALID_ARGUMENT and change nothing; requests before initialization get
-// FAILED_PRECONDITION. `shard` must outlive the service.
+// The gRPC face of one ps task's ParameterShards (one per layout chunk;
+// callback API): routes each request to the shard it names, converts bytes to
+// float spans and Status codes, and nothing more. Requests that do not fit
+// (a shard this ps does not hold, wrong model or size) get INVALID_ARGUMENT
+// and change nothing; requests before initialization get FAILED_PRECONDITION.
+// The shards must outlive the service.
 class ParameterServerService final : public ParameterServer::CallbackService {
  public:
-  ParameterServerService(ParameterShard* shard, std::string model, int64_t num_params);
+  // `shards` are this ps task's shards; each knows its global shard id.
+  ParameterServerService(int ps_index, std::vector<ParameterShard*> shards, std::string model,
+                         int64_t num_params);
 
   grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* context,
                                        const InitializeRequest* request,
@@ -40,12 +43,13 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   int replicas_told_done() const;
 
  private:
-  absl::Status CheckShard(int shard) const;
+  absl::StatusOr<ParameterShard*> FindShard(int shard) const;
   // Validates a push and hands it to the shard; `done` gets the outcome.
   void DoPush(const PushRequest* request, ParameterShard::PushCallback done);
   void NoteDone(int replica, bool job_done);
 
-  ParameterShard* const shard_;
+  const int ps_index_;
+  const std::vector<ParameterShard*> shards_;
   const std::string model_;
   const int64_t num_params_;
   mutable absl::Mutex mu_;

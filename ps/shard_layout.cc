@@ -1,17 +1,72 @@
 #include "ps/shard_layout.h"
 
 #include <algorithm>
+#include <set>
 
 #include "ps/parameter_shard.h"
 
 namespace pstrain {
+namespace {
+
+// Neighbouring pieces are merged up to this many values, so a deep model of
+// small layers does not become hundreds of RPCs a step...
+constexpr int64_t kMinChunk = 1 << 18;
+// ...and large pieces are split to at most this many, so the ps can work on
+// one part while the next is still on the wire.
+constexpr int64_t kMaxChunk = 1 << 20;
+
+}  // namespace
+
+ShardLayout ComputeShardLayout(int64_t num_params, int64_t num_state,
+                               const std::vector<int64_t>& layer_starts, int num_ps) {
+  ShardLayout layout;
+  layout.num_params = num_params;
+  layout.num_state = num_state;
+  layout.ranges = BalancedRanges(num_params, num_ps);
+  for (int ps = 0; ps < num_ps; ++ps) {
+    const auto [begin, end] = layout.ranges[ps];
+    // Pieces: the range cut at layer starts.
+    std::set<int64_t> cuts = {begin, end};
+    for (int64_t s : layer_starts) {
+      if (s > begin && s < end) cuts.insert(s);
+    }
+    std::vector<int64_t> points(cuts.begin(), cuts.end());
+    int64_t open = -1;  // Start of the chunk being merged, -1 if none.
+    auto close = [&](int64_t at) {
+      if (open < 0 || at <= open) return;
+      layout.chunks.push_back({ps, open, at, 0});
+      open = -1;
+    };
+    for (size_t k = 0; k + 1 < points.size(); ++k) {
+      const int64_t lo = points[k], hi = points[k + 1];
+      const int64_t size = hi - lo;
+      if (open >= 0 && (lo - open) + size > kMinChunk) close(lo);
+      if (size > kMaxChunk) {
+        const int64_t parts = (size + kMaxChunk - 1) / kMaxChunk;
+        for (int64_t p = 0; p < parts; ++p) {
+          layout.chunks.push_back({ps, lo + size * p / parts, lo + size * (p + 1) / parts, 0});
+        }
+        continue;
+      }
+      if (open < 0) open = lo;
+    }
+    close(end);
+    if (begin == end) layout.chunks.push_back({ps, begin, end, 0});
+  }
+  layout.chunks[0].state = num_state;
+  return layout;
+}
 
 ShardLayout ComputeShardLayout(const Model& model, int num_ps) {
-  ShardLayout layout;
-  layout.num_params = model.num_params();
-  layout.num_state = model.num_state();
-  layout.ranges = BalancedRanges(model.num_params(), num_ps);
-  return layout;
+  std::vector<int64_t> starts;
+  std::string last_layer;
+  for (const VariableInfo& v : model.variables()) {
+    if (!v.trainable) continue;
+    const std::string layer = v.name.substr(0, v.name.rfind('/'));
+    if (layer != last_layer) starts.push_back(v.offset);
+    last_layer = layer;
+  }
+  return ComputeShardLayout(model.num_params(), model.num_state(), starts, num_ps);
 }
 
 std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t end) {
@@ -22,6 +77,7 @@ std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t
     const int64_t hi = std::min(end, v.offset + v.size);
     if (lo < hi) segments.push_back({v.name, lo - begin, hi - begin});
   }
+  if (segments.empty()) segments.push_back({"", 0, end - begin});
   return segments;
 }
 

@@ -10,19 +10,39 @@
 
 namespace pstrain {
 
+// One independently updated piece of the flat parameter vector ("shard" on
+// the wire): it has its own optimizer slots, step and sync aggregation on its
+// ps, so a worker can push it as soon as its gradients are ready.
+struct Chunk {
+  int ps = 0;
+  int64_t begin = 0;  // [begin, end) of the flat trainable vector
+  int64_t end = 0;
+  int64_t state = 0;  // Non-trainable state values it carries (chunk 0 only).
+};
+
 // How a model's flat vectors are spread over P parameter servers. Every role
 // computes the same layout from the model and the cluster, so no placement
-// RPC is needed: ps i owns a contiguous, element-balanced range of the
-// trainable vector (large variables are split); ps 0 also holds the
-// non-trainable state (batch-norm moving statistics, small).
+// RPC is needed.
+//  - ps i owns a contiguous, element-balanced range of the trainable vector
+//    (large variables are split, so no ps gets all the traffic);
+//  - each range is cut into chunks at layer boundaries (small neighbouring
+//    layers share a chunk, large ones are split to at most ~1M values), so
+//    gradients can be pushed layer by layer while the backward pass goes on;
+//  - chunk 0 (on ps 0) also carries the non-trainable state (batch-norm
+//    moving statistics, small).
 struct ShardLayout {
   int64_t num_params = 0;
   int64_t num_state = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // ps i's [begin, end)
-  int64_t state_size(int ps) const { return ps == 0 ? num_state : 0; }
+  std::vector<Chunk> chunks;                        // in flat order
 };
 
 ShardLayout ComputeShardLayout(const Model& model, int num_ps);
+
+// The same from explicit layer boundaries (offsets where a layer's variables
+// start), for tests.
+ShardLayout ComputeShardLayout(int64_t num_params, int64_t num_state,
+                               const std::vector<int64_t>& layer_starts, int num_ps);
 
 // The variables (or parts of them) in [begin, end), relative to `begin`: the
 // segment table a ps uses for per-variable rules (no weight decay on biases).

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
+#include "ps/shard_layout.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -41,7 +42,8 @@ std::unique_ptr<TestPs> StartPs(int index, int num_shards) {
   o.total_replicas = 2;
   o.train_steps = 100;
   ps->shard = *ParameterShard::Create(o);
-  ps->service = std::make_unique<ParameterServerService>(ps->shard.get(), "tiny", kNumParams);
+  ps->service = std::make_unique<ParameterServerService>(
+      index, std::vector<ParameterShard*>{ps->shard.get()}, "tiny", kNumParams);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -64,9 +66,7 @@ class PsRpcTest : public ::testing::Test {
     ps1_ = StartPs(1, 2);
     PsClientOptions o;
     o.ps_addresses = {ps0_->address, ps1_->address};
-    o.ranges = BalancedRanges(kNumParams, 2);
-    o.num_params = kNumParams;
-    o.num_state = 1;
+    o.layout = ComputeShardLayout(kNumParams, /*num_state=*/1, /*layer_starts=*/{0}, 2);
     o.replica = 0;
     o.rpc_timeout = absl::Seconds(10);
     o.retry_budget = absl::Seconds(2);
@@ -204,8 +204,7 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
 TEST(PsClientTest, UnreachablePsIsAClearErrorAfterTheRetryBudget) {
   PsClientOptions o;
   o.ps_addresses = {"127.0.0.1:1"};
-  o.ranges = {{0, 4}};
-  o.num_params = 4;
+  o.layout = ComputeShardLayout(4, 0, {0}, 1);
   o.rpc_timeout = absl::Seconds(1);
   o.retry_budget = absl::Milliseconds(300);
   auto client = *PsClient::Create(o);

@@ -21,9 +21,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
                                                        const ShardLayout& layout, int replica) {
   PsClientOptions options;
   options.ps_addresses = job.cluster.ps;
-  options.ranges = layout.ranges;
-  options.num_params = layout.num_params;
-  options.num_state = layout.num_state;
+  options.layout = layout;
   options.replica = replica;
   // A sync PushPull returns when its step completes, which can take up to the
   // sync timeout (plus a slow replica's step).
@@ -61,9 +59,10 @@ absl::Status RunWorker(const RoleConfig& role) {
   LOG(INFO) << "worker " << role.task.task_index << " done at global step " << step << " ("
             << trainer.stale_pushes() << " stale pushes, " << client->bytes_sent() / (1 << 20)
             << " MiB sent, " << client->bytes_received() / (1 << 20) << " MiB received)";
-  const size_t steps = client->push_pull_millis().size();
-  LOG(INFO) << "worker " << role.task.task_index << " PushPull round trip "
-            << client->LatencySummary() << "; bytes per step: "
+  const size_t steps = client->exposed_millis().size();
+  LOG(INFO) << "worker " << role.task.task_index
+            << " PushPull time not hidden behind the backward pass: " << client->LatencySummary()
+            << "; bytes per step: "
             << (steps ? client->bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
             << (steps ? client->bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
   return absl::OkStatus();

@@ -7,6 +7,7 @@
 
 #include "common/env.h"
 #include "common/flags.h"
+#include "common/malloc_tuning.h"
 #include "common/role_flags.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -44,6 +45,7 @@ int Threads(int flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  pstrain::TuneMallocForLargeBuffers();
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::SetUsageMessage(
       "pstrain-worker --config FILE --job_name worker --task_index I   (or TF_CONFIG)\n"

@@ -33,8 +33,18 @@ class ParameterClient {
   // on this client.
   virtual absl::StatusOr<ParameterView> Pull() = 0;
 
+  // Announces the buffers the next Push will send, before the backward pass
+  // fills them, so a client may send parts early (GradientsReady).
+  virtual void StartPush(int64_t /*step*/, const float* /*grads*/, const float* /*batch_stats*/) {}
+
+  // The gradients at flat offsets >= `from` are final (the backward pass
+  // goes from the last layer to the first); the batch statistics are final
+  // once the backward pass has begun.
+  virtual void GradientsReady(int64_t /*from*/) {}
+
   // Sends the gradients (and batch statistics) computed from the parameters
-  // of the last Pull (whose global step was `step`).
+  // of the last Pull (whose global step was `step`); the same buffers as
+  // StartPush, if it was called.
   virtual absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
                                            const float* batch_stats) = 0;
 };

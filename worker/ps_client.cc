@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,22 +17,38 @@ namespace {
 
 bool Retryable(const grpc::Status& s) { return s.error_code() == grpc::StatusCode::UNAVAILABLE; }
 
+absl::Status CallError(const char* what, const std::string& target, const grpc::Status& s,
+                       absl::Duration budget) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, " to ", target, " failed: ", s.error_message(),
+                                   Retryable(s) ? absl::StrCat(" (gave up after retrying for ",
+                                                               absl::FormatDuration(budget),
+                                                               "; is the ps running?)")
+                                                : ""));
+}
+
 }  // namespace
 
+// One chunk's PushPull of the current step.
+struct PsClient::ChunkCall {
+  PushRequest request;
+  PushPullResponse response;
+  std::unique_ptr<grpc::ClientContext> context;
+  absl::Duration backoff = absl::Milliseconds(50);
+};
+
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
-  if (options.ps_addresses.empty() || options.ps_addresses.size() != options.ranges.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("need one range per ps: ", options.ps_addresses.size(), " addresses, ",
-                     options.ranges.size(), " ranges"));
+  if (options.ps_addresses.empty() || options.ps_addresses.size() != options.layout.ranges.size() ||
+      options.layout.chunks.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the layout has ", options.layout.ranges.size(),
+                                                   " ps ranges for ", options.ps_addresses.size(),
+                                                   " ps addresses"));
   }
   return std::unique_ptr<PsClient>(new PsClient(options));
 }
 
 PsClient::PsClient(const PsClientOptions& options)
-    : options_(options),
-      params_(options.num_params),
-      state_(options.num_state),
-      shard_steps_(options.ps_addresses.size(), 0) {
+    : options_(options), params_(options.layout.num_params), state_(options.layout.num_state) {
   for (const std::string& address : options_.ps_addresses) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -44,11 +59,33 @@ PsClient::PsClient(const PsClientOptions& options)
     stubs_.push_back(ParameterServer::NewStub(
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
   }
+  const size_t n = options_.layout.chunks.size();
+  for (size_t c = 0; c < n; ++c) calls_.push_back(std::make_unique<ChunkCall>());
+  absl::MutexLock lock(&mu_);
+  sent_.assign(n, false);
+  chunk_steps_.assign(n, 0);
+  if (options_.replica >= 0) sender_ = std::thread([this] { SenderLoop(); });
 }
 
-template <typename CallFn>
-absl::Status PsClient::ForEachPs(const char* what, CallFn call) {
-  const int n = static_cast<int>(stubs_.size());
+PsClient::~PsClient() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    // In-flight calls reference this client: cancel them and wait.
+    pending_ -= static_cast<int>(queue_.size());  // Never to be sent.
+    queue_.clear();
+    for (auto& call : calls_) {
+      if (call->context) call->context->TryCancel();
+    }
+    cv_.SignalAll();
+    mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &pending_));
+  }
+  if (sender_.joinable()) sender_.join();
+}
+
+template <typename CallFn, typename TargetFn>
+absl::Status PsClient::CallAll(int n, const char* what, TargetFn target, CallFn call) {
   std::vector<int> pending(n);
   for (int i = 0; i < n; ++i) pending[i] = i;
   const absl::Time give_up = absl::Now() + options_.retry_budget;
@@ -69,20 +106,11 @@ absl::Status PsClient::ForEachPs(const char* what, CallFn call) {
     std::vector<int> retry;
     for (size_t k = 0; k < pending.size(); ++k) {
       if (results[k].ok()) continue;
-      const int ps = pending[k];
       if (Retryable(results[k]) && absl::Now() + backoff < give_up) {
-        retry.push_back(ps);
+        retry.push_back(pending[k]);
         continue;
       }
-      return absl::Status(
-          static_cast<absl::StatusCode>(results[k].error_code()),
-          absl::StrCat(what, " to ps ", ps, " at ", options_.ps_addresses[ps],
-                       " failed: ", results[k].error_message(),
-                       Retryable(results[k])
-                           ? absl::StrCat(" (gave up after retrying for ",
-                                          absl::FormatDuration(options_.retry_budget),
-                                          "; is the ps running?)")
-                           : ""));
+      return CallError(what, target(pending[k]), results[k], options_.retry_budget);
     }
     if (retry.empty()) return absl::OkStatus();
     absl::SleepFor(backoff);
@@ -95,6 +123,7 @@ absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Time next_log = absl::Now() + absl::Seconds(5);
   const int n = static_cast<int>(stubs_.size());
+  static const StatusRequest kRequest;
   while (true) {
     std::vector<StatusResponse> responses(n);
     std::vector<grpc::Status> results(n);
@@ -103,7 +132,6 @@ absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
     for (int i = 0; i < n; ++i) {
       contexts.push_back(std::make_unique<grpc::ClientContext>());
       contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      static const StatusRequest kRequest;
       stubs_[i]->async()->Status(contexts.back().get(), &kRequest, &responses[i],
                                  [&results, &counter, i](grpc::Status s) {
                                    results[i] = std::move(s);
@@ -139,35 +167,40 @@ absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
 }
 
 absl::StatusOr<std::vector<StatusResponse>> PsClient::StatusAll() {
-  std::vector<StatusResponse> responses(stubs_.size());
+  const int n = static_cast<int>(stubs_.size());
+  std::vector<StatusResponse> responses(n);
   static const StatusRequest kRequest;
-  PSTRAIN_RETURN_IF_ERROR(ForEachPs("Status", [&](int i, grpc::ClientContext* ctx, auto done) {
-    stubs_[i]->async()->Status(ctx, &kRequest, &responses[i], std::move(done));
-  }));
+  PSTRAIN_RETURN_IF_ERROR(CallAll(
+      n, "Status", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        stubs_[i]->async()->Status(ctx, &kRequest, &responses[i], std::move(done));
+      }));
   return responses;
 }
 
 absl::Status PsClient::InitializeAll(const std::string& model, const float* params,
                                      const float* state, int64_t global_step) {
-  const int n = static_cast<int>(stubs_.size());
+  const auto& chunks = options_.layout.chunks;
+  const int n = static_cast<int>(chunks.size());
   std::vector<InitializeRequest> requests(n);
   std::vector<InitializeResponse> responses(n);
-  for (int i = 0; i < n; ++i) {
-    const auto [begin, end] = options_.ranges[i];
-    requests[i].set_shard(i);
-    requests[i].set_model(model);
-    requests[i].set_num_params(options_.num_params);
-    requests[i].set_params(reinterpret_cast<const char*>(params + begin),
-                           (end - begin) * sizeof(float));
-    if (i == 0 && options_.num_state > 0) {
-      requests[i].set_state(reinterpret_cast<const char*>(state),
-                            options_.num_state * sizeof(float));
+  for (int c = 0; c < n; ++c) {
+    requests[c].set_shard(c);
+    requests[c].set_model(model);
+    requests[c].set_num_params(options_.layout.num_params);
+    requests[c].set_params(reinterpret_cast<const char*>(params + chunks[c].begin),
+                           (chunks[c].end - chunks[c].begin) * sizeof(float));
+    if (chunks[c].state > 0) {
+      requests[c].set_state(reinterpret_cast<const char*>(state), chunks[c].state * sizeof(float));
     }
-    requests[i].set_global_step(global_step);
+    requests[c].set_global_step(global_step);
   }
-  return ForEachPs("Initialize", [&](int i, grpc::ClientContext* ctx, auto done) {
-    stubs_[i]->async()->Initialize(ctx, &requests[i], &responses[i], std::move(done));
-  });
+  return CallAll(
+      n, "Initialize", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (shard ", c, ")"); },
+      [&](int c, grpc::ClientContext* ctx, auto done) {
+        stubs_[chunks[c].ps]->async()->Initialize(ctx, &requests[c], &responses[c],
+                                                  std::move(done));
+      });
 }
 
 absl::Status PsClient::ShutdownAll(const std::string& reason) {
@@ -175,94 +208,229 @@ absl::Status PsClient::ShutdownAll(const std::string& reason) {
   std::vector<ShutdownRequest> requests(n);
   std::vector<ShutdownResponse> responses(n);
   for (auto& r : requests) r.set_reason(reason);
-  return ForEachPs("Shutdown", [&](int i, grpc::ClientContext* ctx, auto done) {
-    stubs_[i]->async()->Shutdown(ctx, &requests[i], &responses[i], std::move(done));
-  });
+  return CallAll(
+      n, "Shutdown",
+      [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        stubs_[i]->async()->Shutdown(ctx, &requests[i], &responses[i], std::move(done));
+      });
 }
 
 absl::StatusOr<ParameterView> PsClient::Pull() {
+  const auto& chunks = options_.layout.chunks;
   if (!have_fresh_) {
-    const int n = static_cast<int>(stubs_.size());
+    const int n = static_cast<int>(chunks.size());
     std::vector<PullRequest> requests(n);
     std::vector<PullResponse> responses(n);
-    for (int i = 0; i < n; ++i) requests[i].set_shard(i);
-    PSTRAIN_RETURN_IF_ERROR(ForEachPs("Pull", [&](int i, grpc::ClientContext* ctx, auto done) {
-      stubs_[i]->async()->Pull(ctx, &requests[i], &responses[i], std::move(done));
-    }));
+    for (int c = 0; c < n; ++c) requests[c].set_shard(c);
+    PSTRAIN_RETURN_IF_ERROR(CallAll(
+        n, "Pull", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (shard ", c, ")"); },
+        [&](int c, grpc::ClientContext* ctx, auto done) {
+          stubs_[chunks[c].ps]->async()->Pull(ctx, &requests[c], &responses[c], std::move(done));
+        }));
+    absl::MutexLock lock(&mu_);
     job_done_ = false;
-    for (int i = 0; i < n; ++i) {
-      const auto [begin, end] = options_.ranges[i];
-      const PullResponse& r = responses[i];
-      if (r.params().size() != static_cast<size_t>(end - begin) * sizeof(float) ||
-          r.state().size() != (i == 0 ? options_.num_state * sizeof(float) : 0)) {
-        return absl::DataLossError(absl::StrCat("ps ", i, " sent ", r.params().size(),
-                                                " parameter bytes, expected ",
-                                                (end - begin) * sizeof(float)));
+    for (int c = 0; c < n; ++c) {
+      const PullResponse& r = responses[c];
+      const size_t want = (chunks[c].end - chunks[c].begin) * sizeof(float);
+      if (r.params().size() != want || r.state().size() != chunks[c].state * sizeof(float)) {
+        return absl::DataLossError(absl::StrCat("ps ", chunks[c].ps, " sent ", r.params().size(),
+                                                " bytes for shard ", c, ", expected ", want));
       }
-      std::memcpy(params_.data() + begin, r.params().data(), r.params().size());
+      std::memcpy(params_.data() + chunks[c].begin, r.params().data(), want);
       if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
-      shard_steps_[i] = r.global_step();
+      chunk_steps_[c] = r.global_step();
       job_done_ = job_done_ || r.job_done();
-      bytes_received_ += static_cast<int64_t>(r.params().size() + r.state().size());
+      bytes_received_ += static_cast<int64_t>(want + r.state().size());
     }
   }
   have_fresh_ = false;
+  absl::MutexLock lock(&mu_);
   ParameterView view;
   view.params = params_.data();
   view.state = state_.data();
-  view.global_step = shard_steps_[0];
+  view.global_step = chunk_steps_[0];
   view.job_done = job_done_;
   return view;
 }
 
-absl::StatusOr<PushOutcome> PsClient::Push(int64_t, const float* grads, const float* batch_stats) {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<PushRequest> requests(n);
-  std::vector<PushPullResponse> responses(n);
-  for (int i = 0; i < n; ++i) {
-    const auto [begin, end] = options_.ranges[i];
-    PushRequest& r = requests[i];
-    r.set_shard(i);
-    r.set_replica(options_.replica);
-    r.set_step(shard_steps_[i]);
-    r.set_gradients(reinterpret_cast<const char*>(grads + begin), (end - begin) * sizeof(float));
-    if (i == 0 && options_.num_state > 0) {
-      r.set_batch_stats(reinterpret_cast<const char*>(batch_stats),
-                        options_.num_state * sizeof(float));
-    }
-    bytes_sent_ += static_cast<int64_t>(r.gradients().size() + r.batch_stats().size());
+void PsClient::StartPush(int64_t, const float* grads, const float* batch_stats) {
+  absl::MutexLock lock(&mu_);
+  CHECK_EQ(pending_, 0) << "StartPush while a push is in flight";
+  grads_ = grads;
+  batch_stats_ = batch_stats;
+  std::fill(sent_.begin(), sent_.end(), false);
+  stale_ = false;
+  job_done_ = false;
+  error_ = absl::OkStatus();
+  step_give_up_ = absl::InfinitePast();
+}
+
+void PsClient::EnqueueLocked(int chunk) {
+  sent_[chunk] = true;
+  ++pending_;
+  queue_.emplace_back(chunk, absl::InfinitePast());
+  cv_.Signal();
+}
+
+void PsClient::GradientsReady(int64_t from) {
+  absl::MutexLock lock(&mu_);
+  if (grads_ == nullptr) return;
+  const auto& chunks = options_.layout.chunks;
+  // Chunks are in flat order and the backward pass finishes a suffix of the
+  // vector at a time: send the newly finished ones, last first.
+  for (int c = static_cast<int>(chunks.size()) - 1; c >= 0 && chunks[c].begin >= from; --c) {
+    if (!sent_[c]) EnqueueLocked(c);
   }
-  const absl::Time start = absl::Now();
-  PSTRAIN_RETURN_IF_ERROR(ForEachPs("PushPull", [&](int i, grpc::ClientContext* ctx, auto done) {
-    stubs_[i]->async()->PushPull(ctx, &requests[i], &responses[i], std::move(done));
-  }));
-  push_pull_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-  PushOutcome outcome;
-  for (int i = 0; i < n; ++i) {
-    const auto [begin, end] = options_.ranges[i];
-    const PushPullResponse& r = responses[i];
-    if (r.params().size() != static_cast<size_t>(end - begin) * sizeof(float) ||
-        r.state().size() != (i == 0 ? options_.num_state * sizeof(float) : 0)) {
-      return absl::DataLossError(absl::StrCat("ps ", i, " answered a push with ", r.params().size(),
-                                              " parameter bytes, expected ",
-                                              (end - begin) * sizeof(float)));
+}
+
+void PsClient::SenderLoop() {
+  while (true) {
+    int chunk;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!stopping_) {
+        if (queue_.empty()) {
+          cv_.Wait(&mu_);
+          continue;
+        }
+        // The first item that is due; otherwise wait for the earliest.
+        auto due = std::min_element(queue_.begin(), queue_.end(), [](const auto& a, const auto& b) {
+          return a.second < b.second;
+        });
+        if (due->second <= absl::Now()) {
+          chunk = due->first;
+          queue_.erase(due);
+          break;
+        }
+        cv_.WaitWithDeadline(&mu_, due->second);
+      }
+      if (stopping_) return;
     }
-    std::memcpy(params_.data() + begin, r.params().data(), r.params().size());
+    SendChunk(chunk);
+  }
+}
+
+void PsClient::SendChunk(int c) {
+  const Chunk& chunk = options_.layout.chunks[c];
+  ChunkCall& call = *calls_[c];
+  const float* grads;
+  const float* stats;
+  int64_t step;
+  {
+    absl::MutexLock lock(&mu_);
+    grads = grads_;
+    stats = batch_stats_;
+    step = chunk_steps_[c];
+  }
+  PushRequest& r = call.request;
+  r.set_shard(c);
+  r.set_replica(options_.replica);
+  r.set_step(step);
+  r.set_gradients(reinterpret_cast<const char*>(grads + chunk.begin),
+                  (chunk.end - chunk.begin) * sizeof(float));
+  if (chunk.state > 0) {
+    r.set_batch_stats(reinterpret_cast<const char*>(stats), chunk.state * sizeof(float));
+  } else {
+    r.clear_batch_stats();
+  }
+  call.context = std::make_unique<grpc::ClientContext>();
+  call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  call.response.Clear();
+  stubs_[chunk.ps]->async()->PushPull(call.context.get(), &call.request, &call.response,
+                                      [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
+}
+
+void PsClient::OnChunkDone(int c, grpc::Status status) {
+  const Chunk& chunk = options_.layout.chunks[c];
+  ChunkCall& call = *calls_[c];
+  const PushPullResponse& r = call.response;
+  const size_t want = (chunk.end - chunk.begin) * sizeof(float);
+  if (status.ok() &&
+      (r.params().size() != want || r.state().size() != chunk.state * sizeof(float))) {
+    status =
+        grpc::Status(grpc::StatusCode::DATA_LOSS,
+                     absl::StrCat("answer with ", r.params().size(), " bytes, expected ", want));
+  }
+  if (status.ok()) {
+    // Disjoint from what the compute thread reads: see the class comment.
+    std::memcpy(params_.data() + chunk.begin, r.params().data(), want);
     if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
-    shard_steps_[i] = r.global_step();
-    outcome.stale = outcome.stale || r.stale();
-    outcome.job_done = outcome.job_done || r.job_done();
-    bytes_received_ += static_cast<int64_t>(r.params().size() + r.state().size());
   }
-  outcome.global_step = shard_steps_[0];
-  job_done_ = outcome.job_done;
+  absl::MutexLock lock(&mu_);
+  if (!status.ok() && Retryable(status) && !stopping_) {
+    if (step_give_up_ == absl::InfinitePast()) {
+      step_give_up_ = absl::Now() + options_.retry_budget;
+    }
+    if (absl::Now() + call.backoff < step_give_up_) {
+      // Retry from the sender thread after a pause; the ps counts a retried
+      // (replica, step) once.
+      queue_.emplace_back(c, absl::Now() + call.backoff);
+      call.backoff = std::min(call.backoff * 2, absl::Seconds(2));
+      cv_.Signal();
+      return;
+    }
+  }
+  if (status.ok()) {
+    call.backoff = absl::Milliseconds(50);
+    chunk_steps_[c] = r.global_step();
+    stale_ = stale_ || r.stale();
+    job_done_ = job_done_ || r.job_done();
+    bytes_sent_ +=
+        static_cast<int64_t>(call.request.gradients().size() + call.request.batch_stats().size());
+    bytes_received_ += static_cast<int64_t>(want + r.state().size());
+  } else if (error_.ok()) {
+    error_ = CallError(
+        "PushPull",
+        absl::StrCat("ps ", chunk.ps, " at ", options_.ps_addresses[chunk.ps], " (shard ", c, ")"),
+        status, options_.retry_budget);
+  }
+  --pending_;
+}
+
+absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
+                                           const float* batch_stats) {
+  CHECK_GE(options_.replica, 0) << "this client does not train";
+  const absl::Time start = absl::Now();
+  PushOutcome outcome;
+  bool started;
+  {
+    absl::MutexLock lock(&mu_);
+    started = grads_ == grads;
+  }
+  // Without StartPush for this step, everything goes now.
+  if (!started) StartPush(step, grads, batch_stats);
+  {
+    absl::MutexLock lock(&mu_);
+    for (int c = static_cast<int>(sent_.size()) - 1; c >= 0; --c) {
+      if (!sent_[c]) EnqueueLocked(c);
+    }
+    mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &pending_));
+    grads_ = nullptr;
+    if (!error_.ok()) return error_;
+    outcome.global_step = chunk_steps_[0];
+    outcome.stale = stale_;
+    outcome.job_done = job_done_;
+  }
+  exposed_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
   have_fresh_ = true;
   return outcome;
 }
 
+int64_t PsClient::bytes_sent() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_sent_;
+}
+
+int64_t PsClient::bytes_received() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_received_;
+}
+
 std::string PsClient::LatencySummary() const {
-  if (push_pull_millis_.empty()) return "no steps";
-  std::vector<double> v = push_pull_millis_;
+  if (exposed_millis_.empty()) return "no steps";
+  std::vector<double> v = exposed_millis_;
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
   return absl::StrFormat("p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d steps", at(0.5), at(0.9),

@@ -60,9 +60,11 @@ absl::StatusOr<int64_t> Trainer::Run() {
   auto window_start = Clock::now();
   while (step < options_.train_steps && !view.job_done) {
     batches_->Next(images_.data(), labels_.data());
+    client_->StartPush(view.global_step, grads_.data(), batch_stats_.data());
     LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
                                      MixSeeds(options_.seed, view.global_step), grads_.data(),
-                                     batch_stats_.data());
+                                     batch_stats_.data(),
+                                     [this](int64_t from) { client_->GradientsReady(from); });
     PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome,
                              client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
     step = outcome.global_step;

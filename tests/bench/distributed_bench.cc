@@ -95,7 +95,7 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   std::vector<std::string> report;  // Worker summary lines.
   SupervisorOptions sup_options;
   sup_options.sink = [&](std::string_view line) {
-    if (line.find("PushPull round trip") != std::string_view::npos ||
+    if (line.find("PushPull time") != std::string_view::npos ||
         line.find("failed") != std::string_view::npos ||
         line.find("[launcher]") != std::string_view::npos) {
       std::lock_guard<std::mutex> lock(lines_mu);
