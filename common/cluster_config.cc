@@ -115,6 +115,7 @@ const Field kFields[] = {
     {"sync_timeout", &TrainingSpec::sync_timeout},
     {"startup_timeout", &TrainingSpec::startup_timeout},
     {"threads", &TrainingSpec::threads},
+    {"wire_format", &TrainingSpec::wire_format},
 };
 
 // "train-steps" -> "train_steps".
@@ -865,6 +866,10 @@ absl::Status ValidateJobConfig(const JobConfig& config) {
   if (!(t.sync_timeout > 0)) {
     return Invalid(absl::StrCat("training.sync_timeout = ", FormatScalar(t.sync_timeout),
                                 " must be positive (seconds)"));
+  }
+  if (t.wire_format != "float32" && t.wire_format != "bf16") {
+    return Invalid(
+        absl::StrCat("training.wire_format = \"", t.wire_format, "\": use float32 or bf16"));
   }
   if (!(t.startup_timeout > 0)) {
     return Invalid(absl::StrCat("training.startup_timeout = ", FormatScalar(t.startup_timeout),

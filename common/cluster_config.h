@@ -94,6 +94,9 @@ struct TrainingSpec {
   double sync_timeout = 30;      // seconds a sync step waits for missing replicas
   double startup_timeout = 300;  // seconds a task waits for the others to come up
   int threads = 0;               // compute threads per process, 0 = all cores
+  // Encoding of gradients and pulled parameters on the wire: float32, or bf16
+  // (half the bytes; the ps keep float32 masters and optimizer state).
+  std::string wire_format = "float32";
 
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };

@@ -818,9 +818,20 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 23u);
+  ASSERT_EQ(names.size(), 24u);
   EXPECT_EQ(names.front(), "model");
-  EXPECT_EQ(names.back(), "threads");
+  EXPECT_EQ(names.back(), "wire_format");
+}
+
+TEST(ValidateJobConfigTest, WireFormatIsFloat32OrBf16) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "cluster:\n  chief: [\"h:1\"]\n  ps: [\"h:2\"]\ntraining:\n  job_dir: /j\n"
+      "  train_steps: 5\n  wire_format: bf16\n",
+      "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
+  ASSERT_TRUE(SetTrainingField(&config->training, "wire-format", "fp8").ok());
+  ExpectInvalid(ValidateJobConfig(*config), {"training.wire_format = \"fp8\""});
 }
 
 TEST(UpdateModeTest, ParseAndName) {

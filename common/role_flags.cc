@@ -39,6 +39,8 @@ DEFINE_uint64(seed, 1, "Seed for initialization, shuffling and dropout.");
 DEFINE_double(sync_timeout, 30, "Seconds a sync step waits for missing replicas.");
 DEFINE_double(startup_timeout, 300, "Seconds a task waits for the others to come up.");
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
+DEFINE_string(wire_format, "float32",
+              "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");
 
 namespace pstrain {
 

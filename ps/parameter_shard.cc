@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bf16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -86,14 +87,21 @@ absl::Status ParameterShard::Initialize(absl::Span<const float> params,
   return absl::OkStatus();
 }
 
-absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state) const {
+absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state,
+                                                bool bf16) const {
   absl::MutexLock lock(&mu_);
   if (!initialized_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
   }
-  params->resize(params_.size() * sizeof(float));
-  std::memcpy(params->data(), params_.data(), params->size());
+  if (bf16) {
+    params->resize(params_.size() * sizeof(uint16_t));
+    FloatsToBf16(params_.data(), static_cast<int64_t>(params_.size()),
+                 reinterpret_cast<uint16_t*>(params->data()));
+  } else {
+    params->resize(params_.size() * sizeof(float));
+    std::memcpy(params->data(), params_.data(), params->size());
+  }
   state->resize(state_.size() * sizeof(float));
   if (!state_.empty()) std::memcpy(state->data(), state_.data(), state->size());
   PushResult r;

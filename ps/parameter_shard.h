@@ -69,7 +69,8 @@ class ParameterShard {
 
   // Copies the current values into `params` and `state` (resized). Returns the
   // step and whether the job is done; FailedPrecondition before Initialize.
-  absl::StatusOr<PushResult> Read(std::string* params, std::string* state) const;
+  // With `bf16`, the parameters are written as bfloat16 (half the bytes).
+  absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false) const;
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and

@@ -1,9 +1,11 @@
 #include "ps/ps_service.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/grpc_util.h"
 #include "glog/logging.h"
 
@@ -85,7 +87,24 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
   // scratch copies (only for misaligned buffers) must live as long.
   auto scratch = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
   absl::Span<const float> grads, stats;
-  if (s.ok()) s = FloatView(request->gradients(), "gradients", &scratch->first, &grads);
+  if (s.ok() && request->dtype() == BFLOAT16) {
+    if (request->gradients().size() % sizeof(uint16_t) != 0) {
+      s = absl::InvalidArgumentError(absl::StrCat("bfloat16 gradients have ",
+                                                  request->gradients().size(),
+                                                  " bytes, not a whole number of values"));
+    } else {
+      const int64_t n = static_cast<int64_t>(request->gradients().size() / sizeof(uint16_t));
+      std::vector<uint16_t> packed(n);
+      std::memcpy(packed.data(), request->gradients().data(), request->gradients().size());
+      scratch->first.resize(n);
+      Bf16ToFloats(packed.data(), n, scratch->first.data());
+      grads = absl::Span<const float>(scratch->first.data(), n);
+    }
+  } else if (s.ok() && request->dtype() != FLOAT32) {
+    s = absl::InvalidArgumentError(absl::StrCat("unknown gradient dtype ", request->dtype()));
+  } else if (s.ok()) {
+    s = FloatView(request->gradients(), "gradients", &scratch->first, &grads);
+  }
   if (s.ok()) s = FloatView(request->batch_stats(), "batch_stats", &scratch->second, &stats);
   if (!s.ok()) {
     done(s, {});
@@ -134,7 +153,9 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
       // latest in async mode.
       absl::StatusOr<PushResult> now =
           (*FindShard(request->shard()))
-              ->Read(response->mutable_params(), response->mutable_state());
+              ->Read(response->mutable_params(), response->mutable_state(),
+                     request->dtype() == BFLOAT16);
+      response->set_dtype(request->dtype());
       s = now.status();
       if (s.ok()) {
         response->set_global_step(now->global_step);

@@ -126,6 +126,37 @@ TEST_F(PsRpcTest, PullPushRoundTripAcrossTwoShards) {
   EXPECT_TRUE(outcome->job_done);
 }
 
+TEST_F(PsRpcTest, Bf16WireHalvesTheBytes) {
+  Initialize();
+  PsClientOptions o;
+  o.ps_addresses = {ps0_->address, ps1_->address};
+  o.layout = ComputeShardLayout(kNumParams, 1, {0}, 2);
+  o.replica = 1;
+  o.bf16 = true;
+  o.rpc_timeout = absl::Seconds(10);
+  auto client = *PsClient::Create(o);
+  ASSERT_TRUE(client->Pull().ok());
+  std::vector<float> grads(kNumParams, 0.5f);
+  grads[3] = 1.0f / 3.0f;  // not a bfloat16: rounded on the wire
+  const float stats = 3;
+  auto outcome = client->Push(0, grads.data(), &stats);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  auto view = client->Pull();
+  ASSERT_TRUE(view.ok());
+  for (int i = 0; i < kNumParams; ++i) {
+    if (i == 3) continue;
+    EXPECT_EQ(view->params[i], i - 0.5f) << i;  // exact in bfloat16
+  }
+  EXPECT_NEAR(view->params[3], 3 - 1.0f / 3.0f, 3.0 / 256);
+  EXPECT_EQ(client->bytes_sent(), kNumParams * 2 + 4);  // bf16 gradients + float32 stats
+  // The master copy on the ps stays float32.
+  std::string p, st;
+  ASSERT_TRUE(ps0_->shard->Read(&p, &st).ok());
+  float master3;
+  std::memcpy(&master3, p.data() + 3 * sizeof(float), sizeof(float));
+  EXPECT_NEAR(master3, 3 - 1.0f / 3.0f, 1e-2);
+}
+
 TEST_F(PsRpcTest, PullBeforeInitializeIsFailedPrecondition) {
   grpc::ClientContext ctx;
   PullRequest request;

@@ -23,6 +23,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
   options.ps_addresses = job.cluster.ps;
   options.layout = layout;
   options.replica = replica;
+  options.bf16 = job.training.wire_format == "bf16";
   // A sync PushPull returns when its step completes, which can take up to the
   // sync timeout (plus a slow replica's step).
   options.rpc_timeout = absl::Seconds(60);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "common/bf16.h"
 #include "common/grpc_util.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -327,8 +328,15 @@ void PsClient::SendChunk(int c) {
   r.set_shard(c);
   r.set_replica(options_.replica);
   r.set_step(step);
-  r.set_gradients(reinterpret_cast<const char*>(grads + chunk.begin),
-                  (chunk.end - chunk.begin) * sizeof(float));
+  const int64_t n = chunk.end - chunk.begin;
+  if (options_.bf16) {
+    r.set_dtype(BFLOAT16);
+    r.mutable_gradients()->resize(n * sizeof(uint16_t));
+    FloatsToBf16(grads + chunk.begin, n,
+                 reinterpret_cast<uint16_t*>(r.mutable_gradients()->data()));
+  } else {
+    r.set_gradients(reinterpret_cast<const char*>(grads + chunk.begin), n * sizeof(float));
+  }
   if (chunk.state > 0) {
     r.set_batch_stats(reinterpret_cast<const char*>(stats), chunk.state * sizeof(float));
   } else {
@@ -345,16 +353,22 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
   const Chunk& chunk = options_.layout.chunks[c];
   ChunkCall& call = *calls_[c];
   const PushPullResponse& r = call.response;
-  const size_t want = (chunk.end - chunk.begin) * sizeof(float);
-  if (status.ok() &&
-      (r.params().size() != want || r.state().size() != chunk.state * sizeof(float))) {
+  const int64_t n = chunk.end - chunk.begin;
+  const size_t want = n * (options_.bf16 ? sizeof(uint16_t) : sizeof(float));
+  if (status.ok() && (r.params().size() != want || r.dtype() != call.request.dtype() ||
+                      r.state().size() != chunk.state * sizeof(float))) {
     status =
         grpc::Status(grpc::StatusCode::DATA_LOSS,
                      absl::StrCat("answer with ", r.params().size(), " bytes, expected ", want));
   }
   if (status.ok()) {
     // Disjoint from what the compute thread reads: see the class comment.
-    std::memcpy(params_.data() + chunk.begin, r.params().data(), want);
+    if (options_.bf16) {
+      Bf16ToFloats(reinterpret_cast<const uint16_t*>(r.params().data()), n,
+                   params_.data() + chunk.begin);
+    } else {
+      std::memcpy(params_.data() + chunk.begin, r.params().data(), want);
+    }
     if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
   }
   absl::MutexLock lock(&mu_);

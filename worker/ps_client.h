@@ -20,7 +20,8 @@ namespace pstrain {
 struct PsClientOptions {
   std::vector<std::string> ps_addresses;  // ps task i at [i]
   ShardLayout layout;
-  int replica = 0;  // This trainer's replica id; -1 for a client that never pushes.
+  int replica = 0;    // This trainer's replica id; -1 for a client that never pushes.
+  bool bf16 = false;  // Gradients and pushed-back parameters as bfloat16.
   absl::Duration rpc_timeout = absl::Seconds(60);  // Deadline of every call.
   // How long UNAVAILABLE calls are retried (with backoff) before giving up:
   // covers ps that are still starting or restarting.
