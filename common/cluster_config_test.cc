@@ -278,7 +278,7 @@ TEST(LoadJobConfigTest, ShippedExamplesAreValid) {
             (std::vector<std::string>{"127.0.0.1:23451", "127.0.0.1:23452"}));
   EXPECT_EQ(local->cluster.ps, std::vector<std::string>{"127.0.0.1:23453"});
   EXPECT_EQ(local->training.update, UpdateMode::kSync);
-  EXPECT_EQ(local->training.train_steps, 3000);
+  EXPECT_EQ(local->training.train_steps, 2000);
   EXPECT_EQ(local->training.job_dir, "jobs/local");
 
   absl::StatusOr<JobConfig> mlengine =

@@ -71,6 +71,7 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   t.log_every_n_steps = 0;
   t.threads = o.threads_per_process;
   t.eval_steps = 0;
+  t.wire_format = o.wire_format;
   if (absl::Status s = ValidateJobConfig(job); !s.ok()) return Fail("config", s);
   const std::string config_path = JoinPath(dir, "cluster.yaml");
   if (absl::Status s = Env::Default()->WriteFileAtomic(config_path, JobConfigToYaml(job));
@@ -148,11 +149,14 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   std::filesystem::remove_all(dir);
   const double secs = absl::ToDoubleSeconds(t1 - t0);
   const int examples_per_step = o.batch_size * (t.update == UpdateMode::kSync ? o.num_workers : 1);
-  const double bytes_per_step = 2.0 * layout.num_params * sizeof(float) * o.num_workers /
+  const double value_bytes = o.wire_format == "bf16" ? 2.0 : 4.0;
+  const double bytes_per_step = 2.0 * layout.num_params * value_bytes * o.num_workers /
                                 (t.update == UpdateMode::kSync ? 1 : o.num_workers);
-  std::printf("%s, %d ps, %d workers x %d thread(s), batch %d, %lld timed global steps in %.2f s\n",
-              o.update.c_str(), o.num_ps, o.num_workers, o.threads_per_process, o.batch_size,
-              static_cast<long long>(s1 - s0), secs);
+  std::printf(
+      "%s, %s on the wire, %d ps, %d workers x %d thread(s), batch %d, %lld timed global steps in "
+      "%.2f s\n",
+      o.update.c_str(), o.wire_format.c_str(), o.num_ps, o.num_workers, o.threads_per_process,
+      o.batch_size, static_cast<long long>(s1 - s0), secs);
   std::printf("payload bytes per global step (both ways, all workers): %.1f MB\n",
               bytes_per_step / 1e6);
   std::printf("global steps/sec: %.2f\n", (s1 - s0) / secs);

@@ -15,6 +15,7 @@ struct DistributedBenchOptions {
   int warmup = 10;  // Global steps before timing starts.
   std::string update = "sync";
   int threads_per_process = 1;
+  std::string wire_format = "float32";
 };
 
 // Starts real pstrain-ps and pstrain-worker processes on loopback (found next

@@ -25,6 +25,8 @@ DEFINE_int32(repeats, 1, "Timed rounds; the median round is reported.");
 DEFINE_string(optimizer, "adam", "Optimizer applied each step.");
 DEFINE_bool(distributed, false,
             "Time real pstrain-ps and pstrain-worker processes on loopback instead.");
+DEFINE_string(wire_dtype, "float32",
+              "--distributed: gradients and parameters on the wire, float32 or bf16.");
 DEFINE_int32(ps, 1, "--distributed: parameter servers.");
 DEFINE_int32(workers, 2, "--distributed: workers (the chief does not train).");
 DEFINE_string(update, "sync", "--distributed: sync or async.");
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
     o.warmup = FLAGS_warmup;
     o.update = FLAGS_update;
     o.threads_per_process = FLAGS_threads_per_process;
+    o.wire_format = FLAGS_wire_dtype;
     return pstrain::RunDistributedBench(o);
   }
   const int threads =
