@@ -1,5 +1,6 @@
 #include "chief/coordinator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -42,20 +43,35 @@ absl::StatusOr<int64_t> InitializeParameters(const JobConfig& job, const Model& 
 
 }  // namespace
 
+absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out);
+
 absl::Status RunChief(const RoleConfig& role) {
+  std::unique_ptr<PsClient> client;
+  absl::Status status = RunChiefWith(role, &client);
+  if (!status.ok() && client != nullptr) {
+    // Without its chief the job cannot finish: end it rather than leave the
+    // parameter servers (and the workers waiting on them) running.
+    absl::Status s = client->ShutdownAll(absl::StrCat("the chief failed: ", status.message()));
+    if (!s.ok()) LOG(WARNING) << "could not shut the parameter servers down: " << s;
+  }
+  return status;
+}
+
+absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out) {
   const JobConfig& job = role.job;
   const TrainingSpec& t = job.training;
   const int replica = ReplicaId(job, role.task);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModel(t.model, ModelOptions{}));
   const ShardLayout layout = ComputeShardLayout(*model, static_cast<int>(job.cluster.ps.size()));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, MakePsClient(job, layout, replica));
+  PSTRAIN_ASSIGN_OR_RETURN(*client_out, MakePsClient(job, layout, replica));
+  PsClient* client = client_out->get();
   PSTRAIN_RETURN_IF_ERROR(Env::Default()->CreateDirs(t.job_dir));
   PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadMnist(Env::Default(), t.data_dir, Split::kTest));
 
   LOG(INFO) << "chief: waiting for " << job.cluster.ps.size() << " parameter servers";
   PSTRAIN_RETURN_IF_ERROR(
       client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/false));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, InitializeParameters(job, *model, client.get()));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, InitializeParameters(job, *model, client));
 
   const auto job_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -87,15 +103,28 @@ absl::Status RunChief(const RoleConfig& role) {
     options.log_every_n_steps = t.log_every_n_steps;
     options.seed = t.seed + static_cast<uint64_t>(replica) * 7919;
     options.on_pull = maybe_evaluate;
-    Trainer trainer(model.get(), client.get(), batches.get(), options);
+    Trainer trainer(model.get(), client, batches.get(), options);
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
     LOG(INFO) << "chief finished training at global step " << step;
   } else {
     // Not a replica: follow the global step and evaluate as it passes.
+    const absl::Duration patience = std::max(absl::Seconds(300), 3 * absl::Seconds(t.sync_timeout));
+    int64_t last_step = -1;
+    absl::Time last_progress = absl::Now();
     while (true) {
       PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client->StatusAll());
       const int64_t step = statuses[0].global_step();
-      if (step >= t.train_steps) break;
+      bool done = step >= t.train_steps;
+      for (const StatusResponse& s : statuses) done = done || s.job_done();
+      if (done) break;
+      if (step != last_step) {
+        last_step = step;
+        last_progress = absl::Now();
+      } else if (absl::Now() - last_progress > patience) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "no training progress for ", absl::FormatDuration(patience), " (global step ", step,
+            " of ", t.train_steps, "): are the workers running?"));
+      }
       if (t.eval_steps > 0 && step >= next_eval) {
         PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client->Pull());
         PSTRAIN_RETURN_IF_ERROR(maybe_evaluate(view));
@@ -103,7 +132,20 @@ absl::Status RunChief(const RoleConfig& role) {
       absl::SleepFor(absl::Milliseconds(200));
     }
   }
-  PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, client->Pull());
+  // Every shard of every ps reaches train_steps (in async mode the other
+  // replicas' last pushes may still be landing), then evaluate what is there.
+  const absl::Time give_up =
+      absl::Now() + std::max(absl::Seconds(60), 2 * absl::Seconds(t.sync_timeout));
+  while (absl::Now() < give_up) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client->StatusAll());
+    bool all = true;
+    for (const StatusResponse& s : statuses) {
+      all = all && (s.global_step() >= t.train_steps || s.shutting_down());
+    }
+    if (all) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, client->PullLatest());
   const EvalMetrics metrics = evaluate(final_view);
   PSTRAIN_RETURN_IF_ERROR(
       client->ShutdownAll(absl::StrCat("training finished at global step ", metrics.global_step)));

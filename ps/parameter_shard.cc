@@ -48,7 +48,8 @@ ParameterShard::ParameterShard(const ShardOptions& options, std::unique_ptr<Opti
       optimizer_(std::move(optimizer)),
       params_(options.end - options.begin),
       state_(options.num_state),
-      last_async_step_(options.total_replicas, -1) {
+      last_async_step_(options.total_replicas, -1),
+      last_sync_step_(options.total_replicas, -1) {
   if (options_.sync) {
     grad_sum_.assign(params_.size(), 0.0f);
     stats_sum_.assign(state_.size(), 0.0f);
@@ -71,6 +72,17 @@ ParameterShard::~ParameterShard() {
 
 absl::Status ParameterShard::Initialize(absl::Span<const float> params,
                                         absl::Span<const float> state, int64_t global_step) {
+  std::vector<PushCallback> abandoned;
+  absl::Status status = InitializeLocked(params, state, global_step, abandoned);
+  for (auto& cb : abandoned) {
+    cb(absl::AbortedError("the parameters were initialized again; push again"), {});
+  }
+  return status;
+}
+
+absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
+                                              absl::Span<const float> state, int64_t global_step,
+                                              std::vector<PushCallback>& abandoned) {
   absl::MutexLock lock(&mu_);
   if (params.size() != params_.size() || state.size() != state_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,6 +96,14 @@ absl::Status ParameterShard::Initialize(absl::Span<const float> params,
   std::copy(state.begin(), state.end(), state_.begin());
   step_ = global_step;
   initialized_ = true;
+  // A new start (a restarted chief): nothing of the previous run counts.
+  std::fill(last_async_step_.begin(), last_async_step_.end(), -1);
+  std::fill(last_sync_step_.begin(), last_sync_step_.end(), -1);
+  contributors_.clear();
+  std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
+  std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);
+  abandoned = std::move(waiting_);
+  waiting_.clear();
   return absl::OkStatus();
 }
 
@@ -173,10 +193,15 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
         ApplyLocked(grads.data(), batch_stats.data());
       }
     } else if (step < step_) {
-      ++stale_;
-      result.stale = true;
+      // Any push shows the replica is alive: wait for it again.
+      live_.insert(replica);
+      if (step != last_sync_step_[replica]) {
+        ++stale_;
+        result.stale = true;
+      }  // Else a retry of a push that was counted in a completed step.
     } else {
       live_.insert(replica);
+      last_sync_step_[replica] = step;
       if (contributors_.insert(replica).second) {
         if (contributors_.size() == 1) first_push_ = absl::Now();
         for (size_t i = 0; i < grads.size(); ++i) grad_sum_[i] += grads[i];
@@ -233,6 +258,7 @@ ParameterShard::Stats ParameterShard::GetStats() const {
   s.stale_pushes = stale_;
   s.timed_out_steps = timed_out_;
   s.shutting_down = shutting_down_;
+  s.job_done = DoneLocked();
   return s;
 }
 

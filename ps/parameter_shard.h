@@ -88,6 +88,7 @@ class ParameterShard {
     int64_t stale_pushes = 0;
     int64_t timed_out_steps = 0;
     bool shutting_down = false;
+    bool job_done = false;  // train_steps reached, or shutting down.
   };
   Stats GetStats() const;
 
@@ -103,6 +104,9 @@ class ParameterShard {
  private:
   explicit ParameterShard(const ShardOptions& options, std::unique_ptr<Optimizer> optimizer);
 
+  // Initialize's work; pending sync pushes of the old run go to `abandoned`.
+  absl::Status InitializeLocked(absl::Span<const float> params, absl::Span<const float> state,
+                                int64_t global_step, std::vector<PushCallback>& abandoned);
   // Applies the current sync aggregate and returns the callbacks to run.
   std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -123,6 +127,7 @@ class ParameterShard {
   int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> last_async_step_ ABSL_GUARDED_BY(mu_);  // Per replica, for retries.
+  std::vector<int64_t> last_sync_step_ ABSL_GUARDED_BY(mu_);   // Step each replica last counted in.
 
   // Sync aggregation of the current step.
   std::vector<float> grad_sum_ ABSL_GUARDED_BY(mu_);

@@ -132,6 +132,54 @@ TEST(ParameterShardTest, SyncTimeoutAppliesWhatArrivedAndStopsWaitingForTheMissi
   EXPECT_TRUE(back.called && other.called);
 }
 
+TEST(ParameterShardTest, ATimedOutReplicaRejoinsWithAStalePush) {
+  ShardOptions o = Options(true, 2, 2);
+  o.sync_timeout = absl::Milliseconds(100);
+  auto shard = Make(o);
+  absl::Notification done;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats,
+              [&](absl::Status, PushResult) { done.Notify(); });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // Replica 1 was given up on; its late push for step 0 is stale, but shows
+  // it is alive: step 1 waits for it again instead of running on replica 0.
+  Outcome late;
+  shard->Push(1, 0, std::vector<float>{1, 1, 1}, kStats, late.Callback());
+  ASSERT_TRUE(late.called);
+  EXPECT_TRUE(late.result.stale);
+  Outcome a, b;
+  shard->Push(0, 1, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  EXPECT_FALSE(a.called);
+  shard->Push(1, 1, std::vector<float>{1, 1, 1}, kStats, b.Callback());
+  EXPECT_TRUE(a.called && b.called);
+  EXPECT_EQ(b.result.global_step, 2);
+}
+
+TEST(ParameterShardTest, ARetriedSyncPushAfterItsStepIsNotStale) {
+  auto shard = Make(Options(true, 2, 2));
+  Outcome a, b, retry;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  shard->Push(1, 0, std::vector<float>{1, 1, 1}, kStats, b.Callback());
+  ASSERT_TRUE(a.called && b.called);
+  // Replica 1 did not get its answer and retries: already counted.
+  shard->Push(1, 0, std::vector<float>{1, 1, 1}, kStats, retry.Callback());
+  ASSERT_TRUE(retry.called);
+  EXPECT_TRUE(retry.status.ok());
+  EXPECT_FALSE(retry.result.stale);
+  EXPECT_EQ(shard->GetStats().stale_pushes, 0);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 2}));
+}
+
+TEST(ParameterShardTest, InitializeAgainForgetsThePreviousRun) {
+  auto shard = Make(Options(false, 1, 1));
+  Outcome a;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  ASSERT_TRUE(shard->Initialize(std::vector<float>{1, 2, 3}, std::vector<float>{0}, 0).ok());
+  Outcome b;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, b.Callback());  // step 0 again
+  EXPECT_EQ(b.result.global_step, 1);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 2}));  // applied, not a "retry"
+}
+
 TEST(ParameterShardTest, BadRequestsAreRefusedAndChangeNothing) {
   auto shard = Make(Options(true, 1, 2));
   struct Case {

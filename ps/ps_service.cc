@@ -172,20 +172,26 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerContext* context,
                                                          const StatusRequest*,
                                                          StatusResponse* response) {
-  // The ps as a whole: its first shard's step (all shards step together),
+  // The ps as a whole: the lowest step of its shards (they step together in
+  // sync mode; in async mode a push may have reached some shards first),
   // initialized once every shard is.
   const ParameterShard::Stats first = shards_.front()->GetStats();
   bool initialized = true;
   int64_t stale = 0;
+  int64_t step = first.global_step;
+  bool job_done = false;
   for (ParameterShard* shard : shards_) {
     const ParameterShard::Stats stats = shard->GetStats();
     initialized = initialized && stats.initialized;
     stale += stats.stale_pushes;
+    step = std::min(step, stats.global_step);
+    job_done = job_done || stats.job_done;
   }
+  response->set_job_done(job_done);
   response->set_shard(ps_index_);
   response->set_model(model_);
   response->set_initialized(initialized);
-  response->set_global_step(first.global_step);
+  response->set_global_step(step);
   response->set_begin(shards_.front()->options().begin);
   response->set_end(shards_.back()->options().end);
   response->set_applied_updates(first.applied_updates);

@@ -152,6 +152,22 @@ TEST_F(ClusterTest, SigkilledWorkerDoesNotHangASyncJob) {
   EXPECT_GT(FinalAccuracy(ReadAll(chief.log_path), 40), 0.5);
 }
 
+TEST_F(ClusterTest, AFailingChiefEndsTheJobInsteadOfLeavingThePsRunning) {
+  const std::string config = WriteConfig(1, 1, "sync");
+  Background ps = StartProcess({kBin + "/pstrain-ps", "--config=" + config, "--job_name=ps"},
+                               JoinPath(dir_, "ps.log"));
+  // The chief cannot read its test set: it fails, and says so, and the ps
+  // it already reached is told to stop.
+  Background chief = StartProcess({kBin + "/pstrain-chief", "--config=" + config,
+                                   "--job_name=chief", "--data_dir=" + dir_ + "/no-data-here"},
+                                  JoinPath(dir_, "chief.log"));
+  EXPECT_EQ(WaitProcess(&chief, 120), 1) << ReadAll(chief.log_path);
+  EXPECT_NE(ReadAll(chief.log_path).find("no-data-here"), std::string::npos);
+  EXPECT_EQ(WaitProcess(&ps, 120), 0) << ReadAll(ps.log_path);
+  EXPECT_NE(ReadAll(ps.log_path).find("the chief failed"), std::string::npos)
+      << ReadAll(ps.log_path);
+}
+
 TEST_F(ClusterTest, LauncherReportsADeadProcessAndStopsTheRest) {
   const std::string config = WriteConfig(1, 2, "async", "", 2);
   const std::string log = JoinPath(dir_, "launch.log");

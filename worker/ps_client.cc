@@ -342,9 +342,18 @@ void PsClient::SendChunk(int c) {
   } else {
     r.clear_batch_stats();
   }
-  call.context = std::make_unique<grpc::ClientContext>();
-  call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   call.response.Clear();
+  {
+    // The destructor cancels in-flight contexts under mu_: install it there,
+    // and do not start a call once the client is stopping.
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      --pending_;
+      return;
+    }
+    call.context = std::make_unique<grpc::ClientContext>();
+    call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  }
   stubs_[chunk.ps]->async()->PushPull(call.context.get(), &call.request, &call.response,
                                       [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
 }

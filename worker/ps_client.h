@@ -63,6 +63,11 @@ class PsClient : public ParameterClient {
   absl::Status ShutdownAll(const std::string& reason);
 
   absl::StatusOr<ParameterView> Pull() override;
+  // Pull() from the ps even if the last push brought the parameters back.
+  absl::StatusOr<ParameterView> PullLatest() {
+    have_fresh_ = false;
+    return Pull();
+  }
   void StartPush(int64_t step, const float* grads, const float* batch_stats) override;
   void GradientsReady(int64_t from) override;
   absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
