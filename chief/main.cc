@@ -1,42 +1,11 @@
 // pstrain-chief: coordinates a job (initialize, train as replica 0,
 // evaluate, end the job).
 //   pstrain-chief --config cluster.yaml --job_name chief   (or TF_CONFIG)
-#include <thread>
-
 #include "chief/coordinator.h"
-#include "common/env.h"
-#include "common/flags.h"
-#include "common/malloc_tuning.h"
-#include "common/role_flags.h"
-#include "gflags/gflags.h"
-#include "glog/logging.h"
-#include "tbb/global_control.h"
+#include "common/role_main.h"
 
 int main(int argc, char** argv) {
-  pstrain::TuneMallocForLargeBuffers();
-  pstrain::NormalizeFlagSpellings(argc, argv);
-  gflags::SetUsageMessage("pstrain-chief --config FILE --job_name chief  (or TF_CONFIG)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
-  absl::StatusOr<pstrain::RoleConfig> role = pstrain::ResolveRoleFromFlags(pstrain::Env::Default());
-  if (!role.ok()) {
-    LOG(ERROR) << role.status().message();
-    return 2;
-  }
-  if (role->task.job_name != "chief") {
-    LOG(ERROR) << "pstrain-chief runs the chief task, but this task is " << role->task.job_name
-               << ":" << role->task.task_index << "; use pstrain-" << role->task.job_name;
-    return 2;
-  }
-  const int threads = role->job.training.threads > 0
-                          ? role->job.training.threads
-                          : static_cast<int>(std::thread::hardware_concurrency());
-  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
-  absl::Status status = pstrain::RunChief(*role);
-  if (!status.ok()) {
-    LOG(ERROR) << "chief failed: " << status;
-    return 1;
-  }
-  return 0;
+  pstrain::InitProcess(&argc, &argv,
+                       "pstrain-chief --config FILE --job_name chief  (or TF_CONFIG)");
+  return pstrain::RunRole("chief", pstrain::RunChief);
 }

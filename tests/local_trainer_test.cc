@@ -9,57 +9,20 @@
 #include <vector>
 
 #include "common/env.h"
-#include "data/test_util.h"
 #include "gtest/gtest.h"
+#include "tests/test_cluster_util.h"
 
 namespace pstrain {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
+using RunResult = testing_util::ProcessResult;
 
-// Runs `args` (argv[0] is the binary) with a time limit, capturing output.
-RunResult RunProcess(const std::vector<std::string>& args, int timeout_secs = 300) {
-  std::string command = "timeout --kill-after=5 " + std::to_string(timeout_secs);
-  for (const std::string& a : args) command += " '" + a + "'";
-  command += " 2>&1";
-  RunResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+RunResult RunProcess(const std::vector<std::string>& args) {
+  return testing_util::RunProcess(args, 300);
 }
 
-// Quadrant images: the label (0..3) is the bright quadrant.
-void WriteQuadrantData(const std::string& dir, const std::string& prefix, uint32_t n,
-                       uint32_t seed) {
-  std::vector<uint8_t> pixels(size_t{n} * 784, 0), labels(n);
-  uint64_t x = seed;
-  for (uint32_t i = 0; i < n; ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const int q = static_cast<int>((x >> 33) % 4);
-    labels[i] = static_cast<uint8_t>(q);
-    for (int r = 0; r < 14; ++r) {
-      for (int c = 0; c < 14; ++c) {
-        pixels[size_t{i} * 784 + (r + (q / 2) * 14) * 28 + c + (q % 2) * 14] =
-            static_cast<uint8_t>(128 + ((x >> ((r + c) % 32)) & 127));
-      }
-    }
-  }
-  Env* env = Env::Default();
-  ASSERT_TRUE(env->CreateDirs(dir).ok());
-  ASSERT_TRUE(env->WriteFileAtomic(JoinPath(dir, prefix + "-images-idx3-ubyte"),
-                                   testutil::IdxImages(n, 28, 28, pixels))
-                  .ok());
-  ASSERT_TRUE(env->WriteFileAtomic(JoinPath(dir, prefix + "-labels-idx1-ubyte.gz"),
-                                   testutil::Gzip(testutil::IdxLabels(labels)))
-                  .ok());
+void WriteQuadrantData(const std::string& dir, const std::string& prefix, int n, unsigned seed) {
+  ASSERT_TRUE(testing_util::WriteQuadrantData(dir, prefix, n, seed)) << dir;
 }
 
 class LocalTrainerTest : public ::testing::Test {

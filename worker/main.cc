@@ -3,13 +3,8 @@
 // or, with no cluster, a trainer on its own with parameters and optimizer in
 // this process (like an Estimator run without TF_CONFIG):
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
-#include <thread>
-
 #include "common/env.h"
-#include "common/flags.h"
-#include "common/malloc_tuning.h"
-#include "common/role_flags.h"
-#include "gflags/gflags.h"
+#include "common/role_main.h"
 #include "glog/logging.h"
 #include "ps/ps_runner.h"
 #include "tbb/global_control.h"
@@ -38,48 +33,19 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
   return config;
 }
 
-int Threads(int flag) {
-  return flag > 0 ? flag : static_cast<int>(std::thread::hardware_concurrency());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  pstrain::TuneMallocForLargeBuffers();
-  pstrain::NormalizeFlagSpellings(argc, argv);
-  gflags::SetUsageMessage(
+  pstrain::InitProcess(
+      &argc, &argv,
       "pstrain-worker --config FILE --job_name worker --task_index I   (or TF_CONFIG)\n"
       "pstrain-worker --job_dir=DIR --train_steps=N [--model=mnist_cnn] [--data_dir=DIR] ...\n"
       "  (no cluster: trains in this process and evaluates on the test set)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
-  FLAGS_logtostderr = true;
-  google::InitGoogleLogging(argv[0]);
   if (argc > 1) {
     LOG(ERROR) << "unexpected argument \"" << argv[1] << "\"; flags look like --name=value";
     return 2;
   }
-
-  if (pstrain::HasClusterFlags()) {
-    absl::StatusOr<pstrain::RoleConfig> role =
-        pstrain::ResolveRoleFromFlags(pstrain::Env::Default());
-    if (!role.ok()) {
-      LOG(ERROR) << role.status().message();
-      return 2;
-    }
-    if (role->task.job_name != "worker") {
-      LOG(ERROR) << "pstrain-worker runs worker tasks, but this task is " << role->task.job_name
-                 << ":" << role->task.task_index << "; use pstrain-" << role->task.job_name;
-      return 2;
-    }
-    tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
-                                    Threads(role->job.training.threads));
-    absl::Status status = pstrain::RunWorker(*role);
-    if (!status.ok()) {
-      LOG(ERROR) << "worker " << role->task.task_index << " failed: " << status;
-      return 1;
-    }
-    return 0;
-  }
+  if (pstrain::HasClusterFlags()) return pstrain::RunRole("worker", pstrain::RunWorker);
 
   absl::StatusOr<pstrain::TrainingSpec> spec = pstrain::TrainingSpecFromFlags();
   absl::StatusOr<pstrain::LocalTrainingConfig> config =
@@ -89,7 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
-                                  Threads(spec->threads));
+                                  pstrain::ComputeThreads(spec->threads));
   absl::StatusOr<pstrain::EvalMetrics> metrics =
       pstrain::RunLocalTraining(pstrain::Env::Default(), *config);
   if (!metrics.ok()) {

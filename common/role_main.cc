@@ -1,0 +1,49 @@
+#include "common/role_main.h"
+
+#include <thread>
+
+#include "common/env.h"
+#include "common/flags.h"
+#include "common/malloc_tuning.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "tbb/global_control.h"
+
+namespace pstrain {
+
+void InitProcess(int* argc, char*** argv, const char* usage) {
+  TuneMallocForLargeBuffers();
+  NormalizeFlagSpellings(*argc, *argv);
+  gflags::SetUsageMessage(usage);
+  gflags::ParseCommandLineFlags(argc, argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging((*argv)[0]);
+}
+
+int ComputeThreads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+int RunRole(const char* job_name, const std::function<absl::Status(const RoleConfig&)>& run) {
+  absl::StatusOr<RoleConfig> role = ResolveRoleFromFlags(Env::Default());
+  if (!role.ok()) {
+    LOG(ERROR) << role.status().message();
+    return 2;
+  }
+  if (role->task.job_name != job_name) {
+    LOG(ERROR) << "pstrain-" << job_name << " runs " << job_name << " tasks, but this task is "
+               << role->task.job_name << ":" << role->task.task_index << "; use pstrain-"
+               << role->task.job_name;
+    return 2;
+  }
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
+                                  ComputeThreads(role->job.training.threads));
+  absl::Status status = run(*role);
+  if (!status.ok()) {
+    LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace pstrain

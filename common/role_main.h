@@ -1,0 +1,26 @@
+#ifndef PSTRAIN_COMMON_ROLE_MAIN_H_
+#define PSTRAIN_COMMON_ROLE_MAIN_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "common/role_flags.h"
+
+namespace pstrain {
+
+// Parses the command line (hyphen spellings accepted), sets up logging and
+// malloc, for any pstrain binary. Call first in main().
+void InitProcess(int* argc, char*** argv, const char* usage);
+
+// The cluster part of a role's main(): resolves the role from --config or
+// TF_CONFIG, checks it is a `job_name` task, caps the compute threads, and
+// runs `run`. Returns the process exit code: 0, 1 when `run` fails, 2 for a
+// bad command line or config. Every failure is logged with its reason.
+int RunRole(const char* job_name, const std::function<absl::Status(const RoleConfig&)>& run);
+
+// Compute threads for a `threads` setting: itself, or every core for 0.
+int ComputeThreads(int threads);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_ROLE_MAIN_H_
