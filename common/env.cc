@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -20,8 +21,63 @@ absl::Status IoError(const std::string& what, const std::string& path, int err) 
   return absl::InternalError(message);
 }
 
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override { Close().IgnoreError(); }
+
+  absl::Status Append(std::string_view data) override {
+    if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    buffer_.append(data.data(), data.size());
+    if (buffer_.size() >= kBufferSize) return Flush();
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() override {
+    if (fd_ < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    size_t done = 0;
+    while (done < buffer_.size()) {
+      ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        buffer_.erase(0, done);
+        return IoError("cannot write", path_, errno);
+      }
+      done += static_cast<size_t>(n);
+    }
+    buffer_.clear();
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync() override {
+    if (absl::Status s = Flush(); !s.ok()) return s;
+    if (::fsync(fd_) != 0) return IoError("cannot fsync", path_, errno);
+    return absl::OkStatus();
+  }
+
+  absl::Status Close() override {
+    if (fd_ < 0) return absl::OkStatus();
+    absl::Status s = Flush();
+    if (::close(fd_) != 0 && s.ok()) s = IoError("cannot close", path_, errno);
+    fd_ = -1;
+    return s;
+  }
+
+ private:
+  static constexpr size_t kBufferSize = 64 << 10;
+  const std::string path_;
+  int fd_;
+  std::string buffer_;
+};
+
 class PosixEnv : public Env {
  public:
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return IoError("cannot create", path, errno);
+    return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return IoError("cannot open", path, errno);
@@ -150,6 +206,38 @@ bool MemEnv::FileExists(const std::string& path) {
   if (files_.count(path)) return true;
   auto it = files_.lower_bound(path + "/");
   return it != files_.end() && it->first.rfind(path + "/", 0) == 0;
+}
+
+namespace {
+
+// Appends to the MemEnv's copy of the file at every Append.
+class MemWritableFile : public WritableFile {
+ public:
+  MemWritableFile(MemEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
+  absl::Status Append(std::string_view data) override {
+    if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    contents_.append(data.data(), data.size());
+    return env_->WriteFileAtomic(path_, contents_);
+  }
+  absl::Status Flush() override { return absl::OkStatus(); }
+  absl::Status Sync() override { return absl::OkStatus(); }
+  absl::Status Close() override {
+    closed_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  MemEnv* const env_;
+  const std::string path_;
+  std::string contents_;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WritableFile>> MemEnv::NewWritableFile(const std::string& path) {
+  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomic(path, ""));
+  return std::unique_ptr<WritableFile>(new MemWritableFile(this, path));
 }
 
 absl::Status MemEnv::CreateDirs(const std::string&) { return absl::OkStatus(); }

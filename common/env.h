@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,6 +12,19 @@
 #include "absl/synchronization/mutex.h"
 
 namespace pstrain {
+
+// A file written front to back (event files, logs). Append buffers in the
+// process, Flush hands what is buffered to the OS (a crash of this process
+// then loses nothing), Sync also makes it durable on disk. Closed by Close()
+// or the destructor. Not thread-safe.
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(std::string_view data) = 0;
+  virtual absl::Status Flush() = 0;
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+};
 
 // All file I/O goes through an Env so tests can swap in an in-memory or
 // fault-injecting one (the leveldb pattern). Implementations are thread-safe.
@@ -24,6 +38,10 @@ class Env {
   // Writes `contents` to `path` atomically: temp file, fsync, rename. A crash
   // leaves either the old file or the new one, never a mix.
   virtual absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) = 0;
+
+  // Creates `path` (truncating an existing file) for writing.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
 
   virtual bool FileExists(const std::string& path) = 0;
 
@@ -42,6 +60,7 @@ class MemEnv : public Env {
  public:
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;

@@ -54,6 +54,32 @@ TEST(EnvTest, MemEnvRoundTrip) {
   EXPECT_TRUE(absl::IsNotFound(env.ReadFile("/d/z").status()));
 }
 
+TEST(EnvTest, WritableFileAppendsFlushesAndCloses) {
+  for (bool posix : {true, false}) {
+    MemEnv mem;
+    Env* env = posix ? Env::Default() : &mem;
+    const std::string dir = posix ? TempDir() : std::string("/mem");
+    ASSERT_TRUE(env->CreateDirs(dir).ok());
+    const std::string path = JoinPath(dir, "w.log");
+    auto file = env->NewWritableFile(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE((*file)->Append("hello ").ok());
+    ASSERT_TRUE((*file)->Flush().ok());
+    EXPECT_EQ(*env->ReadFile(path), "hello ");  // flushed bytes are in the file
+    ASSERT_TRUE((*file)->Append(std::string(100000, 'x')).ok());
+    ASSERT_TRUE((*file)->Sync().ok());
+    ASSERT_TRUE((*file)->Close().ok());
+    EXPECT_EQ(env->ReadFile(path)->size(), 100006u);
+    EXPECT_FALSE((*file)->Append("late").ok());
+    // A new file truncates.
+    auto again = env->NewWritableFile(path);
+    ASSERT_TRUE(again.ok());
+    ASSERT_TRUE((*again)->Close().ok());
+    EXPECT_EQ(*env->ReadFile(path), "");
+  }
+  EXPECT_FALSE(Env::Default()->NewWritableFile("/nonexistent/dir/f").ok());
+}
+
 TEST(JoinPathTest, OneSlash) {
   EXPECT_EQ(JoinPath("a/", "/b"), "a/b");
   EXPECT_EQ(JoinPath("a", "b"), "a/b");

@@ -1,0 +1,53 @@
+#include "io/record_reader.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
+#include "io/record_format.h"
+
+namespace pstrain {
+namespace {
+
+uint64_t GetFixed64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+uint32_t GetFixed32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
+  const uint64_t left = contents_.size() - offset_;
+  if (left == 0) return absl::OutOfRangeError(absl::StrCat(name_, ": end of file"));
+  if (left < record::kHeaderSize) {
+    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", offset_,
+                                            " is cut short: its header needs ", record::kHeaderSize,
+                                            " bytes, ", left, " are left"));
+  }
+  const char* p = contents_.data() + offset_;
+  const uint64_t length = GetFixed64(p);
+  if (crc32c::Unmask(GetFixed32(p + record::kLengthSize)) !=
+      crc32c::Value(p, record::kLengthSize)) {
+    return absl::DataLossError(
+        absl::StrCat(name_, ": record at offset ", offset_, " has a corrupted length"));
+  }
+  if (length > left - record::kHeaderSize ||
+      left - record::kHeaderSize - length < record::kFooterSize) {
+    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", offset_, " of ", length,
+                                            " bytes is cut short: ", left,
+                                            " bytes are left in the file"));
+  }
+  const char* data = p + record::kHeaderSize;
+  if (crc32c::Unmask(GetFixed32(data + length)) != crc32c::Value(data, length)) {
+    return absl::DataLossError(
+        absl::StrCat(name_, ": record at offset ", offset_, " has corrupted data (CRC mismatch)"));
+  }
+  offset_ += record::kHeaderSize + length + record::kFooterSize;
+  return std::string_view(data, length);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,37 @@
+#ifndef PSTRAIN_IO_RECORD_READER_H_
+#define PSTRAIN_IO_RECORD_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+// Reads TFRecord-framed records (io/record_format.h) from a file's contents.
+// `contents` must remain live while this reader is in use. Not thread-safe.
+class RecordReader {
+ public:
+  // `name` (the file's path) appears in every error.
+  RecordReader(std::string_view contents, std::string name)
+      : contents_(contents), name_(std::move(name)) {}
+
+  // The next record's data (a view into `contents`). OutOfRange at a clean
+  // end of file; DataLoss, naming the file and the record's offset, for a
+  // record cut short or whose length or data CRC does not match. After an
+  // error the reader stays at the damaged record.
+  absl::StatusOr<std::string_view> ReadRecord();
+
+  // Offset of the next record.
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::string_view contents_;
+  std::string name_;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_IO_RECORD_READER_H_

@@ -1,0 +1,33 @@
+#include "io/record_writer.h"
+
+#include <cstdint>
+
+#include "common/crc32c.h"
+#include "io/record_format.h"
+
+namespace pstrain {
+namespace {
+
+void PutFixed64(uint64_t v, char* out) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+void PutFixed32(uint32_t v, char* out) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xFF);
+}
+
+}  // namespace
+
+std::string RecordWriter::Frame(std::string_view data) {
+  std::string out(record::kHeaderSize + data.size() + record::kFooterSize, '\0');
+  PutFixed64(data.size(), out.data());
+  PutFixed32(crc32c::Mask(crc32c::Value(out.data(), record::kLengthSize)),
+             out.data() + record::kLengthSize);
+  out.replace(record::kHeaderSize, data.size(), data.data(), data.size());
+  PutFixed32(crc32c::Mask(crc32c::Value(data.data(), data.size())),
+             out.data() + record::kHeaderSize + data.size());
+  return out;
+}
+
+absl::Status RecordWriter::WriteRecord(std::string_view data) { return file_->Append(Frame(data)); }
+
+}  // namespace pstrain

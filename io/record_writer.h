@@ -1,0 +1,32 @@
+#ifndef PSTRAIN_IO_RECORD_WRITER_H_
+#define PSTRAIN_IO_RECORD_WRITER_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "common/env.h"
+
+namespace pstrain {
+
+// Appends TFRecord-framed records (io/record_format.h) to a file. `*file`
+// must remain live while this writer is in use; the writer does not close it.
+// Not thread-safe.
+class RecordWriter {
+ public:
+  explicit RecordWriter(WritableFile* file) : file_(file) {}
+
+  // Appends one record (header, data and CRC in one Append, so a flushed file
+  // never ends inside a header).
+  absl::Status WriteRecord(std::string_view data);
+
+  // The framed bytes of one record.
+  static std::string Frame(std::string_view data);
+
+ private:
+  WritableFile* const file_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_IO_RECORD_WRITER_H_
