@@ -98,6 +98,13 @@ class ParameterShard {
   // Blocks until Shutdown() was called or `timeout` passed; true if it was.
   bool WaitForShutdown(absl::Duration timeout) const;
 
+  // Direct read access for a trainer in the same process that is the only
+  // one pushing (a local trainer): the values are stable between its own
+  // pushes, so it reads them without a copy per step. Valid for the shard's
+  // lifetime; must not be read concurrently with Push or Initialize.
+  const float* params_unlocked() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return params_.data(); }
+  const float* state_unlocked() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_.data(); }
+
   const ShardOptions& options() const { return options_; }
   int64_t size() const { return options_.end - options_.begin; }
 

@@ -1,40 +1,46 @@
 #include "worker/in_process_client.h"
 
 #include "common/status_macros.h"
+#include "ps/shard_layout.h"
 
 namespace pstrain {
 
-std::vector<Segment> ModelSegments(const Model& model) {
-  std::vector<Segment> segments;
-  for (const VariableInfo& v : model.variables()) {
-    if (v.trainable) segments.push_back({v.name, v.offset, v.offset + v.size});
-  }
-  return segments;
-}
-
 absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
     const Model& model, const OptimizerConfig& config, float state_decay, uint64_t seed) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterSlice> slice,
-                           ParameterSlice::Create(config, ModelSegments(model), model.num_params(),
-                                                  model.num_state(), state_decay));
+  ShardOptions options;
+  options.end = model.num_params();
+  options.segments = SegmentsForRange(model, 0, model.num_params());
+  options.num_state = model.num_state();
+  options.state_decay = state_decay;
+  options.optimizer = config;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard, ParameterShard::Create(options));
   std::vector<float> params(model.num_params()), state(model.num_state());
   model.InitializeVariables(seed, params.data(), state.data());
-  PSTRAIN_RETURN_IF_ERROR(slice->Initialize(params, state, 0));
-  return std::unique_ptr<InProcessClient>(new InProcessClient(std::move(slice)));
+  PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, 0));
+  return std::unique_ptr<InProcessClient>(new InProcessClient(std::move(shard)));
 }
 
 absl::StatusOr<ParameterView> InProcessClient::Pull() {
   ParameterView view;
-  view.params = slice_->params_unlocked();
-  view.state = slice_->state_unlocked();
-  view.global_step = slice_->global_step();
+  view.params = shard_->params_unlocked();
+  view.state = shard_->state_unlocked();
+  view.global_step = shard_->GetStats().global_step;
   return view;
 }
 
-absl::StatusOr<PushOutcome> InProcessClient::Push(int64_t, const float* grads,
+absl::StatusOr<PushOutcome> InProcessClient::Push(int64_t step, const float* grads,
                                                   const float* batch_stats) {
+  absl::Status status;
   PushOutcome outcome;
-  PSTRAIN_ASSIGN_OR_RETURN(outcome.global_step, slice_->Apply(grads, batch_stats));
+  // Async: the shard answers before Push returns.
+  shard_->Push(/*replica=*/0, step, absl::Span<const float>(grads, shard_->size()),
+               absl::Span<const float>(batch_stats, shard_->options().num_state),
+               [&](absl::Status s, PushResult r) {
+                 status = std::move(s);
+                 outcome.global_step = r.global_step;
+                 outcome.job_done = r.job_done;
+               });
+  PSTRAIN_RETURN_IF_ERROR(status);
   return outcome;
 }
 

@@ -6,16 +6,14 @@
 
 #include "absl/status/statusor.h"
 #include "models/model.h"
-#include "ps/parameter_slice.h"
+#include "ps/parameter_shard.h"
 #include "worker/parameter_client.h"
 
 namespace pstrain {
 
-// Optimizer segments for a model's whole trainable vector: one per variable.
-std::vector<Segment> ModelSegments(const Model& model);
-
 // Parameters and optimizer in the trainer's own process, like an Estimator
-// run without TF_CONFIG: one ParameterSlice over the whole model. Pull returns
+// run without TF_CONFIG: one async ParameterShard (the ps logic) over the whole
+// model, with this trainer its only replica. Pull returns
 // a view of the slice itself (no copy); Push applies the update at once.
 class InProcessClient : public ParameterClient {
  public:
@@ -28,12 +26,10 @@ class InProcessClient : public ParameterClient {
   absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
                                    const float* batch_stats) override;
 
-  const ParameterSlice& slice() const { return *slice_; }
-
  private:
-  explicit InProcessClient(std::unique_ptr<ParameterSlice> slice) : slice_(std::move(slice)) {}
+  explicit InProcessClient(std::unique_ptr<ParameterShard> shard) : shard_(std::move(shard)) {}
 
-  std::unique_ptr<ParameterSlice> slice_;
+  std::unique_ptr<ParameterShard> shard_;
 };
 
 }  // namespace pstrain
