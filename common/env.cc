@@ -70,6 +70,17 @@ class PosixWritableFile : public WritableFile {
   std::string buffer_;
 };
 
+// Makes a rename (or creation) of `path` durable by syncing its directory.
+void SyncParentDir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  int dfd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
 class PosixEnv : public Env {
  public:
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
@@ -139,14 +150,20 @@ class PosixEnv : public Env {
       ::unlink(tmp.c_str());
       return IoError("cannot rename into", path, err);
     }
-    // Make the rename itself durable.
-    std::string dir =
-        path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
-    int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
+    SyncParentDir(path);
+    return absl::OkStatus();
+  }
+
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return IoError("cannot rename " + from + " into", to, errno);
     }
+    SyncParentDir(to);
+    return absl::OkStatus();
+  }
+
+  absl::Status DeleteFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return IoError("cannot delete", path, errno);
     return absl::OkStatus();
   }
 
@@ -254,6 +271,22 @@ absl::StatusOr<std::vector<std::string>> MemEnv::ListDir(const std::string& path
   }
   if (names.empty()) return absl::NotFoundError(absl::StrCat("cannot list ", path));
   return names;
+}
+
+absl::Status MemEnv::RenameFile(const std::string& from, const std::string& to) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(from);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("cannot rename ", from));
+  std::string contents = std::move(it->second);
+  files_.erase(it);
+  files_[to] = std::move(contents);
+  return absl::OkStatus();
+}
+
+absl::Status MemEnv::DeleteFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (files_.erase(path) == 0) return absl::NotFoundError(absl::StrCat("cannot delete ", path));
+  return absl::OkStatus();
 }
 
 std::string JoinPath(const std::string& a, const std::string& b) {

@@ -51,6 +51,12 @@ class Env {
   // Names (not paths) of the entries of a directory.
   virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
 
+  // Renames `from` to `to` (replacing it) and makes the rename durable.
+  virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
+
+  // Deletes a file. NotFound if it does not exist.
+  virtual absl::Status DeleteFile(const std::string& path) = 0;
+
   // The process-wide POSIX Env. Owned by the library; never deleted.
   static Env* Default();
 };
@@ -64,6 +70,8 @@ class MemEnv : public Env {
   bool FileExists(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
+  absl::Status RenameFile(const std::string& from, const std::string& to) override;
+  absl::Status DeleteFile(const std::string& path) override;
 
  private:
   absl::Mutex mu_;

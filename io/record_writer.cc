@@ -28,6 +28,20 @@ std::string RecordWriter::Frame(std::string_view data) {
   return out;
 }
 
+std::string RecordWriter::Header(std::string_view data) {
+  std::string out(record::kHeaderSize, '\0');
+  PutFixed64(data.size(), out.data());
+  PutFixed32(crc32c::Mask(crc32c::Value(out.data(), record::kLengthSize)),
+             out.data() + record::kLengthSize);
+  return out;
+}
+
+std::string RecordWriter::Footer(std::string_view data) {
+  std::string out(record::kFooterSize, '\0');
+  PutFixed32(crc32c::Mask(crc32c::Value(data.data(), data.size())), out.data());
+  return out;
+}
+
 absl::Status RecordWriter::WriteRecord(std::string_view data) { return file_->Append(Frame(data)); }
 
 }  // namespace pstrain

@@ -23,6 +23,11 @@ class RecordWriter {
   // The framed bytes of one record.
   static std::string Frame(std::string_view data);
 
+  // The parts of Frame(data) before and after the data, for writers that
+  // append large records without copying them.
+  static std::string Header(std::string_view data);
+  static std::string Footer(std::string_view data);
+
  private:
   WritableFile* const file_;
 };
