@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "chief/checkpointer.h"
 #include "common/status_macros.h"
 #include "data/batcher.h"
 #include "data/mnist.h"
@@ -14,35 +15,6 @@
 #include "worker/trainer.h"
 
 namespace pstrain {
-namespace {
-
-// Initializes the ps unless they already hold parameters (a restarted chief
-// joins the running job); returns the global step training starts from.
-absl::StatusOr<int64_t> InitializeParameters(const JobConfig& job, const Model& model,
-                                             PsClient* client) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client->StatusAll());
-  bool all = true, any = false;
-  for (const StatusResponse& s : statuses) {
-    all = all && s.initialized();
-    any = any || s.initialized();
-  }
-  if (all) {
-    LOG(INFO) << "parameter servers already initialized at global step "
-              << statuses[0].global_step() << "; continuing";
-    return statuses[0].global_step();
-  }
-  if (any) LOG(WARNING) << "some ps were initialized and some not; initializing all afresh";
-  std::vector<float> params(model.num_params()), state(model.num_state());
-  model.InitializeVariables(job.training.seed, params.data(), state.data());
-  PSTRAIN_RETURN_IF_ERROR(
-      client->InitializeAll(job.training.model, params.data(), state.data(), 0));
-  LOG(INFO) << "initialized " << model.num_params() << " parameters on " << job.cluster.ps.size()
-            << " ps (seed " << job.training.seed << ")";
-  return 0;
-}
-
-}  // namespace
-
 absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out);
 
 absl::Status RunChief(const RoleConfig& role) {
@@ -71,7 +43,11 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   LOG(INFO) << "chief: waiting for " << job.cluster.ps.size() << " parameter servers";
   PSTRAIN_RETURN_IF_ERROR(
       client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/false));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, InitializeParameters(job, *model, client));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> checkpoint_client,
+                           MakePsClient(job, layout, -1));
+  Checkpointer checkpointer(Env::Default(), job, model.get(), std::move(checkpoint_client));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, checkpointer.RestoreOrInitialize());
+  checkpointer.Start(start_step);
 
   const auto job_start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -132,6 +108,15 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
       absl::SleepFor(absl::Milliseconds(200));
     }
   }
+  checkpointer.Stop();
+  if (checkpointer.stopped_early()) {
+    // Stopped (SIGTERM, a ps preempted) after the checkpoint: a restart of
+    // the cluster resumes from it.
+    PSTRAIN_RETURN_IF_ERROR(checkpointer.background_status());
+    LOG(INFO) << "job stopped before train_steps after " << absl::StrFormat("%.1f", elapsed())
+              << " s; restart it with the same config to resume from the last checkpoint";
+    return absl::OkStatus();
+  }
   // Every shard of every ps reaches train_steps (in async mode the other
   // replicas' last pushes may still be landing), then evaluate what is there.
   const absl::Time give_up =
@@ -147,6 +132,11 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   }
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, client->PullLatest());
   const EvalMetrics metrics = evaluate(final_view);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
+                           checkpointer.SaveNow(absl::ZeroDuration()));
+  PSTRAIN_RETURN_IF_ERROR(
+      WriteCompletionMarker(Env::Default(), t.job_dir, metrics.global_step,
+                            final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
   PSTRAIN_RETURN_IF_ERROR(
       client->ShutdownAll(absl::StrCat("training finished at global step ", metrics.global_step)));
   LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "

@@ -15,6 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -114,6 +115,10 @@ const Field kFields[] = {
     {"seed", &TrainingSpec::seed},
     {"sync_timeout", &TrainingSpec::sync_timeout},
     {"startup_timeout", &TrainingSpec::startup_timeout},
+    {"checkpoint_steps", &TrainingSpec::checkpoint_steps},
+    {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
+    {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},
+    {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
     {"threads", &TrainingSpec::threads},
     {"wire_format", &TrainingSpec::wire_format},
 };
@@ -126,7 +131,9 @@ std::string NormalizeKey(std::string_view key) {
 }
 
 const Field* FindField(std::string_view key) {
-  const std::string normalized = NormalizeKey(key);
+  // TensorFlow's names are accepted too (tf.estimator.RunConfig's, the
+  // tutorials' flags).
+  const std::string normalized(CanonicalFlagName(NormalizeKey(key)));
   for (const Field& field : kFields) {
     if (normalized == field.name) return &field;
   }
@@ -870,6 +877,22 @@ absl::Status ValidateJobConfig(const JobConfig& config) {
   if (t.wire_format != "float32" && t.wire_format != "bf16") {
     return Invalid(
         absl::StrCat("training.wire_format = \"", t.wire_format, "\": use float32 or bf16"));
+  }
+  if (t.checkpoint_steps < 0) {
+    return Invalid(absl::StrCat("training.checkpoint_steps = ", t.checkpoint_steps,
+                                " must be 0 (off) or more"));
+  }
+  if (!(t.checkpoint_secs >= 0)) {
+    return Invalid(absl::StrCat("training.checkpoint_secs = ", FormatScalar(t.checkpoint_secs),
+                                " must be 0 (off) or more"));
+  }
+  if (t.keep_checkpoint_max < 0) {
+    return Invalid(absl::StrCat("training.keep_checkpoint_max = ", t.keep_checkpoint_max,
+                                " must be 0 (keep all) or more"));
+  }
+  if (!(t.shutdown_grace_secs > 0)) {
+    return Invalid(absl::StrCat("training.shutdown_grace_secs = ",
+                                FormatScalar(t.shutdown_grace_secs), " must be positive"));
   }
   if (!(t.startup_timeout > 0)) {
     return Invalid(absl::StrCat("training.startup_timeout = ", FormatScalar(t.startup_timeout),

@@ -93,7 +93,16 @@ struct TrainingSpec {
   uint64_t seed = 1;
   double sync_timeout = 30;      // seconds a sync step waits for missing replicas
   double startup_timeout = 300;  // seconds a task waits for the others to come up
-  int threads = 0;               // compute threads per process, 0 = all cores
+  // Checkpoints (the chief): every checkpoint_steps global steps and/or
+  // checkpoint_secs seconds (0 turns either off), and at the end; the newest
+  // keep_checkpoint_max are kept (0 keeps all).
+  int64_t checkpoint_steps = 1000;
+  double checkpoint_secs = 0;
+  int keep_checkpoint_max = 5;
+  // After SIGTERM (a preemption notice), the seconds a process has to save a
+  // checkpoint and exit.
+  double shutdown_grace_secs = 25;
+  int threads = 0;  // compute threads per process, 0 = all cores
   // Encoding of gradients and pulled parameters on the wire: float32, or bf16
   // (half the bytes; the ps keep float32 masters and optimizer state).
   std::string wire_format = "float32";

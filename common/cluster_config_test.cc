@@ -818,9 +818,33 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 24u);
+  ASSERT_EQ(names.size(), 28u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "wire_format");
+}
+
+TEST(TrainingFieldTest, CheckpointKeysAndTensorFlowSpellings) {
+  TrainingSpec t;
+  EXPECT_EQ(t.checkpoint_steps, 1000);
+  EXPECT_EQ(t.keep_checkpoint_max, 5);
+  ASSERT_TRUE(SetTrainingField(&t, "checkpoint-num-steps", "250").ok());
+  EXPECT_EQ(t.checkpoint_steps, 250);
+  ASSERT_TRUE(SetTrainingField(&t, "save_checkpoints_steps", "300").ok());
+  EXPECT_EQ(t.checkpoint_steps, 300);
+  ASSERT_TRUE(SetTrainingField(&t, "save_checkpoints_secs", "60").ok());
+  EXPECT_DOUBLE_EQ(t.checkpoint_secs, 60);
+  ASSERT_TRUE(SetTrainingField(&t, "keep_checkpoint_max", "2").ok());
+  EXPECT_EQ(t.keep_checkpoint_max, 2);
+  JobConfig config;
+  config.cluster.chief = {"h:1"};
+  config.cluster.ps = {"h:2"};
+  config.training.job_dir = "/j";
+  config.training.train_steps = 5;
+  config.training.checkpoint_steps = -1;
+  ExpectInvalid(ValidateJobConfig(config), {"training.checkpoint_steps = -1"});
+  config.training.checkpoint_steps = 0;
+  config.training.shutdown_grace_secs = 0;
+  ExpectInvalid(ValidateJobConfig(config), {"training.shutdown_grace_secs = 0"});
 }
 
 TEST(ValidateJobConfigTest, WireFormatIsFloat32OrBf16) {

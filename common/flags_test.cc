@@ -25,5 +25,14 @@ TEST(FlagsTest, ValuesPositionalsAndShortFlagsUntouched) {
             (std::vector<std::string>{"prog", "-v=1", "a-b", "--lr=-1", "--", "--x-y"}));
 }
 
+TEST(FlagsTest, TensorFlowNamesBecomePstrainNames) {
+  EXPECT_EQ(Normalize({"prog", "--checkpoint-num-steps=50", "--save_checkpoints_steps", "7",
+                       "--save-checkpoints-secs=60", "--checkpoint_num_steps_x=1"}),
+            (std::vector<std::string>{"prog", "--checkpoint_steps=50", "--checkpoint_steps", "7",
+                                      "--checkpoint_secs=60", "--checkpoint_num_steps_x=1"}));
+  EXPECT_EQ(CanonicalFlagName("checkpoint_num_steps"), "checkpoint_steps");
+  EXPECT_EQ(CanonicalFlagName("train_steps"), "train_steps");
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -38,6 +38,13 @@ DEFINE_int64(log_every_n_steps, 100, "Steps between progress lines.");
 DEFINE_uint64(seed, 1, "Seed for initialization, shuffling and dropout.");
 DEFINE_double(sync_timeout, 30, "Seconds a sync step waits for missing replicas.");
 DEFINE_double(startup_timeout, 300, "Seconds a task waits for the others to come up.");
+DEFINE_int64(checkpoint_steps, 1000,
+             "Global steps between checkpoints (0: none but the last); "
+             "--checkpoint-num-steps and --save_checkpoints_steps are accepted too.");
+DEFINE_double(checkpoint_secs, 0, "Seconds between checkpoints (0: by steps only).");
+DEFINE_int32(keep_checkpoint_max, 5, "Checkpoints kept in the job dir (0: all).");
+DEFINE_double(shutdown_grace_secs, 25,
+              "After SIGTERM, seconds to save a checkpoint and exit (a preemption notice).");
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
 DEFINE_string(wire_format, "float32",
               "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");

@@ -330,6 +330,23 @@ absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std
   return deleted;
 }
 
+std::string CompletionMarkerPath(const std::string& job_dir) {
+  return JoinPath(job_dir, "COMPLETED");
+}
+
+absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t global_step,
+                                   const std::string& checkpoint) {
+  return env->WriteFileAtomic(
+      CompletionMarkerPath(job_dir),
+      absl::StrCat("global_step: ", global_step, "\ncheckpoint: ", checkpoint, "\n"));
+}
+
+std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir) {
+  absl::StatusOr<std::string> contents = env->ReadFile(CompletionMarkerPath(job_dir));
+  if (!contents.ok()) return std::nullopt;
+  return *contents;
+}
+
 CheckpointReader::CheckpointReader(Env* env, std::string dir, CheckpointIndex index)
     : env_(env), dir_(std::move(dir)), index_(std::move(index)) {
   shards_.resize(index_.shards_size());
@@ -339,7 +356,9 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
     Env* env, const std::string& index_path) {
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointIndex index, ReadCheckpointIndex(env, index_path));
   const size_t slash = index_path.find_last_of('/');
-  std::string dir = slash == std::string::npos ? "." : index_path.substr(0, slash);
+  std::string dir = slash == std::string::npos ? "."
+                    : slash == 0                 ? "/"
+                                                 : index_path.substr(0, slash);
   return std::unique_ptr<CheckpointReader>(
       new CheckpointReader(env, std::move(dir), std::move(index)));
 }

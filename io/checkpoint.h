@@ -103,6 +103,15 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(Env* env, const std::st
 absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std::string& dir,
                                                              int64_t oldest_kept, int64_t newest);
 
+// The completion marker: the chief writes <job_dir>/COMPLETED (with the
+// final step and checkpoint) once the job reached its train_steps, so a
+// restarted cluster does not train again.
+std::string CompletionMarkerPath(const std::string& job_dir);
+absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t global_step,
+                                   const std::string& checkpoint);
+// The marker's contents, or nullopt if the job is not complete.
+std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir);
+
 // The values of any range of the flat vectors, assembled from a checkpoint's
 // shard files however the ranges of the ps that wrote them were cut (so a
 // checkpoint written by P ps restores on any other number of ps). Each shard

@@ -2,7 +2,9 @@
 //   pstrain-launch --config deploy/local/cluster.yaml [--train_steps=500 --job_dir=... ...]
 // Training flags override the file. Each process's log lines are prefixed
 // with its task ("[worker:1] ..."). When a process fails, the launcher says
-// which and how, stops the rest and exits 1; SIGINT/SIGTERM stop the job.
+// which and how, stops the rest and exits 1. SIGINT/SIGTERM stop the job: every
+// process gets SIGTERM, the chief saves a checkpoint and ends the job, and the
+// launcher exits 0 if they all exit 0 (a restart resumes from the checkpoint).
 #include <csignal>
 #include <filesystem>
 #include <thread>
@@ -20,7 +22,9 @@ DECLARE_string(config);
 
 DEFINE_int32(base_port, 23450, "First loopback port for a Cloud ML Engine trainingInput config.");
 DEFINE_string(bin_dir, "", "Where the pstrain binaries are (default: beside pstrain-launch).");
-DEFINE_double(stop_grace, 10, "Seconds between SIGTERM and SIGKILL when stopping a process.");
+DEFINE_double(stop_grace, 0,
+              "Seconds between SIGTERM and SIGKILL when stopping a process (0: the job's "
+              "shutdown_grace_secs plus 5, time for the chief to save a checkpoint).");
 
 namespace {
 
@@ -74,7 +78,8 @@ int Launch() {
   for (const auto& s : specs) names.push_back(s.name);
 
   pstrain::SupervisorOptions options;
-  options.stop_grace = absl::Seconds(FLAGS_stop_grace);
+  options.stop_grace = absl::Seconds(FLAGS_stop_grace > 0 ? FLAGS_stop_grace
+                                                          : job->training.shutdown_grace_secs + 5);
   struct sigaction action = {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);

@@ -71,9 +71,12 @@ ParameterShard::~ParameterShard() {
 }
 
 absl::Status ParameterShard::Initialize(absl::Span<const float> params,
-                                        absl::Span<const float> state, int64_t global_step) {
+                                        absl::Span<const float> state, int64_t global_step,
+                                        const std::vector<absl::Span<const float>>& slots,
+                                        int64_t optimizer_step) {
   std::vector<PushCallback> abandoned;
-  absl::Status status = InitializeLocked(params, state, global_step, abandoned);
+  absl::Status status =
+      InitializeLocked(params, state, global_step, slots, optimizer_step, abandoned);
   for (auto& cb : abandoned) {
     cb(absl::AbortedError("the parameters were initialized again; push again"), {});
   }
@@ -82,6 +85,8 @@ absl::Status ParameterShard::Initialize(absl::Span<const float> params,
 
 absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
                                               absl::Span<const float> state, int64_t global_step,
+                                              const std::vector<absl::Span<const float>>& slots,
+                                              int64_t optimizer_step,
                                               std::vector<PushCallback>& abandoned) {
   absl::MutexLock lock(&mu_);
   if (params.size() != params_.size() || state.size() != state_.size()) {
@@ -91,7 +96,32 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
         " parameters [", options_.begin, ", ", options_.end, ") and ", state_.size(),
         " state values (do all processes use the same model and number of ps?)"));
   }
-  if (global_step < 0) return absl::InvalidArgumentError("negative global step");
+  if (global_step < 0 || optimizer_step < 0) {
+    return absl::InvalidArgumentError("negative global or optimizer step");
+  }
+  if (!slots.empty()) {
+    if (static_cast<int>(slots.size()) != optimizer_->num_slots()) {
+      return absl::InvalidArgumentError(absl::StrCat(slots.size(), " optimizer slots for ps shard ",
+                                                     options_.shard_index, ", whose optimizer has ",
+                                                     optimizer_->num_slots()));
+    }
+    for (const auto& slot : slots) {
+      if (slot.size() != params_.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("an optimizer slot of ", slot.size(), " values for ps shard ",
+                         options_.shard_index, ", which holds ", params_.size()));
+      }
+    }
+  }
+  for (int k = 0; k < optimizer_->num_slots(); ++k) {
+    float* slot = optimizer_->slot(k);
+    if (slots.empty()) {
+      std::fill(slot, slot + params_.size(), 0.0f);
+    } else {
+      std::copy(slots[k].begin(), slots[k].end(), slot);
+    }
+  }
+  optimizer_->set_adam_step(optimizer_step);
   std::copy(params.begin(), params.end(), params_.begin());
   std::copy(state.begin(), state.end(), state_.begin());
   step_ = global_step;
@@ -144,6 +174,65 @@ void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
   for (size_t i = 0; i < state_.size(); ++i) state_[i] = d * state_[i] + (1.0f - d) * stats[i];
   ++applied_;
   ++step_;
+  if (snapshot_wanted_ && step_ >= snapshot_at_) {
+    snapshot_ = CopyLocked();
+    snapshot_wanted_ = false;
+  }
+}
+
+ShardSnapshot ParameterShard::CopyLocked() const {
+  ShardSnapshot s;
+  s.step = step_;
+  s.optimizer_step = optimizer_->adam_step();
+  s.params = params_;
+  s.state = state_;
+  for (int k = 0; k < optimizer_->num_slots(); ++k) {
+    const float* slot = optimizer_->slot(k);
+    s.slots.emplace_back(slot, slot + params_.size());
+  }
+  return s;
+}
+
+absl::StatusOr<ShardSnapshot> ParameterShard::Snapshot(int64_t at_step, absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  if (!initialized_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps shard ", options_.shard_index, " is not initialized; there is nothing to save"));
+  }
+  if (!options_.sync || step_ >= at_step) return CopyLocked();
+  snapshot_wanted_ = true;
+  snapshot_at_ = at_step;
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !snapshot_wanted_ || shutting_down_ || destroying_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), wait);
+  if (!snapshot_wanted_) return std::move(snapshot_);
+  snapshot_wanted_ = false;
+  LOG(WARNING) << "ps shard " << options_.shard_index << " did not reach step " << at_step
+               << " within " << absl::FormatDuration(wait) << "; saving it at step " << step_;
+  return CopyLocked();
+}
+
+std::vector<std::string> ParameterShard::slot_names() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> names;
+  for (int k = 0; k < optimizer_->num_slots(); ++k) names.push_back(optimizer_->slot_name(k));
+  return names;
+}
+
+void ParameterShard::ReplicaLeft(int replica) {
+  std::vector<PushCallback> ready;
+  PushResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!options_.sync || !live_.erase(replica)) return;
+    if (!contributors_.empty() && static_cast<int>(contributors_.size()) >= RequiredLocked()) {
+      ready = CompleteStepLocked();
+    }
+    result.global_step = step_;
+    result.job_done = DoneLocked();
+  }
+  for (auto& cb : ready) cb(absl::OkStatus(), result);
 }
 
 std::vector<ParameterShard::PushCallback> ParameterShard::CompleteStepLocked() {

@@ -33,6 +33,15 @@ struct ShardOptions {
   int64_t train_steps = 0;  // The job is done once the step reaches this.
 };
 
+// A copy of a shard's values for a checkpoint.
+struct ShardSnapshot {
+  int64_t step = 0;
+  int64_t optimizer_step = 0;  // Adam's t
+  std::vector<float> params;
+  std::vector<float> state;
+  std::vector<std::vector<float>> slots;  // the optimizer's, in slot order
+};
+
 // What a push (or a pull) learns about the shard.
 struct PushResult {
   int64_t global_step = 0;  // This shard's step after the push was handled.
@@ -63,9 +72,28 @@ class ParameterShard {
   ~ParameterShard();  // Fails pending sync pushes with Cancelled, stops the timer.
 
   // Sets parameters, state and step (the chief's initialization or a
-  // restore). InvalidArgument if the sizes do not match the shard.
+  // restore), and the optimizer's slots and step: `slots` empty zeroes them,
+  // else it holds one span per slot. InvalidArgument if a size does not match
+  // the shard. Pending sync pushes of the previous run fail with Aborted.
   absl::Status Initialize(absl::Span<const float> params, absl::Span<const float> state,
-                          int64_t global_step);
+                          int64_t global_step,
+                          const std::vector<absl::Span<const float>>& slots = {},
+                          int64_t optimizer_step = 0);
+
+  // Copies parameters, state, optimizer slots and steps under the lock (a
+  // few milliseconds; pushes wait only for the copy). In sync mode a shard
+  // whose step is below `at_step` is copied the moment its step reaches it,
+  // if that happens within `wait`, so the shards of a checkpoint hold the
+  // same step; otherwise (async, or the wait ran out) it is copied as it is.
+  // FailedPrecondition before Initialize.
+  absl::StatusOr<ShardSnapshot> Snapshot(int64_t at_step, absl::Duration wait);
+
+  // The optimizer's slot names ("m", "v" for Adam).
+  std::vector<std::string> slot_names() const;
+
+  // Replica `replica` has left the job (its process is stopping): a sync step
+  // no longer waits for it, until it pushes again.
+  void ReplicaLeft(int replica);
 
   // Copies the current values into `params` and `state` (resized). Returns the
   // step and whether the job is done; FailedPrecondition before Initialize.
@@ -113,10 +141,13 @@ class ParameterShard {
 
   // Initialize's work; pending sync pushes of the old run go to `abandoned`.
   absl::Status InitializeLocked(absl::Span<const float> params, absl::Span<const float> state,
-                                int64_t global_step, std::vector<PushCallback>& abandoned);
+                                int64_t global_step,
+                                const std::vector<absl::Span<const float>>& slots,
+                                int64_t optimizer_step, std::vector<PushCallback>& abandoned);
   // Applies the current sync aggregate and returns the callbacks to run.
   std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ShardSnapshot CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
@@ -143,6 +174,11 @@ class ParameterShard {
   std::set<int> live_ ABSL_GUARDED_BY(mu_);  // Replicas not known to be gone.
   std::vector<PushCallback> waiting_ ABSL_GUARDED_BY(mu_);
   absl::Time first_push_ ABSL_GUARDED_BY(mu_);
+
+  // A snapshot waiting for the step to reach snapshot_at_ (sync).
+  bool snapshot_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t snapshot_at_ ABSL_GUARDED_BY(mu_) = 0;
+  ShardSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;
 };
 

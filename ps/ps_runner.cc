@@ -1,9 +1,12 @@
 #include "ps/ps_runner.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc_util.h"
 #include "common/status_macros.h"
+#include "common/termination.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "models/registry.h"
@@ -59,7 +62,12 @@ absl::Status RunParameterServer(const RoleConfig& role) {
     shard_ptrs.push_back(shard.get());
     shards.push_back(std::move(shard));
   }
-  ParameterServerService service(index, shard_ptrs, job.training.model, layout.num_params);
+  PsIdentity identity;
+  identity.model = job.training.model;
+  identity.ps_index = index;
+  identity.num_ps = num_ps;
+  identity.num_params = layout.num_params;
+  ParameterServerService service(identity, shard_ptrs, Env::Default());
   ParameterShard* const first = shard_ptrs.front();
 
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
@@ -83,7 +91,29 @@ absl::Status RunParameterServer(const RoleConfig& role) {
                              : "")
             << ")";
 
-  while (!first->WaitForShutdown(absl::Seconds(1))) {
+  // Until the chief ends the job. SIGTERM (a preemption notice) does not end
+  // it here: the ps keeps serving while the chief saves a checkpoint, which
+  // it starts when Status says this ps is going, then ends the job.
+  std::optional<absl::Time> give_up;
+  while (!first->WaitForShutdown(absl::Milliseconds(100))) {
+    if (!give_up.has_value() && TerminationNotice::Received() != 0) {
+      const absl::Duration grace = absl::Seconds(job.training.shutdown_grace_secs);
+      if (!first->GetStats().initialized) {
+        LOG(INFO) << "ps " << index << ": stop requested before the job started; exiting";
+        return absl::OkStatus();
+      }
+      LOG(INFO) << "ps " << index << ": stop requested (signal " << TerminationNotice::Received()
+                << "); serving up to " << absl::FormatDuration(grace)
+                << " more so the chief can save a checkpoint";
+      service.SetPreempting();
+      give_up = absl::Now() + grace;
+    }
+    if (give_up.has_value() && absl::Now() >= *give_up) {
+      LOG(WARNING) << "ps " << index << ": the chief did not end the job within the grace "
+                   << "period; exiting without it (the last checkpoint stays usable)";
+      server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      return absl::OkStatus();
+    }
   }
   // Let every replica still running learn that the job is over before the
   // port closes, so none of them waits on a ps that is gone.

@@ -20,13 +20,29 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const abs
 
 }  // namespace
 
-ParameterServerService::ParameterServerService(int ps_index, std::vector<ParameterShard*> shards,
-                                               std::string model, int64_t num_params)
-    : ps_index_(ps_index),
+ParameterServerService::ParameterServerService(const PsIdentity& identity,
+                                               std::vector<ParameterShard*> shards, Env* env)
+    : identity_(identity),
+      ps_index_(identity.ps_index),
       shards_(std::move(shards)),
-      model_(std::move(model)),
-      num_params_(num_params),
+      model_(identity.model),
+      num_params_(identity.num_params),
+      env_(env),
       told_done_(shards_.front()->options().total_replicas, false) {}
+
+ParameterServerService::~ParameterServerService() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+void ParameterServerService::RunInBackground(std::function<void()> work) {
+  absl::MutexLock lock(&mu_);
+  threads_.emplace_back(std::move(work));
+}
 
 absl::StatusOr<ParameterShard*> ParameterServerService::FindShard(int shard) const {
   for (ParameterShard* s : shards_) {
@@ -179,14 +195,19 @@ grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerCon
   bool initialized = true;
   int64_t stale = 0;
   int64_t step = first.global_step;
+  int64_t max_step = first.global_step;
   bool job_done = false;
   for (ParameterShard* shard : shards_) {
     const ParameterShard::Stats stats = shard->GetStats();
     initialized = initialized && stats.initialized;
     stale += stats.stale_pushes;
     step = std::min(step, stats.global_step);
+    max_step = std::max(max_step, stats.global_step);
     job_done = job_done || stats.job_done;
   }
+  response->set_max_global_step(max_step);
+  response->set_preempting(preempting_);
+  response->set_departures(departures_);
   response->set_job_done(job_done);
   response->set_shard(ps_index_);
   response->set_model(model_);
@@ -205,6 +226,82 @@ grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerC
                                                            ShutdownResponse*) {
   LOG(INFO) << "ps " << ps_index_ << ": shutdown requested (" << request->reason() << ")";
   for (ParameterShard* shard : shards_) shard->Shutdown();
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerContext* context,
+                                                       const SaveRequest* request,
+                                                       SaveResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->prefix().empty() || request->step() < 0 || request->wait_ms() < 0) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        "Save needs a checkpoint prefix, a step >= 0 and wait_ms >= 0")));
+    return reactor;
+  }
+  RunInBackground([this, reactor, request, response] {
+    absl::MutexLock file_lock(&file_mu_);
+    absl::StatusOr<ShardSaveResult> r =
+        SaveShards(env_, identity_, shards_, request->prefix(), request->global_step(),
+                   request->step(), absl::Milliseconds(request->wait_ms()));
+    if (r.ok()) {
+      const std::string& path = r->written.path;
+      response->set_file(path.substr(path.find_last_of('/') + 1));
+      response->set_begin(r->begin);
+      response->set_end(r->end);
+      response->set_num_state(r->num_state);
+      response->set_size_bytes(r->written.size_bytes);
+      response->set_crc32c(r->written.crc32c);
+      response->set_min_step(r->min_step);
+      response->set_max_step(r->max_step);
+      for (const std::string& name : r->slot_names) response->add_slot_names(name);
+      response->set_optimizer(r->optimizer);
+      response->set_snapshot_micros(absl::ToInt64Microseconds(r->snapshot_time));
+      response->set_write_micros(absl::ToInt64Microseconds(r->write_time));
+    } else {
+      LOG(WARNING) << "ps " << ps_index_ << ": save to " << request->prefix()
+                   << " failed: " << r.status();
+    }
+    reactor->Finish(ToGrpcStatus(r.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerContext* context,
+                                                          const RestoreRequest* request,
+                                                          RestoreResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->model() != model_ || request->num_params() != num_params_) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("restore of model \"", request->model(), "\" with ", request->num_params(),
+                     " parameters reached a ps serving \"", model_, "\" with ", num_params_))));
+    return reactor;
+  }
+  RunInBackground([this, reactor, request, response] {
+    absl::MutexLock file_lock(&file_mu_);
+    absl::StatusOr<int64_t> step = RestoreShards(env_, identity_, shards_, request->index_path());
+    if (step.ok()) {
+      response->set_global_step(*step);
+      LOG(INFO) << "ps " << ps_index_ << " restored from " << request->index_path()
+                << " at global step " << *step;
+    }
+    reactor->Finish(ToGrpcStatus(step.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* context,
+                                                        const LeaveRequest* request,
+                                                        LeaveResponse*) {
+  const int total = shards_.front()->options().total_replicas;
+  if (request->replica() < 0 || request->replica() >= total) {
+    return Finish(context, absl::InvalidArgumentError(absl::StrCat(
+                               "replica ", request->replica(), " is outside [0, ", total, ")")));
+  }
+  LOG(INFO) << "ps " << ps_index_ << ": replica " << request->replica() << " is leaving ("
+            << request->reason() << ")";
+  for (ParameterShard* shard : shards_) shard->ReplicaLeft(request->replica());
+  ++departures_;
+  NoteDone(request->replica(), /*job_done=*/true);  // No need to wait for it at the end.
   return Finish(context, absl::OkStatus());
 }
 

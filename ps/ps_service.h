@@ -1,12 +1,17 @@
 #ifndef PSTRAIN_PS_PS_SERVICE_H_
 #define PSTRAIN_PS_PS_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/env.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps/parameter_shard.h"
+#include "ps/shard_checkpoint.h"
 
 namespace pstrain {
 
@@ -15,12 +20,14 @@ namespace pstrain {
 // float spans and Status codes, and nothing more. Requests that do not fit
 // (a shard this ps does not hold, wrong model or size) get INVALID_ARGUMENT
 // and change nothing; requests before initialization get FAILED_PRECONDITION.
-// The shards must outlive the service.
+// Save and Restore (files in the job dir) run on their own threads, so a
+// save waiting for a sync step never holds a gRPC thread. The shards and
+// `env` must outlive the service.
 class ParameterServerService final : public ParameterServer::CallbackService {
  public:
   // `shards` are this ps task's shards; each knows its global shard id.
-  ParameterServerService(int ps_index, std::vector<ParameterShard*> shards, std::string model,
-                         int64_t num_params);
+  ParameterServerService(const PsIdentity& identity, std::vector<ParameterShard*> shards, Env* env);
+  ~ParameterServerService() override;  // Joins save/restore threads.
 
   grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* context,
                                        const InitializeRequest* request,
@@ -37,6 +44,17 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* Shutdown(grpc::CallbackServerContext* context,
                                      const ShutdownRequest* request,
                                      ShutdownResponse* response) override;
+  grpc::ServerUnaryReactor* Save(grpc::CallbackServerContext* context, const SaveRequest* request,
+                                 SaveResponse* response) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
+                                    const RestoreRequest* request,
+                                    RestoreResponse* response) override;
+  grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const LeaveRequest* request,
+                                  LeaveResponse* response) override;
+
+  // This ps is being stopped (SIGTERM): Status tells the chief, which saves
+  // a checkpoint and ends the job. Async-signal-unsafe; call from a thread.
+  void SetPreempting() { preempting_ = true; }
 
   // Replicas that have been told the job is done (so the ps can exit once
   // every one of them knows).
@@ -47,13 +65,21 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   // Validates a push and hands it to the shard; `done` gets the outcome.
   void DoPush(const PushRequest* request, ParameterShard::PushCallback done);
   void NoteDone(int replica, bool job_done);
+  // Runs `work` on a thread of its own (joined by the destructor).
+  void RunInBackground(std::function<void()> work);
 
+  const PsIdentity identity_;
   const int ps_index_;
   const std::vector<ParameterShard*> shards_;
   const std::string model_;
   const int64_t num_params_;
+  Env* const env_;
+  std::atomic<bool> preempting_{false};
+  std::atomic<int64_t> departures_{0};
   mutable absl::Mutex mu_;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex file_mu_;  // One save or restore at a time.
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

@@ -26,7 +26,7 @@ struct TestPs {
 
 // Shard i of 2 over 10 parameters, SGD with learning rate 1, 1 state value on
 // shard 0, async.
-std::unique_ptr<TestPs> StartPs(int index, int num_shards) {
+std::unique_ptr<TestPs> StartPs(int index, int num_shards, Env* env = nullptr) {
   auto ps = std::make_unique<TestPs>();
   auto ranges = BalancedRanges(kNumParams, num_shards);
   ShardOptions o;
@@ -42,8 +42,13 @@ std::unique_ptr<TestPs> StartPs(int index, int num_shards) {
   o.total_replicas = 2;
   o.train_steps = 100;
   ps->shard = *ParameterShard::Create(o);
+  PsIdentity identity;
+  identity.model = "tiny";
+  identity.ps_index = index;
+  identity.num_ps = num_shards;
+  identity.num_params = kNumParams;
   ps->service = std::make_unique<ParameterServerService>(
-      index, std::vector<ParameterShard*>{ps->shard.get()}, "tiny", kNumParams);
+      identity, std::vector<ParameterShard*>{ps->shard.get()}, env ? env : Env::Default());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/termination.h"
 #include "data/batcher.h"
 #include "data/mnist.h"
 #include "glog/logging.h"
@@ -55,8 +56,21 @@ absl::Status RunWorker(const RoleConfig& role) {
   options.train_steps = t.train_steps;
   options.log_every_n_steps = t.log_every_n_steps;
   options.seed = t.seed + static_cast<uint64_t>(replica) * 7919;
+  options.should_stop = [] { return TerminationNotice::Received() != 0; };
   Trainer trainer(model.get(), client.get(), batches.get(), options);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+  if (TerminationNotice::Received() != 0) {
+    // Preempted: sync steps stop waiting for this replica at once, and the
+    // chief saves a checkpoint; the job goes on without it (or ends, if the
+    // whole cluster is stopping).
+    const std::string reason = absl::StrCat("worker ", role.task.task_index, " got signal ",
+                                            TerminationNotice::Received());
+    absl::Status left = client->LeaveAll(replica, reason);
+    LOG(INFO) << "worker " << role.task.task_index << " stopping at global step " << step << " ("
+              << reason << ")"
+              << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));
+    return absl::OkStatus();
+  }
   LOG(INFO) << "worker " << role.task.task_index << " done at global step " << step << " ("
             << trainer.stale_pushes() << " stale pushes, " << client->bytes_sent() / (1 << 20)
             << " MiB sent, " << client->bytes_received() / (1 << 20) << " MiB received)";

@@ -217,6 +217,59 @@ absl::Status PsClient::ShutdownAll(const std::string& reason) {
       });
 }
 
+absl::StatusOr<std::vector<SaveResponse>> PsClient::SaveAll(const std::string& prefix, int64_t step,
+                                                            int64_t global_step,
+                                                            absl::Duration wait) {
+  const int n = static_cast<int>(stubs_.size());
+  std::vector<SaveRequest> requests(n);
+  std::vector<SaveResponse> responses(n);
+  for (auto& r : requests) {
+    r.set_prefix(prefix);
+    r.set_step(step);
+    r.set_global_step(global_step);
+    r.set_wait_ms(absl::ToInt64Milliseconds(wait));
+  }
+  PSTRAIN_RETURN_IF_ERROR(CallAll(
+      n, "Save", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        stubs_[i]->async()->Save(ctx, &requests[i], &responses[i], std::move(done));
+      }));
+  return responses;
+}
+
+absl::StatusOr<int64_t> PsClient::RestoreAll(const std::string& model,
+                                             const std::string& index_path) {
+  const int n = static_cast<int>(stubs_.size());
+  std::vector<RestoreRequest> requests(n);
+  std::vector<RestoreResponse> responses(n);
+  for (auto& r : requests) {
+    r.set_index_path(index_path);
+    r.set_model(model);
+    r.set_num_params(options_.layout.num_params);
+  }
+  PSTRAIN_RETURN_IF_ERROR(CallAll(
+      n, "Restore", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        stubs_[i]->async()->Restore(ctx, &requests[i], &responses[i], std::move(done));
+      }));
+  return responses[0].global_step();
+}
+
+absl::Status PsClient::LeaveAll(int replica, const std::string& reason) {
+  const int n = static_cast<int>(stubs_.size());
+  std::vector<LeaveRequest> requests(n);
+  std::vector<LeaveResponse> responses(n);
+  for (auto& r : requests) {
+    r.set_replica(replica);
+    r.set_reason(reason);
+  }
+  return CallAll(
+      n, "Leave", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
+      [&](int i, grpc::ClientContext* ctx, auto done) {
+        stubs_[i]->async()->Leave(ctx, &requests[i], &responses[i], std::move(done));
+      });
+}
+
 absl::StatusOr<ParameterView> PsClient::Pull() {
   const auto& chunks = options_.layout.chunks;
   if (!have_fresh_) {

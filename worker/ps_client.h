@@ -62,6 +62,19 @@ class PsClient : public ParameterClient {
   // Tells every ps the job is over.
   absl::Status ShutdownAll(const std::string& reason);
 
+  // Every ps writes its slice to <prefix>.shard-<i>-of-<P> (SaveRequest);
+  // the responses in ps order. A sync ps waits up to `wait` for its shards to
+  // reach `step`.
+  absl::StatusOr<std::vector<SaveResponse>> SaveAll(const std::string& prefix, int64_t step,
+                                                    int64_t global_step, absl::Duration wait);
+
+  // Every ps loads its slice from the checkpoint whose index is at
+  // `index_path`; returns the restored global step.
+  absl::StatusOr<int64_t> RestoreAll(const std::string& model, const std::string& index_path);
+
+  // Tells every ps that replica `replica` is leaving the job.
+  absl::Status LeaveAll(int replica, const std::string& reason);
+
   absl::StatusOr<ParameterView> Pull() override;
   // Pull() from the ps even if the last push brought the parameters back.
   absl::StatusOr<ParameterView> PullLatest() {

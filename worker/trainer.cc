@@ -59,6 +59,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
   int64_t window_start_step = step;  // Global step at the window's start.
   auto window_start = Clock::now();
   while (step < options_.train_steps && !view.job_done) {
+    if (options_.should_stop && options_.should_stop()) break;
     batches_->Next(images_.data(), labels_.data());
     client_->StartPush(view.global_step, grads_.data(), batch_stats_.data());
     LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,

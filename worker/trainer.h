@@ -21,6 +21,8 @@ struct TrainerOptions {
   // Called with every new set of parameters the loop pulls (e.g. the chief's
   // periodic evaluation); a failure stops the loop.
   std::function<absl::Status(const ParameterView&)> on_pull;
+  // Asked before every step; true ends the loop there (a stop request).
+  std::function<bool()> should_stop;
 };
 
 // Loss and accuracy of a model over a whole dataset.

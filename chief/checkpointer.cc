@@ -1,0 +1,302 @@
+#include "chief/checkpointer.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "common/termination.h"
+#include "glog/logging.h"
+#include "models/tensor.h"
+
+namespace pstrain {
+namespace {
+
+double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+void AddModelVariables(const Model& model, CheckpointIndex* index) {
+  for (const VariableInfo& v : model.variables()) {
+    CheckpointVariable* out = index->add_variables();
+    out->set_name(v.name);
+    for (int64_t d : v.shape) out->add_shape(d);
+    out->set_trainable(v.trainable);
+    out->set_offset(v.offset);
+    out->set_size(v.size);
+  }
+}
+
+absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Model& model,
+                                         const std::string& index_path) {
+  std::map<std::string, const CheckpointVariable*> saved;
+  for (const CheckpointVariable& v : index.variables()) saved[v.name()] = &v;
+  for (const VariableInfo& v : model.variables()) {
+    auto it = saved.find(v.name);
+    if (it == saved.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_path, " has no variable ", v.name, " of model ", model.name(),
+                       " (it holds a checkpoint of model ", index.model(),
+                       "); use a new --job_dir for a different model"));
+    }
+    const Shape shape(it->second->shape().begin(), it->second->shape().end());
+    if (shape != v.shape || it->second->offset() != v.offset ||
+        it->second->trainable() != v.trainable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable ", v.name, " has shape ", ShapeToString(shape), " in ", index_path,
+                       " but ", ShapeToString(v.shape), " in model ", model.name(),
+                       "; the model changed since the checkpoint: use a new --job_dir"));
+    }
+    saved.erase(it);
+  }
+  if (!saved.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, " holds variable ",
+                                                   saved.begin()->first, ", which model ",
+                                                   model.name(), " does not have"));
+  }
+  if (index.model() != model.name() || index.num_params() != model.num_params() ||
+      index.num_state() != model.num_state()) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, " is a checkpoint of model ",
+                                                   index.model(), ", not of ", model.name()));
+  }
+  return absl::OkStatus();
+}
+
+Checkpointer::Checkpointer(Env* env, const JobConfig& job, const Model* model,
+                           std::unique_ptr<PsClient> client)
+    : env_(env), job_(job), model_(model), client_(std::move(client)) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
+  const TrainingSpec& t = job_.training;
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client_->StatusAll());
+  bool all = true, any = false;
+  for (const StatusResponse& s : statuses) {
+    all = all && s.initialized();
+    any = any || s.initialized();
+  }
+  if (all) {
+    // A restarted chief joins the job the ps are still running.
+    LOG(INFO) << "parameter servers already initialized at global step "
+              << statuses[0].global_step() << "; continuing";
+    return statuses[0].global_step();
+  }
+  if (any) LOG(WARNING) << "some ps were initialized and some not; restoring all";
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(env_, t.job_dir));
+  for (int64_t step : steps) {
+    const std::string index_path = JoinPath(t.job_dir, IndexFileName(CheckpointPrefix(step)));
+    absl::StatusOr<CheckpointIndex> index = ReadCheckpointIndex(env_, index_path);
+    if (!index.ok()) {
+      LOG(WARNING) << "skipping checkpoint " << index_path << ": " << index.status().message();
+      continue;
+    }
+    PSTRAIN_RETURN_IF_ERROR(CheckCheckpointMatchesModel(*index, *model_, index_path));
+    const absl::Time start = absl::Now();
+    absl::StatusOr<int64_t> restored = client_->RestoreAll(t.model, index_path);
+    if (absl::IsDataLoss(restored.status()) || absl::IsNotFound(restored.status())) {
+      LOG(WARNING) << "skipping damaged checkpoint " << CheckpointPrefix(step) << ": "
+                   << restored.status().message();
+      continue;
+    }
+    PSTRAIN_RETURN_IF_ERROR(restored.status());
+    LOG(INFO) << "Restoring parameters from " << JoinPath(t.job_dir, CheckpointPrefix(step))
+              << ": global step " << *restored << " (written by " << index->shards_size()
+              << " ps, restored on " << job_.cluster.ps.size() << ", "
+              << absl::StrFormat("%.0f", Millis(absl::Now() - start))
+              << " ms); training resumes at step " << *restored + 1;
+    absl::MutexLock lock(&save_mu_);
+    last_saved_ = *restored;
+    return *restored;
+  }
+  std::vector<float> params(model_->num_params()), state(model_->num_state());
+  model_->InitializeVariables(t.seed, params.data(), state.data());
+  PSTRAIN_RETURN_IF_ERROR(client_->InitializeAll(t.model, params.data(), state.data(), 0));
+  LOG(INFO) << (steps.empty() ? "no checkpoint in " : "no usable checkpoint in ") << t.job_dir
+            << "; initialized " << model_->num_params() << " parameters on "
+            << job_.cluster.ps.size() << " ps (seed " << t.seed << ")";
+  return 0;
+}
+
+absl::StatusOr<std::string> Checkpointer::SaveNow(absl::Duration wait) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client_->StatusAll());
+  int64_t step = statuses[0].global_step();
+  for (const StatusResponse& s : statuses) step = std::min(step, s.global_step());
+  return SaveAt(step, wait, "final");
+}
+
+absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wait,
+                                                 const std::string& why) {
+  absl::MutexLock lock(&save_mu_);
+  const std::string prefix = JoinPath(job_.training.job_dir, CheckpointPrefix(step));
+  if (step == last_saved_) return prefix;
+  const absl::Time start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<SaveResponse> saved,
+                           client_->SaveAll(prefix, step, step, wait));
+  const absl::Time shards_done = absl::Now();
+  PSTRAIN_RETURN_IF_ERROR(Commit(step, saved));
+  last_saved_ = step;
+  int64_t copy_us = 0, write_us = 0, bytes = 0, lo = step, hi = step;
+  for (const SaveResponse& r : saved) {
+    copy_us = std::max(copy_us, r.snapshot_micros());
+    write_us = std::max(write_us, r.write_micros());
+    bytes += static_cast<int64_t>(r.size_bytes());
+    lo = std::min(lo, r.min_step());
+    hi = std::max(hi, r.max_step());
+  }
+  LOG(INFO) << "Saving checkpoints for " << step << " into " << prefix << " (" << why << "; "
+            << absl::StrFormat(
+                   "%.1f MiB in %.0f ms: ps copy %.1f ms, ps write %.0f ms, index %.0f ms",
+                   bytes / 1048576.0, Millis(absl::Now() - start), copy_us / 1000.0,
+                   write_us / 1000.0, Millis(absl::Now() - shards_done))
+            << ")";
+  if (lo != step || hi != step) {
+    LOG(WARNING) << "checkpoint " << step << " holds shards at steps " << lo << " to " << hi
+                 << " (some did not reach step " << step << " in time, or async updates)";
+  }
+  return prefix;
+}
+
+absl::Status Checkpointer::Commit(int64_t step, const std::vector<SaveResponse>& saved) {
+  const TrainingSpec& t = job_.training;
+  CheckpointIndex index;
+  index.set_model(t.model);
+  index.set_global_step(step);
+  index.set_num_params(model_->num_params());
+  index.set_num_state(model_->num_state());
+  AddModelVariables(*model_, &index);
+  index.set_optimizer(saved.front().optimizer());
+  for (const std::string& name : saved.front().slot_names()) index.add_slot_names(name);
+  for (const SaveResponse& r : saved) {
+    CheckpointShardFile* shard = index.add_shards();
+    shard->set_file(r.file());
+    shard->set_begin(r.begin());
+    shard->set_end(r.end());
+    shard->set_num_state(r.num_state());
+    shard->set_size_bytes(r.size_bytes());
+    shard->set_crc32c(r.crc32c());
+  }
+  index.set_hparams_yaml(JobConfigToYaml(job_));
+  index.set_unix_time(absl::ToUnixSeconds(absl::Now()));
+  const std::string prefix = CheckpointPrefix(step);
+  PSTRAIN_RETURN_IF_ERROR(
+      WriteCheckpointIndex(env_, JoinPath(t.job_dir, IndexFileName(prefix)), index));
+  // The checkpoint exists now. Newer ones on disk (damaged ones skipped at
+  // restore) are left alone; they are overwritten when training gets there.
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(env_, t.job_dir));
+  std::vector<int64_t> kept;
+  for (int64_t s : steps) {
+    if (s <= step &&
+        (t.keep_checkpoint_max == 0 || kept.size() < static_cast<size_t>(t.keep_checkpoint_max))) {
+      kept.push_back(s);
+    }
+  }
+  CheckpointState state;
+  state.model_checkpoint_path = prefix;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    state.all_model_checkpoint_paths.push_back(CheckpointPrefix(*it));
+  }
+  PSTRAIN_RETURN_IF_ERROR(
+      env_->WriteFileAtomic(JoinPath(t.job_dir, "checkpoint"), FormatCheckpointState(state)));
+  if (t.keep_checkpoint_max > 0) {
+    absl::StatusOr<std::vector<int64_t>> deleted =
+        DeleteCheckpointsBefore(env_, t.job_dir, kept.back(), step);
+    if (!deleted.ok()) {
+      LOG(WARNING) << "could not delete old checkpoints: " << deleted.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Checkpointer::Start(int64_t start_step) {
+  thread_ = std::thread([this, start_step] { Loop(start_step); });
+}
+
+void Checkpointer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status Checkpointer::background_status() const {
+  absl::MutexLock lock(&mu_);
+  return background_status_;
+}
+
+void Checkpointer::Loop(int64_t start_step) {
+  const TrainingSpec& t = job_.training;
+  const bool sync = t.update == UpdateMode::kSync;
+  // Bounded so that a stop request arriving meanwhile still has time to save.
+  const absl::Duration sync_wait = std::min(absl::Seconds(t.sync_timeout) + absl::Seconds(5),
+                                            absl::Seconds(t.shutdown_grace_secs) / 3);
+  // A stop must leave time to exit within the grace period.
+  const absl::Duration stop_wait =
+      std::min(absl::Seconds(t.sync_timeout), absl::Seconds(t.shutdown_grace_secs) / 3);
+  auto next_by_steps = [&](int64_t step) {
+    return t.checkpoint_steps > 0 ? (step / t.checkpoint_steps + 1) * t.checkpoint_steps
+                                  : INT64_MAX;
+  };
+  int64_t next_step = next_by_steps(start_step);
+  absl::Time next_time = t.checkpoint_secs > 0 ? absl::Now() + absl::Seconds(t.checkpoint_secs)
+                                               : absl::InfiniteFuture();
+  int64_t departures = -1;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100))) return;
+    }
+    absl::StatusOr<std::vector<StatusResponse>> statuses = client_->StatusAll();
+    if (!statuses.ok()) continue;  // The main loop reports a ps that is gone.
+    int64_t lo = INT64_MAX, hi = 0, now_departures = 0;
+    bool done = false, preempting = false;
+    for (const StatusResponse& s : *statuses) {
+      lo = std::min(lo, s.global_step());
+      hi = std::max(hi, s.max_global_step());
+      done = done || s.job_done() || s.shutting_down();
+      preempting = preempting || s.preempting();
+      now_departures += s.departures();
+    }
+    if (done) return;  // The final checkpoint is the main loop's.
+    // The step a save is for. Async: the lowest (shards are copied as they
+    // are). Sync, periodic: the next step boundary, which every shard
+    // reaches while training goes on and is copied at the moment it does, so
+    // the checkpoint is one consistent step. Sync, stopping: the highest now
+    // (replicas are leaving; nothing will step further).
+    const int64_t step = sync ? hi : lo;
+    const int signal = TerminationNotice::Received();
+    if (signal != 0 || preempting) {
+      const std::string why = signal != 0 ? absl::StrCat("the chief got signal ", signal)
+                                          : "a parameter server is being stopped";
+      absl::StatusOr<std::string> saved = SaveAt(step, stop_wait, why);
+      const std::string reason =
+          saved.ok() ? absl::StrCat(why, "; checkpoint saved at global step ", step)
+                     : absl::StrCat(why, "; the checkpoint failed: ", saved.status().message());
+      LOG(INFO) << "stopping the job: " << reason;
+      stopped_early_ = true;
+      absl::Status s = client_->ShutdownAll(reason);
+      absl::MutexLock lock(&mu_);
+      if (!saved.ok()) background_status_ = saved.status();
+      if (!s.ok() && background_status_.ok()) background_status_ = s;
+      return;
+    }
+    std::string why;
+    if (departures >= 0 && now_departures > departures) why = "a replica left";
+    departures = now_departures;
+    const int64_t save_step = sync ? hi + 1 : lo;
+    if (save_step >= next_step) why = "checkpoint_steps";
+    if (absl::Now() >= next_time) why = "checkpoint_secs";
+    if (why.empty()) continue;
+    absl::StatusOr<std::string> saved =
+        SaveAt(save_step, sync ? sync_wait : absl::ZeroDuration(), why);
+    if (!saved.ok()) {
+      LOG(WARNING) << "checkpoint at global step " << save_step << " failed: " << saved.status();
+    }
+    next_step = next_by_steps(save_step);
+    if (t.checkpoint_secs > 0) next_time = absl::Now() + absl::Seconds(t.checkpoint_secs);
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,86 @@
+#ifndef PSTRAIN_CHIEF_CHECKPOINTER_H_
+#define PSTRAIN_CHIEF_CHECKPOINTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/cluster_config.h"
+#include "common/env.h"
+#include "io/checkpoint.h"
+#include "models/model.h"
+#include "worker/ps_client.h"
+
+namespace pstrain {
+
+// The index entries of `model`'s variables.
+void AddModelVariables(const Model& model, CheckpointIndex* index);
+
+// OK if the checkpoint holds exactly `model`'s variables with the same
+// shapes; otherwise InvalidArgument naming the first variable that differs.
+absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Model& model,
+                                         const std::string& index_path);
+
+// The chief's checkpoints (DESIGN.md, Persistence): restore at start, save
+// every checkpoint_steps / checkpoint_secs on a thread of its own (training
+// goes on meanwhile), save when a replica leaves, and on a stop request
+// (SIGTERM, or a ps being preempted) save and end the job. Every save: each
+// ps writes its shard file, then the chief writes the index, replaces the
+// `checkpoint` file and deletes the checkpoints beyond keep_checkpoint_max.
+class Checkpointer {
+ public:
+  // `client` is this checkpointer's own (no training through it); `model`
+  // must outlive the checkpointer.
+  Checkpointer(Env* env, const JobConfig& job, const Model* model,
+               std::unique_ptr<PsClient> client);
+  ~Checkpointer();  // Stops the thread.
+
+  // Restores the newest checkpoint in the job dir that is whole, skipping
+  // damaged ones with a log line naming them; with none, initializes the ps
+  // from the model's seeded initializers. Returns the global step training
+  // continues from. A checkpoint of another model or shape is refused.
+  absl::StatusOr<int64_t> RestoreOrInitialize();
+
+  // Starts the periodic saves after `start_step`.
+  void Start(int64_t start_step);
+  // Stops the thread (a save in progress finishes first).
+  void Stop();
+
+  // Saves a checkpoint of what the ps hold now (the final one): the step is
+  // the lowest among the ps; `wait` as for SaveAll. Skipped if that step is
+  // already saved. Returns the checkpoint's prefix.
+  absl::StatusOr<std::string> SaveNow(absl::Duration wait);
+
+  // The job was ended by a stop request (after its checkpoint).
+  bool stopped_early() const { return stopped_early_; }
+  // The first error of the background thread, if any.
+  absl::Status background_status() const;
+
+ private:
+  // Saves at `step` (sync: shards below it are waited for up to `wait`).
+  absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why);
+  absl::Status Commit(int64_t step, const std::vector<SaveResponse>& saved);
+  void Loop(int64_t start_step);
+
+  Env* const env_;
+  const JobConfig job_;
+  const Model* const model_;
+  std::unique_ptr<PsClient> client_;
+  absl::Mutex save_mu_;  // One save at a time.
+  int64_t last_saved_ ABSL_GUARDED_BY(save_mu_) = -1;
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status background_status_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stopped_early_{false};
+  std::thread thread_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CHIEF_CHECKPOINTER_H_
