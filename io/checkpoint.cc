@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -279,6 +280,9 @@ absl::StatusOr<CheckpointState> ParseCheckpointState(std::string_view text,
       target = &state.model_checkpoint_path;
     } else if (absl::ConsumePrefix(&value, "all_model_checkpoint_paths:")) {
       target = &path;
+    } else if (absl::StartsWith(line, "all_model_checkpoint_timestamps:") ||
+               absl::StartsWith(line, "last_preserved_timestamp:")) {
+      continue;  // Written by TensorFlow 2.x; not needed here.
     }
     value = absl::StripAsciiWhitespace(value);
     if (target == nullptr || value.size() < 2 || value.front() != '"' || value.back() != '"') {
@@ -357,8 +361,8 @@ absl::StatusOr<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointIndex index, ReadCheckpointIndex(env, index_path));
   const size_t slash = index_path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "."
-                    : slash == 0                 ? "/"
-                                                 : index_path.substr(0, slash);
+                    : slash == 0               ? "/"
+                                               : index_path.substr(0, slash);
   return std::unique_ptr<CheckpointReader>(
       new CheckpointReader(env, std::move(dir), std::move(index)));
 }
@@ -370,7 +374,8 @@ absl::StatusOr<const ShardValues*> CheckpointReader::Shard(int i) {
     PSTRAIN_ASSIGN_OR_RETURN(ShardValues values, ReadCheckpointShard(env_, path, &entry));
     if (values.begin != entry.begin() || values.end != entry.end() ||
         values.model != index_.model() ||
-        values.slot_names.size() != static_cast<size_t>(index_.slot_names_size())) {
+        !std::equal(values.slot_names.begin(), values.slot_names.end(), index_.slot_names().begin(),
+                    index_.slot_names().end())) {
       return DataLoss(path, "does not match the checkpoint's index");
     }
     shards_[i] = std::make_unique<ShardValues>(std::move(values));

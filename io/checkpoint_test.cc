@@ -428,10 +428,16 @@ TEST(CheckpointStateTest, RoundTrip) {
 
 TEST(CheckpointStateTest, BadLineNamesFileAndLine) {
   absl::StatusOr<CheckpointState> parsed = ParseCheckpointState(
-      "model_checkpoint_path: \"model.ckpt-5\"\n\nlast_preserved_timestamp: 1.5\n",
-      "/job/checkpoint");
+      "model_checkpoint_path: \"model.ckpt-5\"\n\nmodel_path: \"x\"\n", "/job/checkpoint");
   EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << parsed.status();
   EXPECT_THAT(parsed.status().message(), HasSubstr("/job/checkpoint:3:"));
+  // TensorFlow 2.x's extra lines are read past.
+  parsed = ParseCheckpointState(
+      "model_checkpoint_path: \"model.ckpt-5\"\nall_model_checkpoint_timestamps: 1.5\n"
+      "last_preserved_timestamp: 1.2\n",
+      "/job/checkpoint");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->model_checkpoint_path, "model.ckpt-5");
   parsed = ParseCheckpointState("model_checkpoint_path: model.ckpt-5\n", "/job/checkpoint");
   EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << parsed.status();
   EXPECT_THAT(parsed.status().message(), HasSubstr("/job/checkpoint:1:"));
@@ -679,6 +685,10 @@ TEST(CheckpointFilesystemTest, RoundTripOnDisk) {
   const std::string dir =
       JoinPath(::testing::TempDir(), absl::StrCat("checkpoint_test_", ::getpid()));
   std::filesystem::remove_all(dir);
+  struct RemoveAll {
+    ~RemoveAll() { std::filesystem::remove_all(dir); }
+    std::string dir;
+  } cleanup{dir};  // also when an assertion fails
   ASSERT_TRUE(env->CreateDirs(dir).ok());
   const FlatValues values = Generated(kNumParams, kNumState);
   absl::StatusOr<std::string> index_path = WriteCheckpoint(env, dir, values, kTwoShards);
@@ -699,7 +709,6 @@ TEST(CheckpointFilesystemTest, RoundTripOnDisk) {
   EXPECT_EQ(state, values.state);
   absl::StatusOr<std::string> report = InspectCheckpoint(env, *index_path);
   EXPECT_TRUE(report.ok()) << report.status();
-  std::filesystem::remove_all(dir);
 }
 
 // --- Inspection (pstrain-ckpt) ---

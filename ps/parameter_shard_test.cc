@@ -262,6 +262,101 @@ TEST(ParameterShardTest, ConcurrentSyncPushesCompleteEveryStep) {
   EXPECT_NEAR(Params(*shard)[0], 1 - 20 * 0.1, 1e-4);
 }
 
+ShardOptions AdamOptions(bool sync) {
+  ShardOptions o = Options(sync, 1, 1);
+  o.optimizer.type = OptimizerType::kAdam;
+  o.optimizer.learning_rate = *LearningRateSchedule::Constant(0.1f);
+  return o;
+}
+
+TEST(ParameterShardTest, SnapshotAndRestoreContinueExactlyWithOptimizerSlots) {
+  // A shard trained 3 steps, snapshotted, trained 2 more; a second shard
+  // restored from the snapshot and trained the same 2 steps must match it
+  // bit for bit (parameters, Adam's m and v and step count, the step).
+  auto a = Make(AdamOptions(false));
+  const std::vector<std::vector<float>> grads = {
+      {1, -2, 3}, {0.5, 0.5, -1}, {2, 0, 1}, {-1, 1, 0.25}, {3, -3, 0}};
+  for (int i = 0; i < 3; ++i) a->Push(0, i, grads[i], kStats, [](absl::Status, PushResult) {});
+  absl::StatusOr<ShardSnapshot> snap = a->Snapshot(0, absl::ZeroDuration());
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->step, 3);
+  EXPECT_EQ(snap->optimizer_step, 3);
+  ASSERT_EQ(snap->slots.size(), 2u);
+  EXPECT_NE(snap->slots[0], std::vector<float>(3, 0.0f));
+  for (int i = 3; i < 5; ++i) a->Push(0, i, grads[i], kStats, [](absl::Status, PushResult) {});
+
+  auto b = *ParameterShard::Create(AdamOptions(false));
+  std::vector<absl::Span<const float>> slots(snap->slots.begin(), snap->slots.end());
+  ASSERT_TRUE(
+      b->Initialize(snap->params, snap->state, snap->step, slots, snap->optimizer_step).ok());
+  for (int i = 3; i < 5; ++i) b->Push(0, i, grads[i], kStats, [](absl::Status, PushResult) {});
+  EXPECT_EQ(Params(*a), Params(*b));
+  EXPECT_EQ(a->GetStats().global_step, b->GetStats().global_step);
+  absl::StatusOr<ShardSnapshot> sa = a->Snapshot(0, absl::ZeroDuration());
+  absl::StatusOr<ShardSnapshot> sb = b->Snapshot(0, absl::ZeroDuration());
+  EXPECT_EQ(sa->slots, sb->slots);
+  EXPECT_EQ(sa->optimizer_step, sb->optimizer_step);
+
+  // Initialize without slots starts the optimizer afresh.
+  ASSERT_TRUE(b->Initialize(snap->params, snap->state, 0).ok());
+  absl::StatusOr<ShardSnapshot> fresh = b->Snapshot(0, absl::ZeroDuration());
+  EXPECT_EQ(fresh->slots[0], std::vector<float>(3, 0.0f));
+  EXPECT_EQ(fresh->optimizer_step, 0);
+  // Slots of the wrong count or size are refused.
+  std::vector<float> short_slot(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      b->Initialize(snap->params, snap->state, 0, {short_slot, short_slot})));
+  EXPECT_TRUE(absl::IsInvalidArgument(b->Initialize(snap->params, snap->state, 0, {slots[0]})));
+}
+
+TEST(ParameterShardTest, SyncSnapshotWaitsForTheStepToComplete) {
+  auto shard = Make(Options(true, 2, 2));
+  Outcome first;
+  shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, first.Callback());
+  absl::StatusOr<ShardSnapshot> snap;
+  std::thread saver([&] { snap = shard->Snapshot(1, absl::Seconds(30)); });
+  absl::SleepFor(absl::Milliseconds(50));
+  Outcome second;
+  shard->Push(1, 0, std::vector<float>{3, 3, 3}, kStats, second.Callback());
+  saver.join();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->step, 1);
+  EXPECT_EQ(snap->params, (std::vector<float>{-1, 0, 1}));  // {1,2,3} - mean {2,2,2}
+  // Copied at step 1 even though the shard goes on to step 2 at once.
+  Outcome a, b;
+  shard->Push(0, 1, std::vector<float>{1, 1, 1}, kStats, a.Callback());
+  shard->Push(1, 1, std::vector<float>{1, 1, 1}, kStats, b.Callback());
+  EXPECT_EQ(shard->GetStats().global_step, 2);
+  EXPECT_EQ(snap->params, (std::vector<float>{-1, 0, 1}));
+}
+
+TEST(ParameterShardTest, SyncSnapshotGivesUpWaitingAndCopiesAsItIs) {
+  auto shard = Make(Options(true, 2, 2));
+  absl::StatusOr<ShardSnapshot> snap = shard->Snapshot(1, absl::Milliseconds(20));
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->step, 0);
+  EXPECT_EQ(snap->params, (std::vector<float>{1, 2, 3}));
+  auto uninitialized = *ParameterShard::Create(Options(true, 2, 2));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(uninitialized->Snapshot(0, absl::ZeroDuration()).status()));
+}
+
+TEST(ParameterShardTest, AReplicaThatLeavesIsNotWaitedFor) {
+  auto shard = Make(Options(true, 2, 2));
+  Outcome first;
+  shard->Push(0, 0, std::vector<float>{2, 2, 2}, kStats, first.Callback());
+  EXPECT_FALSE(first.called);
+  shard->ReplicaLeft(1);
+  ASSERT_TRUE(first.called);
+  EXPECT_EQ(first.result.global_step, 1);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{-1, 0, 1}));
+  // The next step needs only replica 0.
+  Outcome next;
+  shard->Push(0, 1, std::vector<float>{1, 1, 1}, kStats, next.Callback());
+  EXPECT_TRUE(next.called);
+  EXPECT_EQ(shard->GetStats().global_step, 2);
+}
+
 TEST(BalancedRangesTest, ContiguousAndBalanced) {
   auto r = BalancedRanges(10, 3);
   ASSERT_EQ(r.size(), 3u);

@@ -7,6 +7,7 @@
 #include "common/grpc_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "io/checkpoint.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
 #include "ps/shard_layout.h"
@@ -67,8 +68,8 @@ std::string Floats(std::vector<float> v) {
 class PsRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ps0_ = StartPs(0, 2);
-    ps1_ = StartPs(1, 2);
+    ps0_ = StartPs(0, 2, &env_);
+    ps1_ = StartPs(1, 2, &env_);
     PsClientOptions o;
     o.ps_addresses = {ps0_->address, ps1_->address};
     o.layout = ComputeShardLayout(kNumParams, /*num_state=*/1, /*layer_starts=*/{0}, 2);
@@ -97,6 +98,7 @@ class PsRpcTest : public ::testing::Test {
     ASSERT_TRUE(client_->InitializeAll("tiny", params.data(), &state, 0).ok());
   }
 
+  MemEnv env_;  // the ps's job dir
   std::unique_ptr<TestPs> ps0_, ps1_;
   std::unique_ptr<PsClient> client_;
   std::unique_ptr<ParameterServer::Stub> stub_;
@@ -235,6 +237,149 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   PushPullResponse response;
   EXPECT_TRUE(Call(good, &response).ok());
   EXPECT_EQ(response.global_step(), 1);
+}
+
+// The chief's part of a save: the index over the ps's shard files.
+void WriteIndex(Env* env, const std::string& path, int64_t step,
+                const std::vector<SaveResponse>& saved) {
+  CheckpointIndex index;
+  index.set_model("tiny");
+  index.set_global_step(step);
+  index.set_num_params(kNumParams);
+  index.set_num_state(1);
+  index.set_optimizer(saved[0].optimizer());
+  for (const SaveResponse& r : saved) {
+    CheckpointShardFile* f = index.add_shards();
+    f->set_file(r.file());
+    f->set_begin(r.begin());
+    f->set_end(r.end());
+    f->set_num_state(r.num_state());
+    f->set_size_bytes(r.size_bytes());
+    f->set_crc32c(r.crc32c());
+  }
+  ASSERT_TRUE(WriteCheckpointIndex(env, path, index).ok());
+}
+
+std::unique_ptr<PsClient> ClientFor(const std::vector<std::string>& addresses) {
+  PsClientOptions o;
+  o.ps_addresses = addresses;
+  o.layout = ComputeShardLayout(kNumParams, 1, {0}, static_cast<int>(addresses.size()));
+  o.replica = 0;
+  o.rpc_timeout = absl::Seconds(10);
+  o.retry_budget = absl::Seconds(2);
+  return *PsClient::Create(o);
+}
+
+TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
+  Initialize();
+  std::vector<float> grads(kNumParams);
+  for (int i = 0; i < kNumParams; ++i) grads[i] = 0.25f * i;
+  const float stats = 5;
+  ASSERT_TRUE(client_->Push(0, grads.data(), &stats).ok());
+  ASSERT_TRUE(client_->Push(1, grads.data(), &stats).ok());
+  absl::StatusOr<ParameterView> before = client_->PullLatest();
+  ASSERT_TRUE(before.ok());
+  const std::vector<float> expected(before->params, before->params + kNumParams);
+
+  absl::StatusOr<std::vector<SaveResponse>> saved =
+      client_->SaveAll("/job/model.ckpt-2", 2, 2, absl::ZeroDuration());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->size(), 2u);
+  EXPECT_EQ((*saved)[0].file(), "model.ckpt-2.shard-0-of-2");
+  EXPECT_EQ((*saved)[1].file(), "model.ckpt-2.shard-1-of-2");
+  EXPECT_EQ((*saved)[1].begin(), 5);
+  EXPECT_EQ((*saved)[0].min_step(), 2);
+  EXPECT_TRUE(env_.FileExists("/job/model.ckpt-2.shard-1-of-2"));
+  WriteIndex(&env_, "/job/model.ckpt-2.index", 2, *saved);
+
+  // One ps restores what two wrote.
+  auto single = StartPs(0, 1, &env_);
+  auto one = ClientFor({single->address});
+  absl::StatusOr<int64_t> step = one->RestoreAll("tiny", "/job/model.ckpt-2.index");
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 2);
+  absl::StatusOr<ParameterView> restored = one->PullLatest();
+  ASSERT_TRUE(restored.ok());
+  EXPECT_EQ(std::vector<float>(restored->params, restored->params + kNumParams), expected);
+  EXPECT_EQ(restored->state[0], 5);
+  EXPECT_EQ(restored->global_step, 2);
+
+  // And two restore what one wrote, after they were initialized afresh.
+  ASSERT_TRUE(one->Push(2, grads.data(), &stats).ok());
+  absl::StatusOr<ParameterView> moved = one->PullLatest();
+  const std::vector<float> expected3(moved->params, moved->params + kNumParams);
+  saved = one->SaveAll("/job/model.ckpt-3", 3, 3, absl::ZeroDuration());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ((*saved)[0].file(), "model.ckpt-3.shard-0-of-1");
+  WriteIndex(&env_, "/job/model.ckpt-3.index", 3, *saved);
+  Initialize();
+  step = client_->RestoreAll("tiny", "/job/model.ckpt-3.index");
+  ASSERT_TRUE(step.ok()) << step.status();
+  absl::StatusOr<ParameterView> back = client_->PullLatest();
+  EXPECT_EQ(std::vector<float>(back->params, back->params + kNumParams), expected3);
+  EXPECT_EQ(back->global_step, 3);
+  single->server->Shutdown();
+}
+
+TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
+  auto save = [&](const SaveRequest& r) {
+    grpc::ClientContext ctx;
+    SaveResponse response;
+    return stub_->Save(&ctx, r, &response);
+  };
+  auto restore = [&](const RestoreRequest& r) {
+    grpc::ClientContext ctx;
+    RestoreResponse response;
+    return stub_->Restore(&ctx, r, &response);
+  };
+  SaveRequest good_save;
+  good_save.set_prefix("/job/model.ckpt-0");
+  // Nothing to save before initialization.
+  EXPECT_EQ(save(good_save).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  Initialize();
+  SaveRequest r = good_save;
+  r.set_prefix("");
+  EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  r = good_save;
+  r.set_wait_ms(-1);
+  EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  RestoreRequest good_restore;
+  good_restore.set_model("tiny");
+  good_restore.set_num_params(kNumParams);
+  good_restore.set_index_path("/job/model.ckpt-0.index");
+  EXPECT_EQ(restore(good_restore).error_code(), grpc::StatusCode::NOT_FOUND);
+  RestoreRequest bad = good_restore;
+  bad.set_model("other");
+  EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  bad = good_restore;
+  bad.set_num_params(3);
+  EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  // A damaged shard file: DATA_LOSS naming it, and nothing changes.
+  absl::StatusOr<std::vector<SaveResponse>> saved =
+      client_->SaveAll("/job/model.ckpt-0", 0, 0, absl::ZeroDuration());
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  WriteIndex(&env_, "/job/model.ckpt-0.index", 0, *saved);
+  std::string bytes = *env_.ReadFile("/job/model.ckpt-0.shard-0-of-2");
+  bytes[bytes.size() - 9] ^= 0x10;
+  ASSERT_TRUE(env_.WriteFileAtomic("/job/model.ckpt-0.shard-0-of-2", bytes).ok());
+  std::vector<float> grads(kNumParams, 1.0f);
+  const float stats = 0;
+  ASSERT_TRUE(client_->Push(0, grads.data(), &stats).ok());
+  grpc::Status s = restore(good_restore);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DATA_LOSS);
+  EXPECT_NE(s.error_message().find("model.ckpt-0.shard-0-of-2"), std::string::npos)
+      << s.error_message();
+  absl::StatusOr<ParameterView> view = client_->PullLatest();
+  EXPECT_EQ(view->global_step, 1);
+  EXPECT_EQ(view->params[0], -1.0f);
+
+  grpc::ClientContext ctx;
+  LeaveRequest leave;
+  leave.set_replica(5);
+  LeaveResponse left;
+  EXPECT_EQ(stub_->Leave(&ctx, leave, &left).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
 TEST(PsClientTest, UnreachablePsIsAClearErrorAfterTheRetryBudget) {
