@@ -87,7 +87,7 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
     const absl::Duration patience = std::max(absl::Seconds(300), 3 * absl::Seconds(t.sync_timeout));
     int64_t last_step = -1;
     absl::Time last_progress = absl::Now();
-    while (true) {
+    while (!checkpointer.stopped_early()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client->StatusAll());
       const int64_t step = statuses[0].global_step();
       bool done = step >= t.train_steps;

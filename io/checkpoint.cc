@@ -315,6 +315,11 @@ absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std
   // Index files sort before shard files of the same checkpoint this way.
   std::map<int64_t, std::vector<std::string>> doomed;
   for (const std::string& name : names) {
+    if (name.rfind("checkpoint.tmp.", 0) == 0) {  // a `checkpoint` file never renamed
+      absl::Status s = env->DeleteFile(JoinPath(dir, name));
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+      continue;
+    }
     std::optional<int64_t> step = CheckpointStepOfName(name);
     if (!step) continue;
     const bool temp = name.find(".tmp") != std::string::npos;

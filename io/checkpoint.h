@@ -98,7 +98,8 @@ absl::StatusOr<std::vector<int64_t>> ListCheckpointSteps(Env* env, const std::st
 
 // Deletes the files of every checkpoint in `dir` older than `oldest_kept`,
 // the index first (so a checkpoint half deleted is not taken for whole), and
-// leftover temp files of checkpoints at or before `newest`. Returns the
+// leftover temp files of checkpoints at or before `newest` and of the
+// `checkpoint` file. Returns the
 // steps deleted.
 absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std::string& dir,
                                                              int64_t oldest_kept, int64_t newest);

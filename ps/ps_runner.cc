@@ -116,9 +116,13 @@ absl::Status RunParameterServer(const RoleConfig& role) {
     }
   }
   // Let every replica still running learn that the job is over before the
-  // port closes, so none of them waits on a ps that is gone.
-  const absl::Time linger_until = absl::Now() + absl::Seconds(5);
-  while (service.replicas_told_done() < options.total_replicas && absl::Now() < linger_until) {
+  // port closes, so none of them waits on a ps that is gone; and the chief's
+  // polling loops (every 200 ms) see the end in a Status answer.
+  const absl::Time shutdown_at = absl::Now();
+  const absl::Time linger_until = shutdown_at + absl::Seconds(5);
+  while ((service.replicas_told_done() < options.total_replicas ||
+          absl::Now() < shutdown_at + absl::Seconds(1)) &&
+         absl::Now() < linger_until) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   ParameterShard::Stats stats = first->GetStats();

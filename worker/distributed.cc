@@ -50,8 +50,12 @@ absl::Status RunWorker(const RoleConfig& role) {
   LOG(INFO) << "worker " << role.task.task_index << " (replica " << replica << " of " << replicas
             << ") reads " << batches->shard_size() << " of " << train.size()
             << " training examples; waiting for the parameter servers";
-  PSTRAIN_RETURN_IF_ERROR(
-      client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/true));
+  if (absl::Status s = client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/true);
+      !s.ok()) {
+    if (TerminationNotice::Received() == 0) return s;
+    LOG(INFO) << "worker " << role.task.task_index << ": " << s.message();
+    return absl::OkStatus();
+  }
   TrainerOptions options;
   options.train_steps = t.train_steps;
   options.log_every_n_steps = t.log_every_n_steps;

@@ -10,6 +10,7 @@
 #include "common/bf16.h"
 #include "common/grpc_util.h"
 #include "common/status_macros.h"
+#include "common/termination.h"
 #include "glog/logging.h"
 #include "grpcpp/create_channel.h"
 
@@ -163,7 +164,9 @@ absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
       LOG(INFO) << "waiting for " << absl::StrJoin(missing, "; ");
       next_log = absl::Now() + absl::Seconds(10);
     }
-    absl::SleepFor(absl::Milliseconds(200));
+    if (TerminationNotice::WaitFor(absl::Milliseconds(200))) {
+      return absl::CancelledError("stop requested while waiting for the parameter servers");
+    }
   }
 }
 

@@ -50,6 +50,7 @@ class PsClient : public ParameterClient {
 
   // Waits until every ps answers Status (and, if `initialized`, has been
   // initialized), up to `timeout`, logging who is still missing now and then.
+  // Cancelled if the process is asked to stop (TerminationNotice) meanwhile.
   absl::Status WaitForPs(absl::Duration timeout, bool initialized);
 
   // Status of every ps, in task order.
