@@ -84,6 +84,12 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
     return statuses[0].global_step();
   }
   if (any) LOG(WARNING) << "some ps were initialized and some not; restoring all";
+  // Temp files of saves a crash interrupted: no save runs before this one.
+  if (absl::StatusOr<std::vector<int64_t>> cleaned =
+          DeleteCheckpointsBefore(env_, t.job_dir, 0, INT64_MAX);
+      !cleaned.ok()) {
+    LOG(WARNING) << "could not delete temp files of interrupted saves: " << cleaned.status();
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(env_, t.job_dir));
   for (int64_t step : steps) {
     const std::string index_path = JoinPath(t.job_dir, IndexFileName(CheckpointPrefix(step)));
@@ -137,9 +143,10 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   const absl::Time shards_done = absl::Now();
   PSTRAIN_RETURN_IF_ERROR(Commit(step, saved));
   last_saved_ = step;
-  int64_t copy_us = 0, write_us = 0, bytes = 0, lo = step, hi = step;
+  int64_t copy_us = 0, lock_us = 0, write_us = 0, bytes = 0, lo = step, hi = step;
   for (const SaveResponse& r : saved) {
     copy_us = std::max(copy_us, r.snapshot_micros());
+    lock_us = std::max(lock_us, r.longest_copy_micros());
     write_us = std::max(write_us, r.write_micros());
     bytes += static_cast<int64_t>(r.size_bytes());
     lo = std::min(lo, r.min_step());
@@ -147,9 +154,10 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   }
   LOG(INFO) << "Saving checkpoints for " << step << " into " << prefix << " (" << why << "; "
             << absl::StrFormat(
-                   "%.1f MiB in %.0f ms: ps copy %.1f ms, ps write %.0f ms, index %.0f ms",
+                   "%.1f MiB in %.0f ms: ps copy %.1f ms (a shard locked at most %.1f ms), "
+                   "ps write %.0f ms, index %.0f ms",
                    bytes / 1048576.0, Millis(absl::Now() - start), copy_us / 1000.0,
-                   write_us / 1000.0, Millis(absl::Now() - shards_done))
+                   lock_us / 1000.0, write_us / 1000.0, Millis(absl::Now() - shards_done))
             << ")";
   if (lo != step || hi != step) {
     LOG(WARNING) << "checkpoint " << step << " holds shards at steps " << lo << " to " << hi

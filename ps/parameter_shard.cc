@@ -181,6 +181,7 @@ void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
 }
 
 ShardSnapshot ParameterShard::CopyLocked() const {
+  const absl::Time start = absl::Now();
   ShardSnapshot s;
   s.step = step_;
   s.optimizer_step = optimizer_->adam_step();
@@ -190,6 +191,7 @@ ShardSnapshot ParameterShard::CopyLocked() const {
     const float* slot = optimizer_->slot(k);
     s.slots.emplace_back(slot, slot + params_.size());
   }
+  s.copy_time = absl::Now() - start;
   return s;
 }
 

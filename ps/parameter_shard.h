@@ -37,6 +37,7 @@ struct ShardOptions {
 struct ShardSnapshot {
   int64_t step = 0;
   int64_t optimizer_step = 0;  // Adam's t
+  absl::Duration copy_time;    // how long the shard's lock was held for the copy
   std::vector<float> params;
   std::vector<float> state;
   std::vector<std::vector<float>> slots;  // the optimizer's, in slot order

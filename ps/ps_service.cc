@@ -257,6 +257,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerConte
       response->set_optimizer(r->optimizer);
       response->set_snapshot_micros(absl::ToInt64Microseconds(r->snapshot_time));
       response->set_write_micros(absl::ToInt64Microseconds(r->write_time));
+      response->set_longest_copy_micros(absl::ToInt64Microseconds(r->longest_copy));
     } else {
       LOG(WARNING) << "ps " << ps_index_ << ": save to " << request->prefix()
                    << " failed: " << r.status();

@@ -34,6 +34,7 @@ absl::StatusOr<ShardSaveResult> SaveShards(Env* env, const PsIdentity& ps,
     ChunkValues chunk;
     chunk.begin = shard->options().begin;
     chunk.end = shard->options().end;
+    result.longest_copy = std::max(result.longest_copy, snap.copy_time);
     chunk.step = snap.step;
     chunk.optimizer_step = snap.optimizer_step;
     chunk.params = std::move(snap.params);

@@ -31,6 +31,7 @@ struct ShardSaveResult {
   std::string optimizer;
   std::vector<std::string> slot_names;
   absl::Duration snapshot_time;  // copying under the shard locks, waits included
+  absl::Duration longest_copy;   // the longest a shard's lock was held for its copy
   absl::Duration write_time;
 };
 
