@@ -74,6 +74,7 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
                              BatchIterator::Create(&train, t.batch_size, replica,
                                                    NumTrainingReplicas(job), true, t.seed));
+    batches->Skip(start_step);
     TrainerOptions options;
     options.train_steps = t.train_steps;
     options.log_every_n_steps = t.log_every_n_steps;

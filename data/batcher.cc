@@ -117,6 +117,19 @@ void BatchIterator::Next(float* images, int32_t* labels) {
   }
 }
 
+void BatchIterator::Skip(int64_t batches) {
+  int64_t left = batches * batch_size_;
+  while (left > 0) {
+    const int64_t step = std::min<int64_t>(left, static_cast<int64_t>(order_.size() - position_));
+    position_ += step;
+    left -= step;
+    if (position_ == order_.size()) {
+      ++epoch_;
+      StartEpoch();
+    }
+  }
+}
+
 void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
                  int32_t* labels) {
   CHECK_GE(begin, 0);

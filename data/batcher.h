@@ -42,6 +42,11 @@ class BatchIterator {
   // examples.
   void Next(float* images, int32_t* labels);
 
+  // Moves past the next `batches` batches without reading them, as if Next
+  // had been called that many times (a job resumed at global step S skips S
+  // batches, so a sync replica sees the examples an uninterrupted run would).
+  void Skip(int64_t batches);
+
   // Number of completed epochs: incremented as soon as the last example of an
   // epoch has been handed out.
   int64_t epoch() const { return epoch_; }

@@ -136,6 +136,18 @@ TEST(BatchIteratorTest, ShuffleIsDeterministicForASeed) {
   EXPECT_NE(std::vector<int32_t>(drawn_a.begin(), drawn_a.begin() + 50), in_order);
 }
 
+TEST(BatchIteratorTest, SkipIsLikeDrawingThatManyBatches) {
+  Dataset dataset = MakeDataset(50, kH, kW, kC);
+  for (int skip : {0, 1, 6, 7, 13}) {
+    auto a = MustCreate(&dataset, 8, 1, 2, /*shuffle=*/true, 99);
+    auto b = MustCreate(&dataset, 8, 1, 2, /*shuffle=*/true, 99);
+    Draw(a.get(), dataset, skip);
+    b->Skip(skip);
+    EXPECT_EQ(a->epoch(), b->epoch()) << skip;
+    EXPECT_EQ(Draw(a.get(), dataset, 5), Draw(b.get(), dataset, 5)) << skip;
+  }
+}
+
 // The permutation is computed by this library, so it is the same on every
 // platform; pin it so an accidental change (which would break resuming a job
 // with the same data order) is noticed.

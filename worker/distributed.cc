@@ -56,6 +56,11 @@ absl::Status RunWorker(const RoleConfig& role) {
     LOG(INFO) << "worker " << role.task.task_index << ": " << s.message();
     return absl::OkStatus();
   }
+  // A resumed job goes on with the examples an uninterrupted one would see
+  // next (exactly so in sync mode, one batch per replica and step).
+  if (absl::StatusOr<std::vector<StatusResponse>> statuses = client->StatusAll(); statuses.ok()) {
+    batches->Skip((*statuses)[0].global_step());
+  }
   TrainerOptions options;
   options.train_steps = t.train_steps;
   options.log_every_n_steps = t.log_every_n_steps;
