@@ -41,12 +41,17 @@ absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Mod
                        "); use a new --job_dir for a different model"));
     }
     const Shape shape(it->second->shape().begin(), it->second->shape().end());
-    if (shape != v.shape || it->second->offset() != v.offset ||
-        it->second->trainable() != v.trainable) {
+    if (shape != v.shape) {
       return absl::InvalidArgumentError(
           absl::StrCat("variable ", v.name, " has shape ", ShapeToString(shape), " in ", index_path,
                        " but ", ShapeToString(v.shape), " in model ", model.name(),
                        "; the model changed since the checkpoint: use a new --job_dir"));
+    }
+    if (it->second->offset() != v.offset || it->second->trainable() != v.trainable) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", v.name, " is at another place in ", index_path, " (offset ",
+          it->second->offset(), ", not ", v.offset, "; trainable ", it->second->trainable(),
+          ", not ", v.trainable, "): the model changed since the checkpoint"));
     }
     saved.erase(it);
   }
@@ -57,8 +62,10 @@ absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Mod
   }
   if (index.model() != model.name() || index.num_params() != model.num_params() ||
       index.num_state() != model.num_state()) {
-    return absl::InvalidArgumentError(absl::StrCat(index_path, " is a checkpoint of model ",
-                                                   index.model(), ", not of ", model.name()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        index_path, " is a checkpoint of model ", index.model(), " (", index.num_params(),
+        " parameters, ", index.num_state(), " state values), not of ", model.name(), " (",
+        model.num_params(), ", ", model.num_state(), ")"));
   }
   return absl::OkStatus();
 }
@@ -119,9 +126,10 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
   std::vector<float> params(model_->num_params()), state(model_->num_state());
   model_->InitializeVariables(t.seed, params.data(), state.data());
   PSTRAIN_RETURN_IF_ERROR(client_->InitializeAll(t.model, params.data(), state.data(), 0));
-  LOG(INFO) << (steps.empty() ? "no checkpoint in " : "no usable checkpoint in ") << t.job_dir
-            << "; initialized " << model_->num_params() << " parameters on "
-            << job_.cluster.ps.size() << " ps (seed " << t.seed << ")";
+  (steps.empty() ? LOG(INFO) : LOG(WARNING))
+      << (steps.empty() ? "no checkpoint in " : "no usable checkpoint in ") << t.job_dir
+      << "; initialized " << model_->num_params() << " parameters on " << job_.cluster.ps.size()
+      << " ps (seed " << t.seed << ")";
   return 0;
 }
 
@@ -129,21 +137,22 @@ absl::StatusOr<std::string> Checkpointer::SaveNow(absl::Duration wait) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client_->StatusAll());
   int64_t step = statuses[0].global_step();
   for (const StatusResponse& s : statuses) step = std::min(step, s.global_step());
-  return SaveAt(step, wait, "final");
+  return SaveAt(step, wait, "final", /*exact=*/false);
 }
 
 absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wait,
-                                                 const std::string& why) {
+                                                 const std::string& why, bool exact) {
   absl::MutexLock lock(&save_mu_);
   const std::string prefix = JoinPath(job_.training.job_dir, CheckpointPrefix(step));
-  if (step == last_saved_) return prefix;
+  // Never rewrite a committed checkpoint (a restarted chief may get to a step
+  // saved before): replacing its files would break it until the new index is
+  // written.
+  if (step == last_saved_ || env_->FileExists(IndexFileName(prefix))) return prefix;
   const absl::Time start = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<SaveResponse> saved,
                            client_->SaveAll(prefix, step, step, wait));
   const absl::Time shards_done = absl::Now();
-  PSTRAIN_RETURN_IF_ERROR(Commit(step, saved));
-  last_saved_ = step;
-  int64_t copy_us = 0, lock_us = 0, write_us = 0, bytes = 0, lo = step, hi = step;
+  int64_t copy_us = 0, lock_us = 0, write_us = 0, bytes = 0, lo = INT64_MAX, hi = INT64_MIN;
   for (const SaveResponse& r : saved) {
     copy_us = std::max(copy_us, r.snapshot_micros());
     lock_us = std::max(lock_us, r.longest_copy_micros());
@@ -152,6 +161,22 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
     lo = std::min(lo, r.min_step());
     hi = std::max(hi, r.max_step());
   }
+  // Sync shards are copied at one step; if one did not get there in time (a
+  // step waiting for a dead replica) or was already past it, the files do not
+  // hold step `step` and are not committed (the previous checkpoint stays the
+  // newest). Async shards step independently: a checkpoint holds each as it
+  // was, restored at the lowest step.
+  const bool sync = job_.training.update == UpdateMode::kSync;
+  if (sync && (lo != step || hi != step)) {
+    if (exact) {
+      return absl::AbortedError(absl::StrCat("the shards were copied at steps ", lo, " to ", hi,
+                                             ", not all at step ", step, "; not committed"));
+    }
+    LOG(WARNING) << "checkpoint " << step << " holds shards at steps " << lo << " to " << hi
+                 << "; it restores at step " << step;
+  }
+  PSTRAIN_RETURN_IF_ERROR(Commit(step, saved));
+  last_saved_ = step;
   LOG(INFO) << "Saving checkpoints for " << step << " into " << prefix << " (" << why << "; "
             << absl::StrFormat(
                    "%.1f MiB in %.0f ms: ps copy %.1f ms (a shard locked at most %.1f ms), "
@@ -159,12 +184,6 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
                    bytes / 1048576.0, Millis(absl::Now() - start), copy_us / 1000.0,
                    lock_us / 1000.0, write_us / 1000.0, Millis(absl::Now() - shards_done))
             << ")";
-  // Async shards step independently; in sync mode they are copied at one step
-  // unless one did not get there in time.
-  if (job_.training.update == UpdateMode::kSync && (lo != step || hi != step)) {
-    LOG(WARNING) << "checkpoint " << step << " holds shards at steps " << lo << " to " << hi
-                 << " (some did not reach step " << step << " in time)";
-  }
   return prefix;
 }
 
@@ -270,17 +289,22 @@ void Checkpointer::Loop(int64_t start_step) {
       now_departures += s.departures();
     }
     if (done) return;  // The final checkpoint is the main loop's.
-    // The step a save is for. Async: the lowest (shards are copied as they
-    // are). Sync, periodic: the next step boundary, which every shard
-    // reaches while training goes on and is copied at the moment it does, so
-    // the checkpoint is one consistent step. Sync, stopping: the highest now
-    // (replicas are leaving; nothing will step further).
-    const int64_t step = sync ? hi : lo;
     const int signal = TerminationNotice::Received();
     if (signal != 0 || preempting) {
       const std::string why = signal != 0 ? absl::StrCat("the chief got signal ", signal)
                                           : "a parameter server is being stopped";
-      absl::StatusOr<std::string> saved = SaveAt(step, stop_wait, why);
+      // At the highest step if every shard gets there in time (replicas that
+      // leave complete their step); else at the lowest, as the shards are.
+      absl::StatusOr<std::string> saved = SaveAt(sync ? hi : lo, stop_wait, why, /*exact=*/true);
+      if (!saved.ok() && sync) {
+        LOG(WARNING) << "checkpoint at global step " << hi << ": " << saved.status().message()
+                     << "; saving at step " << lo << " instead";
+        saved = SaveAt(lo, absl::ZeroDuration(), why, /*exact=*/false);
+      }
+      const int64_t step =
+          saved.ok()
+              ? CheckpointStepOfName(saved->substr(saved->find_last_of('/') + 1)).value_or(lo)
+              : lo;
       const std::string reason =
           saved.ok() ? absl::StrCat(why, "; checkpoint saved at global step ", step)
                      : absl::StrCat(why, "; the checkpoint failed: ", saved.status().message());
@@ -292,18 +316,32 @@ void Checkpointer::Loop(int64_t start_step) {
       if (!s.ok() && background_status_.ok()) background_status_ = s;
       return;
     }
-    std::string why;
-    if (departures >= 0 && now_departures > departures) why = "a replica left";
+    // The step a save is for. Async: the lowest (shards are copied as they
+    // are). Sync, periodic: the next step boundary, which every shard
+    // reaches while training goes on and is copied at the moment it does, so
+    // the checkpoint is one consistent step. Sync, a replica left: the
+    // highest now (its step completes without it).
+    const bool left = departures >= 0 && now_departures > departures;
     departures = now_departures;
-    const int64_t save_step = sync ? hi + 1 : lo;
+    std::string why;
+    int64_t save_step = sync ? hi + 1 : lo;
+    absl::Duration wait = sync ? sync_wait : absl::ZeroDuration();
     if (save_step >= next_step) why = "checkpoint_steps";
     if (absl::Now() >= next_time) why = "checkpoint_secs";
-    if (why.empty()) continue;
-    absl::StatusOr<std::string> saved =
-        SaveAt(save_step, sync ? sync_wait : absl::ZeroDuration(), why);
-    if (!saved.ok()) {
-      LOG(WARNING) << "checkpoint at global step " << save_step << " failed: " << saved.status();
+    if (why.empty() && left) {
+      why = "a replica left";
+      save_step = sync ? hi : lo;
+      wait = std::min(wait, absl::Seconds(2));
     }
+    if (why.empty()) continue;
+    absl::StatusOr<std::string> saved = SaveAt(save_step, wait, why, /*exact=*/true);
+    if (!saved.ok()) {
+      // Periodic saves are tried again at the next poll, at the step the
+      // shards have reached by then.
+      LOG(WARNING) << "checkpoint at global step " << save_step << ": " << saved.status().message();
+      continue;
+    }
+    if (why == "a replica left") continue;
     next_step = next_by_steps(save_step);
     if (t.checkpoint_secs > 0) next_time = absl::Now() + absl::Seconds(t.checkpoint_secs);
   }

@@ -63,7 +63,10 @@ class Checkpointer {
 
  private:
   // Saves at `step` (sync: shards below it are waited for up to `wait`).
-  absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why);
+  // With `exact`, a sync save whose shards were not all copied at `step` is
+  // not committed (Aborted). Skipped if `step` is already saved.
+  absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why,
+                                     bool exact);
   absl::Status Commit(int64_t step, const std::vector<SaveResponse>& saved);
   void Loop(int64_t start_step);
 

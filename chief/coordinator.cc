@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "chief/checkpointer.h"
 #include "common/status_macros.h"
+#include "common/termination.h"
 #include "data/batcher.h"
 #include "data/mnist.h"
 #include "glog/logging.h"
@@ -15,12 +16,15 @@
 #include "worker/trainer.h"
 
 namespace pstrain {
-absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out);
+// `*job_ended` is set once the chief has shut the ps down itself.
+absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out,
+                          bool* job_ended);
 
 absl::Status RunChief(const RoleConfig& role) {
   std::unique_ptr<PsClient> client;
-  absl::Status status = RunChiefWith(role, &client);
-  if (!status.ok() && client != nullptr) {
+  bool job_ended = false;
+  absl::Status status = RunChiefWith(role, &client, &job_ended);
+  if (!status.ok() && client != nullptr && !job_ended) {
     // Without its chief the job cannot finish: end it rather than leave the
     // parameter servers (and the workers waiting on them) running.
     absl::Status s = client->ShutdownAll(absl::StrCat("the chief failed: ", status.message()));
@@ -29,7 +33,8 @@ absl::Status RunChief(const RoleConfig& role) {
   return status;
 }
 
-absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out) {
+absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out,
+                          bool* job_ended) {
   const JobConfig& job = role.job;
   const TrainingSpec& t = job.training;
   const int replica = ReplicaId(job, role.task);
@@ -41,10 +46,16 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadMnist(Env::Default(), t.data_dir, Split::kTest));
 
   LOG(INFO) << "chief: waiting for " << job.cluster.ps.size() << " parameter servers";
-  PSTRAIN_RETURN_IF_ERROR(
-      client->WaitForPs(absl::Seconds(t.startup_timeout), /*initialized=*/false));
+  if (absl::Status s = client->WaitForPs(absl::Seconds(t.startup_timeout), false); !s.ok()) {
+    if (TerminationNotice::Received() == 0) return s;
+    LOG(INFO) << "chief: " << s.message() << "; the job had not started";
+    *job_ended = true;  // Nothing to end.
+    return absl::OkStatus();
+  }
+  // Its own client, which gives up on a ps that does not answer soon (a
+  // stop request must not wait a minute behind it).
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> checkpoint_client,
-                           MakePsClient(job, layout, -1));
+                           MakePsClient(job, layout, -1, absl::Seconds(5)));
   Checkpointer checkpointer(Env::Default(), job, model.get(), std::move(checkpoint_client));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, checkpointer.RestoreOrInitialize());
   checkpointer.Start(start_step);
@@ -74,7 +85,8 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
                              BatchIterator::Create(&train, t.batch_size, replica,
                                                    NumTrainingReplicas(job), true, t.seed));
-    batches->Skip(start_step);
+    batches->Skip(t.update == UpdateMode::kSync ? start_step
+                                                : start_step / NumTrainingReplicas(job));
     TrainerOptions options;
     options.train_steps = t.train_steps;
     options.log_every_n_steps = t.log_every_n_steps;
@@ -111,6 +123,7 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   }
   checkpointer.Stop();
   if (checkpointer.stopped_early()) {
+    *job_ended = true;
     // Stopped (SIGTERM, a ps preempted) after the checkpoint: a restart of
     // the cluster resumes from it.
     PSTRAIN_RETURN_IF_ERROR(checkpointer.background_status());
@@ -135,9 +148,14 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   const EvalMetrics metrics = evaluate(final_view);
   PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                            checkpointer.SaveNow(absl::ZeroDuration()));
-  PSTRAIN_RETURN_IF_ERROR(
-      WriteCompletionMarker(Env::Default(), t.job_dir, metrics.global_step,
-                            final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
+  if (metrics.global_step >= t.train_steps) {
+    PSTRAIN_RETURN_IF_ERROR(
+        WriteCompletionMarker(Env::Default(), t.job_dir, metrics.global_step,
+                              final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
+  } else {
+    LOG(WARNING) << "the job ended at global step " << metrics.global_step << " before train_steps "
+                 << t.train_steps << "; not marked complete, a restart resumes it";
+  }
   PSTRAIN_RETURN_IF_ERROR(
       client->ShutdownAll(absl::StrCat("training finished at global step ", metrics.global_step)));
   LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "

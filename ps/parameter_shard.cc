@@ -177,6 +177,7 @@ void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
   if (snapshot_wanted_ && step_ >= snapshot_at_) {
     snapshot_ = CopyLocked();
     snapshot_wanted_ = false;
+    snapshot_ready_ = true;
   }
 }
 
@@ -195,24 +196,40 @@ ShardSnapshot ParameterShard::CopyLocked() const {
   return s;
 }
 
-absl::StatusOr<ShardSnapshot> ParameterShard::Snapshot(int64_t at_step, absl::Duration wait) {
+absl::Status ParameterShard::RequestSnapshot(int64_t at_step) {
   absl::MutexLock lock(&mu_);
   if (!initialized_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ps shard ", options_.shard_index, " is not initialized; there is nothing to save"));
   }
-  if (!options_.sync || step_ >= at_step) return CopyLocked();
-  snapshot_wanted_ = true;
   snapshot_at_ = at_step;
+  snapshot_ready_ = !options_.sync || step_ >= at_step;
+  snapshot_wanted_ = !snapshot_ready_;
+  if (snapshot_ready_) snapshot_ = CopyLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardSnapshot> ParameterShard::AwaitSnapshot(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
   auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !snapshot_wanted_ || shutting_down_ || destroying_;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&done), wait);
-  if (!snapshot_wanted_) return std::move(snapshot_);
-  snapshot_wanted_ = false;
-  LOG(WARNING) << "ps shard " << options_.shard_index << " did not reach step " << at_step
-               << " within " << absl::FormatDuration(wait) << "; saving it at step " << step_;
-  return CopyLocked();
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  if (snapshot_wanted_) {
+    snapshot_wanted_ = false;
+    LOG(WARNING) << "ps shard " << options_.shard_index << " did not reach step " << snapshot_at_
+                 << (shutting_down_ ? " before the job ended" : " in time")
+                 << "; copying it at step " << step_;
+    snapshot_ = CopyLocked();
+  }
+  snapshot_ready_ = false;
+  return std::move(snapshot_);
+}
+
+absl::StatusOr<ShardSnapshot> ParameterShard::Snapshot(int64_t at_step, absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  PSTRAIN_RETURN_IF_ERROR(RequestSnapshot(at_step));
+  return AwaitSnapshot(deadline);
 }
 
 std::vector<std::string> ParameterShard::slot_names() const {

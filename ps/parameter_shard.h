@@ -88,6 +88,13 @@ class ParameterShard {
   // same step; otherwise (async, or the wait ran out) it is copied as it is.
   // FailedPrecondition before Initialize.
   absl::StatusOr<ShardSnapshot> Snapshot(int64_t at_step, absl::Duration wait);
+  // The same in two halves, so a ps can ask all its shards first and then
+  // collect them (each is copied at `at_step` however long the others take):
+  // RequestSnapshot copies now or marks the copy as wanted at `at_step`;
+  // AwaitSnapshot waits for it until `deadline`, then copies as it is. One
+  // snapshot at a time per shard.
+  absl::Status RequestSnapshot(int64_t at_step);
+  absl::StatusOr<ShardSnapshot> AwaitSnapshot(absl::Time deadline);
 
   // The optimizer's slot names ("m", "v" for Adam).
   std::vector<std::string> slot_names() const;
@@ -178,6 +185,7 @@ class ParameterShard {
 
   // A snapshot waiting for the step to reach snapshot_at_ (sync).
   bool snapshot_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool snapshot_ready_ ABSL_GUARDED_BY(mu_) = false;
   int64_t snapshot_at_ ABSL_GUARDED_BY(mu_) = 0;
   ShardSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   std::thread timer_;

@@ -31,17 +31,31 @@ ParameterServerService::ParameterServerService(const PsIdentity& identity,
       told_done_(shards_.front()->options().total_replicas, false) {}
 
 ParameterServerService::~ParameterServerService() {
-  std::vector<std::thread> threads;
+  std::vector<Background> threads;
   {
     absl::MutexLock lock(&mu_);
     threads.swap(threads_);
   }
-  for (std::thread& t : threads) t.join();
+  for (Background& b : threads) b.thread.join();
 }
 
 void ParameterServerService::RunInBackground(std::function<void()> work) {
   absl::MutexLock lock(&mu_);
-  threads_.emplace_back(std::move(work));
+  // Join the ones that finished, so a long job does not pile them up.
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  threads_.push_back({std::thread([work = std::move(work), done] {
+                        work();
+                        done->store(true);
+                      }),
+                      done});
 }
 
 absl::StatusOr<ParameterShard*> ParameterServerService::FindShard(int shard) const {
@@ -131,9 +145,9 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
 }
 
 void ParameterServerService::NoteDone(int replica, bool job_done) {
-  if (!job_done) return;
   absl::MutexLock lock(&mu_);
-  if (replica >= 0 && replica < static_cast<int>(told_done_.size())) told_done_[replica] = true;
+  // A replica that left (or was told) and pushes again is back in the job.
+  if (replica >= 0 && replica < static_cast<int>(told_done_.size())) told_done_[replica] = job_done;
 }
 
 int ParameterServerService::replicas_told_done() const {

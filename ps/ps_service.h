@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,7 +81,11 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   mutable absl::Mutex mu_;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
   absl::Mutex file_mu_;  // One save or restore at a time.
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  struct Background {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Background> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

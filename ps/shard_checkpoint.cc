@@ -27,10 +27,11 @@ absl::StatusOr<ShardSaveResult> SaveShards(Env* env, const PsIdentity& ps,
   ShardSaveResult result;
   result.min_step = INT64_MAX;
   result.max_step = INT64_MIN;
+  // Every shard is asked first, so each is copied the moment it reaches
+  // at_step, however long the copies of the others take.
+  for (ParameterShard* shard : shards) PSTRAIN_RETURN_IF_ERROR(shard->RequestSnapshot(at_step));
   for (ParameterShard* shard : shards) {
-    PSTRAIN_ASSIGN_OR_RETURN(
-        ShardSnapshot snap,
-        shard->Snapshot(at_step, std::max(deadline - absl::Now(), absl::ZeroDuration())));
+    PSTRAIN_ASSIGN_OR_RETURN(ShardSnapshot snap, shard->AwaitSnapshot(deadline));
     ChunkValues chunk;
     chunk.begin = shard->options().begin;
     chunk.end = shard->options().end;
@@ -61,8 +62,17 @@ absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
                                       const std::vector<ParameterShard*>& shards,
                                       const std::string& index_path) {
   if (shards.empty()) return absl::InvalidArgumentError("no shards to restore");
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                           CheckpointReader::Open(env, index_path));
+  absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
+      CheckpointReader::Open(env, index_path);
+  if (absl::IsNotFound(opened.status())) {
+    // The chief found it: this ps sees another directory.
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps ", ps.ps_index, " cannot read ", index_path,
+                     ", which the chief wrote: every task must see the job dir at the same path "
+                     "(one machine, or a shared filesystem)"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(opened.status());
+  std::unique_ptr<CheckpointReader> reader = *std::move(opened);
   const CheckpointIndex& index = reader->index();
   if (index.model() != ps.model || index.num_params() != ps.num_params) {
     return absl::InvalidArgumentError(

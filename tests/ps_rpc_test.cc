@@ -348,7 +348,11 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   good_restore.set_model("tiny");
   good_restore.set_num_params(kNumParams);
   good_restore.set_index_path("/job/model.ckpt-0.index");
-  EXPECT_EQ(restore(good_restore).error_code(), grpc::StatusCode::NOT_FOUND);
+  // An index the chief found but this ps cannot: a job dir not shared.
+  grpc::Status missing = restore(good_restore);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(missing.error_message().find("every task must see the job dir"), std::string::npos)
+      << missing.error_message();
   RestoreRequest bad = good_restore;
   bad.set_model("other");
   EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

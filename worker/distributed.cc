@@ -19,7 +19,8 @@ int ReplicaId(const JobConfig& job, const TaskSpec& task) {
 }
 
 absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
-                                                       const ShardLayout& layout, int replica) {
+                                                       const ShardLayout& layout, int replica,
+                                                       absl::Duration retry_budget) {
   PsClientOptions options;
   options.ps_addresses = job.cluster.ps;
   options.layout = layout;
@@ -31,7 +32,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
   if (job.training.update == UpdateMode::kSync) {
     options.rpc_timeout += absl::Seconds(job.training.sync_timeout);
   }
-  options.retry_budget = absl::Seconds(60);
+  options.retry_budget = retry_budget;
   return PsClient::Create(options);
 }
 
@@ -59,22 +60,28 @@ absl::Status RunWorker(const RoleConfig& role) {
   // A resumed job goes on with the examples an uninterrupted one would see
   // next (exactly so in sync mode, one batch per replica and step).
   if (absl::StatusOr<std::vector<StatusResponse>> statuses = client->StatusAll(); statuses.ok()) {
-    batches->Skip((*statuses)[0].global_step());
+    // Async: each replica did about 1/N of the steps.
+    const int64_t step = (*statuses)[0].global_step();
+    batches->Skip(t.update == UpdateMode::kSync ? step : step / replicas);
   }
   TrainerOptions options;
   options.train_steps = t.train_steps;
   options.log_every_n_steps = t.log_every_n_steps;
   options.seed = t.seed + static_cast<uint64_t>(replica) * 7919;
-  options.should_stop = [] { return TerminationNotice::Received() != 0; };
+  bool stop_requested = false;  // asked only while the job is not done
+  options.should_stop = [&stop_requested] {
+    stop_requested = TerminationNotice::Received() != 0;
+    return stop_requested;
+  };
   Trainer trainer(model.get(), client.get(), batches.get(), options);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
-  if (TerminationNotice::Received() != 0) {
+  if (stop_requested) {
     // Preempted: sync steps stop waiting for this replica at once, and the
     // chief saves a checkpoint; the job goes on without it (or ends, if the
     // whole cluster is stopping).
     const std::string reason = absl::StrCat("worker ", role.task.task_index, " got signal ",
                                             TerminationNotice::Received());
-    absl::Status left = client->LeaveAll(replica, reason);
+    absl::Status left = client->LeaveAll(replica, reason, absl::Seconds(2));
     LOG(INFO) << "worker " << role.task.task_index << " stopping at global step " << step << " ("
               << reason << ")"
               << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));

@@ -16,8 +16,10 @@ int ReplicaId(const JobConfig& job, const TaskSpec& task);
 
 // A PsClient for `replica` of the job, with deadlines that fit its update
 // mode (a sync PushPull waits for the step to complete).
-absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(const JobConfig& job,
-                                                       const ShardLayout& layout, int replica);
+// `retry_budget`: how long a ps that does not answer is retried.
+absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(
+    const JobConfig& job, const ShardLayout& layout, int replica,
+    absl::Duration retry_budget = absl::Seconds(60));
 
 // Runs worker task role.task.task_index: waits for the initialized ps, trains
 // its shard of the data until the job is done, returns OK.

@@ -87,10 +87,12 @@ PsClient::~PsClient() {
 }
 
 template <typename CallFn, typename TargetFn>
-absl::Status PsClient::CallAll(int n, const char* what, TargetFn target, CallFn call) {
+absl::Status PsClient::CallAll(int n, const char* what, TargetFn target, CallFn call,
+                               std::optional<absl::Duration> budget) {
   std::vector<int> pending(n);
   for (int i = 0; i < n; ++i) pending[i] = i;
-  const absl::Time give_up = absl::Now() + options_.retry_budget;
+  const absl::Duration retry_budget = budget.value_or(options_.retry_budget);
+  const absl::Time give_up = absl::Now() + retry_budget;
   absl::Duration backoff = absl::Milliseconds(50);
   while (true) {
     std::vector<grpc::Status> results(pending.size());
@@ -112,7 +114,7 @@ absl::Status PsClient::CallAll(int n, const char* what, TargetFn target, CallFn 
         retry.push_back(pending[k]);
         continue;
       }
-      return CallError(what, target(pending[k]), results[k], options_.retry_budget);
+      return CallError(what, target(pending[k]), results[k], retry_budget);
     }
     if (retry.empty()) return absl::OkStatus();
     absl::SleepFor(backoff);
@@ -258,7 +260,8 @@ absl::StatusOr<int64_t> PsClient::RestoreAll(const std::string& model,
   return responses[0].global_step();
 }
 
-absl::Status PsClient::LeaveAll(int replica, const std::string& reason) {
+absl::Status PsClient::LeaveAll(int replica, const std::string& reason,
+                                absl::Duration retry_budget) {
   const int n = static_cast<int>(stubs_.size());
   std::vector<LeaveRequest> requests(n);
   std::vector<LeaveResponse> responses(n);
@@ -270,7 +273,8 @@ absl::Status PsClient::LeaveAll(int replica, const std::string& reason) {
       n, "Leave", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
       [&](int i, grpc::ClientContext* ctx, auto done) {
         stubs_[i]->async()->Leave(ctx, &requests[i], &responses[i], std::move(done));
-      });
+      },
+      retry_budget);
 }
 
 absl::StatusOr<ParameterView> PsClient::Pull() {

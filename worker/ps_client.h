@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,7 +75,8 @@ class PsClient : public ParameterClient {
   absl::StatusOr<int64_t> RestoreAll(const std::string& model, const std::string& index_path);
 
   // Tells every ps that replica `replica` is leaving the job.
-  absl::Status LeaveAll(int replica, const std::string& reason);
+  // Retries a ps that does not answer for at most `retry_budget`.
+  absl::Status LeaveAll(int replica, const std::string& reason, absl::Duration retry_budget);
 
   absl::StatusOr<ParameterView> Pull() override;
   // Pull() from the ps even if the last push brought the parameters back.
@@ -103,8 +105,10 @@ class PsClient : public ParameterClient {
 
   // Runs call(i, context, done) for every i in [0, n) in parallel and waits;
   // retries UNAVAILABLE. `what` and `target(i)` name the call in errors.
+  // `budget` replaces options_.retry_budget if set.
   template <typename CallFn, typename TargetFn>
-  absl::Status CallAll(int n, const char* what, TargetFn target, CallFn call);
+  absl::Status CallAll(int n, const char* what, TargetFn target, CallFn call,
+                       std::optional<absl::Duration> budget = std::nullopt);
 
   void SenderLoop();
   void SendChunk(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
