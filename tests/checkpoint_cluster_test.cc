@@ -21,7 +21,7 @@ namespace {
 
 using testing_util::Background;
 using testing_util::FindProcesses;
-using testing_util::FreePort;
+using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -30,14 +30,6 @@ using testing_util::WaitForText;
 using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
-
-std::string Addresses(int n) {
-  std::string s = "[";
-  for (int i = 0; i < n; ++i) {
-    s += absl::StrCat(i ? ", " : "", "\"127.0.0.1:", FreePort(), "\"");
-  }
-  return s + "]";
-}
 
 // The value of the first group of `pattern` in `text`'s last match, or -1.
 double LastMatch(const std::string& text, const std::string& pattern) {
@@ -67,8 +59,8 @@ class CheckpointClusterTest : public ::testing::Test {
   std::string WriteConfig(int ps, int workers, const std::string& update, int train_steps,
                           const std::string& extra = "") {
     const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", Addresses(1), "\n  worker: ", Addresses(workers),
-        "\n  ps: ", Addresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
+        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(workers),
+        "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
         "\n  job_dir: ", job_dir_, "\n  update: ", update,
         "\n  batch_size: 20\n  train_steps: ", train_steps,
         "\n  eval_steps: 0\n  log_every_n_steps: 1\n  chief_trains: false",

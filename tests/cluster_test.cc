@@ -19,6 +19,7 @@ namespace {
 using testing_util::Background;
 using testing_util::FindProcesses;
 using testing_util::FreePort;
+using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -27,14 +28,6 @@ using testing_util::WaitForText;
 using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
-
-std::string Addresses(int n) {
-  std::string s = "[";
-  for (int i = 0; i < n; ++i) {
-    s += absl::StrCat(i ? ", " : "", "\"127.0.0.1:", FreePort(), "\"");
-  }
-  return s + "]";
-}
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -54,8 +47,8 @@ class ClusterTest : public ::testing::Test {
   std::string WriteConfig(int ps, int workers, const std::string& update,
                           const std::string& extra = "", int log_every = 10) {
     const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", Addresses(1), "\n  worker: ", Addresses(workers),
-        "\n  ps: ", Addresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
+        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(workers),
+        "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
         "\n  job_dir: ", JoinPath(dir_, "job"), "\n  update: ", update,
         "\n  batch_size: 20\n  train_steps: 40\n  eval_steps: 20\n  log_every_n_steps: ", log_every,
         "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra);

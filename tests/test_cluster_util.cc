@@ -61,6 +61,14 @@ int FreePort() {
   return port;
 }
 
+std::string LoopbackAddresses(int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) {
+    s += (i ? ", \"127.0.0.1:" : "\"127.0.0.1:") + std::to_string(FreePort()) + "\"";
+  }
+  return s + "]";
+}
+
 std::string MakeTempDir(const std::string& name) {
   std::string dir =
       JoinPath(::testing::TempDir(), "pstrain_" + name + "_" + std::to_string(::getpid()) + "_" +

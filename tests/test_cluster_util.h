@@ -19,6 +19,10 @@ bool WriteQuadrantData(const std::string& dir, const std::string& prefix, int n,
 // A loopback port that nobody listens on right now.
 int FreePort();
 
+// A YAML list of `n` loopback addresses with free ports:
+// ["127.0.0.1:P1", "127.0.0.1:P2"].
+std::string LoopbackAddresses(int n);
+
 // A fresh directory under the test temp dir.
 std::string MakeTempDir(const std::string& name);
 
