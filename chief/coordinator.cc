@@ -11,6 +11,7 @@
 #include "data/batcher.h"
 #include "data/mnist.h"
 #include "glog/logging.h"
+#include "io/event_writer.h"
 #include "models/registry.h"
 #include "worker/distributed.h"
 #include "worker/trainer.h"
@@ -66,10 +67,18 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
   };
   int64_t next_eval =
       t.eval_steps > 0 ? (start_step / t.eval_steps + 1) * t.eval_steps : t.train_steps;
+  // Evaluation results for TensorBoard, as an Estimator writes them.
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<EventWriter> eval_events,
+      EventWriter::Create(Env::Default(), JoinPath(t.job_dir, "eval"), absl::Seconds(30)));
   auto evaluate = [&](const ParameterView& view) {
     EvalMetrics m = EvaluateDataset(model.get(), view, test, t.eval_batch_size);
     LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", elapsed())
               << " s of training)";
+    absl::Status s = eval_events->WriteScalar("accuracy", m.global_step, m.accuracy);
+    if (s.ok()) s = eval_events->WriteScalar("loss", m.global_step, m.loss);
+    if (s.ok()) s = eval_events->Flush();
+    if (!s.ok()) LOG(WARNING) << "cannot write evaluation events: " << s;
     return m;
   };
   auto maybe_evaluate = [&](const ParameterView& view) {

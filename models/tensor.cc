@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace pstrain {
@@ -12,7 +13,9 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
-std::string ShapeToString(const Shape& shape) { return "[" + absl::StrJoin(shape, ", ") + "]"; }
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
 
 void Tensor::Resize(Shape shape) {
   size_ = NumElements(shape);

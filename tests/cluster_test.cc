@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
+#include "io/record_reader.h"
+#include "proto/event.pb.h"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -78,6 +80,27 @@ TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
   EXPECT_NE(r.output.find("(sync, 3 of 3 replicas per step)"), std::string::npos) << r.output;
   EXPECT_GT(FinalAccuracy(r.output, 40), 0.8) << r.output;  // chance is 0.25
   EXPECT_GT(FinalAccuracy(r.output, 20), 0.0) << "no evaluation at eval_steps\n" << r.output;
+  // The evaluations are in an event file under eval/, as TensorBoard reads them.
+  const std::string eval_dir = JoinPath(JoinPath(dir_, "job"), "eval");
+  absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(eval_dir);
+  ASSERT_TRUE(names.ok() && names->size() == 1) << eval_dir;
+  EXPECT_EQ((*names)[0].rfind("events.out.tfevents.", 0), 0u) << (*names)[0];
+  const std::string contents = *Env::Default()->ReadFile(JoinPath(eval_dir, (*names)[0]));
+  RecordReader reader(contents, (*names)[0]);
+  std::vector<std::pair<std::string, int64_t>> scalars;
+  while (true) {
+    absl::StatusOr<std::string_view> record = reader.ReadRecord();
+    if (!record.ok()) {
+      EXPECT_TRUE(absl::IsOutOfRange(record.status())) << record.status();
+      break;
+    }
+    tensorboard::Event event;
+    ASSERT_TRUE(event.ParseFromArray(record->data(), static_cast<int>(record->size())));
+    for (const auto& v : event.summary().value()) scalars.emplace_back(v.tag(), event.step());
+  }
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"accuracy", 20}, {"loss", 20}, {"accuracy", 40}, {"loss", 40}};
+  EXPECT_EQ(scalars, expected);
 }
 
 TEST_F(ClusterTest, AsyncTwoPsTwoWorkersLearns) {

@@ -1,0 +1,59 @@
+#ifndef PSTRAIN_IO_EVENT_WRITER_H_
+#define PSTRAIN_IO_EVENT_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/env.h"
+#include "io/record_writer.h"
+#include "proto/event.pb.h"
+
+namespace pstrain {
+
+// The name of a new event file: "events.out.tfevents.<10-digit unix
+// time>.<host>.<pid>.<n>", the trailing pid and counter keeping two writers
+// apart (TensorBoard reads every file whose name contains "tfevents").
+std::string EventFileName(absl::Time now, const std::string& host, int pid, int n);
+
+// A histogram of `values` in `buckets` equal-width buckets between their
+// min and max (one bucket if they are all equal).
+tensorboard::HistogramProto MakeHistogram(absl::Span<const float> values, int buckets = 30);
+
+// Writes one TensorBoard event file: TFRecord-framed Event records, the
+// first one carrying file_version "brain.Event:2". Each record goes to the
+// file in one append, and buffered records reach the OS at least every
+// `flush_interval` (at the write after it) and on Flush/Close, so a crash
+// leaves whole records with at most one cut record at the end. Not
+// thread-safe.
+class EventWriter {
+ public:
+  // Creates `dir` if needed and a new file in it.
+  static absl::StatusOr<std::unique_ptr<EventWriter>> Create(Env* env, const std::string& dir,
+                                                             absl::Duration flush_interval);
+  ~EventWriter();  // Flushes.
+
+  absl::Status WriteScalar(const std::string& tag, int64_t step, float value);
+  absl::Status WriteHistogram(const std::string& tag, int64_t step, absl::Span<const float> values);
+  // Any event; wall_time is set to now if it is 0.
+  absl::Status WriteEvent(tensorboard::Event event);
+  absl::Status Flush();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  EventWriter(std::string path, std::unique_ptr<WritableFile> file, absl::Duration flush_interval);
+
+  const std::string path_;
+  std::unique_ptr<WritableFile> file_;
+  RecordWriter records_;
+  const absl::Duration flush_interval_;
+  absl::Time last_flush_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_IO_EVENT_WRITER_H_

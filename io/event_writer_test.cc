@@ -1,0 +1,85 @@
+#include "io/event_writer.h"
+
+#include <regex>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "io/record_reader.h"
+
+namespace pstrain {
+namespace {
+
+std::vector<tensorboard::Event> ReadEvents(Env* env, const std::string& path) {
+  std::vector<tensorboard::Event> events;
+  absl::StatusOr<std::string> contents = env->ReadFile(path);
+  EXPECT_TRUE(contents.ok()) << contents.status();
+  RecordReader reader(*contents, path);
+  while (true) {
+    absl::StatusOr<std::string_view> record = reader.ReadRecord();
+    if (absl::IsOutOfRange(record.status())) break;
+    EXPECT_TRUE(record.ok()) << record.status();
+    if (!record.ok()) break;
+    tensorboard::Event event;
+    EXPECT_TRUE(event.ParseFromArray(record->data(), static_cast<int>(record->size())));
+    events.push_back(event);
+  }
+  return events;
+}
+
+TEST(EventWriterTest, NameFollowsTensorFlowsPattern) {
+  EXPECT_EQ(EventFileName(absl::FromUnixSeconds(1700000000), "host-1", 42, 0),
+            "events.out.tfevents.1700000000.host-1.42.0");
+  EXPECT_EQ(EventFileName(absl::FromUnixSeconds(5), "h", 1, 3),
+            "events.out.tfevents.0000000005.h.1.3");
+}
+
+TEST(EventWriterTest, FileVersionFirstThenScalarsAndHistograms) {
+  MemEnv env;
+  auto writer = EventWriter::Create(&env, "/job/eval", absl::ZeroDuration());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const std::string path = (*writer)->path();
+  EXPECT_TRUE(std::regex_match(path, std::regex(R"(/job/eval/events\.out\.tfevents\.\d{10}\..+)")))
+      << path;
+  ASSERT_TRUE((*writer)->WriteScalar("accuracy", 100, 0.5f).ok());
+  ASSERT_TRUE((*writer)->WriteScalar("loss", 200, 0.25f).ok());
+  ASSERT_TRUE((*writer)->WriteHistogram("dense/kernel", 200, std::vector<float>{1, 2, 2, 3}).ok());
+  writer->reset();
+  std::vector<tensorboard::Event> events = ReadEvents(&env, path);
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].file_version(), "brain.Event:2");
+  EXPECT_GT(events[0].wall_time(), 1.6e9);
+  EXPECT_EQ(events[1].step(), 100);
+  ASSERT_EQ(events[1].summary().value_size(), 1);
+  EXPECT_EQ(events[1].summary().value(0).tag(), "accuracy");
+  EXPECT_EQ(events[1].summary().value(0).simple_value(), 0.5f);
+  EXPECT_EQ(events[2].summary().value(0).simple_value(), 0.25f);
+  const tensorboard::HistogramProto& h = events[3].summary().value(0).histo();
+  EXPECT_EQ(h.num(), 4);
+  EXPECT_EQ(h.min(), 1);
+  EXPECT_EQ(h.max(), 3);
+  EXPECT_EQ(h.sum(), 8);
+  EXPECT_EQ(h.sum_squares(), 18);
+  double total = 0;
+  for (double c : h.bucket()) total += c;
+  EXPECT_EQ(total, 4);
+  EXPECT_EQ(h.bucket_limit(h.bucket_limit_size() - 1), 3);
+}
+
+TEST(EventWriterTest, TwoWritersInOneDirGetTwoFiles) {
+  MemEnv env;
+  auto a = EventWriter::Create(&env, "/job", absl::Seconds(10));
+  auto b = EventWriter::Create(&env, "/job", absl::Seconds(10));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->path(), (*b)->path());
+}
+
+TEST(MakeHistogramTest, EqualValuesMakeOneBucket) {
+  tensorboard::HistogramProto h = MakeHistogram(std::vector<float>{2, 2, 2});
+  ASSERT_EQ(h.bucket_size(), 1);
+  EXPECT_EQ(h.bucket(0), 3);
+  EXPECT_EQ(h.bucket_limit(0), 2);
+  EXPECT_EQ(MakeHistogram({}).num(), 0);
+}
+
+}  // namespace
+}  // namespace pstrain
