@@ -279,6 +279,7 @@ void Checkpointer::Loop(int64_t start_step) {
     }
     absl::StatusOr<std::vector<StatusResponse>> statuses = client_->StatusAll();
     if (!statuses.ok()) continue;  // The main loop reports a ps that is gone.
+    if (observer_) observer_(*statuses);
     int64_t lo = INT64_MAX, hi = 0, now_departures = 0;
     bool done = false, preempting = false;
     for (const StatusResponse& s : *statuses) {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +47,12 @@ class Checkpointer {
   // continues from. A checkpoint of another model or shape is refused.
   absl::StatusOr<int64_t> RestoreOrInitialize();
 
+  // Called with every ps's Status at each poll of the checkpoint thread
+  // (training summaries); set before Start.
+  void SetStatusObserver(std::function<void(const std::vector<StatusResponse>&)> observer) {
+    observer_ = std::move(observer);
+  }
+
   // Starts the periodic saves after `start_step`.
   void Start(int64_t start_step);
   // Stops the thread (a save in progress finishes first).
@@ -81,6 +88,7 @@ class Checkpointer {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status background_status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopped_early_{false};
+  std::function<void(const std::vector<StatusResponse>&)> observer_;
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chief/checkpointer.h"
+#include "chief/summaries.h"
 #include "common/status_macros.h"
 #include "common/termination.h"
 #include "data/batcher.h"
@@ -59,6 +60,18 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
                            MakePsClient(job, layout, -1, absl::Seconds(5)));
   Checkpointer checkpointer(Env::Default(), job, model.get(), std::move(checkpoint_client));
   PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, checkpointer.RestoreOrInitialize());
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> summary_client,
+                           MakePsClient(job, layout, -1, absl::Seconds(5)));
+  // Shared with the checkpointer's thread, which feeds it and may outlive
+  // this scope on an early return.
+  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<TrainingSummaries> summaries,
+                           TrainingSummaries::Create(Env::Default(), job, model.get(),
+                                                     std::move(summary_client), start_step));
+  checkpointer.SetStatusObserver([summaries](const std::vector<StatusResponse>& statuses) {
+    if (absl::Status s = summaries->Observe(statuses); !s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "cannot write training summaries: " << s;
+    }
+  });
   checkpointer.Start(start_step);
 
   const auto job_start = std::chrono::steady_clock::now();

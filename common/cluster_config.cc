@@ -119,6 +119,9 @@ const Field kFields[] = {
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
     {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},
     {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
+    {"save_summary_steps", &TrainingSpec::save_summary_steps},
+    {"histogram_steps", &TrainingSpec::histogram_steps},
+    {"flush_secs", &TrainingSpec::flush_secs},
     {"threads", &TrainingSpec::threads},
     {"wire_format", &TrainingSpec::wire_format},
 };
@@ -889,6 +892,15 @@ absl::Status ValidateJobConfig(const JobConfig& config) {
   if (t.keep_checkpoint_max < 0) {
     return Invalid(absl::StrCat("training.keep_checkpoint_max = ", t.keep_checkpoint_max,
                                 " must be 0 (keep all) or more"));
+  }
+  if (t.save_summary_steps < 0 || t.histogram_steps < 0) {
+    return Invalid(absl::StrCat("training.save_summary_steps = ", t.save_summary_steps,
+                                " and training.histogram_steps = ", t.histogram_steps,
+                                " must be 0 (off) or more"));
+  }
+  if (!(t.flush_secs > 0)) {
+    return Invalid(
+        absl::StrCat("training.flush_secs = ", FormatScalar(t.flush_secs), " must be positive"));
   }
   if (!(t.shutdown_grace_secs > 0)) {
     return Invalid(absl::StrCat("training.shutdown_grace_secs = ",

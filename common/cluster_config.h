@@ -102,6 +102,12 @@ struct TrainingSpec {
   // After SIGTERM (a preemption notice), the seconds a process has to save a
   // checkpoint and exit.
   double shutdown_grace_secs = 25;
+  // TensorBoard summaries (the chief): training scalars every
+  // save_summary_steps, variable histograms every histogram_steps (0: none),
+  // event files flushed at least every flush_secs.
+  int64_t save_summary_steps = 100;
+  int64_t histogram_steps = 1000;
+  double flush_secs = 30;
   int threads = 0;  // compute threads per process, 0 = all cores
   // Encoding of gradients and pulled parameters on the wire: float32, or bf16
   // (half the bytes; the ps keep float32 masters and optimizer state).

@@ -45,6 +45,10 @@ DEFINE_double(checkpoint_secs, 0, "Seconds between checkpoints (0: by steps only
 DEFINE_int32(keep_checkpoint_max, 5, "Checkpoints kept in the job dir (0: all).");
 DEFINE_double(shutdown_grace_secs, 25,
               "After SIGTERM, seconds to save a checkpoint and exit (a preemption notice).");
+DEFINE_int64(save_summary_steps, 100,
+             "Global steps between TensorBoard training scalars (0: none).");
+DEFINE_int64(histogram_steps, 1000, "Global steps between variable histograms (0: none).");
+DEFINE_double(flush_secs, 30, "Event files are flushed at least this often (seconds).");
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
 DEFINE_string(wire_format, "float32",
               "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");

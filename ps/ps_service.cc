@@ -140,6 +140,12 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
     done(s, {});
     return;
   }
+  if (request->loss_batches() > 0 || request->examples() > 0) {
+    absl::MutexLock lock(&mu_);
+    loss_sum_ += request->loss_sum();
+    loss_batches_ += request->loss_batches();
+    examples_ += request->examples();
+  }
   (*shard)->Push(request->replica(), request->step(), grads, stats,
                  [scratch, done = std::move(done)](absl::Status st, PushResult r) { done(st, r); });
 }
@@ -222,6 +228,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerCon
   response->set_max_global_step(max_step);
   response->set_preempting(preempting_);
   response->set_departures(departures_);
+  {
+    absl::MutexLock lock(&mu_);
+    response->set_loss_sum(loss_sum_);
+    response->set_loss_batches(loss_batches_);
+    response->set_examples(examples_);
+  }
   response->set_job_done(job_done);
   response->set_shard(ps_index_);
   response->set_model(model_);

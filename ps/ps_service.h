@@ -78,6 +78,9 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   Env* const env_;
   std::atomic<bool> preempting_{false};
   std::atomic<int64_t> departures_{0};
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // Progress reported with pushes.
+  int64_t loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   mutable absl::Mutex mu_;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
   absl::Mutex file_mu_;  // One save or restore at a time.

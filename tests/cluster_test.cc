@@ -4,6 +4,8 @@
 // fail at start with a message naming the key.
 #include <signal.h>
 
+#include <algorithm>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -70,8 +72,34 @@ double FinalAccuracy(const std::string& output, int step) {
   return std::stod(m[1]);
 }
 
+// (tag, step) of every summary value in the one event file in `dir`.
+std::vector<std::pair<std::string, int64_t>> SummaryValues(const std::string& dir) {
+  std::vector<std::pair<std::string, int64_t>> values;
+  absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(dir);
+  std::vector<std::string> files;
+  for (const std::string& n : names.ok() ? *names : std::vector<std::string>{}) {
+    if (n.rfind("events.out.tfevents.", 0) == 0) files.push_back(n);
+  }
+  EXPECT_EQ(files.size(), 1u) << dir;
+  if (files.size() != 1) return values;
+  const std::string contents = *Env::Default()->ReadFile(JoinPath(dir, files[0]));
+  RecordReader reader(contents, files[0]);
+  while (true) {
+    absl::StatusOr<std::string_view> record = reader.ReadRecord();
+    if (!record.ok()) {
+      EXPECT_TRUE(absl::IsOutOfRange(record.status())) << record.status();
+      break;
+    }
+    tensorboard::Event event;
+    EXPECT_TRUE(event.ParseFromArray(record->data(), static_cast<int>(record->size())));
+    for (const auto& v : event.summary().value()) values.emplace_back(v.tag(), event.step());
+  }
+  return values;
+}
+
 TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
-  const std::string config = WriteConfig(2, 2, "sync");
+  const std::string config =
+      WriteConfig(2, 2, "sync", "  save_summary_steps: 10\n  histogram_steps: 20\n");
   ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("job succeeded: all 5 processes exited 0"), std::string::npos)
@@ -81,26 +109,21 @@ TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
   EXPECT_GT(FinalAccuracy(r.output, 40), 0.8) << r.output;  // chance is 0.25
   EXPECT_GT(FinalAccuracy(r.output, 20), 0.0) << "no evaluation at eval_steps\n" << r.output;
   // The evaluations are in an event file under eval/, as TensorBoard reads them.
-  const std::string eval_dir = JoinPath(JoinPath(dir_, "job"), "eval");
-  absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(eval_dir);
-  ASSERT_TRUE(names.ok() && names->size() == 1) << eval_dir;
-  EXPECT_EQ((*names)[0].rfind("events.out.tfevents.", 0), 0u) << (*names)[0];
-  const std::string contents = *Env::Default()->ReadFile(JoinPath(eval_dir, (*names)[0]));
-  RecordReader reader(contents, (*names)[0]);
-  std::vector<std::pair<std::string, int64_t>> scalars;
-  while (true) {
-    absl::StatusOr<std::string_view> record = reader.ReadRecord();
-    if (!record.ok()) {
-      EXPECT_TRUE(absl::IsOutOfRange(record.status())) << record.status();
-      break;
-    }
-    tensorboard::Event event;
-    ASSERT_TRUE(event.ParseFromArray(record->data(), static_cast<int>(record->size())));
-    for (const auto& v : event.summary().value()) scalars.emplace_back(v.tag(), event.step());
-  }
+  const std::string job_dir = JoinPath(dir_, "job");
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"accuracy", 20}, {"loss", 20}, {"accuracy", 40}, {"loss", 40}};
-  EXPECT_EQ(scalars, expected);
+  EXPECT_EQ(SummaryValues(JoinPath(job_dir, "eval")), expected);
+  // Training scalars at least every 10 steps, at increasing steps, and the
+  // variables' histograms.
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const auto& [tag, step] : SummaryValues(job_dir)) steps[tag].push_back(step);
+  for (const char* tag : {"loss", "learning_rate", "global_step/sec", "examples/sec"}) {
+    ASSERT_GE(steps[tag].size(), 2u) << tag;
+    EXPECT_TRUE(std::is_sorted(steps[tag].begin(), steps[tag].end())) << tag;
+    EXPECT_GE(steps[tag].front(), 10) << tag;
+  }
+  EXPECT_FALSE(steps["dense/kernel"].empty());
+  EXPECT_FALSE(steps["conv2d/bias"].empty());
 }
 
 TEST_F(ClusterTest, AsyncTwoPsTwoWorkersLearns) {

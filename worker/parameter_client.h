@@ -47,6 +47,10 @@ class ParameterClient {
   // StartPush, if it was called.
   virtual absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
                                            const float* batch_stats) = 0;
+
+  // The mean loss of a batch of `examples` this loop trained on, for the
+  // chief's summaries (a client may send it with a later push).
+  virtual void ReportProgress(double /*loss*/, int64_t /*examples*/) {}
 };
 
 }  // namespace pstrain

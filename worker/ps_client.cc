@@ -372,19 +372,35 @@ void PsClient::SenderLoop() {
   }
 }
 
+void PsClient::ReportProgress(double loss, int64_t examples) {
+  absl::MutexLock lock(&mu_);
+  loss_sum_ += loss;
+  ++loss_batches_;
+  examples_ += examples;
+}
+
 void PsClient::SendChunk(int c) {
   const Chunk& chunk = options_.layout.chunks[c];
   ChunkCall& call = *calls_[c];
   const float* grads;
   const float* stats;
   int64_t step;
+  PushRequest& r = call.request;
   {
     absl::MutexLock lock(&mu_);
     grads = grads_;
     stats = batch_stats_;
     step = chunk_steps_[c];
+    // Progress rides on chunk 0's push (once: a retry does not repeat it).
+    r.set_loss_sum(c == 0 ? loss_sum_ : 0);
+    r.set_loss_batches(c == 0 ? loss_batches_ : 0);
+    r.set_examples(c == 0 ? examples_ : 0);
+    if (c == 0) {
+      loss_sum_ = 0;
+      loss_batches_ = 0;
+      examples_ = 0;
+    }
   }
-  PushRequest& r = call.request;
   r.set_shard(c);
   r.set_replica(options_.replica);
   r.set_step(step);

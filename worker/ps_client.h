@@ -88,6 +88,8 @@ class PsClient : public ParameterClient {
   void GradientsReady(int64_t from) override;
   absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
                                    const float* batch_stats) override;
+  // Sent with the next push of chunk 0.
+  void ReportProgress(double loss, int64_t examples) override;
 
   // Bytes sent and received in parameter and gradient payloads so far.
   int64_t bytes_sent() const;
@@ -132,6 +134,9 @@ class PsClient : public ParameterClient {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
   bool job_done_ ABSL_GUARDED_BY(mu_) = false;
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // Progress not yet reported.
+  int loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   bool stale_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;

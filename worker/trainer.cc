@@ -70,6 +70,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
                              client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
     step = outcome.global_step;
     if (outcome.stale) ++stale_pushes_;
+    client_->ReportProgress(r.loss_sum / batch, batch);
     window_loss += r.loss_sum / batch;
     ++window_steps;
     const bool finished = outcome.job_done || step >= options_.train_steps;
