@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "io/event_inspect.h"
 #include "io/record_reader.h"
 
 namespace pstrain {
@@ -79,6 +80,45 @@ TEST(MakeHistogramTest, EqualValuesMakeOneBucket) {
   EXPECT_EQ(h.bucket(0), 3);
   EXPECT_EQ(h.bucket_limit(0), 2);
   EXPECT_EQ(MakeHistogram({}).num(), 0);
+}
+
+TEST(InspectEventDirTest, ListsRunsAndTagsAndFindsDamage) {
+  MemEnv env;
+  std::string train_path;
+  {
+    auto train = EventWriter::Create(&env, "/job", absl::Seconds(10));
+    auto eval = EventWriter::Create(&env, "/job/eval", absl::Seconds(10));
+    ASSERT_TRUE(train.ok() && eval.ok());
+    train_path = (*train)->path();
+    for (int step = 10; step <= 30; step += 10) {
+      ASSERT_TRUE((*train)->WriteScalar("loss", step, 1.0f / step).ok());
+    }
+    ASSERT_TRUE((*train)->WriteHistogram("dense/kernel", 20, std::vector<float>{1, 2}).ok());
+    ASSERT_TRUE((*eval)->WriteScalar("accuracy", 30, 0.75f).ok());
+  }
+  absl::StatusOr<std::string> report = InspectEventDir(&env, "/job");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("run .: 1 file(s), 5 records, checksums OK"), std::string::npos)
+      << *report;
+  EXPECT_NE(report->find("run eval: 1 file(s), 2 records"), std::string::npos) << *report;
+  EXPECT_TRUE(std::regex_search(
+      *report, std::regex(R"(loss +scalar +3 points, steps 10\.\.30, last 0\.0333)")))
+      << *report;
+  EXPECT_TRUE(std::regex_search(*report, std::regex(R"(dense/kernel +histogram +1 points)")))
+      << *report;
+  EXPECT_TRUE(std::regex_search(
+      *report, std::regex(R"(accuracy +scalar +1 points, steps 30\.\.30, last 0\.75)")))
+      << *report;
+
+  // A flipped bit anywhere is found, naming the file and an offset.
+  std::string bytes = *env.ReadFile(train_path);
+  bytes[bytes.size() - 10] ^= 0x01;
+  ASSERT_TRUE(env.WriteFileAtomic(train_path, bytes).ok());
+  report = InspectEventDir(&env, "/job");
+  EXPECT_TRUE(absl::IsDataLoss(report.status())) << report.status();
+  EXPECT_NE(report.status().message().find(train_path), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("offset"), std::string::npos) << report.status();
+  EXPECT_TRUE(absl::IsNotFound(InspectEventDir(&env, "/nothing").status()));
 }
 
 }  // namespace
