@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "chief/job_monitor.h"
 #include "common/status_macros.h"
-#include "common/termination.h"
 #include "glog/logging.h"
 #include "models/tensor.h"
 
@@ -71,24 +71,24 @@ absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Mod
 }
 
 Checkpointer::Checkpointer(Env* env, const JobConfig& job, const Model* model,
-                           std::unique_ptr<PsClient> client)
-    : env_(env), job_(job), model_(model), client_(std::move(client)) {}
+                           std::unique_ptr<ParameterServers> servers, const TerminationNotice* stop)
+    : env_(env), job_(job), model_(model), servers_(std::move(servers)), stop_(stop) {}
 
 Checkpointer::~Checkpointer() { Stop(); }
 
 absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
   const TrainingSpec& t = job_.training;
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client_->StatusAll());
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
   bool all = true, any = false;
-  for (const StatusResponse& s : statuses) {
-    all = all && s.initialized();
-    any = any || s.initialized();
+  for (const PsStatus& s : statuses) {
+    all = all && s.initialized;
+    any = any || s.initialized;
   }
   if (all) {
     // A restarted chief joins the job the ps are still running.
-    LOG(INFO) << "parameter servers already initialized at global step "
-              << statuses[0].global_step() << "; continuing";
-    return statuses[0].global_step();
+    LOG(INFO) << "parameter servers already initialized at global step " << statuses[0].global_step
+              << "; continuing";
+    return statuses[0].global_step;
   }
   if (any) LOG(WARNING) << "some ps were initialized and some not; restoring all";
   // Temp files of saves a crash interrupted: no save runs before this one.
@@ -107,7 +107,7 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
     }
     PSTRAIN_RETURN_IF_ERROR(CheckCheckpointMatchesModel(*index, *model_, index_path));
     const absl::Time start = absl::Now();
-    absl::StatusOr<int64_t> restored = client_->RestoreAll(t.model, index_path);
+    absl::StatusOr<int64_t> restored = servers_->Restore(t.model, index_path);
     if (absl::IsDataLoss(restored.status()) || absl::IsNotFound(restored.status())) {
       LOG(WARNING) << "skipping damaged checkpoint " << CheckpointPrefix(step) << ": "
                    << restored.status().message();
@@ -125,7 +125,7 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
   }
   std::vector<float> params(model_->num_params()), state(model_->num_state());
   model_->InitializeVariables(t.seed, params.data(), state.data());
-  PSTRAIN_RETURN_IF_ERROR(client_->InitializeAll(t.model, params.data(), state.data(), 0));
+  PSTRAIN_RETURN_IF_ERROR(servers_->Initialize(t.model, params.data(), state.data(), 0));
   (steps.empty() ? LOG(INFO) : LOG(WARNING))
       << (steps.empty() ? "no checkpoint in " : "no usable checkpoint in ") << t.job_dir
       << "; initialized " << model_->num_params() << " parameters on " << job_.cluster.ps.size()
@@ -134,9 +134,9 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
 }
 
 absl::StatusOr<std::string> Checkpointer::SaveNow(absl::Duration wait) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client_->StatusAll());
-  int64_t step = statuses[0].global_step();
-  for (const StatusResponse& s : statuses) step = std::min(step, s.global_step());
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
+  int64_t step = statuses[0].global_step;
+  for (const PsStatus& s : statuses) step = std::min(step, s.global_step);
   return SaveAt(step, wait, "final", /*exact=*/false);
 }
 
@@ -149,17 +149,17 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   // written.
   if (step == last_saved_ || env_->FileExists(IndexFileName(prefix))) return prefix;
   const absl::Time start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<SaveResponse> saved,
-                           client_->SaveAll(prefix, step, step, wait));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardSaved> saved, servers_->Save(prefix, step, step, wait));
   const absl::Time shards_done = absl::Now();
-  int64_t copy_us = 0, lock_us = 0, write_us = 0, bytes = 0, lo = INT64_MAX, hi = INT64_MIN;
-  for (const SaveResponse& r : saved) {
-    copy_us = std::max(copy_us, r.snapshot_micros());
-    lock_us = std::max(lock_us, r.longest_copy_micros());
-    write_us = std::max(write_us, r.write_micros());
-    bytes += static_cast<int64_t>(r.size_bytes());
-    lo = std::min(lo, r.min_step());
-    hi = std::max(hi, r.max_step());
+  absl::Duration copy, locked, write;
+  int64_t bytes = 0, lo = INT64_MAX, hi = INT64_MIN;
+  for (const ShardSaved& r : saved) {
+    copy = std::max(copy, r.snapshot_time);
+    locked = std::max(locked, r.longest_copy);
+    write = std::max(write, r.write_time);
+    bytes += static_cast<int64_t>(r.size_bytes);
+    lo = std::min(lo, r.min_step);
+    hi = std::max(hi, r.max_step);
   }
   // Sync shards are copied at one step; if one did not get there in time (a
   // step waiting for a dead replica) or was already past it, the files do not
@@ -181,13 +181,13 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
             << absl::StrFormat(
                    "%.1f MiB in %.0f ms: ps copy %.1f ms (a shard locked at most %.1f ms), "
                    "ps write %.0f ms, index %.0f ms",
-                   bytes / 1048576.0, Millis(absl::Now() - start), copy_us / 1000.0,
-                   lock_us / 1000.0, write_us / 1000.0, Millis(absl::Now() - shards_done))
+                   bytes / 1048576.0, Millis(absl::Now() - start), Millis(copy), Millis(locked),
+                   Millis(write), Millis(absl::Now() - shards_done))
             << ")";
   return prefix;
 }
 
-absl::Status Checkpointer::Commit(int64_t step, const std::vector<SaveResponse>& saved) {
+absl::Status Checkpointer::Commit(int64_t step, const std::vector<ShardSaved>& saved) {
   const TrainingSpec& t = job_.training;
   CheckpointIndex index;
   index.set_model(t.model);
@@ -195,16 +195,16 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<SaveResponse>&
   index.set_num_params(model_->num_params());
   index.set_num_state(model_->num_state());
   AddModelVariables(*model_, &index);
-  index.set_optimizer(saved.front().optimizer());
-  for (const std::string& name : saved.front().slot_names()) index.add_slot_names(name);
-  for (const SaveResponse& r : saved) {
+  index.set_optimizer(saved.front().optimizer);
+  for (const std::string& name : saved.front().slot_names) index.add_slot_names(name);
+  for (const ShardSaved& r : saved) {
     CheckpointShardFile* shard = index.add_shards();
-    shard->set_file(r.file());
-    shard->set_begin(r.begin());
-    shard->set_end(r.end());
-    shard->set_num_state(r.num_state());
-    shard->set_size_bytes(r.size_bytes());
-    shard->set_crc32c(r.crc32c());
+    shard->set_file(r.file);
+    shard->set_begin(r.begin);
+    shard->set_end(r.end);
+    shard->set_num_state(r.num_state);
+    shard->set_size_bytes(r.size_bytes);
+    shard->set_crc32c(r.crc32c);
   }
   index.set_hparams_yaml(JobConfigToYaml(job_));
   index.set_unix_time(absl::ToUnixSeconds(absl::Now()));
@@ -245,7 +245,7 @@ void Checkpointer::Start(int64_t start_step) {
 void Checkpointer::Stop() {
   {
     absl::MutexLock lock(&mu_);
-    stop_ = true;
+    stop_requested_ = true;
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -256,96 +256,61 @@ absl::Status Checkpointer::background_status() const {
 }
 
 void Checkpointer::Loop(int64_t start_step) {
-  const TrainingSpec& t = job_.training;
-  const bool sync = t.update == UpdateMode::kSync;
-  // Bounded so that a stop request arriving meanwhile still has time to save.
-  const absl::Duration sync_wait = std::min(absl::Seconds(t.sync_timeout) + absl::Seconds(5),
-                                            absl::Seconds(t.shutdown_grace_secs) / 3);
-  // A stop must leave time to exit within the grace period.
-  const absl::Duration stop_wait =
-      std::min(absl::Seconds(t.sync_timeout), absl::Seconds(t.shutdown_grace_secs) / 3);
-  auto next_by_steps = [&](int64_t step) {
-    return t.checkpoint_steps > 0 ? (step / t.checkpoint_steps + 1) * t.checkpoint_steps
-                                  : INT64_MAX;
-  };
-  int64_t next_step = next_by_steps(start_step);
-  absl::Time next_time = t.checkpoint_secs > 0 ? absl::Now() + absl::Seconds(t.checkpoint_secs)
-                                               : absl::InfiniteFuture();
-  int64_t departures = -1;
+  JobMonitor monitor(job_.training, start_step, stop_, absl::Now());
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Milliseconds(100))) return;
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::Milliseconds(100))) return;
     }
-    absl::StatusOr<std::vector<StatusResponse>> statuses = client_->StatusAll();
+    absl::StatusOr<std::vector<PsStatus>> statuses = servers_->Statuses();
     if (!statuses.ok()) continue;  // The main loop reports a ps that is gone.
     if (observer_) observer_(*statuses);
-    int64_t lo = INT64_MAX, hi = 0, now_departures = 0;
-    bool done = false, preempting = false;
-    for (const StatusResponse& s : *statuses) {
-      lo = std::min(lo, s.global_step());
-      hi = std::max(hi, s.max_global_step());
-      done = done || s.job_done() || s.shutting_down();
-      preempting = preempting || s.preempting();
-      now_departures += s.departures();
-    }
-    if (done) return;  // The final checkpoint is the main loop's.
-    const int signal = TerminationNotice::Received();
-    if (signal != 0 || preempting) {
-      const std::string why = signal != 0 ? absl::StrCat("the chief got signal ", signal)
-                                          : "a parameter server is being stopped";
-      // At the highest step if every shard gets there in time (replicas that
-      // leave complete their step); else at the lowest, as the shards are.
-      absl::StatusOr<std::string> saved = SaveAt(sync ? hi : lo, stop_wait, why, /*exact=*/true);
-      if (!saved.ok() && sync) {
-        LOG(WARNING) << "checkpoint at global step " << hi << ": " << saved.status().message()
-                     << "; saving at step " << lo << " instead";
-        saved = SaveAt(lo, absl::ZeroDuration(), why, /*exact=*/false);
+    const JobObservation o = monitor.Observe(*statuses, absl::Now());
+    switch (o.event) {
+      case JobEvent::kNothing:
+        break;
+      case JobEvent::kJobEnded:
+        return;  // The final checkpoint is the main loop's.
+      case JobEvent::kStopRequested:
+        SaveAndEndJob(o);
+        return;
+      case JobEvent::kReplicaLeft:
+      case JobEvent::kCheckpointDue: {
+        absl::StatusOr<std::string> saved = SaveAt(o.save_step, o.wait, o.why, /*exact=*/true);
+        if (!saved.ok()) {
+          // Tried again at the next poll, at the step the chunks have reached by then.
+          LOG(WARNING) << "checkpoint at global step " << o.save_step << ": "
+                       << saved.status().message();
+        } else if (o.event == JobEvent::kCheckpointDue) {
+          monitor.PeriodicSaved(o, absl::Now());
+        }
+        break;
       }
-      const int64_t step =
-          saved.ok()
-              ? CheckpointStepOfName(saved->substr(saved->find_last_of('/') + 1)).value_or(lo)
-              : lo;
-      const std::string reason =
-          saved.ok() ? absl::StrCat(why, "; checkpoint saved at global step ", step)
-                     : absl::StrCat(why, "; the checkpoint failed: ", saved.status().message());
-      LOG(INFO) << "stopping the job: " << reason;
-      stopped_early_ = true;
-      absl::Status s = client_->ShutdownAll(reason);
-      absl::MutexLock lock(&mu_);
-      if (!saved.ok()) background_status_ = saved.status();
-      if (!s.ok() && background_status_.ok()) background_status_ = s;
-      return;
     }
-    // The step a save is for. Async: the lowest (shards are copied as they
-    // are). Sync, periodic: the next step boundary, which every shard
-    // reaches while training goes on and is copied at the moment it does, so
-    // the checkpoint is one consistent step. Sync, a replica left: the
-    // highest now (its step completes without it).
-    const bool left = departures >= 0 && now_departures > departures;
-    departures = now_departures;
-    std::string why;
-    int64_t save_step = sync ? hi + 1 : lo;
-    absl::Duration wait = sync ? sync_wait : absl::ZeroDuration();
-    if (save_step >= next_step) why = "checkpoint_steps";
-    if (absl::Now() >= next_time) why = "checkpoint_secs";
-    if (why.empty() && left) {
-      why = "a replica left";
-      save_step = sync ? hi : lo;
-      wait = std::min(wait, absl::Seconds(2));
-    }
-    if (why.empty()) continue;
-    absl::StatusOr<std::string> saved = SaveAt(save_step, wait, why, /*exact=*/true);
-    if (!saved.ok()) {
-      // Periodic saves are tried again at the next poll, at the step the
-      // shards have reached by then.
-      LOG(WARNING) << "checkpoint at global step " << save_step << ": " << saved.status().message();
-      continue;
-    }
-    if (why == "a replica left") continue;
-    next_step = next_by_steps(save_step);
-    if (t.checkpoint_secs > 0) next_time = absl::Now() + absl::Seconds(t.checkpoint_secs);
   }
+}
+
+void Checkpointer::SaveAndEndJob(const JobObservation& o) {
+  const bool sync = job_.training.update == UpdateMode::kSync;
+  absl::StatusOr<std::string> saved = SaveAt(o.save_step, o.wait, o.why, /*exact=*/true);
+  if (!saved.ok() && sync) {
+    LOG(WARNING) << "checkpoint at global step " << o.save_step << ": " << saved.status().message()
+                 << "; saving at step " << o.lowest_step << " instead";
+    saved = SaveAt(o.lowest_step, absl::ZeroDuration(), o.why, /*exact=*/false);
+  }
+  const int64_t step = saved.ok()
+                           ? CheckpointStepOfName(saved->substr(saved->find_last_of('/') + 1))
+                                 .value_or(o.lowest_step)
+                           : o.lowest_step;
+  const std::string reason =
+      saved.ok() ? absl::StrCat(o.why, "; checkpoint saved at global step ", step)
+                 : absl::StrCat(o.why, "; the checkpoint failed: ", saved.status().message());
+  LOG(INFO) << "stopping the job: " << reason;
+  stopped_early_ = true;
+  absl::Status s = servers_->Shutdown(reason);
+  absl::MutexLock lock(&mu_);
+  if (!saved.ok()) background_status_ = saved.status();
+  if (!s.ok() && background_status_.ok()) background_status_ = s;
 }
 
 }  // namespace pstrain

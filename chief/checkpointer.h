@@ -11,11 +11,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "chief/job_monitor.h"
 #include "common/cluster_config.h"
 #include "common/env.h"
+#include "common/termination.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
-#include "worker/ps_client.h"
+#include "ps/ps_status.h"
+#include "worker/parameter_servers.h"
 
 namespace pstrain {
 
@@ -30,15 +33,16 @@ absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Mod
 // The chief's checkpoints (DESIGN.md, Persistence): restore at start, save
 // every checkpoint_steps / checkpoint_secs on a thread of its own (training
 // goes on meanwhile), save when a replica leaves, and on a stop request
-// (SIGTERM, or a ps being preempted) save and end the job. Every save: each
+// (SIGTERM, or a ps being preempted) save and end the job; when each is due
+// is JobMonitor's call. Every save: each
 // ps writes its shard file, then the chief writes the index, replaces the
 // `checkpoint` file and deletes the checkpoints beyond keep_checkpoint_max.
 class Checkpointer {
  public:
-  // `client` is this checkpointer's own (no training through it); `model`
-  // must outlive the checkpointer.
+  // `servers` is this checkpointer's own (its thread calls them); `env`,
+  // `model` and `stop` (the chief's stop request) must outlive it.
   Checkpointer(Env* env, const JobConfig& job, const Model* model,
-               std::unique_ptr<PsClient> client);
+               std::unique_ptr<ParameterServers> servers, const TerminationNotice* stop);
   ~Checkpointer();  // Stops the thread.
 
   // Restores the newest checkpoint in the job dir that is whole, skipping
@@ -49,7 +53,7 @@ class Checkpointer {
 
   // Called with every ps's Status at each poll of the checkpoint thread
   // (training summaries); set before Start.
-  void SetStatusObserver(std::function<void(const std::vector<StatusResponse>&)> observer) {
+  void SetStatusObserver(std::function<void(const std::vector<PsStatus>&)> observer) {
     observer_ = std::move(observer);
   }
 
@@ -74,21 +78,26 @@ class Checkpointer {
   // not committed (Aborted). Skipped if `step` is already saved.
   absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why,
                                      bool exact);
-  absl::Status Commit(int64_t step, const std::vector<SaveResponse>& saved);
+  absl::Status Commit(int64_t step, const std::vector<ShardSaved>& saved);
+  // The thread: polls the ps, lets a JobMonitor say what is due, saves.
   void Loop(int64_t start_step);
+  // A stop request: saves (at the highest step if every chunk gets there,
+  // else the lowest), then ends the job on every ps.
+  void SaveAndEndJob(const JobObservation& observation);
 
   Env* const env_;
   const JobConfig job_;
   const Model* const model_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<ParameterServers> servers_;
+  const TerminationNotice* const stop_;
   absl::Mutex save_mu_;  // One save at a time.
   int64_t last_saved_ ABSL_GUARDED_BY(save_mu_) = -1;
 
   mutable absl::Mutex mu_;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status background_status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopped_early_{false};
-  std::function<void(const std::vector<StatusResponse>&)> observer_;
+  std::function<void(const std::vector<PsStatus>&)> observer_;
   std::thread thread_;
 };
 

@@ -9,149 +9,170 @@
 #include "chief/checkpointer.h"
 #include "chief/summaries.h"
 #include "common/status_macros.h"
-#include "common/termination.h"
-#include "data/batcher.h"
-#include "data/load.h"
 #include "glog/logging.h"
+#include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "models/model_options.h"
-#include "models/registry.h"
 #include "worker/distributed.h"
+#include "worker/evaluation.h"
 #include "worker/model_input.h"
-#include "worker/trainer.h"
+#include "worker/replica.h"
 
 namespace pstrain {
-// `*job_ended` is set once the chief has shut the ps down itself.
-absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out,
-                          bool* job_ended);
+namespace {
 
-absl::Status RunChief(const RoleConfig& role) {
-  std::unique_ptr<PsClient> client;
-  bool job_ended = false;
-  absl::Status status = RunChiefWith(role, &client, &job_ended);
-  if (!status.ok() && client != nullptr && !job_ended) {
-    // Without its chief the job cannot finish: end it rather than leave the
-    // parameter servers (and the workers waiting on them) running.
-    absl::Status s = client->ShutdownAll(absl::StrCat("the chief failed: ", status.message()));
+// One run of the chief, as a sequence of named steps (Run).
+class Chief {
+ public:
+  Chief(const JobConfig& job, int replica, const ChiefDependencies& deps)
+      : job_(job), t_(job.training), replica_(replica), deps_(deps) {}
+
+  absl::Status Run() {
+    PSTRAIN_RETURN_IF_ERROR(Prepare());
+    PSTRAIN_ASSIGN_OR_RETURN(bool started, WaitForParameterServers());
+    if (!started) return absl::OkStatus();
+    PSTRAIN_RETURN_IF_ERROR(StartJob());
+    PSTRAIN_RETURN_IF_ERROR(replica_ >= 0 ? Train() : FollowTraining());
+    checkpointer_->Stop();
+    if (checkpointer_->stopped_early()) return StoppedEarly();
+    return EndJob();
+  }
+
+  // Without its chief the job cannot finish: after a failure, end it rather
+  // than leave the ps (and the workers waiting on them) running.
+  void EndJobAfterFailure(const absl::Status& failure) {
+    if (servers_ == nullptr || job_ended_) return;
+    absl::Status s = servers_->Shutdown(absl::StrCat("the chief failed: ", failure.message()));
     if (!s.ok()) LOG(WARNING) << "could not shut the parameter servers down: " << s;
   }
-  return status;
-}
 
-absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* client_out,
-                          bool* job_ended) {
-  const JobConfig& job = role.job;
-  const TrainingSpec& t = job.training;
-  const int replica = ReplicaId(job, role.task);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                           BuildModel(t.model, ModelOptionsFromSpec(t)));
-  const ShardLayout layout = ComputeShardLayout(*model, static_cast<int>(job.cluster.ps.size()));
-  PSTRAIN_ASSIGN_OR_RETURN(*client_out, MakePsClient(job, layout, replica));
-  PsClient* client = client_out->get();
-  PSTRAIN_RETURN_IF_ERROR(Env::Default()->CreateDirs(t.job_dir));
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadDataset(Env::Default(), t.data_dir, Split::kTest));
-  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model, test, t.data_dir));
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start_).count();
+  }
 
-  LOG(INFO) << "chief: waiting for " << job.cluster.ps.size() << " parameter servers";
-  if (absl::Status s = client->WaitForPs(absl::Seconds(t.startup_timeout), false); !s.ok()) {
-    if (TerminationNotice::Received() == 0) return s;
-    LOG(INFO) << "chief: " << s.message() << "; the job had not started";
-    *job_ended = true;  // Nothing to end.
+  // The model, its layout, the ps, the job dir and the test data.
+  absl::Status Prepare() {
+    PSTRAIN_ASSIGN_OR_RETURN(model_, BuildJobModel(t_));
+    layout_ = ComputeShardLayout(*model_, static_cast<int>(job_.cluster.ps.size()));
+    PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, absl::Seconds(60)));
+    PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
+    PSTRAIN_ASSIGN_OR_RETURN(test_, LoadModelData(deps_.env, *model_, t_.data_dir, Split::kTest));
     return absl::OkStatus();
   }
-  // Its own client, which gives up on a ps that does not answer soon (a
-  // stop request must not wait a minute behind it).
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> checkpoint_client,
-                           MakePsClient(job, layout, -1, absl::Seconds(5)));
-  Checkpointer checkpointer(Env::Default(), job, model.get(), std::move(checkpoint_client));
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t start_step, checkpointer.RestoreOrInitialize());
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> summary_client,
-                           MakePsClient(job, layout, -1, absl::Seconds(5)));
-  // Shared with the checkpointer's thread, which feeds it and may outlive
-  // this scope on an early return.
-  PSTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<TrainingSummaries> summaries,
-                           TrainingSummaries::Create(Env::Default(), job, model.get(),
-                                                     std::move(summary_client), start_step));
-  checkpointer.SetStatusObserver([summaries](const std::vector<StatusResponse>& statuses) {
-    if (absl::Status s = summaries->Observe(statuses); !s.ok()) {
-      LOG_EVERY_N(WARNING, 100) << "cannot write training summaries: " << s;
-    }
-  });
-  // A few training examples as images (a chief that does not train keeps
-  // the training data only for this).
-  std::optional<Dataset> train;
-  if (absl::StatusOr<Dataset> loaded = LoadDataset(Env::Default(), t.data_dir, Split::kTrain);
-      loaded.ok()) {
-    train = *std::move(loaded);
-  } else if (replica >= 0) {
-    return loaded.status();
-  } else {
-    LOG(WARNING) << "no input image summaries: " << loaded.status().message();
+
+  // False if a stop request came first (the job had not started: nothing to end).
+  absl::StatusOr<bool> WaitForParameterServers() {
+    LOG(INFO) << "chief: waiting for " << job_.cluster.ps.size() << " parameter servers";
+    absl::Status s = servers_->WaitReady(absl::Seconds(t_.startup_timeout), /*initialized=*/false,
+                                         deps_.termination);
+    if (s.ok()) return true;
+    if (deps_.termination->Received() == 0) return s;
+    LOG(INFO) << "chief: " << s.message() << "; the job had not started";
+    job_ended_ = true;
+    return false;
   }
-  if (train) {
-    PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model, *train, t.data_dir));
-    if (absl::Status s = summaries->WriteInputImages(*train, "input_images", 3, start_step);
+
+  // Restore or initialize, summaries and input images, the checkpoint thread.
+  absl::Status StartJob() {
+    // Their own handles, which give up on a ps that does not answer soon (a
+    // stop request must not wait a minute behind it).
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> checkpoint_servers,
+                             deps_.connect(layout_, absl::Seconds(5)));
+    checkpointer_ = std::make_unique<Checkpointer>(
+        deps_.env, job_, model_.get(), std::move(checkpoint_servers), deps_.termination);
+    PSTRAIN_ASSIGN_OR_RETURN(start_step_, checkpointer_->RestoreOrInitialize());
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> summary_servers,
+                             deps_.connect(layout_, absl::Seconds(5)));
+    PSTRAIN_ASSIGN_OR_RETURN(summaries_,
+                             TrainingSummaries::Create(deps_.env, job_, model_.get(),
+                                                       std::move(summary_servers), start_step_));
+    // Shared with the checkpointer's thread, which feeds it and may outlive
+    // this chief on an early return.
+    std::shared_ptr<TrainingSummaries> summaries = summaries_;
+    checkpointer_->SetStatusObserver([summaries](const std::vector<PsStatus>& statuses) {
+      if (absl::Status s = summaries->Observe(statuses); !s.ok()) {
+        LOG_EVERY_N(WARNING, 100) << "cannot write training summaries: " << s;
+      }
+    });
+    PSTRAIN_RETURN_IF_ERROR(LoadTrainingData());
+    checkpointer_->Start(start_step_);
+    job_start_ = std::chrono::steady_clock::now();
+    next_eval_ =
+        t_.eval_steps > 0 ? (start_step_ / t_.eval_steps + 1) * t_.eval_steps : t_.train_steps;
+    // Evaluation results for TensorBoard, as an Estimator writes them.
+    PSTRAIN_ASSIGN_OR_RETURN(
+        eval_events_,
+        EventWriter::Create(deps_.env, JoinPath(t_.job_dir, "eval"), absl::Seconds(30)));
+    return absl::OkStatus();
+  }
+
+  // The training data: a few examples become image summaries; a chief that
+  // does not train keeps it only for that (and goes on without it).
+  absl::Status LoadTrainingData() {
+    absl::StatusOr<Dataset> loaded = LoadDataset(deps_.env, t_.data_dir, Split::kTrain);
+    if (!loaded.ok()) {
+      if (replica_ >= 0) return loaded.status();
+      LOG(WARNING) << "no input image summaries: " << loaded.status().message();
+      return absl::OkStatus();
+    }
+    PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model_, *loaded, t_.data_dir));
+    train_ = *std::move(loaded);
+    if (absl::Status s = summaries_->WriteInputImages(*train_, "input_images", 3, start_step_);
         !s.ok()) {
       LOG(WARNING) << "cannot write input image summaries: " << s;
     }
+    if (replica_ < 0) train_.reset();
+    return absl::OkStatus();
   }
-  if (replica < 0) train.reset();
-  checkpointer.Start(start_step);
 
-  const auto job_start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start).count();
-  };
-  int64_t next_eval =
-      t.eval_steps > 0 ? (start_step / t.eval_steps + 1) * t.eval_steps : t.train_steps;
-  // Evaluation results for TensorBoard, as an Estimator writes them.
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<EventWriter> eval_events,
-      EventWriter::Create(Env::Default(), JoinPath(t.job_dir, "eval"), absl::Seconds(30)));
-  auto evaluate = [&](const ParameterView& view) {
-    EvalMetrics m = EvaluateDataset(model.get(), view, test, t.eval_batch_size);
-    LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", elapsed())
+  EvalMetrics Evaluate(const ParameterView& view) {
+    EvalMetrics m = EvaluateDataset(model_.get(), view, test_, t_.eval_batch_size);
+    LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed())
               << " s of training)";
-    absl::Status s = eval_events->WriteScalar("accuracy", m.global_step, m.accuracy);
-    if (s.ok()) s = eval_events->WriteScalar("loss", m.global_step, m.loss);
-    if (s.ok()) s = eval_events->Flush();
+    absl::Status s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
+    if (s.ok()) s = eval_events_->WriteScalar("loss", m.global_step, m.loss);
+    if (s.ok()) s = eval_events_->Flush();
     if (!s.ok()) LOG(WARNING) << "cannot write evaluation events: " << s;
     return m;
-  };
-  auto maybe_evaluate = [&](const ParameterView& view) {
-    if (t.eval_steps > 0 && view.global_step >= next_eval && view.global_step < t.train_steps) {
-      evaluate(view);
-      next_eval = (view.global_step / t.eval_steps + 1) * t.eval_steps;
-    }
-    return absl::OkStatus();
-  };
+  }
 
-  if (replica >= 0) {
+  void MaybeEvaluate(const ParameterView& view) {
+    if (t_.eval_steps > 0 && view.global_step >= next_eval_ && view.global_step < t_.train_steps) {
+      Evaluate(view);
+      next_eval_ = (view.global_step / t_.eval_steps + 1) * t_.eval_steps;
+    }
+  }
+
+  // Trains as replica 0, evaluating as the pulled global step passes eval_steps.
+  absl::Status Train() {
+    const ReplicaSpec spec = ReplicaSpecOf(job_, replica_);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
-                             BatchIterator::Create(&*train, t.batch_size, replica,
-                                                   NumTrainingReplicas(job), true, t.seed));
-    batches->Skip(t.update == UpdateMode::kSync ? start_step
-                                                : start_step / NumTrainingReplicas(job));
-    batches->SetAugmentation(TrainingAugmentation(*model, t.use_distortion_for_training));
-    batches->StartPrefetch();
-    TrainerOptions options;
-    options.train_steps = t.train_steps;
-    options.log_every_n_steps = t.log_every_n_steps;
-    options.seed = t.seed + static_cast<uint64_t>(replica) * 7919;
-    options.on_pull = maybe_evaluate;
-    Trainer trainer(model.get(), client, batches.get(), options);
+                             StartReplicaBatches(&*train_, *model_, spec, start_step_));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
+                             deps_.training_client(layout_, replica_));
+    TrainerOptions options = ReplicaTrainerOptions(spec);
+    options.on_pull = [this](const ParameterView& view) {
+      MaybeEvaluate(view);
+      return absl::OkStatus();
+    };
+    Trainer trainer(model_.get(), client.get(), batches.get(), options);
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
     LOG(INFO) << "chief finished training at global step " << step;
-  } else {
-    // Not a replica: follow the global step and evaluate as it passes.
-    const absl::Duration patience = std::max(absl::Seconds(300), 3 * absl::Seconds(t.sync_timeout));
+    return absl::OkStatus();
+  }
+
+  // Not a replica: follows the global step and evaluates as it passes.
+  absl::Status FollowTraining() {
+    const absl::Duration patience =
+        std::max(absl::Seconds(300), 3 * absl::Seconds(t_.sync_timeout));
     int64_t last_step = -1;
     absl::Time last_progress = absl::Now();
-    while (!checkpointer.stopped_early()) {
-      PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatusResponse> statuses, client->StatusAll());
-      const int64_t step = statuses[0].global_step();
-      bool done = step >= t.train_steps;
-      for (const StatusResponse& s : statuses) done = done || s.job_done();
+    while (!checkpointer_->stopped_early()) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
+      const int64_t step = statuses[0].global_step;
+      bool done = step >= t_.train_steps;
+      for (const PsStatus& s : statuses) done = done || s.job_done;
       if (done) break;
       if (step != last_step) {
         last_step = step;
@@ -159,60 +180,114 @@ absl::Status RunChiefWith(const RoleConfig& role, std::unique_ptr<PsClient>* cli
       } else if (absl::Now() - last_progress > patience) {
         return absl::DeadlineExceededError(absl::StrCat(
             "no training progress for ", absl::FormatDuration(patience), " (global step ", step,
-            " of ", t.train_steps, "): are the workers running?"));
+            " of ", t_.train_steps, "): are the workers running?"));
       }
-      if (t.eval_steps > 0 && step >= next_eval) {
-        PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client->Pull());
-        PSTRAIN_RETURN_IF_ERROR(maybe_evaluate(view));
+      if (t_.eval_steps > 0 && step >= next_eval_) {
+        PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, servers_->Read());
+        MaybeEvaluate(view);
       }
       absl::SleepFor(absl::Milliseconds(200));
     }
+    return absl::OkStatus();
   }
-  checkpointer.Stop();
-  if (checkpointer.stopped_early()) {
-    *job_ended = true;
-    // Stopped (SIGTERM, a ps preempted) after the checkpoint: a restart of
-    // the cluster resumes from it.
-    PSTRAIN_RETURN_IF_ERROR(checkpointer.background_status());
-    LOG(INFO) << "job stopped before train_steps after " << absl::StrFormat("%.1f", elapsed())
+
+  // Stopped (SIGTERM, a ps preempted) after the checkpoint: a restart of the
+  // cluster resumes from it.
+  absl::Status StoppedEarly() {
+    job_ended_ = true;
+    PSTRAIN_RETURN_IF_ERROR(checkpointer_->background_status());
+    LOG(INFO) << "job stopped before train_steps after " << absl::StrFormat("%.1f", Elapsed())
               << " s; restart it with the same config to resume from the last checkpoint";
     return absl::OkStatus();
   }
-  // Every shard of every ps reaches train_steps (in async mode the other
-  // replicas' last pushes may still be landing), then evaluate what is there.
-  const absl::Time give_up =
-      absl::Now() + std::max(absl::Seconds(60), 2 * absl::Seconds(t.sync_timeout));
-  std::vector<StatusResponse> final_statuses;
-  while (absl::Now() < give_up) {
-    PSTRAIN_ASSIGN_OR_RETURN(final_statuses, client->StatusAll());
-    bool all = true;
-    for (const StatusResponse& s : final_statuses) {
-      all = all && (s.global_step() >= t.train_steps || s.shutting_down());
+
+  // Every chunk of every ps reaches train_steps (in async mode the other
+  // replicas' last pushes may still be landing); the statuses then.
+  absl::StatusOr<std::vector<PsStatus>> WaitForFinalStep() {
+    const absl::Time give_up =
+        absl::Now() + std::max(absl::Seconds(60), 2 * absl::Seconds(t_.sync_timeout));
+    std::vector<PsStatus> statuses;
+    while (absl::Now() < give_up) {
+      PSTRAIN_ASSIGN_OR_RETURN(statuses, servers_->Statuses());
+      bool all = true;
+      for (const PsStatus& s : statuses) {
+        all = all && (s.global_step >= t_.train_steps || s.shutting_down);
+      }
+      if (all) break;
+      absl::SleepFor(absl::Milliseconds(20));
     }
-    if (all) break;
-    absl::SleepFor(absl::Milliseconds(20));
+    return statuses;
   }
-  PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, client->PullLatest());
-  const EvalMetrics metrics = evaluate(final_view);
-  PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
-                           checkpointer.SaveNow(absl::ZeroDuration()));
-  if (metrics.global_step >= t.train_steps) {
-    if (absl::Status s = summaries->Finish(final_statuses); !s.ok()) {
-      LOG(WARNING) << "cannot write the final training summaries: " << s;
+
+  // The final evaluation and checkpoint, the completion marker, the end of
+  // the job on every ps.
+  absl::Status EndJob() {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> final_statuses, WaitForFinalStep());
+    PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, servers_->Read());
+    const EvalMetrics metrics = Evaluate(final_view);
+    PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
+                             checkpointer_->SaveNow(absl::ZeroDuration()));
+    if (metrics.global_step >= t_.train_steps) {
+      if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
+        LOG(WARNING) << "cannot write the final training summaries: " << s;
+      }
+      PSTRAIN_RETURN_IF_ERROR(
+          WriteCompletionMarker(deps_.env, t_.job_dir, metrics.global_step,
+                                final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
+    } else {
+      LOG(WARNING) << "the job ended at global step " << metrics.global_step
+                   << " before train_steps " << t_.train_steps
+                   << "; not marked complete, a restart resumes it";
     }
     PSTRAIN_RETURN_IF_ERROR(
-        WriteCompletionMarker(Env::Default(), t.job_dir, metrics.global_step,
-                              final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
-  } else {
-    LOG(WARNING) << "the job ended at global step " << metrics.global_step << " before train_steps "
-                 << t.train_steps << "; not marked complete, a restart resumes it";
+        servers_->Shutdown(absl::StrCat("training finished at global step ", metrics.global_step)));
+    job_ended_ = true;
+    LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "
+              << absl::StrFormat("%.4f", metrics.accuracy) << ", "
+              << absl::StrFormat("%.1f", Elapsed()) << " s";
+    return absl::OkStatus();
   }
-  PSTRAIN_RETURN_IF_ERROR(
-      client->ShutdownAll(absl::StrCat("training finished at global step ", metrics.global_step)));
-  LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "
-            << absl::StrFormat("%.4f", metrics.accuracy) << ", "
-            << absl::StrFormat("%.1f", elapsed()) << " s";
-  return absl::OkStatus();
+
+  const JobConfig& job_;
+  const TrainingSpec& t_;
+  const int replica_;
+  const ChiefDependencies& deps_;
+  std::unique_ptr<Model> model_;
+  ShardLayout layout_;
+  std::unique_ptr<ParameterServers> servers_;
+  Dataset test_;
+  std::optional<Dataset> train_;
+  std::unique_ptr<Checkpointer> checkpointer_;
+  std::shared_ptr<TrainingSummaries> summaries_;
+  std::unique_ptr<EventWriter> eval_events_;
+  int64_t start_step_ = 0;
+  int64_t next_eval_ = 0;
+  std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
+  bool job_ended_ = false;  // the chief ended the job itself (or it never started)
+};
+
+}  // namespace
+
+absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps) {
+  if (JobAlreadyFinished(deps.env, job.training.job_dir)) return absl::OkStatus();
+  Chief chief(job, replica, deps);
+  absl::Status status = chief.Run();
+  if (!status.ok()) chief.EndJobAfterFailure(status);
+  return status;
+}
+
+absl::Status RunChief(const RoleConfig& role, const RoleContext& context) {
+  const JobConfig& job = role.job;
+  ChiefDependencies deps;
+  deps.env = context.env;
+  deps.termination = context.termination;
+  deps.connect = [&job](const ShardLayout& layout, absl::Duration retry_budget) {
+    return MakeParameterServers(job, layout, retry_budget);
+  };
+  deps.training_client = [&job](const ShardLayout& layout, int replica) {
+    return MakePsClient(job, layout, replica);
+  };
+  return RunChiefWith(job, ReplicaId(job, role.task), deps);
 }
 
 }  // namespace pstrain

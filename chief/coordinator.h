@@ -1,17 +1,51 @@
 #ifndef PSTRAIN_CHIEF_COORDINATOR_H_
 #define PSTRAIN_CHIEF_COORDINATOR_H_
 
-#include "absl/status/status.h"
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/role_context.h"
 #include "common/role_flags.h"
+#include "ps/shard_layout.h"
+#include "worker/parameter_client.h"
+#include "worker/parameter_servers.h"
 
 namespace pstrain {
 
-// Runs the chief: waits for every ps (up to startup_timeout), initializes the
-// parameters (unless the ps already hold them), trains as replica 0 unless
-// chief_trains is false, evaluates on the test set every eval_steps and at
-// the end (the "Saving dict for global step N: ..." line), and once the
-// global step reaches train_steps shuts every ps down, which ends the job.
-absl::Status RunChief(const RoleConfig& role);
+// What the chief runs against: the files and stop request of its process,
+// and how it reaches the parameter servers. RunChief wires gRPC; a test
+// wires in-process parameter servers and a MemEnv. Everything must outlive
+// the run.
+struct ChiefDependencies {
+  Env* env = nullptr;
+  const TerminationNotice* termination = nullptr;
+  // A new handle on every ps task that retries one that does not answer for
+  // `retry_budget`; each of the chief's threads gets its own.
+  std::function<absl::StatusOr<std::unique_ptr<ParameterServers>>(const ShardLayout& layout,
+                                                                  absl::Duration retry_budget)>
+      connect;
+  // The training client of replica `replica` (the chief trains as replica 0).
+  std::function<absl::StatusOr<std::unique_ptr<ParameterClient>>(const ShardLayout& layout,
+                                                                 int replica)>
+      training_client;
+};
+
+// Runs the chief of `job` (`replica` is its training replica id, -1 if it
+// does not train): waits for every ps (up to startup_timeout), restores the
+// newest checkpoint or initializes the parameters (unless the ps already
+// hold them), saves checkpoints and writes summaries on a thread of its own,
+// trains as replica 0 or follows the global step, evaluates on the test set
+// every eval_steps and at the end (the "Saving dict for global step N: ..."
+// line), and once the global step reaches train_steps saves the final
+// checkpoint, marks the job complete and shuts every ps down, which ends the
+// job. A stop request saves a checkpoint and ends the job early (OK). If the
+// chief fails after reaching the ps, it tells them to shut down.
+absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps);
+
+// RunChiefWith over gRPC, for the task in `role`.
+absl::Status RunChief(const RoleConfig& role, const RoleContext& context);
 
 }  // namespace pstrain
 

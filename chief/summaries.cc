@@ -8,7 +8,8 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "ps/ps_runner.h"
+#include "models/model_options.h"
+#include "ps/optimizer_config.h"
 
 namespace pstrain {
 namespace {
@@ -58,7 +59,7 @@ google::protobuf::Map<std::string, google::protobuf::Value> RunHParams(const Job
 }
 
 absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(
-    Env* env, const JobConfig& job, const Model* model, std::unique_ptr<PsClient> client,
+    Env* env, const JobConfig& job, const Model* model, std::unique_ptr<ParameterServers> servers,
     int64_t start_step) {
   PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer,
                            OptimizerConfigFromSpec(job.training, NumTrainingReplicas(job)));
@@ -69,28 +70,28 @@ absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(
       events->WriteSessionStart(RunHParams(job), job.training.job_dir, absl::Now()));
   PSTRAIN_RETURN_IF_ERROR(events->Flush());
   return std::unique_ptr<TrainingSummaries>(new TrainingSummaries(
-      job, model, std::move(client), std::move(events), optimizer.learning_rate, start_step));
+      job, model, std::move(servers), std::move(events), optimizer.learning_rate, start_step));
 }
 
 TrainingSummaries::TrainingSummaries(const JobConfig& job, const Model* model,
-                                     std::unique_ptr<PsClient> client,
+                                     std::unique_ptr<ParameterServers> servers,
                                      std::unique_ptr<EventWriter> events,
                                      LearningRateSchedule learning_rate, int64_t start_step)
     : spec_(job.training),
       model_(model),
-      client_(std::move(client)),
+      servers_(std::move(servers)),
       events_(std::move(events)),
       learning_rate_(std::move(learning_rate)),
       next_scalars_(NextMultiple(start_step, spec_.save_summary_steps)),
       next_histograms_(NextMultiple(start_step, spec_.histogram_steps)) {}
 
-absl::Status TrainingSummaries::Observe(const std::vector<StatusResponse>& statuses) {
+absl::Status TrainingSummaries::Observe(const std::vector<PsStatus>& statuses) {
   absl::MutexLock lock(&mu_);
   CostTimer timer(&cost_);
   return ObserveLocked(statuses, false);
 }
 
-absl::Status TrainingSummaries::Finish(const std::vector<StatusResponse>& statuses) {
+absl::Status TrainingSummaries::Finish(const std::vector<PsStatus>& statuses) {
   absl::MutexLock lock(&mu_);
   absl::Status status;
   {
@@ -129,41 +130,40 @@ absl::Status TrainingSummaries::WriteInputImages(const Dataset& data, const std:
   return events_->Flush();
 }
 
-absl::Status TrainingSummaries::ObserveLocked(const std::vector<StatusResponse>& statuses,
-                                              bool final) {
+absl::Status TrainingSummaries::ObserveLocked(const std::vector<PsStatus>& statuses, bool final) {
   if (statuses.empty()) return absl::OkStatus();
   int64_t step = INT64_MAX;
-  for (const StatusResponse& s : statuses) step = std::min(step, s.global_step());
+  for (const PsStatus& s : statuses) step = std::min(step, s.global_step);
   // Chunk 0, on ps 0, carries the replicas' progress reports.
-  const StatusResponse& first = statuses.front();
+  const PsStatus& first = statuses.front();
   const absl::Time now = absl::Now();
-  if (!have_baseline_ || first.loss_batches() < last_batches_ || step < last_step_) {
+  if (!have_baseline_ || first.loss_batches < last_batches_ || step < last_step_) {
     // The first look, or a ps that started afresh: counting begins here.
     have_baseline_ = true;
     last_step_ = step;
     last_time_ = now;
-    last_loss_sum_ = first.loss_sum();
-    last_batches_ = first.loss_batches();
-    last_examples_ = first.examples();
+    last_loss_sum_ = first.loss_sum;
+    last_batches_ = first.loss_batches;
+    last_examples_ = first.examples;
     return absl::OkStatus();
   }
   if ((final || step >= next_scalars_) && step > last_step_) {
     const double secs = std::max(absl::ToDoubleSeconds(now - last_time_), 1e-6);
-    const int64_t batches = first.loss_batches() - last_batches_;
+    const int64_t batches = first.loss_batches - last_batches_;
     if (batches > 0) {
       PSTRAIN_RETURN_IF_ERROR(events_->WriteScalar(
-          "loss", step, static_cast<float>((first.loss_sum() - last_loss_sum_) / batches)));
+          "loss", step, static_cast<float>((first.loss_sum - last_loss_sum_) / batches)));
     }
     PSTRAIN_RETURN_IF_ERROR(events_->WriteScalar("learning_rate", step, learning_rate_.At(step)));
     PSTRAIN_RETURN_IF_ERROR(events_->WriteScalar("global_step/sec", step,
                                                  static_cast<float>((step - last_step_) / secs)));
     PSTRAIN_RETURN_IF_ERROR(events_->WriteScalar(
-        "examples/sec", step, static_cast<float>((first.examples() - last_examples_) / secs)));
+        "examples/sec", step, static_cast<float>((first.examples - last_examples_) / secs)));
     last_step_ = step;
     last_time_ = now;
-    last_loss_sum_ = first.loss_sum();
-    last_batches_ = first.loss_batches();
-    last_examples_ = first.examples();
+    last_loss_sum_ = first.loss_sum;
+    last_batches_ = first.loss_batches;
+    last_examples_ = first.examples;
     next_scalars_ = NextMultiple(step, spec_.save_summary_steps);
   }
   if (step >= next_histograms_ ||
@@ -175,7 +175,7 @@ absl::Status TrainingSummaries::ObserveLocked(const std::vector<StatusResponse>&
 }
 
 absl::Status TrainingSummaries::WriteHistogramsLocked() {
-  PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->PullLatest());
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, servers_->Read());
   last_histogram_step_ = view.global_step;
   for (const VariableInfo& v : model_->variables()) {
     const float* base = v.trainable ? view.params : view.state;

@@ -15,7 +15,8 @@
 #include "models/model.h"
 #include "proto/event.pb.h"
 #include "ps/learning_rate.h"
-#include "worker/ps_client.h"
+#include "ps/ps_status.h"
+#include "worker/parameter_servers.h"
 
 namespace pstrain {
 
@@ -34,15 +35,14 @@ google::protobuf::Map<std::string, google::protobuf::Value> RunHParams(const Job
 
 class TrainingSummaries {
  public:
-  // `client` is its own (it pulls the parameters for histograms); `model`
+  // `servers` is its own (it reads the parameters for histograms); `model`
   // must outlive it. Writes the session start (hyperparameters).
-  static absl::StatusOr<std::unique_ptr<TrainingSummaries>> Create(Env* env, const JobConfig& job,
-                                                                   const Model* model,
-                                                                   std::unique_ptr<PsClient> client,
-                                                                   int64_t start_step);
+  static absl::StatusOr<std::unique_ptr<TrainingSummaries>> Create(
+      Env* env, const JobConfig& job, const Model* model, std::unique_ptr<ParameterServers> servers,
+      int64_t start_step);
 
   // Every ps's Status, in ps order. Writes what is due.
-  absl::Status Observe(const std::vector<StatusResponse>& statuses);
+  absl::Status Observe(const std::vector<PsStatus>& statuses);
 
   // The first `count` examples of `data` as PNG images tagged
   // "<name>/image/<i>" (as TF1's tf.summary.image with max_outputs = count).
@@ -52,23 +52,23 @@ class TrainingSummaries {
   // The job reached train_steps: scalars and histograms of the last step if
   // not written yet, the session end (success), a flush. Logs what writing
   // summaries cost over the run.
-  absl::Status Finish(const std::vector<StatusResponse>& statuses);
+  absl::Status Finish(const std::vector<PsStatus>& statuses);
 
   // Time spent writing summaries so far (pulls for histograms included).
   absl::Duration cost() const;
 
  private:
-  TrainingSummaries(const JobConfig& job, const Model* model, std::unique_ptr<PsClient> client,
-                    std::unique_ptr<EventWriter> events, LearningRateSchedule learning_rate,
-                    int64_t start_step);
-  absl::Status ObserveLocked(const std::vector<StatusResponse>& statuses, bool final)
+  TrainingSummaries(const JobConfig& job, const Model* model,
+                    std::unique_ptr<ParameterServers> servers, std::unique_ptr<EventWriter> events,
+                    LearningRateSchedule learning_rate, int64_t start_step);
+  absl::Status ObserveLocked(const std::vector<PsStatus>& statuses, bool final)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteHistogramsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   const TrainingSpec spec_;
   const Model* const model_;
-  std::unique_ptr<PsClient> client_;
+  std::unique_ptr<ParameterServers> servers_;
   std::unique_ptr<EventWriter> events_;
   const LearningRateSchedule learning_rate_;
   int64_t next_scalars_;

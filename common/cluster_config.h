@@ -14,6 +14,13 @@
 // Parsing checks only the shape and types of the input; whether the result is
 // runnable is ValidateJobConfig's job, so flags can fix a config file first.
 //
+// Implemented by concern: training_fields.cc (the TrainingSpec field table),
+// cluster_yaml.cc (the cluster YAML form), ml_engine_config.cc (Cloud ML
+// Engine's trainingInput), tf_config.cc (TF_CONFIG), config_validation.cc,
+// config_yaml_output.cc (JobConfigToYaml). Model-specific rules (a model's
+// default optimizer, its valid depths) live with the models
+// (models/model_options.h).
+//
 // Every function here is thread-compatible and keeps no state. Failures are
 // InvalidArgument (NotFound etc. from the Env for a file that cannot be read)
 // and the message names the offending key, e.g. "training.batch_size".
@@ -87,7 +94,7 @@ struct TrainingSpec {
   bool chief_trains = true;       // the chief is also a training replica
   // sgd, momentum or adam; empty: the model's own (adam for mnist_cnn, as
   // the MNIST tutorials; momentum for cifar10_resnet, as the CIFAR-10
-  // estimator). See EffectiveOptimizer.
+  // estimator). See EffectiveOptimizer (models/model_options.h).
   std::string optimizer;
   double learning_rate = 0.001;
   std::string learning_rate_schedule;  // "1000:0.1,2000:0.01": multipliers by step
@@ -143,9 +150,6 @@ absl::StatusOr<std::string> GetTrainingField(const TrainingSpec& spec, std::stri
 
 // Every training key (underscore form), in declaration order.
 std::vector<std::string> TrainingFieldNames();
-
-// The optimizer a job uses: training.optimizer, or the model's default.
-std::string EffectiveOptimizer(const TrainingSpec& spec);
 
 struct JobConfig {
   ClusterSpec cluster;

@@ -122,12 +122,6 @@ TEST(ParseJobConfigTest, EveryTrainingDefault) {
   EXPECT_EQ(t.total_replicas, 0);
   EXPECT_TRUE(t.chief_trains);
   EXPECT_EQ(t.optimizer, "");
-  EXPECT_EQ(EffectiveOptimizer(t), "adam");
-  TrainingSpec resnet;
-  resnet.model = "cifar10_resnet";
-  EXPECT_EQ(EffectiveOptimizer(resnet), "momentum");
-  resnet.optimizer = "sgd";
-  EXPECT_EQ(EffectiveOptimizer(resnet), "sgd");
   EXPECT_DOUBLE_EQ(t.learning_rate, 0.001);
   EXPECT_EQ(t.learning_rate_schedule, "");
   EXPECT_DOUBLE_EQ(t.momentum, 0.9);

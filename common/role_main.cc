@@ -1,17 +1,13 @@
 #include "common/role_main.h"
 
-#include <optional>
 #include <thread>
 
-#include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
 #include "common/termination.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "io/checkpoint.h"
 #include "tbb/global_control.h"
 
 namespace pstrain {
@@ -29,7 +25,7 @@ int ComputeThreads(int threads) {
   return threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
 }
 
-int RunRole(const char* job_name, const std::function<absl::Status(const RoleConfig&)>& run) {
+int RunRole(const char* job_name, const RoleRunner& run) {
   absl::StatusOr<RoleConfig> role = ResolveRoleFromFlags(Env::Default());
   if (!role.ok()) {
     LOG(ERROR) << role.status().message();
@@ -41,19 +37,13 @@ int RunRole(const char* job_name, const std::function<absl::Status(const RoleCon
                << role->task.job_name;
     return 2;
   }
-  const std::string& job_dir = role->job.training.job_dir;
-  if (std::optional<std::string> marker = ReadCompletionMarker(Env::Default(), job_dir)) {
-    LOG(INFO) << "the job in " << job_dir << " already finished ("
-              << absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(*marker), {{"\n", ", "}})
-              << "); nothing to do. To train again, use a new --job_dir or delete "
-              << CompletionMarkerPath(job_dir);
-    return 0;
-  }
+  RoleContext context;
+  context.env = Env::Default();
   // SIGTERM (a preemption notice) and SIGINT stop the role in order.
-  TerminationNotice::Install();
+  context.termination = ProcessTerminationNotice();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
                                   ComputeThreads(role->job.training.threads));
-  absl::Status status = run(*role);
+  absl::Status status = run(*role, context);
   if (!status.ok()) {
     LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status;
     return 1;

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "common/role_context.h"
 #include "common/role_flags.h"
 
 namespace pstrain {
@@ -12,11 +13,15 @@ namespace pstrain {
 // malloc, for any pstrain binary. Call first in main().
 void InitProcess(int* argc, char*** argv, const char* usage);
 
+using RoleRunner = std::function<absl::Status(const RoleConfig&, const RoleContext&)>;
+
 // The cluster part of a role's main(): resolves the role from --config or
-// TF_CONFIG, checks it is a `job_name` task, caps the compute threads, and
-// runs `run`. Returns the process exit code: 0, 1 when `run` fails, 2 for a
-// bad command line or config. Every failure is logged with its reason.
-int RunRole(const char* job_name, const std::function<absl::Status(const RoleConfig&)>& run);
+// TF_CONFIG, checks it is a `job_name` task, installs the SIGTERM/SIGINT
+// handlers, caps the compute threads, and runs `run` with the process's Env
+// and termination notice. Returns the process exit code: 0, 1 when `run`
+// fails, 2 for a bad command line or config. Every failure is logged with
+// its reason.
+int RunRole(const char* job_name, const RoleRunner& run);
 
 // Compute threads for a `threads` setting: itself, or every core for 0.
 int ComputeThreads(int threads);

@@ -23,28 +23,51 @@ void OnSignal(int sig) {
   }
 }
 
+class SignalTerminationNotice : public TerminationNotice {
+ public:
+  SignalTerminationNotice() {
+    struct sigaction action = {};
+    action.sa_handler = OnSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
+  }
+
+  int Received() const override { return received.load(); }
+
+  bool WaitFor(absl::Duration timeout) const override {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (received.load() == 0) {
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return false;
+      absl::SleepFor(std::min(deadline - now, absl::Milliseconds(20)));
+    }
+    return true;
+  }
+};
+
 }  // namespace
 
-void TerminationNotice::Install() {
-  struct sigaction action = {};
-  action.sa_handler = OnSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+TerminationNotice* ProcessTerminationNotice() {
+  static SignalTerminationNotice* const notice = new SignalTerminationNotice();
+  return notice;
 }
 
-int TerminationNotice::Received() { return received.load(); }
-
-bool TerminationNotice::WaitFor(absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (received.load() == 0) {
-    const absl::Time now = absl::Now();
-    if (now >= deadline) return false;
-    absl::SleepFor(std::min(deadline - now, absl::Milliseconds(20)));
-  }
-  return true;
+void ManualTerminationNotice::Request(int signal) {
+  absl::MutexLock lock(&mu_);
+  if (received_ == 0) received_ = signal;
 }
 
-void TerminationNotice::ResetForTest() { received.store(0); }
+int ManualTerminationNotice::Received() const {
+  absl::MutexLock lock(&mu_);
+  return received_;
+}
+
+bool ManualTerminationNotice::WaitFor(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](const int* received) { return *received != 0; }, &received_),
+                              timeout);
+}
 
 }  // namespace pstrain

@@ -9,10 +9,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "io/record_reader.h"
 #include "io/record_writer.h"
 
@@ -354,6 +356,16 @@ std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job
   absl::StatusOr<std::string> contents = env->ReadFile(CompletionMarkerPath(job_dir));
   if (!contents.ok()) return std::nullopt;
   return *contents;
+}
+
+bool JobAlreadyFinished(Env* env, const std::string& job_dir) {
+  std::optional<std::string> marker = ReadCompletionMarker(env, job_dir);
+  if (!marker.has_value()) return false;
+  LOG(INFO) << "the job in " << job_dir << " already finished ("
+            << absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(*marker), {{"\n", ", "}})
+            << "); nothing to do. To train again, use a new --job_dir or delete "
+            << CompletionMarkerPath(job_dir);
+  return true;
 }
 
 CheckpointReader::CheckpointReader(Env* env, std::string dir, CheckpointIndex index)

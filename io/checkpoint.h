@@ -112,6 +112,10 @@ absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t
                                    const std::string& checkpoint);
 // The marker's contents, or nullopt if the job is not complete.
 std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir);
+// True, after logging "the job in DIR already finished (...); nothing to
+// do ...", if `job_dir` holds the marker: every role checks this first and
+// exits 0.
+bool JobAlreadyFinished(Env* env, const std::string& job_dir);
 
 // The values of any range of the flat vectors, assembled from a checkpoint's
 // shard files however the ranges of the ps that wrote them were cut (so a

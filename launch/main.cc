@@ -17,6 +17,7 @@
 #include "gflags/gflags.h"
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
+#include "models/model_options.h"
 
 DECLARE_string(config);
 
@@ -56,8 +57,13 @@ int Launch() {
       return 2;
     }
   }
-  if (absl::Status s = pstrain::ValidateJobConfig(*job); !s.ok()) {
-    WriteLineToStdout(absl::StrCat("[launcher] ", FLAGS_config, ": ", s.message()));
+  absl::Status valid = pstrain::ValidateJobConfig(*job);
+  if (valid.ok()) {
+    valid = pstrain::CheckModelOptions(job->training.model,
+                                       pstrain::ModelOptionsFromSpec(job->training));
+  }
+  if (!valid.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", FLAGS_config, ": ", valid.message()));
     return 2;
   }
   if (absl::Status s = env->CreateDirs(job->training.job_dir); !s.ok()) {

@@ -1,19 +1,29 @@
 #ifndef PSTRAIN_MODELS_MODEL_OPTIONS_H_
 #define PSTRAIN_MODELS_MODEL_OPTIONS_H_
 
+// A job's training section as the models see it: every role builds its model
+// with these, so all agree on the variables.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
 #include "common/cluster_config.h"
+#include "models/model.h"
 #include "models/registry.h"
 
 namespace pstrain {
 
-// The model settings of a job's training section; every role builds its model
-// with these, so all agree on the variables.
-inline ModelOptions ModelOptionsFromSpec(const TrainingSpec& t) {
-  ModelOptions options;
-  options.num_layers = t.num_layers;
-  options.batch_norm_epsilon = static_cast<float>(t.batch_norm_epsilon);
-  return options;
-}
+// The model settings of a job's training section.
+ModelOptions ModelOptionsFromSpec(const TrainingSpec& t);
+
+// The optimizer a job uses: training.optimizer, or the model's default.
+std::string EffectiveOptimizer(const TrainingSpec& spec);
+
+// The job's model: its settings checked against the model
+// ("training.num_layers = 21: cifar10_resnet needs 6n + 2 layers ..."), then
+// built. InvalidArgument for an unknown model or settings that do not fit.
+absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t);
 
 }  // namespace pstrain
 

@@ -25,6 +25,23 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name,
 // Names BuildModel accepts.
 std::vector<std::string> ModelNames();
 
+// What a registered model trains with unless the job says otherwise; the one
+// place model-specific defaults live. An unknown model gets the generic ones.
+
+// The optimizer: adam for mnist_cnn (as the MNIST tutorials), momentum for
+// cifar10_resnet (as the CIFAR-10 estimator).
+std::string DefaultOptimizer(const std::string& model);
+
+// The learning-rate schedule ("step:multiplier,...", "" for a constant rate)
+// for `batch_size` x `replicas` examples per global step. cifar10_resnet:
+// the CIFAR-10 estimator's, x0.1, x0.01, x0.002 at epochs 82, 123, 300 of
+// 45000 / (batch_size x replicas) batches.
+std::string DefaultLearningRateSchedule(const std::string& model, int batch_size, int replicas);
+
+// InvalidArgument naming the setting ("training.num_layers = 21: ...") when
+// `options` do not fit `model` (cifar10_resnet needs 6n + 2 layers).
+absl::Status CheckModelOptions(const std::string& model, const ModelOptions& options);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_MODELS_REGISTRY_H_

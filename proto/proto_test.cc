@@ -13,7 +13,7 @@ namespace {
 TEST(ParameterServerProtoTest, PushRequestRoundTripsFloatBytes) {
   std::vector<float> grads = {1.5f, -2.25f, 0.0f, 3.0e-7f};
   PushRequest request;
-  request.set_shard(1);
+  request.set_chunk(1);
   request.set_replica(3);
   request.set_step(42);
   request.set_gradients(reinterpret_cast<const char*>(grads.data()), grads.size() * sizeof(float));
@@ -22,7 +22,7 @@ TEST(ParameterServerProtoTest, PushRequestRoundTripsFloatBytes) {
   ASSERT_TRUE(request.SerializeToString(&wire));
   PushRequest parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
-  EXPECT_EQ(parsed.shard(), 1);
+  EXPECT_EQ(parsed.chunk(), 1);
   EXPECT_EQ(parsed.replica(), 3);
   EXPECT_EQ(parsed.step(), 42);
   ASSERT_EQ(parsed.gradients().size(), grads.size() * sizeof(float));

@@ -19,10 +19,9 @@ std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards) {
 
 absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
     const ShardOptions& options) {
-  if (options.num_shards <= 0 || options.shard_index < 0 ||
-      options.shard_index >= options.num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat("shard index ", options.shard_index,
-                                                   " is outside [0, ", options.num_shards, ")"));
+  if (options.num_chunks <= 0 || options.chunk < 0 || options.chunk >= options.num_chunks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", options.chunk, " is outside [0, ", options.num_chunks, ")"));
   }
   if (options.begin < 0 || options.end < options.begin || options.num_state < 0) {
     return absl::InvalidArgumentError(
@@ -91,9 +90,9 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   absl::MutexLock lock(&mu_);
   if (params.size() != params_.size() || state.size() != state_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "initial values for ps shard ", options_.shard_index, " have ", params.size(),
-        " parameters and ", state.size(), " state values; the shard holds ", params_.size(),
-        " parameters [", options_.begin, ", ", options_.end, ") and ", state_.size(),
+        "initial values for chunk ", options_.chunk, " have ", params.size(), " parameters and ",
+        state.size(), " state values; the shard holds ", params_.size(), " parameters [",
+        options_.begin, ", ", options_.end, ") and ", state_.size(),
         " state values (do all processes use the same model and number of ps?)"));
   }
   if (global_step < 0 || optimizer_step < 0) {
@@ -102,14 +101,14 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   if (!slots.empty()) {
     if (static_cast<int>(slots.size()) != optimizer_->num_slots()) {
       return absl::InvalidArgumentError(absl::StrCat(slots.size(), " optimizer slots for ps shard ",
-                                                     options_.shard_index, ", whose optimizer has ",
+                                                     options_.chunk, ", whose optimizer has ",
                                                      optimizer_->num_slots()));
     }
     for (const auto& slot : slots) {
       if (slot.size() != params_.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("an optimizer slot of ", slot.size(), " values for ps shard ",
-                         options_.shard_index, ", which holds ", params_.size()));
+        return absl::InvalidArgumentError(absl::StrCat("an optimizer slot of ", slot.size(),
+                                                       " values for ps shard ", options_.chunk,
+                                                       ", which holds ", params_.size()));
       }
     }
   }
@@ -142,7 +141,7 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
   absl::MutexLock lock(&mu_);
   if (!initialized_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
+        "chunk ", options_.chunk, " is not initialized yet (the chief initializes it)"));
   }
   if (bf16) {
     params->resize(params_.size() * sizeof(uint16_t));
@@ -199,8 +198,8 @@ ShardSnapshot ParameterShard::CopyLocked() const {
 absl::Status ParameterShard::RequestSnapshot(int64_t at_step) {
   absl::MutexLock lock(&mu_);
   if (!initialized_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ps shard ", options_.shard_index, " is not initialized; there is nothing to save"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("chunk ", options_.chunk, " is not initialized; there is nothing to save"));
   }
   snapshot_at_ = at_step;
   snapshot_ready_ = !options_.sync || step_ >= at_step;
@@ -217,7 +216,7 @@ absl::StatusOr<ShardSnapshot> ParameterShard::AwaitSnapshot(absl::Time deadline)
   mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
   if (snapshot_wanted_) {
     snapshot_wanted_ = false;
-    LOG(WARNING) << "ps shard " << options_.shard_index << " did not reach step " << snapshot_at_
+    LOG(WARNING) << "chunk " << options_.chunk << " did not reach step " << snapshot_at_
                  << (shutting_down_ ? " before the job ended" : " in time")
                  << "; copying it at step " << step_;
     snapshot_ = CopyLocked();
@@ -276,22 +275,21 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
     absl::MutexLock lock(&mu_);
     if (!initialized_) {
       error = absl::FailedPreconditionError(absl::StrCat(
-          "ps shard ", options_.shard_index, " is not initialized yet (the chief initializes it)"));
+          "chunk ", options_.chunk, " is not initialized yet (the chief initializes it)"));
     } else if (grads.size() != params_.size()) {
-      error = absl::InvalidArgumentError(
-          absl::StrCat("push of ", grads.size(), " gradients to ps shard ", options_.shard_index,
-                       ", which holds ", params_.size(), " parameters [", options_.begin, ", ",
-                       options_.end, ")"));
+      error = absl::InvalidArgumentError(absl::StrCat(
+          "push of ", grads.size(), " gradients to chunk ", options_.chunk, ", which holds ",
+          params_.size(), " parameters [", options_.begin, ", ", options_.end, ")"));
     } else if (batch_stats.size() != state_.size()) {
       error = absl::InvalidArgumentError(
           absl::StrCat("push of ", batch_stats.size(), " batch statistics to ps shard ",
-                       options_.shard_index, ", which holds ", state_.size()));
+                       options_.chunk, ", which holds ", state_.size()));
     } else if (replica < 0 || replica >= options_.total_replicas) {
       error = absl::InvalidArgumentError(
           absl::StrCat("replica ", replica, " is outside [0, ", options_.total_replicas, ")"));
     } else if (step > step_) {
       error = absl::InvalidArgumentError(absl::StrCat("push for step ", step, " but ps shard ",
-                                                      options_.shard_index, " is at step ", step_));
+                                                      options_.chunk, " is at step ", step_));
     } else if (DoneLocked()) {
       result.job_done = true;
     } else if (!options_.sync) {
@@ -344,7 +342,7 @@ void ParameterShard::TimerLoop() {
       }
       for (int r : missing) live_.erase(r);
       ++timed_out_;
-      LOG(WARNING) << "ps shard " << options_.shard_index << ": sync step " << step_ << " waited "
+      LOG(WARNING) << "chunk " << options_.chunk << ": sync step " << step_ << " waited "
                    << absl::FormatDuration(options_.sync_timeout) << " for " << RequiredLocked()
                    << " replicas; applying the " << contributors_.size()
                    << " that arrived. Missing replicas (treated as gone until they push again): "

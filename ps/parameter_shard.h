@@ -17,10 +17,12 @@
 
 namespace pstrain {
 
+// A ParameterShard holds one layout chunk (ps/shard_layout.h): `chunk` of
+// `num_chunks`.
 struct ShardOptions {
-  int shard_index = 0;
-  int num_shards = 1;
-  int64_t begin = 0;  // This shard's range [begin, end) of the flat parameter vector.
+  int chunk = 0;
+  int num_chunks = 1;
+  int64_t begin = 0;  // The chunk's range [begin, end) of the flat parameter vector.
   int64_t end = 0;
   std::vector<Segment> segments;  // Variables in the range, relative to `begin`.
   int64_t num_state = 0;          // Non-trainable state held here (shard 0 holds all of it).

@@ -10,7 +10,9 @@
 #include "io/checkpoint.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
+#include "ps/ps_task.h"
 #include "ps/shard_layout.h"
+#include "worker/grpc_parameter_servers.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
@@ -19,7 +21,8 @@ namespace {
 constexpr int64_t kNumParams = 10;
 
 struct TestPs {
-  std::unique_ptr<ParameterShard> shard;
+  std::unique_ptr<PsTask> task;
+  ParameterShard* shard = nullptr;  // the task's only chunk
   std::unique_ptr<ParameterServerService> service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
@@ -27,12 +30,12 @@ struct TestPs {
 
 // Shard i of 2 over 10 parameters, SGD with learning rate 1, 1 state value on
 // shard 0, async.
-std::unique_ptr<TestPs> StartPs(int index, int num_shards, Env* env = nullptr) {
+std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr) {
   auto ps = std::make_unique<TestPs>();
-  auto ranges = BalancedRanges(kNumParams, num_shards);
+  auto ranges = BalancedRanges(kNumParams, num_chunks);
   ShardOptions o;
-  o.shard_index = index;
-  o.num_shards = num_shards;
+  o.chunk = index;
+  o.num_chunks = num_chunks;
   o.begin = ranges[index].first;
   o.end = ranges[index].second;
   o.segments = {{"w", 0, o.end - o.begin}};
@@ -42,14 +45,16 @@ std::unique_ptr<TestPs> StartPs(int index, int num_shards, Env* env = nullptr) {
   o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
   o.total_replicas = 2;
   o.train_steps = 100;
-  ps->shard = *ParameterShard::Create(o);
+  std::vector<std::unique_ptr<ParameterShard>> shards;
+  shards.push_back(*ParameterShard::Create(o));
+  ps->shard = shards.back().get();
   PsIdentity identity;
   identity.model = "tiny";
   identity.ps_index = index;
-  identity.num_ps = num_shards;
+  identity.num_ps = num_chunks;
   identity.num_params = kNumParams;
-  ps->service = std::make_unique<ParameterServerService>(
-      identity, std::vector<ParameterShard*>{ps->shard.get()}, env ? env : Env::Default());
+  ps->task = std::make_unique<PsTask>(identity, std::move(shards), env ? env : Env::Default());
+  ps->service = std::make_unique<ParameterServerService>(ps->task.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -77,6 +82,8 @@ class PsRpcTest : public ::testing::Test {
     o.rpc_timeout = absl::Seconds(10);
     o.retry_budget = absl::Seconds(2);
     client_ = *PsClient::Create(o);
+    servers_ =
+        *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
     stub_ = ParameterServer::NewStub(
         grpc::CreateChannel(ps0_->address, grpc::InsecureChannelCredentials()));
   }
@@ -95,20 +102,21 @@ class PsRpcTest : public ::testing::Test {
     std::vector<float> params(kNumParams);
     for (int i = 0; i < kNumParams; ++i) params[i] = static_cast<float>(i);
     const float state = 7;
-    ASSERT_TRUE(client_->InitializeAll("tiny", params.data(), &state, 0).ok());
+    ASSERT_TRUE(servers_->Initialize("tiny", params.data(), &state, 0).ok());
   }
 
   MemEnv env_;  // the ps's job dir
   std::unique_ptr<TestPs> ps0_, ps1_;
   std::unique_ptr<PsClient> client_;
+  std::unique_ptr<GrpcParameterServers> servers_;
   std::unique_ptr<ParameterServer::Stub> stub_;
 };
 
 TEST_F(PsRpcTest, PullPushRoundTripAcrossTwoShards) {
-  ASSERT_TRUE(client_->WaitForPs(absl::Seconds(10), /*initialized=*/false).ok());
-  EXPECT_FALSE(client_->WaitForPs(absl::Milliseconds(300), /*initialized=*/true).ok());
+  ASSERT_TRUE(servers_->WaitReady(absl::Seconds(10), /*initialized=*/false, nullptr).ok());
+  EXPECT_FALSE(servers_->WaitReady(absl::Milliseconds(300), /*initialized=*/true, nullptr).ok());
   Initialize();
-  ASSERT_TRUE(client_->WaitForPs(absl::Seconds(10), /*initialized=*/true).ok());
+  ASSERT_TRUE(servers_->WaitReady(absl::Seconds(10), /*initialized=*/true, nullptr).ok());
   auto view = client_->Pull();
   ASSERT_TRUE(view.ok()) << view.status();
   for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], i);
@@ -122,11 +130,11 @@ TEST_F(PsRpcTest, PullPushRoundTripAcrossTwoShards) {
   view = client_->Pull();  // Served from the PushPull answers.
   for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], i - 1.0f);
   EXPECT_EQ(view->state[0], 3);  // decay 0: the pushed statistics
-  auto statuses = client_->StatusAll();
+  auto statuses = servers_->Statuses();
   ASSERT_TRUE(statuses.ok());
-  EXPECT_EQ((*statuses)[1].begin(), 5);
-  EXPECT_EQ((*statuses)[1].applied_updates(), 1);
-  ASSERT_TRUE(client_->ShutdownAll("test over").ok());
+  EXPECT_EQ((*statuses)[1].begin, 5);
+  EXPECT_EQ((*statuses)[1].applied_updates, 1);
+  ASSERT_TRUE(servers_->Shutdown("test over").ok());
   EXPECT_TRUE(ps0_->shard->WaitForShutdown(absl::Seconds(1)));
   outcome = client_->Push(1, grads.data(), &stats);
   ASSERT_TRUE(outcome.ok());
@@ -180,7 +188,7 @@ TEST_F(PsRpcTest, BadInitializeIsRefused) {
     return stub_->Initialize(&ctx, r, &response);
   };
   InitializeRequest good;
-  good.set_shard(0);
+  good.set_chunk(0);
   good.set_model("tiny");
   good.set_num_params(kNumParams);
   good.set_params(Floats({1, 2, 3, 4, 5}));
@@ -197,10 +205,10 @@ TEST_F(PsRpcTest, BadInitializeIsRefused) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("holds 5 parameters"), std::string::npos) << s.error_message();
   r = good;
-  r.set_shard(1);
+  r.set_chunk(1);
   s = init(r);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("shard 1"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("chunk 1"), std::string::npos) << s.error_message();
   r = good;
   r.set_params(std::string(7, 'x'));  // not whole floats
   EXPECT_EQ(init(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -211,7 +219,7 @@ TEST_F(PsRpcTest, BadInitializeIsRefused) {
 TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   Initialize();
   PushRequest good;
-  good.set_shard(0);
+  good.set_chunk(0);
   good.set_replica(1);
   good.set_step(0);
   good.set_gradients(Floats({1, 1, 1, 1, 1}));
@@ -220,7 +228,7 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   bad[0].set_gradients(Floats({1, 1, 1}));                     // short
   bad[1].set_gradients(Floats(std::vector<float>(50, 1.0f)));  // long
   bad[2].set_gradients(std::string(19, 'x'));                  // not whole floats
-  bad[3].set_shard(1);                                         // sent to the wrong ps
+  bad[3].set_chunk(1);                                         // sent to the wrong ps
   bad[4].set_replica(5);                                       // unknown replica
   bad[5].set_step(3);                                          // ahead of the ps
   for (const PushRequest& r : bad) {
@@ -241,33 +249,42 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
 
 // The chief's part of a save: the index over the ps's shard files.
 void WriteIndex(Env* env, const std::string& path, int64_t step,
-                const std::vector<SaveResponse>& saved) {
+                const std::vector<ShardSaved>& saved) {
   CheckpointIndex index;
   index.set_model("tiny");
   index.set_global_step(step);
   index.set_num_params(kNumParams);
   index.set_num_state(1);
-  index.set_optimizer(saved[0].optimizer());
-  for (const SaveResponse& r : saved) {
+  index.set_optimizer(saved[0].optimizer);
+  for (const ShardSaved& r : saved) {
     CheckpointShardFile* f = index.add_shards();
-    f->set_file(r.file());
-    f->set_begin(r.begin());
-    f->set_end(r.end());
-    f->set_num_state(r.num_state());
-    f->set_size_bytes(r.size_bytes());
-    f->set_crc32c(r.crc32c());
+    f->set_file(r.file);
+    f->set_begin(r.begin);
+    f->set_end(r.end);
+    f->set_num_state(r.num_state);
+    f->set_size_bytes(r.size_bytes);
+    f->set_crc32c(r.crc32c);
   }
   ASSERT_TRUE(WriteCheckpointIndex(env, path, index).ok());
 }
 
-std::unique_ptr<PsClient> ClientFor(const std::vector<std::string>& addresses) {
+PsClientOptions OptionsFor(const std::vector<std::string>& addresses) {
   PsClientOptions o;
   o.ps_addresses = addresses;
   o.layout = ComputeShardLayout(kNumParams, 1, {0}, static_cast<int>(addresses.size()));
   o.replica = 0;
   o.rpc_timeout = absl::Seconds(10);
   o.retry_budget = absl::Seconds(2);
-  return *PsClient::Create(o);
+  return o;
+}
+
+std::unique_ptr<PsClient> ClientFor(const std::vector<std::string>& addresses) {
+  return *PsClient::Create(OptionsFor(addresses));
+}
+
+std::unique_ptr<GrpcParameterServers> ServersFor(const std::vector<std::string>& addresses) {
+  const PsClientOptions o = OptionsFor(addresses);
+  return *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
 }
 
 TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
@@ -281,21 +298,22 @@ TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
   ASSERT_TRUE(before.ok());
   const std::vector<float> expected(before->params, before->params + kNumParams);
 
-  absl::StatusOr<std::vector<SaveResponse>> saved =
-      client_->SaveAll("/job/model.ckpt-2", 2, 2, absl::ZeroDuration());
+  absl::StatusOr<std::vector<ShardSaved>> saved =
+      servers_->Save("/job/model.ckpt-2", 2, 2, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
   ASSERT_EQ(saved->size(), 2u);
-  EXPECT_EQ((*saved)[0].file(), "model.ckpt-2.shard-0-of-2");
-  EXPECT_EQ((*saved)[1].file(), "model.ckpt-2.shard-1-of-2");
-  EXPECT_EQ((*saved)[1].begin(), 5);
-  EXPECT_EQ((*saved)[0].min_step(), 2);
+  EXPECT_EQ((*saved)[0].file, "model.ckpt-2.shard-0-of-2");
+  EXPECT_EQ((*saved)[1].file, "model.ckpt-2.shard-1-of-2");
+  EXPECT_EQ((*saved)[1].begin, 5);
+  EXPECT_EQ((*saved)[0].min_step, 2);
   EXPECT_TRUE(env_.FileExists("/job/model.ckpt-2.shard-1-of-2"));
   WriteIndex(&env_, "/job/model.ckpt-2.index", 2, *saved);
 
   // One ps restores what two wrote.
   auto single = StartPs(0, 1, &env_);
   auto one = ClientFor({single->address});
-  absl::StatusOr<int64_t> step = one->RestoreAll("tiny", "/job/model.ckpt-2.index");
+  auto one_servers = ServersFor({single->address});
+  absl::StatusOr<int64_t> step = one_servers->Restore("tiny", "/job/model.ckpt-2.index");
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 2);
   absl::StatusOr<ParameterView> restored = one->PullLatest();
@@ -308,12 +326,12 @@ TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
   ASSERT_TRUE(one->Push(2, grads.data(), &stats).ok());
   absl::StatusOr<ParameterView> moved = one->PullLatest();
   const std::vector<float> expected3(moved->params, moved->params + kNumParams);
-  saved = one->SaveAll("/job/model.ckpt-3", 3, 3, absl::ZeroDuration());
+  saved = one_servers->Save("/job/model.ckpt-3", 3, 3, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ((*saved)[0].file(), "model.ckpt-3.shard-0-of-1");
+  EXPECT_EQ((*saved)[0].file, "model.ckpt-3.shard-0-of-1");
   WriteIndex(&env_, "/job/model.ckpt-3.index", 3, *saved);
   Initialize();
-  step = client_->RestoreAll("tiny", "/job/model.ckpt-3.index");
+  step = servers_->Restore("tiny", "/job/model.ckpt-3.index");
   ASSERT_TRUE(step.ok()) << step.status();
   absl::StatusOr<ParameterView> back = client_->PullLatest();
   EXPECT_EQ(std::vector<float>(back->params, back->params + kNumParams), expected3);
@@ -361,8 +379,8 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   // A damaged shard file: DATA_LOSS naming it, and nothing changes.
-  absl::StatusOr<std::vector<SaveResponse>> saved =
-      client_->SaveAll("/job/model.ckpt-0", 0, 0, absl::ZeroDuration());
+  absl::StatusOr<std::vector<ShardSaved>> saved =
+      servers_->Save("/job/model.ckpt-0", 0, 0, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
   WriteIndex(&env_, "/job/model.ckpt-0.index", 0, *saved);
   std::string bytes = *env_.ReadFile("/job/model.ckpt-0.shard-0-of-2");
@@ -386,6 +404,59 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   EXPECT_EQ(stub_->Leave(&ctx, leave, &left).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// The client side of bad requests: a client whose picture of the job does not
+// match the ps it reaches gets a clear error naming the ps, never silence.
+TEST_F(PsRpcTest, ClientRefusesALayoutThatDoesNotFitItsAddresses) {
+  PsClientOptions o = OptionsFor({ps0_->address, ps1_->address});
+  o.layout = ComputeShardLayout(kNumParams, 1, {0}, 3);  // three ranges, two addresses
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(o);
+  EXPECT_TRUE(absl::IsInvalidArgument(client.status())) << client.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget)
+          .status()));
+}
+
+TEST_F(PsRpcTest, ClientNamesAPsListedOutOfOrder) {
+  auto swapped = ServersFor({ps1_->address, ps0_->address});
+  absl::Status s = swapped->WaitReady(absl::Seconds(5), false, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("is task 1, expected task 0"), std::string::npos) << s;
+}
+
+TEST_F(PsRpcTest, ClientWithAnotherModelSizeGetsClearErrors) {
+  Initialize();
+  PsClientOptions o = OptionsFor({ps0_->address, ps1_->address});
+  o.layout = ComputeShardLayout(kNumParams + 2, 1, {0}, 2);  // 12 parameters, not 10
+  auto client = *PsClient::Create(o);
+  absl::StatusOr<ParameterView> view = client->Pull();
+  EXPECT_TRUE(absl::IsDataLoss(view.status())) << view.status();
+  EXPECT_NE(view.status().message().find("expected 24"), std::string::npos) << view.status();
+
+  std::vector<float> grads(kNumParams + 2, 1.0f);
+  const float stats = 0;
+  absl::StatusOr<PushOutcome> pushed = client->Push(0, grads.data(), &stats);
+  EXPECT_TRUE(absl::IsInvalidArgument(pushed.status())) << pushed.status();
+  // The ps that refused is named with its address (chunks go out last first,
+  // so either may be the one reported).
+  const std::string message(pushed.status().message());
+  EXPECT_TRUE(message.find("PushPull to ps 0 at " + ps0_->address) != std::string::npos ||
+              message.find("PushPull to ps 1 at " + ps1_->address) != std::string::npos)
+      << message;
+  EXPECT_NE(message.find("which holds 5 parameters"), std::string::npos) << message;
+  auto servers =
+      *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
+  absl::StatusOr<int64_t> restored = servers->Restore("tiny", "/job/model.ckpt-9.index");
+  EXPECT_TRUE(absl::IsInvalidArgument(restored.status())) << restored.status();
+  EXPECT_NE(restored.status().message().find("with 12 parameters reached a ps serving"),
+            std::string::npos)
+      << restored.status();
+  // Nothing changed on the ps.
+  auto ok = client_->Pull();
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->global_step, 0);
+  EXPECT_EQ(ok->params[0], 0.0f);
+}
+
 TEST(PsClientTest, UnreachablePsIsAClearErrorAfterTheRetryBudget) {
   PsClientOptions o;
   o.ps_addresses = {"127.0.0.1:1"};
@@ -397,7 +468,9 @@ TEST(PsClientTest, UnreachablePsIsAClearErrorAfterTheRetryBudget) {
   ASSERT_FALSE(view.ok());
   EXPECT_TRUE(absl::IsUnavailable(view.status())) << view.status();
   EXPECT_NE(view.status().message().find("127.0.0.1:1"), std::string::npos);
-  absl::Status wait = client->WaitForPs(absl::Milliseconds(300), false);
+  auto servers =
+      *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
+  absl::Status wait = servers->WaitReady(absl::Milliseconds(300), false, nullptr);
   EXPECT_TRUE(absl::IsDeadlineExceeded(wait)) << wait;
 }
 

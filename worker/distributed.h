@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/role_context.h"
 #include "common/role_flags.h"
 #include "ps/shard_layout.h"
-#include "worker/ps_client.h"
+#include "worker/parameter_client.h"
+#include "worker/parameter_servers.h"
 
 namespace pstrain {
 
@@ -14,16 +16,24 @@ namespace pstrain {
 // worker j follows it. -1 for a task that does not train.
 int ReplicaId(const JobConfig& job, const TaskSpec& task);
 
-// A PsClient for `replica` of the job, with deadlines that fit its update
-// mode (a sync PushPull waits for the step to complete).
+// A gRPC ParameterClient (PsClient) for `replica` of the job, with deadlines
+// that fit its update mode (a sync PushPull waits for the step to complete).
 // `retry_budget`: how long a ps that does not answer is retried.
-absl::StatusOr<std::unique_ptr<PsClient>> MakePsClient(
+absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(
     const JobConfig& job, const ShardLayout& layout, int replica,
     absl::Duration retry_budget = absl::Seconds(60));
 
+// The job's ParameterServers over gRPC, retrying a ps that does not answer
+// for `retry_budget`.
+absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
+    const JobConfig& job, const ShardLayout& layout,
+    absl::Duration retry_budget = absl::Seconds(60));
+
 // Runs worker task role.task.task_index: waits for the initialized ps, trains
-// its shard of the data until the job is done, returns OK.
-absl::Status RunWorker(const RoleConfig& role);
+// its shard of the data until the job is done, returns OK. A stop request
+// (context.termination) ends it after its current step: it leaves the job
+// (sync steps stop waiting for it) and returns OK.
+absl::Status RunWorker(const RoleConfig& role, const RoleContext& context);
 
 }  // namespace pstrain
 

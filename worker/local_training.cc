@@ -4,11 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "data/batcher.h"
-#include "data/load.h"
 #include "glog/logging.h"
+#include "worker/evaluation.h"
 #include "worker/in_process_client.h"
-#include "worker/model_input.h"
+#include "worker/replica.h"
 
 namespace pstrain {
 
@@ -30,10 +29,9 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
 
   auto load_start = std::chrono::steady_clock::now();
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset train, LoadDataset(env, config.data_dir, Split::kTrain));
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadDataset(env, config.data_dir, Split::kTest));
-  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model, train, config.data_dir));
-  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model, test, config.data_dir));
+  PSTRAIN_ASSIGN_OR_RETURN(Dataset train,
+                           LoadModelData(env, *model, config.data_dir, Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(Dataset test, LoadModelData(env, *model, config.data_dir, Split::kTest));
   LOG(INFO) << "Read " << train.size() << " training and " << test.size() << " test examples from "
             << config.data_dir << " in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count()
@@ -42,21 +40,20 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<InProcessClient> client,
       InProcessClient::Create(*model, config.optimizer, config.state_decay, config.seed));
+  ReplicaSpec spec;  // The only replica.
+  spec.batch_size = config.batch_size;
+  spec.seed = config.seed;
+  spec.use_distortion_for_training = config.use_distortion_for_training;
+  spec.train_steps = config.train_steps;
+  spec.log_every_n_steps = config.log_every_n_steps;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
-                           BatchIterator::Create(&train, config.batch_size, /*task=*/0,
-                                                 /*num_tasks=*/1, /*shuffle=*/true, config.seed));
-  batches->SetAugmentation(TrainingAugmentation(*model, config.use_distortion_for_training));
-  batches->StartPrefetch();
+                           StartReplicaBatches(&train, *model, spec, /*global_step=*/0));
   LOG(INFO) << "Training " << config.model << " (" << model->num_params() << " parameters) for "
             << config.train_steps << " steps, batch size " << config.batch_size << ", "
             << OptimizerTypeName(config.optimizer.type) << " with learning rate "
             << config.optimizer.learning_rate.ToString();
 
-  TrainerOptions options;
-  options.train_steps = config.train_steps;
-  options.log_every_n_steps = config.log_every_n_steps;
-  options.seed = config.seed;
-  Trainer trainer(model.get(), client.get(), batches.get(), options);
+  Trainer trainer(model.get(), client.get(), batches.get(), ReplicaTrainerOptions(spec));
   auto train_start = std::chrono::steady_clock::now();
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
   const double train_secs =

@@ -8,7 +8,7 @@
 #include "common/env.h"
 #include "models/registry.h"
 #include "ps/optimizer.h"
-#include "worker/trainer.h"
+#include "worker/evaluation.h"
 
 namespace pstrain {
 

@@ -7,7 +7,7 @@
 #include "common/role_main.h"
 #include "glog/logging.h"
 #include "models/model_options.h"
-#include "ps/ps_runner.h"
+#include "ps/optimizer_config.h"
 #include "tbb/global_control.h"
 #include "worker/distributed.h"
 #include "worker/local_training.h"

@@ -5,31 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "common/bf16.h"
-#include "common/grpc_util.h"
 #include "common/status_macros.h"
-#include "common/termination.h"
 #include "glog/logging.h"
-#include "grpcpp/create_channel.h"
 
 namespace pstrain {
-namespace {
-
-bool Retryable(const grpc::Status& s) { return s.error_code() == grpc::StatusCode::UNAVAILABLE; }
-
-absl::Status CallError(const char* what, const std::string& target, const grpc::Status& s,
-                       absl::Duration budget) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(what, " to ", target, " failed: ", s.error_message(),
-                                   Retryable(s) ? absl::StrCat(" (gave up after retrying for ",
-                                                               absl::FormatDuration(budget),
-                                                               "; is the ps running?)")
-                                                : ""));
-}
-
-}  // namespace
 
 // One chunk's PushPull of the current step.
 struct PsClient::ChunkCall {
@@ -50,17 +30,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
 }
 
 PsClient::PsClient(const PsClientOptions& options)
-    : options_(options), params_(options.layout.num_params), state_(options.layout.num_state) {
-  for (const std::string& address : options_.ps_addresses) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-    args.SetMaxSendMessageSize(kMaxMessageBytes);
-    // Retry quickly while a ps is starting: the default backoff grows to 2 min.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    stubs_.push_back(ParameterServer::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
-  }
+    : options_(options),
+      connections_(options.ps_addresses, options.rpc_timeout, options.retry_budget),
+      params_(options.layout.num_params),
+      state_(options.layout.num_state) {
   const size_t n = options_.layout.chunks.size();
   for (size_t c = 0; c < n; ++c) calls_.push_back(std::make_unique<ChunkCall>());
   absl::MutexLock lock(&mu_);
@@ -86,224 +59,17 @@ PsClient::~PsClient() {
   if (sender_.joinable()) sender_.join();
 }
 
-template <typename CallFn, typename TargetFn>
-absl::Status PsClient::CallAll(int n, const char* what, TargetFn target, CallFn call,
-                               std::optional<absl::Duration> budget) {
-  std::vector<int> pending(n);
-  for (int i = 0; i < n; ++i) pending[i] = i;
-  const absl::Duration retry_budget = budget.value_or(options_.retry_budget);
-  const absl::Time give_up = absl::Now() + retry_budget;
-  absl::Duration backoff = absl::Milliseconds(50);
-  while (true) {
-    std::vector<grpc::Status> results(pending.size());
-    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-    absl::BlockingCounter counter(static_cast<int>(pending.size()));
-    for (size_t k = 0; k < pending.size(); ++k) {
-      contexts.push_back(std::make_unique<grpc::ClientContext>());
-      contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-      call(pending[k], contexts.back().get(), [&results, &counter, k](grpc::Status s) {
-        results[k] = std::move(s);
-        counter.DecrementCount();
-      });
-    }
-    counter.Wait();
-    std::vector<int> retry;
-    for (size_t k = 0; k < pending.size(); ++k) {
-      if (results[k].ok()) continue;
-      if (Retryable(results[k]) && absl::Now() + backoff < give_up) {
-        retry.push_back(pending[k]);
-        continue;
-      }
-      return CallError(what, target(pending[k]), results[k], retry_budget);
-    }
-    if (retry.empty()) return absl::OkStatus();
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
-    pending = std::move(retry);
-  }
-}
-
-absl::Status PsClient::WaitForPs(absl::Duration timeout, bool initialized) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Time next_log = absl::Now() + absl::Seconds(5);
-  const int n = static_cast<int>(stubs_.size());
-  static const StatusRequest kRequest;
-  while (true) {
-    std::vector<StatusResponse> responses(n);
-    std::vector<grpc::Status> results(n);
-    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-    absl::BlockingCounter counter(n);
-    for (int i = 0; i < n; ++i) {
-      contexts.push_back(std::make_unique<grpc::ClientContext>());
-      contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
-      stubs_[i]->async()->Status(contexts.back().get(), &kRequest, &responses[i],
-                                 [&results, &counter, i](grpc::Status s) {
-                                   results[i] = std::move(s);
-                                   counter.DecrementCount();
-                                 });
-    }
-    counter.Wait();
-    std::vector<std::string> missing;
-    for (int i = 0; i < n; ++i) {
-      if (!results[i].ok()) {
-        missing.push_back(absl::StrCat("ps ", i, " at ", options_.ps_addresses[i], " (",
-                                       results[i].error_message(), ")"));
-      } else if (responses[i].shard() != i) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("the ps at ", options_.ps_addresses[i], " is task ", responses[i].shard(),
-                         ", expected task ", i, "; check the order of the cluster's ps addresses"));
-      } else if (initialized && !responses[i].initialized()) {
-        missing.push_back(absl::StrCat("ps ", i, " (not initialized yet)"));
-      }
-    }
-    if (missing.empty()) return absl::OkStatus();
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("gave up waiting ", absl::FormatDuration(timeout),
-                       " for the parameter servers: ", absl::StrJoin(missing, "; ")));
-    }
-    if (absl::Now() >= next_log) {
-      LOG(INFO) << "waiting for " << absl::StrJoin(missing, "; ");
-      next_log = absl::Now() + absl::Seconds(10);
-    }
-    if (TerminationNotice::WaitFor(absl::Milliseconds(200))) {
-      return absl::CancelledError("stop requested while waiting for the parameter servers");
-    }
-  }
-}
-
-absl::StatusOr<std::vector<StatusResponse>> PsClient::StatusAll() {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<StatusResponse> responses(n);
-  static const StatusRequest kRequest;
-  PSTRAIN_RETURN_IF_ERROR(CallAll(
-      n, "Status", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
-      [&](int i, grpc::ClientContext* ctx, auto done) {
-        stubs_[i]->async()->Status(ctx, &kRequest, &responses[i], std::move(done));
-      }));
-  return responses;
-}
-
-absl::Status PsClient::InitializeAll(const std::string& model, const float* params,
-                                     const float* state, int64_t global_step) {
-  const auto& chunks = options_.layout.chunks;
-  const int n = static_cast<int>(chunks.size());
-  std::vector<InitializeRequest> requests(n);
-  std::vector<InitializeResponse> responses(n);
-  for (int c = 0; c < n; ++c) {
-    requests[c].set_shard(c);
-    requests[c].set_model(model);
-    requests[c].set_num_params(options_.layout.num_params);
-    requests[c].set_params(reinterpret_cast<const char*>(params + chunks[c].begin),
-                           (chunks[c].end - chunks[c].begin) * sizeof(float));
-    if (chunks[c].state > 0) {
-      requests[c].set_state(reinterpret_cast<const char*>(state), chunks[c].state * sizeof(float));
-    }
-    requests[c].set_global_step(global_step);
-  }
-  return CallAll(
-      n, "Initialize", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (shard ", c, ")"); },
-      [&](int c, grpc::ClientContext* ctx, auto done) {
-        stubs_[chunks[c].ps]->async()->Initialize(ctx, &requests[c], &responses[c],
-                                                  std::move(done));
-      });
-}
-
-absl::Status PsClient::ShutdownAll(const std::string& reason) {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<ShutdownRequest> requests(n);
-  std::vector<ShutdownResponse> responses(n);
-  for (auto& r : requests) r.set_reason(reason);
-  return CallAll(
-      n, "Shutdown",
-      [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
-      [&](int i, grpc::ClientContext* ctx, auto done) {
-        stubs_[i]->async()->Shutdown(ctx, &requests[i], &responses[i], std::move(done));
-      });
-}
-
-absl::StatusOr<std::vector<SaveResponse>> PsClient::SaveAll(const std::string& prefix, int64_t step,
-                                                            int64_t global_step,
-                                                            absl::Duration wait) {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<SaveRequest> requests(n);
-  std::vector<SaveResponse> responses(n);
-  for (auto& r : requests) {
-    r.set_prefix(prefix);
-    r.set_step(step);
-    r.set_global_step(global_step);
-    r.set_wait_ms(absl::ToInt64Milliseconds(wait));
-  }
-  PSTRAIN_RETURN_IF_ERROR(CallAll(
-      n, "Save", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
-      [&](int i, grpc::ClientContext* ctx, auto done) {
-        stubs_[i]->async()->Save(ctx, &requests[i], &responses[i], std::move(done));
-      }));
-  return responses;
-}
-
-absl::StatusOr<int64_t> PsClient::RestoreAll(const std::string& model,
-                                             const std::string& index_path) {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<RestoreRequest> requests(n);
-  std::vector<RestoreResponse> responses(n);
-  for (auto& r : requests) {
-    r.set_index_path(index_path);
-    r.set_model(model);
-    r.set_num_params(options_.layout.num_params);
-  }
-  PSTRAIN_RETURN_IF_ERROR(CallAll(
-      n, "Restore", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
-      [&](int i, grpc::ClientContext* ctx, auto done) {
-        stubs_[i]->async()->Restore(ctx, &requests[i], &responses[i], std::move(done));
-      }));
-  return responses[0].global_step();
-}
-
-absl::Status PsClient::LeaveAll(int replica, const std::string& reason,
-                                absl::Duration retry_budget) {
-  const int n = static_cast<int>(stubs_.size());
-  std::vector<LeaveRequest> requests(n);
-  std::vector<LeaveResponse> responses(n);
-  for (auto& r : requests) {
-    r.set_replica(replica);
-    r.set_reason(reason);
-  }
-  return CallAll(
-      n, "Leave", [&](int i) { return absl::StrCat("ps ", i, " at ", options_.ps_addresses[i]); },
-      [&](int i, grpc::ClientContext* ctx, auto done) {
-        stubs_[i]->async()->Leave(ctx, &requests[i], &responses[i], std::move(done));
-      },
-      retry_budget);
-}
-
 absl::StatusOr<ParameterView> PsClient::Pull() {
-  const auto& chunks = options_.layout.chunks;
   if (!have_fresh_) {
-    const int n = static_cast<int>(chunks.size());
-    std::vector<PullRequest> requests(n);
-    std::vector<PullResponse> responses(n);
-    for (int c = 0; c < n; ++c) requests[c].set_shard(c);
-    PSTRAIN_RETURN_IF_ERROR(CallAll(
-        n, "Pull", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (shard ", c, ")"); },
-        [&](int c, grpc::ClientContext* ctx, auto done) {
-          stubs_[chunks[c].ps]->async()->Pull(ctx, &requests[c], &responses[c], std::move(done));
-        }));
+    std::vector<int64_t> steps;
+    bool job_done = false;
+    PSTRAIN_ASSIGN_OR_RETURN(
+        int64_t bytes,
+        connections_.PullChunks(options_.layout, params_.data(), state_.data(), &steps, &job_done));
     absl::MutexLock lock(&mu_);
-    job_done_ = false;
-    for (int c = 0; c < n; ++c) {
-      const PullResponse& r = responses[c];
-      const size_t want = (chunks[c].end - chunks[c].begin) * sizeof(float);
-      if (r.params().size() != want || r.state().size() != chunks[c].state * sizeof(float)) {
-        return absl::DataLossError(absl::StrCat("ps ", chunks[c].ps, " sent ", r.params().size(),
-                                                " bytes for shard ", c, ", expected ", want));
-      }
-      std::memcpy(params_.data() + chunks[c].begin, r.params().data(), want);
-      if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
-      chunk_steps_[c] = r.global_step();
-      job_done_ = job_done_ || r.job_done();
-      bytes_received_ += static_cast<int64_t>(want + r.state().size());
-    }
+    chunk_steps_ = std::move(steps);
+    job_done_ = job_done;
+    bytes_received_ += bytes;
   }
   have_fresh_ = false;
   absl::MutexLock lock(&mu_);
@@ -401,7 +167,7 @@ void PsClient::SendChunk(int c) {
       examples_ = 0;
     }
   }
-  r.set_shard(c);
+  r.set_chunk(c);
   r.set_replica(options_.replica);
   r.set_step(step);
   const int64_t n = chunk.end - chunk.begin;
@@ -430,8 +196,9 @@ void PsClient::SendChunk(int c) {
     call.context = std::make_unique<grpc::ClientContext>();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   }
-  stubs_[chunk.ps]->async()->PushPull(call.context.get(), &call.request, &call.response,
-                                      [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
+  connections_.stub(chunk.ps)->async()->PushPull(
+      call.context.get(), &call.request, &call.response,
+      [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
 }
 
 void PsClient::OnChunkDone(int c, grpc::Status status) {
@@ -479,10 +246,9 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
         static_cast<int64_t>(call.request.gradients().size() + call.request.batch_stats().size());
     bytes_received_ += static_cast<int64_t>(want + r.state().size());
   } else if (error_.ok()) {
-    error_ = CallError(
-        "PushPull",
-        absl::StrCat("ps ", chunk.ps, " at ", options_.ps_addresses[chunk.ps], " (shard ", c, ")"),
-        status, options_.retry_budget);
+    error_ =
+        CallError("PushPull", absl::StrCat(connections_.TaskName(chunk.ps), " (chunk ", c, ")"),
+                  status, options_.retry_budget);
   }
   --pending_;
 }

@@ -15,13 +15,14 @@
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps/shard_layout.h"
 #include "worker/parameter_client.h"
+#include "worker/ps_connections.h"
 
 namespace pstrain {
 
 struct PsClientOptions {
   std::vector<std::string> ps_addresses;  // ps task i at [i]
   ShardLayout layout;
-  int replica = 0;    // This trainer's replica id; -1 for a client that never pushes.
+  int replica = 0;    // This trainer's replica id; -1 for a client that only pulls.
   bool bf16 = false;  // Gradients and pushed-back parameters as bfloat16.
   absl::Duration rpc_timeout = absl::Seconds(60);  // Deadline of every call.
   // How long UNAVAILABLE calls are retried (with backoff) before giving up:
@@ -29,7 +30,8 @@ struct PsClientOptions {
   absl::Duration retry_budget = absl::Seconds(60);
 };
 
-// The parameters on the parameter servers, over gRPC.
+// The parameters on the parameter servers, over gRPC: the training data
+// path (the admin broadcasts are GrpcParameterServers').
 //
 // A training step is one PushPull round trip per layout chunk, all in
 // flight at once: each ps answers with the chunk's parameters after the
@@ -48,35 +50,6 @@ class PsClient : public ParameterClient {
  public:
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const PsClientOptions& options);
   ~PsClient() override;
-
-  // Waits until every ps answers Status (and, if `initialized`, has been
-  // initialized), up to `timeout`, logging who is still missing now and then.
-  // Cancelled if the process is asked to stop (TerminationNotice) meanwhile.
-  absl::Status WaitForPs(absl::Duration timeout, bool initialized);
-
-  // Status of every ps, in task order.
-  absl::StatusOr<std::vector<StatusResponse>> StatusAll();
-
-  // Sends every chunk its part of `params` (num_params) and chunk 0 the state.
-  absl::Status InitializeAll(const std::string& model, const float* params, const float* state,
-                             int64_t global_step);
-
-  // Tells every ps the job is over.
-  absl::Status ShutdownAll(const std::string& reason);
-
-  // Every ps writes its slice to <prefix>.shard-<i>-of-<P> (SaveRequest);
-  // the responses in ps order. A sync ps waits up to `wait` for its shards to
-  // reach `step`.
-  absl::StatusOr<std::vector<SaveResponse>> SaveAll(const std::string& prefix, int64_t step,
-                                                    int64_t global_step, absl::Duration wait);
-
-  // Every ps loads its slice from the checkpoint whose index is at
-  // `index_path`; returns the restored global step.
-  absl::StatusOr<int64_t> RestoreAll(const std::string& model, const std::string& index_path);
-
-  // Tells every ps that replica `replica` is leaving the job.
-  // Retries a ps that does not answer for at most `retry_budget`.
-  absl::Status LeaveAll(int replica, const std::string& reason, absl::Duration retry_budget);
 
   absl::StatusOr<ParameterView> Pull() override;
   // Pull() from the ps even if the last push brought the parameters back.
@@ -105,20 +78,13 @@ class PsClient : public ParameterClient {
 
   explicit PsClient(const PsClientOptions& options);
 
-  // Runs call(i, context, done) for every i in [0, n) in parallel and waits;
-  // retries UNAVAILABLE. `what` and `target(i)` name the call in errors.
-  // `budget` replaces options_.retry_budget if set.
-  template <typename CallFn, typename TargetFn>
-  absl::Status CallAll(int n, const char* what, TargetFn target, CallFn call,
-                       std::optional<absl::Duration> budget = std::nullopt);
-
   void SenderLoop();
   void SendChunk(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
   void OnChunkDone(int chunk, grpc::Status status);
   void EnqueueLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PsClientOptions options_;
-  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+  const PsConnections connections_;
   std::vector<float> params_;
   std::vector<float> state_;
   std::vector<std::unique_ptr<ChunkCall>> calls_;  // One per chunk.

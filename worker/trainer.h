@@ -25,23 +25,6 @@ struct TrainerOptions {
   std::function<bool()> should_stop;
 };
 
-// Loss and accuracy of a model over a whole dataset.
-struct EvalMetrics {
-  int64_t global_step = 0;
-  int64_t examples = 0;
-  double accuracy = 0.0;
-  double loss = 0.0;  // Mean per example.
-};
-
-// Evaluates `view`'s parameters on every example of `data` in batches of
-// `batch_size` (the last batch may be smaller).
-EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Dataset& data,
-                            int batch_size);
-
-// TensorFlow Estimator's evaluation line:
-// "Saving dict for global step N: accuracy = A, global_step = N, loss = L".
-std::string FormatEvalLine(const EvalMetrics& metrics);
-
 // The worker's loop: pull, compute gradients on the next batch, push. Logs
 // "step = S, loss = L, examples/sec = X, global_step/sec = G" every
 // log_every_n_steps. `model`, `client` and `batches` must outlive the trainer.

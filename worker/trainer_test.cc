@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "models/registry.h"
+#include "worker/evaluation.h"
 #include "worker/in_process_client.h"
 #include "worker/local_training.h"
 

@@ -109,14 +109,14 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   auto model = BuildModel(t.model, {});
   if (!model.ok()) return Fail("model", model.status());
   const ShardLayout layout = ComputeShardLayout(**model, o.num_ps);
-  auto client = MakePsClient(job, layout, /*replica=*/-1);
+  auto client = MakeParameterServers(job, layout);
   if (!client.ok()) return Fail("client", client.status());
-  if (absl::Status s = (*client)->WaitForPs(absl::Seconds(60), false); !s.ok()) {
+  if (absl::Status s = (*client)->WaitReady(absl::Seconds(60), false, nullptr); !s.ok()) {
     return Fail("waiting for the ps", s);
   }
   std::vector<float> params((*model)->num_params()), state((*model)->num_state());
   (*model)->InitializeVariables(1, params.data(), state.data());
-  if (absl::Status s = (*client)->InitializeAll(t.model, params.data(), state.data(), 0); !s.ok()) {
+  if (absl::Status s = (*client)->Initialize(t.model, params.data(), state.data(), 0); !s.ok()) {
     return Fail("initializing", s);
   }
 
@@ -124,9 +124,9 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   absl::Time t0, t1;
   const absl::Time give_up = absl::Now() + absl::Minutes(30);
   while (absl::Now() < give_up) {
-    auto statuses = (*client)->StatusAll();
+    auto statuses = (*client)->Statuses();
     if (!statuses.ok()) return Fail("following the step", statuses.status());
-    const int64_t step = (*statuses)[0].global_step();
+    const int64_t step = (*statuses)[0].global_step;
     if (s0 < 0 && step >= o.warmup) {
       s0 = step;
       t0 = absl::Now();
@@ -138,7 +138,7 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
-  (void)(*client)->ShutdownAll("benchmark over");
+  (void)(*client)->Shutdown("benchmark over");
   JobResult result = (*supervisor)->Wait("ps:0", absl::Seconds(20));
   for (const std::string& line : report) std::printf("%s\n", line.c_str());
   if (s1 < 0 || !result.ok) {

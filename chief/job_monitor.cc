@@ -1,0 +1,77 @@
+#include "chief/job_monitor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+JobMonitor::JobMonitor(const TrainingSpec& spec, int64_t start_step, const TerminationNotice* stop,
+                       absl::Time now)
+    : spec_(spec),
+      sync_(spec.update == UpdateMode::kSync),
+      stop_(stop),
+      next_step_(NextByStep(start_step)),
+      next_time_(spec.checkpoint_secs > 0 ? now + absl::Seconds(spec.checkpoint_secs)
+                                          : absl::InfiniteFuture()) {}
+
+int64_t JobMonitor::NextByStep(int64_t step) const {
+  return spec_.checkpoint_steps > 0 ? (step / spec_.checkpoint_steps + 1) * spec_.checkpoint_steps
+                                    : INT64_MAX;
+}
+
+JobObservation JobMonitor::Observe(const std::vector<PsStatus>& statuses, absl::Time now) {
+  JobObservation o;
+  o.lowest_step = INT64_MAX;
+  int64_t departures = 0;
+  bool done = false, preempting = false;
+  for (const PsStatus& s : statuses) {
+    o.lowest_step = std::min(o.lowest_step, s.global_step);
+    o.highest_step = std::max(o.highest_step, s.max_global_step);
+    done = done || s.job_done || s.shutting_down;
+    preempting = preempting || s.preempting;
+    departures += s.departures;
+  }
+  const bool left = departures_ >= 0 && departures > departures_;
+  departures_ = departures;
+  if (done) {
+    o.event = JobEvent::kJobEnded;
+    return o;
+  }
+  const int signal = stop_->Received();
+  if (signal != 0 || preempting) {
+    o.event = JobEvent::kStopRequested;
+    o.why = signal != 0 ? absl::StrCat("the chief got signal ", signal)
+                        : "a parameter server is being stopped";
+    // At the highest step if every chunk gets there in time (replicas that
+    // leave complete their step); else at the lowest, as the chunks are.
+    o.save_step = sync_ ? o.highest_step : o.lowest_step;
+    // A stop must leave time to exit within the grace period.
+    o.wait =
+        std::min(absl::Seconds(spec_.sync_timeout), absl::Seconds(spec_.shutdown_grace_secs) / 3);
+    return o;
+  }
+  // Bounded so that a stop request arriving meanwhile still has time to save.
+  const absl::Duration sync_wait = std::min(absl::Seconds(spec_.sync_timeout) + absl::Seconds(5),
+                                            absl::Seconds(spec_.shutdown_grace_secs) / 3);
+  o.save_step = sync_ ? o.highest_step + 1 : o.lowest_step;
+  o.wait = sync_ ? sync_wait : absl::ZeroDuration();
+  if (o.save_step >= next_step_) o.why = "checkpoint_steps";
+  if (now >= next_time_) o.why = "checkpoint_secs";
+  if (!o.why.empty()) {
+    o.event = JobEvent::kCheckpointDue;
+  } else if (left) {
+    o.event = JobEvent::kReplicaLeft;
+    o.why = "a replica left";
+    o.save_step = sync_ ? o.highest_step : o.lowest_step;
+    o.wait = std::min(o.wait, absl::Seconds(2));
+  }
+  return o;
+}
+
+void JobMonitor::PeriodicSaved(const JobObservation& observation, absl::Time now) {
+  next_step_ = NextByStep(observation.save_step);
+  if (spec_.checkpoint_secs > 0) next_time_ = now + absl::Seconds(spec_.checkpoint_secs);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,69 @@
+#ifndef PSTRAIN_CHIEF_JOB_MONITOR_H_
+#define PSTRAIN_CHIEF_JOB_MONITOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/cluster_config.h"
+#include "common/termination.h"
+#include "ps/ps_status.h"
+
+namespace pstrain {
+
+// What a poll of the parameter servers calls for.
+enum class JobEvent {
+  kNothing,        // training goes on
+  kCheckpointDue,  // checkpoint_steps or checkpoint_secs has come round
+  kReplicaLeft,    // a replica said it is leaving: save what is there
+  kStopRequested,  // the chief got SIGTERM, or a ps is being stopped: save, then end the job
+  kJobEnded,       // the job is done or shutting down (the final checkpoint is the chief's)
+};
+
+// One poll's verdict.
+struct JobObservation {
+  JobEvent event = JobEvent::kNothing;
+  int64_t lowest_step = 0;   // among the ps tasks
+  int64_t highest_step = 0;  // among the ps tasks' chunks
+  // The step a save is for, and how long a sync ps may wait for its chunks
+  // to get there. Async: the lowest step, no wait (chunks are copied as they
+  // are). Sync, periodic: the next step boundary, which every chunk reaches
+  // while training goes on and is copied at the moment it does, so the
+  // checkpoint is one consistent step. Sync, a replica left or a stop: the
+  // highest step now (its step completes without the replica).
+  int64_t save_step = 0;
+  absl::Duration wait;
+  std::string why;  // for the log line: "checkpoint_steps", "a replica left", ...
+};
+
+// The chief's watch over a running job: classifies each poll of every ps
+// task's status (preemption, replicas leaving, the job ending, periodic
+// checkpoints due). Pure logic: no I/O, the time is passed in, so every rule
+// is unit-tested. Not thread-safe (one polling thread).
+class JobMonitor {
+ public:
+  // `stop` (the chief's own stop request) must outlive the monitor.
+  JobMonitor(const TrainingSpec& spec, int64_t start_step, const TerminationNotice* stop,
+             absl::Time now);
+
+  JobObservation Observe(const std::vector<PsStatus>& statuses, absl::Time now);
+
+  // The periodic checkpoint of `observation` was saved: the next is due
+  // checkpoint_steps after its step, checkpoint_secs after `now`.
+  void PeriodicSaved(const JobObservation& observation, absl::Time now);
+
+ private:
+  int64_t NextByStep(int64_t step) const;
+
+  const TrainingSpec spec_;
+  const bool sync_;
+  const TerminationNotice* const stop_;
+  int64_t next_step_;
+  absl::Time next_time_;
+  int64_t departures_ = -1;  // before the first poll: unknown
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CHIEF_JOB_MONITOR_H_

@@ -1,0 +1,148 @@
+#include <optional>
+#include <set>
+
+#include "common/cluster_config.h"
+#include "common/config_yaml_util.h"
+#include "common/training_fields.h"
+
+// The cluster YAML form (TensorFlow's ClusterSpec plus a training section);
+// trainingInput is in ml_engine_config.cc.
+
+namespace pstrain {
+namespace config_internal {
+
+// Parses a cluster map {chief|master, worker, ps: [addresses]} at `path`.
+absl::Status ParseCluster(const Source& source, const YAML::Node& node, std::string_view path,
+                          ClusterSpec* cluster) {
+  static const std::vector<std::string>* const kJobs =
+      new std::vector<std::string>{"chief", "master", "worker", "ps"};
+  std::set<std::string> seen;
+  return ForEachEntry(
+      source, node, path,
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        const std::string key_path = ChildPath(path, key);
+        absl::StatusOr<std::string> job = CanonicalJobName(key);
+        if (!job.ok()) {
+          return ErrorAt(source, key_node,
+                         UnknownKeyMessage(absl::StrCat(Sv(path), "."), key, *kJobs));
+        }
+        if (!seen.insert(*job).second) {
+          return ErrorAt(
+              source, key_node,
+              absl::StrCat(key_path, ": the ", *job, " job is given twice",
+                           *job == "chief" ? " (master is another name for chief)" : ""));
+        }
+        std::vector<std::string>* addresses = *job == "chief"    ? &cluster->chief
+                                              : *job == "worker" ? &cluster->worker
+                                                                 : &cluster->ps;
+        addresses->clear();
+        if (value.IsNull()) return absl::OkStatus();
+        if (!value.IsSequence()) {
+          return ErrorAt(
+              source, value,
+              absl::StrCat(key_path, " must be a list of \"host:port\" addresses, e.g. [\"",
+                           "127.0.0.1:2222\"]"));
+        }
+        for (size_t i = 0; i < value.size(); ++i) {
+          if (!value[i].IsScalar()) {
+            return ErrorAt(source, value[i],
+                           absl::StrCat(key_path, "[", i, "] must be a \"host:port\" address"));
+          }
+          addresses->push_back(value[i].Scalar());
+        }
+        return absl::OkStatus();
+      });
+}
+
+// Sets training fields from a YAML map, recording each in `set_keys` (a
+// field given twice, e.g. as train_steps and train-steps, is an error).
+absl::Status ParseTraining(const Source& source, const YAML::Node& node, TrainingSpec* training,
+                           std::set<std::string>* set_keys) {
+  return ForEachEntry(
+      source, node, "training",
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        const Field* field = FindField(key);
+        if (field == nullptr) {
+          return ErrorAt(source, key_node, UnknownTrainingKey(key).message());
+        }
+        if (!set_keys->insert(field->name).second) {
+          return ErrorAt(source, key_node, absl::StrCat("training.", field->name, " is set twice"));
+        }
+        PSTRAIN_ASSIGN_OR_RETURN(std::string text,
+                                 ScalarOf(source, value, absl::StrCat("training.", key)));
+        absl::Status status = SetTrainingField(training, key, text);
+        if (!status.ok()) return ErrorAt(source, value, status.message());
+        return absl::OkStatus();
+      });
+}
+
+// Applies trainingInput.args: "--key=value", "--key value", or "--flag" for
+
+namespace {
+
+absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const Source& source,
+                                             int base_port) {
+  PSTRAIN_ASSIGN_OR_RETURN(YAML::Node root, LoadYaml(yaml_text, source.name, "YAML"));
+  if (root.IsNull()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source.name, ": is empty; it needs a cluster or trainingInput section"));
+  }
+  static const std::vector<std::string>* const kKeys =
+      new std::vector<std::string>{"cluster", "training", "trainingInput"};
+  std::optional<YAML::Node> cluster, training, training_input;
+  PSTRAIN_RETURN_IF_ERROR(
+      ForEachEntry(source, root, "",
+                   [&](const std::string& key, const YAML::Node& key_node,
+                       const YAML::Node& value) -> absl::Status {
+                     std::optional<YAML::Node>* section = key == "cluster"         ? &cluster
+                                                          : key == "training"      ? &training
+                                                          : key == "trainingInput" ? &training_input
+                                                                                   : nullptr;
+                     if (section == nullptr) {
+                       return ErrorAt(source, key_node, UnknownKeyMessage("", key, *kKeys));
+                     }
+                     if (section->has_value()) {
+                       return ErrorAt(source, key_node, absl::StrCat(key, " is given twice"));
+                     }
+                     section->emplace(value);
+                     return absl::OkStatus();
+                   }));
+  if (cluster.has_value() == training_input.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source.name, cluster ? ": give either cluster or trainingInput, not both"
+                             : ": no cluster section (or Cloud ML Engine trainingInput section)"));
+  }
+  JobConfig config;
+  std::set<std::string> set_keys;
+  if (training) {
+    PSTRAIN_RETURN_IF_ERROR(ParseTraining(source, *training, &config.training, &set_keys));
+  }
+  if (cluster) {
+    PSTRAIN_RETURN_IF_ERROR(ParseCluster(source, *cluster, "cluster", &config.cluster));
+  } else {
+    PSTRAIN_RETURN_IF_ERROR(
+        ParseTrainingInput(source, *training_input, base_port, &config, &set_keys));
+  }
+  return config;
+}
+
+}  // namespace
+}  // namespace config_internal
+
+using config_internal::CatchYamlExceptions;
+using config_internal::Source;
+
+absl::StatusOr<JobConfig> ParseJobConfig(std::string_view yaml_text, std::string_view source,
+                                         int base_port) {
+  const Source src{std::string(source), /*show_lines=*/true};
+  return CatchYamlExceptions<JobConfig>(
+      source, [&] { return config_internal::ParseJobConfigImpl(yaml_text, src, base_port); });
+}
+
+absl::StatusOr<JobConfig> LoadJobConfig(Env* env, const std::string& path, int base_port) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  return ParseJobConfig(text, path, base_port);
+}
+}  // namespace pstrain

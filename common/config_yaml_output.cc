@@ -1,0 +1,34 @@
+#include "absl/strings/str_cat.h"
+#include "common/cluster_config.h"
+#include "common/training_fields.h"
+#include "yaml-cpp/yaml.h"
+
+namespace pstrain {
+
+std::string JobConfigToYaml(const JobConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "cluster" << YAML::Value << YAML::BeginMap;
+  for (const char* job : {"chief", "worker", "ps"}) {
+    const std::vector<std::string>& tasks = *job == 'c'   ? config.cluster.chief
+                                            : *job == 'w' ? config.cluster.worker
+                                                          : config.cluster.ps;
+    out << YAML::Key << job << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& address : tasks) out << YAML::DoubleQuoted << address;
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
+  for (const config_internal::Field& field : config_internal::TrainingFields()) {
+    const std::string value = config_internal::FormatField(config.training, field);
+    out << YAML::Key << field.name << YAML::Value;
+    // Strings are quoted so "true", "123" or "" read back as strings.
+    if (config_internal::IsStringField(field)) out << YAML::DoubleQuoted;
+    out << value;
+  }
+  out << YAML::EndMap;
+  out << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
+}
+
+}  // namespace pstrain

@@ -1,0 +1,111 @@
+#ifndef PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_
+#define PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_
+
+// Internal to the job-config parsers (cluster YAML, Cloud ML Engine
+// trainingInput, TF_CONFIG): YAML helpers that turn yaml-cpp's nodes and
+// exceptions into absl::Status with the source and line, and key
+// suggestions. Not for use outside common/.
+//
+// yaml-cpp reports parse errors by throwing YAML::Exception. The parsers are
+// the one place in pstrain where exceptions are caught: every parsing entry
+// point runs its body inside CatchYamlExceptions, which turns them into
+// absl::Status. (YAML::Emitter, used by JobConfigToYaml, does not throw.)
+// Nothing is thrown out of common/.
+
+#include <exception>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/cluster_config.h"
+#include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace pstrain {
+namespace config_internal {
+
+// Debian's abseil has its own string_view type; absl functions get this.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// The value as it appears in a message: quoted, control characters escaped.
+std::string Quoted(std::string_view value);
+
+// "unknown key <prefix><key>" plus " (did you mean X?)" for the closest of
+// `known` within edit distance 2.
+std::string UnknownKeyMessage(std::string_view path_prefix, std::string_view key,
+                              const std::vector<std::string>& known);
+
+// Where a YAML document comes from, for messages.
+struct Source {
+  std::string name;  // begins every message
+  bool show_lines;   // append ", line N" for nodes with a position
+};
+
+absl::Status ErrorAt(const Source& source, const YAML::Node& node, absl::string_view message);
+
+// Runs `body`, turning a yaml-cpp exception into InvalidArgument and any
+// other exception (which would be a bug here or in yaml-cpp) into Internal.
+template <typename T, typename Body>
+absl::StatusOr<T> CatchYamlExceptions(std::string_view source, Body body) {
+  try {
+    return body();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Sv(source), ": ", e.msg, " at line ", e.mark.line + 1));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(Sv(source), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<YAML::Node> LoadYaml(std::string_view text, std::string_view source,
+                                    std::string_view syntax);
+
+// The scalar text of `node`; "" for null (a key with no value).
+absl::StatusOr<std::string> ScalarOf(const Source& source, const YAML::Node& node,
+                                     std::string_view path);
+
+// Calls visit(key, key_node, value_node) for each entry of map `node` at
+// `path` ("" for the top level). A null node is an empty map.
+template <typename Visit>
+absl::Status ForEachEntry(const Source& source, const YAML::Node& node, std::string_view path,
+                          Visit visit) {
+  if (node.IsNull()) return absl::OkStatus();
+  if (!node.IsMap()) {
+    return ErrorAt(source, node,
+                   path.empty() ? std::string("the top level must be a map of keys to values")
+                                : absl::StrCat(Sv(path), " must be a map of keys to values"));
+  }
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) {
+      return ErrorAt(
+          source, entry.first,
+          absl::StrCat("a key", path.empty() ? "" : " in ", Sv(path), " is not a plain name"));
+    }
+    PSTRAIN_RETURN_IF_ERROR(visit(entry.first.Scalar(), entry.first, entry.second));
+  }
+  return absl::OkStatus();
+}
+
+std::string ChildPath(std::string_view path, std::string_view key);
+
+// Parses a cluster map {chief|master, worker, ps: [addresses]} at `path`.
+absl::Status ParseCluster(const Source& source, const YAML::Node& node, std::string_view path,
+                          ClusterSpec* cluster);
+
+// Sets training fields from a YAML map, recording each in `set_keys` (a
+// field given twice, e.g. as train_steps and train-steps, is an error).
+absl::Status ParseTraining(const Source& source, const YAML::Node& node, TrainingSpec* training,
+                           std::set<std::string>* set_keys);
+
+// The Cloud ML Engine form: builds a loopback cluster from trainingInput
+// (ml_engine_config.cc).
+absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,
+                                JobConfig* config, std::set<std::string>* set_keys);
+
+}  // namespace config_internal
+}  // namespace pstrain
+
+#endif  // PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_

@@ -1,0 +1,180 @@
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "common/config_yaml_util.h"
+#include "common/training_fields.h"
+
+// Cloud ML Engine's job form (trainingInput): a loopback cluster of the
+// asked-for task counts, jobDir and args.
+
+namespace pstrain {
+namespace config_internal {
+namespace {
+
+// Applies trainingInput.args: "--key=value", "--key value", or "--flag" for
+// a bool field.
+absl::Status ApplyArgs(const Source& source, const YAML::Node& args, TrainingSpec* training,
+                       std::set<std::string>* set_keys) {
+  if (args.IsNull()) return absl::OkStatus();
+  if (!args.IsSequence()) {
+    return ErrorAt(source, args,
+                   "trainingInput.args must be a list of flags, e.g. [\"--train_steps=3000\"]");
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string where = absl::StrCat("trainingInput.args[", i, "]");
+    PSTRAIN_ASSIGN_OR_RETURN(std::string arg, ScalarOf(source, args[i], where));
+    if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
+      return ErrorAt(source, args[i],
+                     absl::StrCat(where, " = ", Quoted(arg), " is not a flag (--name=value)"));
+    }
+    std::string key = arg.substr(2);
+    std::string value;
+    const size_t equals = key.find('=');
+    const Field* field = FindField(key.substr(0, equals));
+    if (field == nullptr) {
+      return ErrorAt(
+          source, args[i],
+          absl::StrCat(where, ": ", UnknownTrainingKey(key.substr(0, equals)).message()));
+    }
+    if (equals != std::string::npos) {
+      value = key.substr(equals + 1);
+      key.resize(equals);
+    } else if (i + 1 < args.size() && args[i + 1].IsScalar() &&
+               args[i + 1].Scalar().rfind("--", 0) != 0) {
+      value = args[++i].Scalar();
+    } else if (IsBoolField(*field)) {
+      value = "true";
+    } else {
+      return ErrorAt(source, args[i], absl::StrCat(where, ": ", arg, " has no value"));
+    }
+    if (!set_keys->insert(field->name).second) {
+      return ErrorAt(source, args[i],
+                     absl::StrCat(where, ": training.", field->name, " is set twice"));
+    }
+    absl::Status status = SetTrainingField(training, key, value);
+    if (!status.ok()) {
+      return ErrorAt(source, args[i], absl::StrCat(where, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parses a non-negative task count of trainingInput.
+absl::StatusOr<int> ParseCount(const Source& source, const YAML::Node& node,
+                               std::string_view path) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, ScalarOf(source, node, path));
+  int count = 0;
+  if (!absl::SimpleAtoi(text, &count) || count < 0 || count > 65535) {
+    return ErrorAt(source, node,
+                   absl::StrCat(Sv(path), ": ", Quoted(text), " is not a task count (0 or more)"));
+  }
+  return count;
+}
+
+}  // namespace
+
+// The Cloud ML Engine form: builds a loopback cluster from trainingInput.
+absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,
+                                JobConfig* config, std::set<std::string>* set_keys) {
+  static const std::vector<std::string>* const kKeys =
+      new std::vector<std::string>{"scaleTier",
+                                   "workerCount",
+                                   "parameterServerCount",
+                                   "jobDir",
+                                   "args",
+                                   "masterType",
+                                   "workerType",
+                                   "parameterServerType",
+                                   "masterConfig",
+                                   "workerConfig",
+                                   "parameterServerConfig",
+                                   "region",
+                                   "runtimeVersion",
+                                   "pythonVersion",
+                                   "pythonModule",
+                                   "packageUris"};
+  std::string scale_tier = "BASIC";  // Cloud ML Engine's default
+  // std::optional, not YAML::Node assignment: assigning to a bound YAML::Node
+  // rewrites the node it refers to.
+  std::optional<YAML::Node> scale_tier_node, worker_count, ps_count, job_dir, args;
+  std::set<std::string> seen;
+  PSTRAIN_RETURN_IF_ERROR(ForEachEntry(
+      source, node, "trainingInput",
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        if (std::find(kKeys->begin(), kKeys->end(), key) == kKeys->end()) {
+          return ErrorAt(source, key_node, UnknownKeyMessage("trainingInput.", key, *kKeys));
+        }
+        if (!seen.insert(key).second) {
+          return ErrorAt(source, key_node, absl::StrCat("trainingInput.", key, " is given twice"));
+        }
+        if (key == "scaleTier") {
+          PSTRAIN_ASSIGN_OR_RETURN(scale_tier, ScalarOf(source, value, "trainingInput.scaleTier"));
+          scale_tier_node.emplace(value);
+        } else if (key == "workerCount") {
+          worker_count.emplace(value);
+        } else if (key == "parameterServerCount") {
+          ps_count.emplace(value);
+        } else if (key == "jobDir") {
+          job_dir.emplace(value);
+        } else if (key == "args") {
+          args.emplace(value);
+        }
+        return absl::OkStatus();
+      }));
+
+  int workers = 0;
+  int ps = 0;
+  if (scale_tier == "CUSTOM") {
+    if (worker_count) {
+      PSTRAIN_ASSIGN_OR_RETURN(workers,
+                               ParseCount(source, *worker_count, "trainingInput.workerCount"));
+    }
+    if (ps_count) {
+      PSTRAIN_ASSIGN_OR_RETURN(ps,
+                               ParseCount(source, *ps_count, "trainingInput.parameterServerCount"));
+    }
+  } else if (scale_tier == "BASIC") {
+    if (worker_count || ps_count) {
+      return ErrorAt(source, worker_count ? *worker_count : *ps_count,
+                     "trainingInput.workerCount and parameterServerCount need scaleTier: "
+                     "CUSTOM (BASIC is a single chief)");
+    }
+  } else {
+    return ErrorAt(source, scale_tier_node.value_or(node),
+                   absl::StrCat("trainingInput.scaleTier: ", Quoted(scale_tier),
+                                " is not supported; use CUSTOM with workerCount and "
+                                "parameterServerCount, or BASIC"));
+  }
+  const int tasks = 1 + workers + ps;
+  if (base_port < 1 || base_port > 65535 - (tasks - 1)) {
+    return ErrorAt(source, node,
+                   absl::StrCat("trainingInput: ", tasks, " tasks need ports ", base_port, "..",
+                                base_port + tasks - 1,
+                                ", outside 1..65535; choose another base "
+                                "port"));
+  }
+  int port = base_port;
+  auto next_address = [&port] { return absl::StrCat("127.0.0.1:", port++); };
+  config->cluster = ClusterSpec();
+  config->cluster.chief.push_back(next_address());
+  for (int i = 0; i < workers; ++i) config->cluster.worker.push_back(next_address());
+  for (int i = 0; i < ps; ++i) config->cluster.ps.push_back(next_address());
+
+  if (job_dir) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string dir, ScalarOf(source, *job_dir, "trainingInput.jobDir"));
+    if (!set_keys->insert("job_dir").second) {
+      return ErrorAt(source, *job_dir,
+                     "trainingInput.jobDir: training.job_dir is set twice (give one of them)");
+    }
+    config->training.job_dir = dir;
+  }
+  if (args) {
+    PSTRAIN_RETURN_IF_ERROR(ApplyArgs(source, *args, &config->training, set_keys));
+  }
+  return absl::OkStatus();
+}
+}  // namespace config_internal
+}  // namespace pstrain

@@ -1,0 +1,20 @@
+#ifndef PSTRAIN_PS_OPTIMIZER_CONFIG_H_
+#define PSTRAIN_PS_OPTIMIZER_CONFIG_H_
+
+#include "absl/status/statusor.h"
+#include "common/cluster_config.h"
+#include "ps/optimizer.h"
+
+namespace pstrain {
+
+// The optimizer a job's training section asks for: its type (or the model's
+// default), learning rate and schedule, momentum, weight decay and what it
+// excludes. `replicas` (training replicas of the job) sizes the model's
+// default schedule when the job gives none (models/registry.h). Used by the
+// ps (which applies it), the chief (its summaries) and local mode; it is not
+// the ps server, so none of them links that.
+absl::StatusOr<OptimizerConfig> OptimizerConfigFromSpec(const TrainingSpec& spec, int replicas = 1);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_OPTIMIZER_CONFIG_H_

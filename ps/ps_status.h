@@ -1,0 +1,53 @@
+#ifndef PSTRAIN_PS_PS_STATUS_H_
+#define PSTRAIN_PS_PS_STATUS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace pstrain {
+
+// What one ps task reports about itself (its Status): plain values, the same
+// whether the ps is reached over gRPC or in this process.
+struct PsStatus {
+  int ps_task = 0;  // the task's index in the cluster's ps job
+  std::string model;
+  bool initialized = false;     // every chunk of the task is
+  int64_t global_step = 0;      // the lowest step among the task's chunks
+  int64_t max_global_step = 0;  // the highest
+  int64_t begin = 0;            // the task's range of the flat vector
+  int64_t end = 0;
+  int64_t applied_updates = 0;
+  int64_t stale_pushes = 0;
+  bool shutting_down = false;
+  bool job_done = false;    // some chunk reached train_steps, or shutting down
+  bool preempting = false;  // the task got SIGTERM: save now, then end the job
+  int64_t departures = 0;   // replicas that said they are leaving, ever
+  // Totals of the progress the replicas reported with their pushes.
+  double loss_sum = 0;
+  int64_t loss_batches = 0;
+  int64_t examples = 0;
+};
+
+// What one ps task's Save wrote: its checkpoint shard file, for the index.
+struct ShardSaved {
+  std::string file;   // the file's name, without directory
+  int64_t begin = 0;  // the task's range
+  int64_t end = 0;
+  int64_t num_state = 0;
+  uint64_t size_bytes = 0;
+  uint32_t crc32c = 0;
+  int64_t min_step = 0;  // lowest and highest step among the saved chunks
+  int64_t max_step = 0;
+  std::string optimizer;
+  std::vector<std::string> slot_names;
+  absl::Duration snapshot_time;  // copying under the chunks' locks, waits included
+  absl::Duration write_time;     // writing the file
+  absl::Duration longest_copy;   // the longest one chunk was locked for its copy
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_PS_STATUS_H_

@@ -1,0 +1,246 @@
+#include "ps/ps_task.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "ps/optimizer_config.h"
+#include "ps/shard_layout.h"
+
+namespace pstrain {
+namespace {
+
+std::vector<ParameterShard*> Pointers(const std::vector<std::unique_ptr<ParameterShard>>& shards) {
+  std::vector<ParameterShard*> out;
+  for (const auto& s : shards) out.push_back(s.get());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, const Model& model,
+                                                       int ps_index, Env* env) {
+  const int num_ps = static_cast<int>(job.cluster.ps.size());
+  const ShardLayout layout = ComputeShardLayout(model, num_ps);
+  PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer,
+                           OptimizerConfigFromSpec(job.training, NumTrainingReplicas(job)));
+  std::vector<std::unique_ptr<ParameterShard>> shards;
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    const Chunk& chunk = layout.chunks[c];
+    if (chunk.ps != ps_index) continue;
+    ShardOptions options;
+    options.chunk = static_cast<int>(c);
+    options.num_chunks = static_cast<int>(layout.chunks.size());
+    options.begin = chunk.begin;
+    options.end = chunk.end;
+    options.segments = SegmentsForRange(model, chunk.begin, chunk.end);
+    options.num_state = chunk.state;
+    options.optimizer = optimizer;
+    options.sync = job.training.update == UpdateMode::kSync;
+    options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
+    options.total_replicas = EffectiveTotalReplicas(job);
+    options.sync_timeout = absl::Seconds(job.training.sync_timeout);
+    options.train_steps = job.training.train_steps;
+    options.state_decay = static_cast<float>(job.training.batch_norm_decay);
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
+                             ParameterShard::Create(options));
+    shards.push_back(std::move(shard));
+  }
+  if (shards.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("ps task ", ps_index, " of ", num_ps,
+                                                   " holds no chunk of model ", model.name()));
+  }
+  PsIdentity identity;
+  identity.model = job.training.model;
+  identity.ps_index = ps_index;
+  identity.num_ps = num_ps;
+  identity.num_params = layout.num_params;
+  return std::make_unique<PsTask>(identity, std::move(shards), env);
+}
+
+PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards,
+               Env* env)
+    : identity_(identity),
+      shards_(std::move(shards)),
+      shard_ptrs_(Pointers(shards_)),
+      env_(env),
+      told_done_(shards_.front()->options().total_replicas, false) {}
+
+absl::StatusOr<ParameterShard*> PsTask::FindShard(int chunk) const {
+  for (ParameterShard* s : shard_ptrs_) {
+    if (s->options().chunk == chunk) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "request for chunk ", chunk, " reached ps task ", identity_.ps_index, ", which holds chunks ",
+      shard_ptrs_.front()->options().chunk, " to ", shard_ptrs_.back()->options().chunk,
+      "; check that every process uses the same cluster and model"));
+}
+
+absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num_params,
+                                absl::Span<const float> params, absl::Span<const float> state,
+                                int64_t global_step) {
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
+  if (model != identity_.model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initialization for model \"", model, "\" reached a ps serving \"", identity_.model, "\""));
+  }
+  if (num_params != identity_.num_params) {
+    return absl::InvalidArgumentError(absl::StrCat("initialization for ", num_params,
+                                                   " parameters reached a ps whose model has ",
+                                                   identity_.num_params));
+  }
+  PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step));
+  if (chunk == shard_ptrs_.front()->options().chunk) {
+    LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PushResult> PsTask::Read(int chunk, std::string* params, std::string* state,
+                                        bool bf16) const {
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
+  return shard->Read(params, state, bf16);
+}
+
+void PsTask::Push(int chunk, int replica, int64_t step, absl::Span<const float> grads,
+                  absl::Span<const float> batch_stats, const Progress& progress,
+                  ParameterShard::PushCallback done) {
+  absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
+  if (!shard.ok()) {
+    done(shard.status(), {});
+    return;
+  }
+  if (progress.loss_batches > 0 || progress.examples > 0) {
+    absl::MutexLock lock(&mu_);
+    loss_sum_ += progress.loss_sum;
+    loss_batches_ += progress.loss_batches;
+    examples_ += progress.examples;
+  }
+  (*shard)->Push(replica, step, grads, batch_stats, std::move(done));
+}
+
+void PsTask::NoteDone(int replica, bool job_done) {
+  absl::MutexLock lock(&mu_);
+  // A replica that left (or was told) and pushes again is back in the job.
+  if (replica >= 0 && replica < static_cast<int>(told_done_.size())) told_done_[replica] = job_done;
+}
+
+int PsTask::replicas_told_done() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(std::count(told_done_.begin(), told_done_.end(), true));
+}
+
+PsStatus PsTask::Status() const {
+  // The task as a whole: the lowest step of its chunks (they step together
+  // in sync mode; in async mode a push may have reached some chunks first),
+  // initialized once every chunk is.
+  const ParameterShard::Stats first = shard_ptrs_.front()->GetStats();
+  PsStatus status;
+  status.ps_task = identity_.ps_index;
+  status.model = identity_.model;
+  status.initialized = true;
+  status.global_step = first.global_step;
+  status.max_global_step = first.global_step;
+  for (ParameterShard* shard : shard_ptrs_) {
+    const ParameterShard::Stats stats = shard->GetStats();
+    status.initialized = status.initialized && stats.initialized;
+    status.stale_pushes += stats.stale_pushes;
+    status.global_step = std::min(status.global_step, stats.global_step);
+    status.max_global_step = std::max(status.max_global_step, stats.global_step);
+    status.job_done = status.job_done || stats.job_done;
+  }
+  status.begin = shard_ptrs_.front()->options().begin;
+  status.end = shard_ptrs_.back()->options().end;
+  status.applied_updates = first.applied_updates;
+  status.shutting_down = first.shutting_down;
+  status.preempting = preempting_;
+  status.departures = departures_;
+  absl::MutexLock lock(&mu_);
+  status.loss_sum = loss_sum_;
+  status.loss_batches = loss_batches_;
+  status.examples = examples_;
+  return status;
+}
+
+void PsTask::Shutdown(const std::string& reason) {
+  LOG(INFO) << "ps " << identity_.ps_index << ": shutdown requested (" << reason << ")";
+  for (ParameterShard* shard : shard_ptrs_) shard->Shutdown();
+}
+
+absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
+                                        int64_t global_step, absl::Duration wait) {
+  if (prefix.empty() || step < 0 || wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "Save needs a checkpoint prefix, a step >= 0 and wait_ms >= 0");
+  }
+  absl::MutexLock file_lock(&file_mu_);
+  absl::StatusOr<ShardSaveResult> r =
+      SaveShards(env_, identity_, shard_ptrs_, prefix, global_step, step, wait);
+  if (!r.ok()) {
+    LOG(WARNING) << "ps " << identity_.ps_index << ": save to " << prefix
+                 << " failed: " << r.status();
+    return r.status();
+  }
+  ShardSaved saved;
+  const std::string& path = r->written.path;
+  saved.file = path.substr(path.find_last_of('/') + 1);
+  saved.begin = r->begin;
+  saved.end = r->end;
+  saved.num_state = r->num_state;
+  saved.size_bytes = r->written.size_bytes;
+  saved.crc32c = r->written.crc32c;
+  saved.min_step = r->min_step;
+  saved.max_step = r->max_step;
+  saved.optimizer = r->optimizer;
+  saved.slot_names = r->slot_names;
+  saved.snapshot_time = r->snapshot_time;
+  saved.write_time = r->write_time;
+  saved.longest_copy = r->longest_copy;
+  return saved;
+}
+
+absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_params,
+                                        const std::string& index_path) {
+  if (model != identity_.model || num_params != identity_.num_params) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore of model \"", model, "\" with ", num_params, " parameters reached a ps serving \"",
+        identity_.model, "\" with ", identity_.num_params));
+  }
+  absl::MutexLock file_lock(&file_mu_);
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreShards(env_, identity_, shard_ptrs_, index_path));
+  LOG(INFO) << "ps " << identity_.ps_index << " restored from " << index_path << " at global step "
+            << step;
+  return step;
+}
+
+absl::Status PsTask::Leave(int replica, const std::string& reason) {
+  const int total = total_replicas();
+  if (replica < 0 || replica >= total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " is outside [0, ", total, ")"));
+  }
+  LOG(INFO) << "ps " << identity_.ps_index << ": replica " << replica << " is leaving (" << reason
+            << ")";
+  for (ParameterShard* shard : shard_ptrs_) shard->ReplicaLeft(replica);
+  ++departures_;
+  NoteDone(replica, /*job_done=*/true);  // No need to wait for it at the end.
+  return absl::OkStatus();
+}
+
+bool PsTask::WaitForShutdown(absl::Duration timeout) const {
+  return shard_ptrs_.front()->WaitForShutdown(timeout);
+}
+
+ParameterShard::Stats PsTask::TotalStats() const {
+  ParameterShard::Stats total = shard_ptrs_.front()->GetStats();
+  for (ParameterShard* shard : shard_ptrs_) {
+    if (shard == shard_ptrs_.front()) continue;
+    const ParameterShard::Stats s = shard->GetStats();
+    total.stale_pushes += s.stale_pushes;
+    total.timed_out_steps += s.timed_out_steps;
+  }
+  return total;
+}
+
+}  // namespace pstrain

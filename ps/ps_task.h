@@ -1,0 +1,114 @@
+#ifndef PSTRAIN_PS_PS_TASK_H_
+#define PSTRAIN_PS_PS_TASK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/cluster_config.h"
+#include "common/env.h"
+#include "models/model.h"
+#include "ps/parameter_shard.h"
+#include "ps/ps_status.h"
+#include "ps/shard_checkpoint.h"
+
+namespace pstrain {
+
+// One ps task's logic, free of gRPC: the ParameterShards of the layout
+// chunks in its range, and the task-wide state around them (preemption,
+// departures, progress totals, which replicas know the job is done). Every
+// request is checked here: one that does not fit (a chunk this task does
+// not hold, another model or size, a replica out of range) is
+// InvalidArgument and changes nothing; one before initialization is
+// FailedPrecondition. The gRPC service (ps_service.h) and the in-process
+// parameter servers (worker/in_process_parameter_servers.h) are adapters
+// over it. Thread-safe; Save and Restore block (callers run them off their
+// request threads) and run one at a time.
+class PsTask {
+ public:
+  // The task `ps_index` of `job` for `model` (the layout, optimizer and
+  // update rule every role derives from the same job). `env` holds the job
+  // dir and must outlive the task.
+  static absl::StatusOr<std::unique_ptr<PsTask>> Create(const JobConfig& job, const Model& model,
+                                                        int ps_index, Env* env);
+  // Over shards made by hand (tests): `shards` are this task's, in flat order.
+  PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards, Env* env);
+
+  // Sets chunk `chunk`'s values; `model` and `num_params` must be the task's.
+  absl::Status Initialize(int chunk, const std::string& model, int64_t num_params,
+                          absl::Span<const float> params, absl::Span<const float> state,
+                          int64_t global_step);
+  // Copies chunk `chunk`'s values (ParameterShard::Read).
+  absl::StatusOr<PushResult> Read(int chunk, std::string* params, std::string* state,
+                                  bool bf16 = false) const;
+  // A replica's progress report, carried by a push; added to the totals.
+  struct Progress {
+    double loss_sum = 0;
+    int64_t loss_batches = 0;
+    int64_t examples = 0;
+  };
+  // Hands replica `replica`'s gradients for chunk `chunk` to its shard;
+  // `done` as ParameterShard::Push. The task notes whether the replica
+  // learned that the job is done.
+  void Push(int chunk, int replica, int64_t step, absl::Span<const float> grads,
+            absl::Span<const float> batch_stats, const Progress& progress,
+            ParameterShard::PushCallback done);
+  // Notes that `replica` was answered with `job_done` (after a Push or a
+  // PushPull's read), so the task can exit once every replica knows.
+  void NoteDone(int replica, bool job_done);
+
+  PsStatus Status() const;
+  // Ends the job on this task: later pushes answer job_done. Logs `reason`.
+  void Shutdown(const std::string& reason);
+  // Writes the task's range to <prefix>.shard-<i>-of-<P> (ShardSaveResult).
+  absl::StatusOr<ShardSaved> Save(const std::string& prefix, int64_t step, int64_t global_step,
+                                  absl::Duration wait);
+  // Loads the task's chunks from the checkpoint whose index is at
+  // `index_path`; `model` and `num_params` must be the task's. Returns the
+  // restored global step.
+  absl::StatusOr<int64_t> Restore(const std::string& model, int64_t num_params,
+                                  const std::string& index_path);
+  // Replica `replica` is stopping: sync steps stop waiting for it.
+  absl::Status Leave(int replica, const std::string& reason);
+
+  // This task is being stopped (SIGTERM): Status tells the chief, which
+  // saves a checkpoint and ends the job.
+  void SetPreempting() { preempting_ = true; }
+  // Replicas that have been told the job is done.
+  int replicas_told_done() const;
+  // Blocks until the job was shut down or `timeout` passed; true if it was.
+  bool WaitForShutdown(absl::Duration timeout) const;
+  // Applied updates, stale pushes and timed-out sync steps summed over the
+  // chunks, for the task's last log line.
+  ParameterShard::Stats TotalStats() const;
+
+  const PsIdentity& identity() const { return identity_; }
+  int total_replicas() const { return shards_.front()->options().total_replicas; }
+  const std::vector<ParameterShard*>& shards() const { return shard_ptrs_; }
+
+ private:
+  absl::StatusOr<ParameterShard*> FindShard(int chunk) const;
+
+  const PsIdentity identity_;
+  const std::vector<std::unique_ptr<ParameterShard>> shards_;
+  const std::vector<ParameterShard*> shard_ptrs_;
+  Env* const env_;
+  std::atomic<bool> preempting_{false};
+  std::atomic<int64_t> departures_{0};
+  mutable absl::Mutex mu_;
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex file_mu_;  // One save or restore at a time.
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_PS_TASK_H_

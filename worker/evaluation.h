@@ -1,0 +1,36 @@
+#ifndef PSTRAIN_WORKER_EVALUATION_H_
+#define PSTRAIN_WORKER_EVALUATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "data/dataset.h"
+#include "models/model.h"
+#include "worker/parameter_client.h"
+
+namespace pstrain {
+
+// Evaluation of a model's parameters on a dataset, shared by the chief (its
+// periodic and final evaluations) and local mode.
+
+// Loss and accuracy of a model over a whole dataset.
+struct EvalMetrics {
+  int64_t global_step = 0;
+  int64_t examples = 0;
+  double accuracy = 0.0;
+  double loss = 0.0;  // Mean per example.
+};
+
+// Evaluates `view`'s parameters on every example of `data` in batches of
+// `batch_size` (the last batch may be smaller), with the model's evaluation
+// preprocessing (per-image standardization where it has one).
+EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Dataset& data,
+                            int batch_size);
+
+// TensorFlow Estimator's evaluation line:
+// "Saving dict for global step N: accuracy = A, global_step = N, loss = L".
+std::string FormatEvalLine(const EvalMetrics& metrics);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_EVALUATION_H_

@@ -1,0 +1,125 @@
+#include "worker/in_process_parameter_servers.h"
+
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+InProcessParameterServers::InProcessParameterServers(std::vector<PsTask*> tasks,
+                                                     const ShardLayout& layout)
+    : tasks_(std::move(tasks)),
+      layout_(layout),
+      params_(layout.num_params),
+      state_(layout.num_state) {}
+
+absl::Status InProcessParameterServers::WaitReady(absl::Duration timeout, bool initialized,
+                                                  const TerminationNotice* stop) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int missing = -1;
+    for (PsTask* task : tasks_) {
+      if (initialized && !task->Status().initialized) {
+        missing = task->identity().ps_index;
+        break;
+      }
+    }
+    if (missing < 0) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("gave up waiting ", absl::FormatDuration(timeout),
+                       " for the parameter servers: ps ", missing, " (not initialized yet)"));
+    }
+    if (stop != nullptr ? stop->WaitFor(absl::Milliseconds(20))
+                        : (absl::SleepFor(absl::Milliseconds(20)), false)) {
+      return absl::CancelledError("stop requested while waiting for the parameter servers");
+    }
+  }
+}
+
+absl::StatusOr<std::vector<PsStatus>> InProcessParameterServers::Statuses() {
+  std::vector<PsStatus> statuses;
+  for (PsTask* task : tasks_) statuses.push_back(task->Status());
+  return statuses;
+}
+
+absl::Status InProcessParameterServers::Initialize(const std::string& model, const float* params,
+                                                   const float* state, int64_t global_step) {
+  for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+    const Chunk& chunk = layout_.chunks[c];
+    PSTRAIN_RETURN_IF_ERROR(tasks_[chunk.ps]->Initialize(
+        static_cast<int>(c), model, layout_.num_params,
+        absl::Span<const float>(params + chunk.begin, chunk.end - chunk.begin),
+        absl::Span<const float>(state, chunk.state), global_step));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ShardSaved>> InProcessParameterServers::Save(const std::string& prefix,
+                                                                        int64_t step,
+                                                                        int64_t global_step,
+                                                                        absl::Duration wait) {
+  std::vector<absl::StatusOr<ShardSaved>> results(tasks_.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = tasks_[i]->Save(prefix, step, global_step, wait); });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<ShardSaved> saved;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      return absl::Status(
+          results[i].status().code(),
+          absl::StrCat("Save to ps ", i, " failed: ", results[i].status().message()));
+    }
+    saved.push_back(*std::move(results[i]));
+  }
+  return saved;
+}
+
+absl::StatusOr<int64_t> InProcessParameterServers::Restore(const std::string& model,
+                                                           const std::string& index_path) {
+  int64_t step = 0;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    absl::StatusOr<int64_t> restored = tasks_[i]->Restore(model, layout_.num_params, index_path);
+    if (!restored.ok()) {
+      return absl::Status(
+          restored.status().code(),
+          absl::StrCat("Restore to ps ", i, " failed: ", restored.status().message()));
+    }
+    if (i == 0) step = *restored;
+  }
+  return step;
+}
+
+absl::Status InProcessParameterServers::Shutdown(const std::string& reason) {
+  for (PsTask* task : tasks_) task->Shutdown(reason);
+  return absl::OkStatus();
+}
+
+absl::Status InProcessParameterServers::Leave(int replica, const std::string& reason,
+                                              absl::Duration) {
+  for (PsTask* task : tasks_) PSTRAIN_RETURN_IF_ERROR(task->Leave(replica, reason));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ParameterView> InProcessParameterServers::Read() {
+  ParameterView view;
+  std::string params, state;
+  for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+    const Chunk& chunk = layout_.chunks[c];
+    PSTRAIN_ASSIGN_OR_RETURN(PushResult r,
+                             tasks_[chunk.ps]->Read(static_cast<int>(c), &params, &state));
+    std::memcpy(params_.data() + chunk.begin, params.data(), params.size());
+    if (!state.empty()) std::memcpy(state_.data(), state.data(), state.size());
+    if (c == 0) view.global_step = r.global_step;
+    view.job_done = view.job_done || r.job_done;
+  }
+  view.params = params_.data();
+  view.state = state_.data();
+  return view;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,77 @@
+#ifndef PSTRAIN_WORKER_PARAMETER_SERVERS_H_
+#define PSTRAIN_WORKER_PARAMETER_SERVERS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/termination.h"
+#include "ps/ps_status.h"
+#include "worker/parameter_client.h"
+
+namespace pstrain {
+
+// Every ps task of a job, as the chief (and a worker, to wait and leave)
+// addresses them all at once: the admin side of the protocol, next to
+// ParameterClient's training data path. Answers are plain values (PsStatus,
+// ShardSaved), so the logic that uses them knows nothing of gRPC. Two
+// implementations: over gRPC (grpc_parameter_servers.h) and over PsTasks in
+// this process (in_process_parameter_servers.h), which tests use to drive
+// the chief's logic without a network.
+//
+// Every call is one broadcast: it succeeds only if every ps task answers;
+// the error names the task that did not and why. Thread-compatible: one
+// caller at a time (the chief gives each of its threads its own instance).
+class ParameterServers {
+ public:
+  virtual ~ParameterServers() = default;
+
+  // Number of ps tasks.
+  virtual int size() const = 0;
+
+  // Waits until every ps task answers (and, if `initialized`, has been
+  // initialized), up to `timeout`, logging who is still missing now and
+  // then. Cancelled if `stop` (may be null) is requested meanwhile.
+  virtual absl::Status WaitReady(absl::Duration timeout, bool initialized,
+                                 const TerminationNotice* stop) = 0;
+
+  // Every ps task's status, in task order.
+  virtual absl::StatusOr<std::vector<PsStatus>> Statuses() = 0;
+
+  // Sends every chunk its part of `params` (the model's num_params) and chunk
+  // 0 the `state`, at `global_step`.
+  virtual absl::Status Initialize(const std::string& model, const float* params, const float* state,
+                                  int64_t global_step) = 0;
+
+  // Every ps task writes its range to <prefix>.shard-<i>-of-<P>; the results
+  // in task order. A sync task waits up to `wait` for its chunks to reach
+  // `step`; `global_step` is recorded in the files.
+  virtual absl::StatusOr<std::vector<ShardSaved>> Save(const std::string& prefix, int64_t step,
+                                                       int64_t global_step,
+                                                       absl::Duration wait) = 0;
+
+  // Every ps task loads its range from the checkpoint whose index is at
+  // `index_path`; returns the restored global step. DataLoss or NotFound for
+  // a damaged or missing checkpoint.
+  virtual absl::StatusOr<int64_t> Restore(const std::string& model,
+                                          const std::string& index_path) = 0;
+
+  // Tells every ps task the job is over.
+  virtual absl::Status Shutdown(const std::string& reason) = 0;
+
+  // Tells every ps task that replica `replica` is leaving the job; a task
+  // that does not answer is retried for at most `retry_budget`.
+  virtual absl::Status Leave(int replica, const std::string& reason,
+                             absl::Duration retry_budget) = 0;
+
+  // The current parameters and state of every chunk, read (not a training
+  // pull): for evaluation and histograms. The view stays valid until the
+  // next Read.
+  virtual absl::StatusOr<ParameterView> Read() = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_PARAMETER_SERVERS_H_

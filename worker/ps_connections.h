@@ -1,0 +1,77 @@
+#ifndef PSTRAIN_WORKER_PS_CONNECTIONS_H_
+#define PSTRAIN_WORKER_PS_CONNECTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/parameter_server.grpc.pb.h"
+#include "ps/shard_layout.h"
+
+namespace pstrain {
+
+// The gRPC channels to every ps task of a job and the one way calls go out
+// to many of them: shared by the training data path (ps_client.h) and the
+// admin broadcasts (grpc_parameter_servers.h). Thread-safe.
+class PsConnections {
+ public:
+  // `rpc_timeout`: the deadline of every call. `retry_budget`: how long
+  // UNAVAILABLE calls are retried (with backoff) before giving up, which
+  // covers ps tasks that are still starting or restarting.
+  PsConnections(std::vector<std::string> addresses, absl::Duration rpc_timeout,
+                absl::Duration retry_budget);
+
+  int size() const { return static_cast<int>(stubs_.size()); }
+  ParameterServer::Stub* stub(int ps) const { return stubs_[ps].get(); }
+  const std::string& address(int ps) const { return addresses_[ps]; }
+  absl::Duration rpc_timeout() const { return rpc_timeout_; }
+  absl::Duration retry_budget() const { return retry_budget_; }
+  // "ps 1 at host:port", for messages.
+  std::string TaskName(int ps) const;
+
+  // Starts call number i on `context`; `done` gets its status.
+  using Call = std::function<void(int i, grpc::ClientContext* context,
+                                  std::function<void(grpc::Status)> done)>;
+
+  // Runs call(i) for every i in `indices` in parallel, each with a deadline
+  // `timeout` from now, and waits for all; the statuses in `indices` order.
+  std::vector<grpc::Status> CallOnce(const std::vector<int>& indices, absl::Duration timeout,
+                                     const Call& call) const;
+
+  // Runs call(i) for every i in [0, n) in parallel and waits; retries the
+  // UNAVAILABLE ones with exponential backoff within `budget` (the retry
+  // budget if unset). The first other failure, or an UNAVAILABLE one past the
+  // budget, is the error, named by `what` and `target(i)`.
+  absl::Status Broadcast(int n, const char* what, const std::function<std::string(int)>& target,
+                         const Call& call,
+                         std::optional<absl::Duration> budget = std::nullopt) const;
+
+  // Pulls every chunk of `layout` into `params` and `state` (the model's
+  // flat vectors); each chunk's step goes to (*chunk_steps)[c]; `job_done`
+  // if any chunk says so. Returns the payload bytes received.
+  absl::StatusOr<int64_t> PullChunks(const ShardLayout& layout, float* params, float* state,
+                                     std::vector<int64_t>* chunk_steps, bool* job_done) const;
+
+ private:
+  const std::vector<std::string> addresses_;
+  const absl::Duration rpc_timeout_;
+  const absl::Duration retry_budget_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
+};
+
+// UNAVAILABLE: a ps that is starting, restarting or briefly unreachable.
+bool Retryable(const grpc::Status& s);
+
+// The error of call `what` to `target`, with the server's message and, if it
+// was retried until `budget` ran out, a hint.
+absl::Status CallError(const char* what, const std::string& target, const grpc::Status& s,
+                       absl::Duration budget);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_PS_CONNECTIONS_H_

@@ -1,0 +1,50 @@
+#include "worker/replica.h"
+
+#include "common/status_macros.h"
+#include "worker/model_input.h"
+
+namespace pstrain {
+
+ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
+  const TrainingSpec& t = job.training;
+  ReplicaSpec spec;
+  spec.replica = replica;
+  spec.num_replicas = NumTrainingReplicas(job);
+  spec.sync = t.update == UpdateMode::kSync;
+  spec.batch_size = t.batch_size;
+  spec.seed = t.seed;
+  spec.use_distortion_for_training = t.use_distortion_for_training;
+  spec.train_steps = t.train_steps;
+  spec.log_every_n_steps = t.log_every_n_steps;
+  return spec;
+}
+
+absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,
+                                      Split split) {
+  PSTRAIN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(env, data_dir, split));
+  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(model, data, data_dir));
+  return data;
+}
+
+absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset* train,
+                                                                   const Model& model,
+                                                                   const ReplicaSpec& spec,
+                                                                   int64_t global_step) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
+                           BatchIterator::Create(train, spec.batch_size, spec.replica,
+                                                 spec.num_replicas, /*shuffle=*/true, spec.seed));
+  batches->Skip(spec.sync ? global_step : global_step / spec.num_replicas);
+  batches->SetAugmentation(TrainingAugmentation(model, spec.use_distortion_for_training));
+  batches->StartPrefetch();
+  return batches;
+}
+
+TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec) {
+  TrainerOptions options;
+  options.train_steps = spec.train_steps;
+  options.log_every_n_steps = spec.log_every_n_steps;
+  options.seed = spec.seed + static_cast<uint64_t>(spec.replica) * 7919;
+  return options;
+}
+
+}  // namespace pstrain

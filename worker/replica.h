@@ -1,0 +1,60 @@
+#ifndef PSTRAIN_WORKER_REPLICA_H_
+#define PSTRAIN_WORKER_REPLICA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_config.h"
+#include "common/env.h"
+#include "data/batcher.h"
+#include "data/dataset.h"
+#include "data/load.h"
+#include "models/model.h"
+#include "worker/trainer.h"
+
+namespace pstrain {
+
+// The one way a training replica is set up, used by the worker, the chief
+// (when it trains) and local mode: the data checked against the model, a
+// batch iterator over this replica's part of it (resumed where the job is,
+// with the model's augmentation, prefetching), and the trainer's options.
+
+// Who a replica is and how it trains.
+struct ReplicaSpec {
+  int replica = 0;       // in [0, num_replicas)
+  int num_replicas = 1;  // training replicas of the job
+  bool sync = false;     // sync update: every replica does every step
+  int batch_size = 100;
+  uint64_t seed = 1;
+  bool use_distortion_for_training = true;
+  int64_t train_steps = 0;
+  int64_t log_every_n_steps = 100;
+};
+
+// Replica `replica` of `job`.
+ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
+
+// Loads `split` of `data_dir` and checks its examples are `model`'s input.
+absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,
+                                      Split split);
+
+// The batches replica `spec.replica` trains on from global step
+// `global_step` on: its shard of `train`, shuffled with the job's seed, the
+// batches already trained on skipped (sync: one per step, so a resumed job
+// sees exactly the examples an uninterrupted one would; async: about 1/N of
+// the steps), the model's training augmentation, prefetching started.
+// `train` and `model` must outlive the iterator.
+absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset* train,
+                                                                   const Model& model,
+                                                                   const ReplicaSpec& spec,
+                                                                   int64_t global_step);
+
+// The trainer's options for the replica (its dropout seed differs per
+// replica).
+TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_WORKER_REPLICA_H_
