@@ -73,11 +73,16 @@ absl::StatusOr<int> ParseCount(const Source& source, const YAML::Node& node,
   return count;
 }
 
-}  // namespace
+// The entries of a trainingInput map that pstrain reads.
+struct TrainingInputEntries {
+  std::string scale_tier = "BASIC";  // Cloud ML Engine's default
+  // std::optional, not YAML::Node assignment: assigning to a bound YAML::Node
+  // rewrites the node it refers to.
+  std::optional<YAML::Node> scale_tier_node, worker_count, ps_count, job_dir, args;
+};
 
-// The Cloud ML Engine form: builds a loopback cluster from trainingInput.
-absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,
-                                JobConfig* config, std::set<std::string>* set_keys) {
+absl::StatusOr<TrainingInputEntries> ReadTrainingInputEntries(const Source& source,
+                                                              const YAML::Node& node) {
   static const std::vector<std::string>* const kKeys =
       new std::vector<std::string>{"scaleTier",
                                    "workerCount",
@@ -95,10 +100,7 @@ absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, in
                                    "pythonVersion",
                                    "pythonModule",
                                    "packageUris"};
-  std::string scale_tier = "BASIC";  // Cloud ML Engine's default
-  // std::optional, not YAML::Node assignment: assigning to a bound YAML::Node
-  // rewrites the node it refers to.
-  std::optional<YAML::Node> scale_tier_node, worker_count, ps_count, job_dir, args;
+  TrainingInputEntries entries;
   std::set<std::string> seen;
   PSTRAIN_RETURN_IF_ERROR(ForEachEntry(
       source, node, "trainingInput",
@@ -111,50 +113,67 @@ absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, in
           return ErrorAt(source, key_node, absl::StrCat("trainingInput.", key, " is given twice"));
         }
         if (key == "scaleTier") {
-          PSTRAIN_ASSIGN_OR_RETURN(scale_tier, ScalarOf(source, value, "trainingInput.scaleTier"));
-          scale_tier_node.emplace(value);
+          PSTRAIN_ASSIGN_OR_RETURN(entries.scale_tier,
+                                   ScalarOf(source, value, "trainingInput.scaleTier"));
+          entries.scale_tier_node.emplace(value);
         } else if (key == "workerCount") {
-          worker_count.emplace(value);
+          entries.worker_count.emplace(value);
         } else if (key == "parameterServerCount") {
-          ps_count.emplace(value);
+          entries.ps_count.emplace(value);
         } else if (key == "jobDir") {
-          job_dir.emplace(value);
+          entries.job_dir.emplace(value);
         } else if (key == "args") {
-          args.emplace(value);
+          entries.args.emplace(value);
         }
         return absl::OkStatus();
       }));
+  return entries;
+}
 
-  int workers = 0;
-  int ps = 0;
-  if (scale_tier == "CUSTOM") {
-    if (worker_count) {
-      PSTRAIN_ASSIGN_OR_RETURN(workers,
-                               ParseCount(source, *worker_count, "trainingInput.workerCount"));
+// The worker and ps counts the scale tier asks for.
+absl::Status TaskCounts(const Source& source, const YAML::Node& node, const TrainingInputEntries& e,
+                        int* workers, int* ps) {
+  *workers = 0;
+  *ps = 0;
+  if (e.scale_tier == "CUSTOM") {
+    if (e.worker_count) {
+      PSTRAIN_ASSIGN_OR_RETURN(*workers,
+                               ParseCount(source, *e.worker_count, "trainingInput.workerCount"));
     }
-    if (ps_count) {
-      PSTRAIN_ASSIGN_OR_RETURN(ps,
-                               ParseCount(source, *ps_count, "trainingInput.parameterServerCount"));
+    if (e.ps_count) {
+      PSTRAIN_ASSIGN_OR_RETURN(
+          *ps, ParseCount(source, *e.ps_count, "trainingInput.parameterServerCount"));
     }
-  } else if (scale_tier == "BASIC") {
-    if (worker_count || ps_count) {
-      return ErrorAt(source, worker_count ? *worker_count : *ps_count,
+    return absl::OkStatus();
+  }
+  if (e.scale_tier == "BASIC") {
+    if (e.worker_count || e.ps_count) {
+      return ErrorAt(source, e.worker_count ? *e.worker_count : *e.ps_count,
                      "trainingInput.workerCount and parameterServerCount need scaleTier: "
                      "CUSTOM (BASIC is a single chief)");
     }
-  } else {
-    return ErrorAt(source, scale_tier_node.value_or(node),
-                   absl::StrCat("trainingInput.scaleTier: ", Quoted(scale_tier),
-                                " is not supported; use CUSTOM with workerCount and "
-                                "parameterServerCount, or BASIC"));
+    return absl::OkStatus();
   }
+  return ErrorAt(source, e.scale_tier_node.value_or(node),
+                 absl::StrCat("trainingInput.scaleTier: ", Quoted(e.scale_tier),
+                              " is not supported; use CUSTOM with workerCount and "
+                              "parameterServerCount, or BASIC"));
+}
+
+}  // namespace
+
+// The Cloud ML Engine form: builds a loopback cluster from trainingInput.
+absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,
+                                JobConfig* config, std::set<std::string>* set_keys) {
+  PSTRAIN_ASSIGN_OR_RETURN(TrainingInputEntries entries, ReadTrainingInputEntries(source, node));
+  int workers = 0, ps = 0;
+  PSTRAIN_RETURN_IF_ERROR(TaskCounts(source, node, entries, &workers, &ps));
   const int tasks = 1 + workers + ps;
   if (base_port < 1 || base_port > 65535 - (tasks - 1)) {
-    return ErrorAt(source, node,
-                   absl::StrCat("trainingInput: ", tasks, " tasks need ports ", base_port, "..",
-                                base_port + tasks - 1,
-                                ", outside 1..65535; choose another base "
-                                "port"));
+    return ErrorAt(
+        source, node,
+        absl::StrCat("trainingInput: ", tasks, " tasks need ports ", base_port, "..",
+                     base_port + tasks - 1, ", outside 1..65535; choose another base port"));
   }
   int port = base_port;
   auto next_address = [&port] { return absl::StrCat("127.0.0.1:", port++); };
@@ -163,18 +182,20 @@ absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, in
   for (int i = 0; i < workers; ++i) config->cluster.worker.push_back(next_address());
   for (int i = 0; i < ps; ++i) config->cluster.ps.push_back(next_address());
 
-  if (job_dir) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::string dir, ScalarOf(source, *job_dir, "trainingInput.jobDir"));
+  if (entries.job_dir) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string dir,
+                             ScalarOf(source, *entries.job_dir, "trainingInput.jobDir"));
     if (!set_keys->insert("job_dir").second) {
-      return ErrorAt(source, *job_dir,
+      return ErrorAt(source, *entries.job_dir,
                      "trainingInput.jobDir: training.job_dir is set twice (give one of them)");
     }
     config->training.job_dir = dir;
   }
-  if (args) {
-    PSTRAIN_RETURN_IF_ERROR(ApplyArgs(source, *args, &config->training, set_keys));
+  if (entries.args) {
+    PSTRAIN_RETURN_IF_ERROR(ApplyArgs(source, *entries.args, &config->training, set_keys));
   }
   return absl::OkStatus();
 }
+
 }  // namespace config_internal
 }  // namespace pstrain
