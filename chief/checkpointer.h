@@ -73,8 +73,8 @@ class Checkpointer {
   absl::Status background_status() const;
 
  private:
-  // Saves at `step` (sync: shards below it are waited for up to `wait`).
-  // With `exact`, a sync save whose shards were not all copied at `step` is
+  // Saves at `step` (sync: chunks below it are waited for up to `wait`).
+  // With `exact`, a sync save whose chunks were not all copied at `step` is
   // not committed (Aborted). Skipped if `step` is already saved.
   absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why,
                                      bool exact);

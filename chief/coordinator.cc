@@ -21,6 +21,13 @@
 namespace pstrain {
 namespace {
 
+// A handle's patience: retried for `budget`, the job's deadline per call.
+CallPatience Patient(absl::Duration budget) {
+  CallPatience patience;
+  patience.retry_budget = budget;
+  return patience;
+}
+
 // One run of the chief, as a sequence of named steps (Run).
 class Chief {
  public:
@@ -39,11 +46,21 @@ class Chief {
   }
 
   // Without its chief the job cannot finish: after a failure, end it rather
-  // than leave the ps (and the workers waiting on them) running.
+  // than leave the ps (and the workers waiting on them) running. Best
+  // effort and quick: the failure is logged first, a ps that does not
+  // answer within a second is left to its own startup timeout, and a ps the
+  // chief never reached is not waited for at all.
   void EndJobAfterFailure(const absl::Status& failure) {
-    if (servers_ == nullptr || job_ended_) return;
-    absl::Status s = servers_->Shutdown(absl::StrCat("the chief failed: ", failure.message()));
-    if (!s.ok()) LOG(WARNING) << "could not shut the parameter servers down: " << s;
+    if (layout_.chunks.empty() || job_ended_ || !may_have_reached_ps_) return;
+    LOG(ERROR) << "the chief failed: " << failure.message()
+               << "; telling the parameter servers to stop";
+    CallPatience quick;
+    quick.retry_budget = absl::Seconds(1);
+    quick.deadline = absl::Seconds(1);
+    absl::StatusOr<std::unique_ptr<ParameterServers>> servers = deps_.connect(layout_, quick);
+    absl::Status s = servers.status();
+    if (s.ok()) s = (*servers)->Shutdown(absl::StrCat("the chief failed: ", failure.message()));
+    if (!s.ok()) LOG(WARNING) << "could not tell the parameter servers to stop: " << s.message();
   }
 
  private:
@@ -51,14 +68,15 @@ class Chief {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - job_start_).count();
   }
 
-  // The model, its layout, the ps, the job dir and the test data.
+  // The model, its layout, the ps, the job dir and the data: everything that
+  // can fail on bad input fails here, before the job starts.
   absl::Status Prepare() {
     PSTRAIN_ASSIGN_OR_RETURN(model_, BuildJobModel(t_));
     layout_ = ComputeShardLayout(*model_, static_cast<int>(job_.cluster.ps.size()));
-    PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, absl::Seconds(60)));
+    PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, CallPatience()));
     PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
     PSTRAIN_ASSIGN_OR_RETURN(test_, LoadModelData(deps_.env, *model_, t_.data_dir, Split::kTest));
-    return absl::OkStatus();
+    return LoadTrainingData();
   }
 
   // False if a stop request came first (the job had not started: nothing to end).
@@ -67,6 +85,7 @@ class Chief {
     absl::Status s = servers_->WaitReady(absl::Seconds(t_.startup_timeout), /*initialized=*/false,
                                          deps_.termination);
     if (s.ok()) return true;
+    may_have_reached_ps_ = false;  // none answered in time: nobody to tell
     if (deps_.termination->Received() == 0) return s;
     LOG(INFO) << "chief: " << s.message() << "; the job had not started";
     job_ended_ = true;
@@ -78,12 +97,12 @@ class Chief {
     // Their own handles, which give up on a ps that does not answer soon (a
     // stop request must not wait a minute behind it).
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> checkpoint_servers,
-                             deps_.connect(layout_, absl::Seconds(5)));
+                             deps_.connect(layout_, Patient(absl::Seconds(5))));
     checkpointer_ = std::make_unique<Checkpointer>(
         deps_.env, job_, model_.get(), std::move(checkpoint_servers), deps_.termination);
     PSTRAIN_ASSIGN_OR_RETURN(start_step_, checkpointer_->RestoreOrInitialize());
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> summary_servers,
-                             deps_.connect(layout_, absl::Seconds(5)));
+                             deps_.connect(layout_, Patient(absl::Seconds(5))));
     PSTRAIN_ASSIGN_OR_RETURN(summaries_,
                              TrainingSummaries::Create(deps_.env, job_, model_.get(),
                                                        std::move(summary_servers), start_step_));
@@ -95,7 +114,13 @@ class Chief {
         LOG_EVERY_N(WARNING, 100) << "cannot write training summaries: " << s;
       }
     });
-    PSTRAIN_RETURN_IF_ERROR(LoadTrainingData());
+    if (train_.has_value()) {
+      if (absl::Status s = summaries_->WriteInputImages(*train_, "input_images", 3, start_step_);
+          !s.ok()) {
+        LOG(WARNING) << "cannot write input image summaries: " << s;
+      }
+    }
+    if (replica_ < 0) train_.reset();
     checkpointer_->Start(start_step_);
     job_start_ = std::chrono::steady_clock::now();
     next_eval_ =
@@ -118,11 +143,6 @@ class Chief {
     }
     PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model_, *loaded, t_.data_dir));
     train_ = *std::move(loaded);
-    if (absl::Status s = summaries_->WriteInputImages(*train_, "input_images", 3, start_step_);
-        !s.ok()) {
-      LOG(WARNING) << "cannot write input image summaries: " << s;
-    }
-    if (replica_ < 0) train_.reset();
     return absl::OkStatus();
   }
 
@@ -264,12 +284,14 @@ class Chief {
   int64_t next_eval_ = 0;
   std::chrono::steady_clock::time_point job_start_ = std::chrono::steady_clock::now();
   bool job_ended_ = false;  // the chief ended the job itself (or it never started)
+  bool may_have_reached_ps_ = true;
 };
 
 }  // namespace
 
 absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps) {
-  if (JobAlreadyFinished(deps.env, job.training.job_dir)) return absl::OkStatus();
+  if (JobAlreadyFinished(deps.env, job.training.job_dir, job.training.train_steps))
+    return absl::OkStatus();
   Chief chief(job, replica, deps);
   absl::Status status = chief.Run();
   if (!status.ok()) chief.EndJobAfterFailure(status);
@@ -281,8 +303,8 @@ absl::Status RunChief(const RoleConfig& role, const RoleContext& context) {
   ChiefDependencies deps;
   deps.env = context.env;
   deps.termination = context.termination;
-  deps.connect = [&job](const ShardLayout& layout, absl::Duration retry_budget) {
-    return MakeParameterServers(job, layout, retry_budget);
+  deps.connect = [&job](const ShardLayout& layout, const CallPatience& patience) {
+    return MakeParameterServers(job, layout, patience);
   };
   deps.training_client = [&job](const ShardLayout& layout, int replica) {
     return MakePsClient(job, layout, replica);

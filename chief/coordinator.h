@@ -21,10 +21,10 @@ namespace pstrain {
 struct ChiefDependencies {
   Env* env = nullptr;
   const TerminationNotice* termination = nullptr;
-  // A new handle on every ps task that retries one that does not answer for
-  // `retry_budget`; each of the chief's threads gets its own.
+  // A new handle on every ps task, as patient as `patience` says; each of
+  // the chief's threads gets its own.
   std::function<absl::StatusOr<std::unique_ptr<ParameterServers>>(const ShardLayout& layout,
-                                                                  absl::Duration retry_budget)>
+                                                                  const CallPatience& patience)>
       connect;
   // The training client of replica `replica` (the chief trains as replica 0).
   std::function<absl::StatusOr<std::unique_ptr<ParameterClient>>(const ShardLayout& layout,
@@ -41,7 +41,9 @@ struct ChiefDependencies {
 // line), and once the global step reaches train_steps saves the final
 // checkpoint, marks the job complete and shuts every ps down, which ends the
 // job. A stop request saves a checkpoint and ends the job early (OK). If the
-// chief fails after reaching the ps, it tells them to shut down.
+// chief fails (bad data, a ps that fails), it logs why and tells the ps to
+// shut down, best effort within about a second, so the whole job ends
+// instead of waiting for a chief that is gone.
 absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps);
 
 // RunChiefWith over gRPC, for the task in `role`.

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_yaml_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -337,9 +338,41 @@ TEST(TrainingInputTest, BasicIsOneChiefAndNothingElse) {
                 {"need scaleTier: CUSTOM"});
 }
 
+TEST(TrainingInputTest, StandardAndPremiumTiersKeepTheirShapeScaledToTheMachine) {
+  int workers = 0, ps = 0;
+  ASSERT_TRUE(config_internal::TierTaskCounts("STANDARD_1", 2, &workers, &ps));
+  EXPECT_EQ(workers, 1);
+  EXPECT_EQ(ps, 1);
+  ASSERT_TRUE(config_internal::TierTaskCounts("STANDARD_1", 16, &workers, &ps));
+  EXPECT_EQ(workers, 4);  // Cloud ML Engine's counts
+  EXPECT_EQ(ps, 3);
+  ASSERT_TRUE(config_internal::TierTaskCounts("PREMIUM_1", 8, &workers, &ps));
+  EXPECT_EQ(workers, 7);
+  EXPECT_EQ(ps, 4);
+  ASSERT_TRUE(config_internal::TierTaskCounts("PREMIUM_1", 64, &workers, &ps));
+  EXPECT_EQ(workers, 19);
+  EXPECT_EQ(ps, 11);
+  EXPECT_FALSE(config_internal::TierTaskCounts("BASIC_GPU", 8, &workers, &ps));
+
+  // A job config written for Cloud ML Engine runs as it is.
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "trainingInput: {scaleTier: STANDARD_1, jobDir: /tmp/j, args: [--train-steps=5]}\n", "m");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.chief.size(), 1u);
+  EXPECT_GE(config->cluster.worker.size(), 1u);
+  EXPECT_LE(config->cluster.worker.size(), 4u);
+  EXPECT_GE(config->cluster.ps.size(), 1u);
+  EXPECT_LE(config->cluster.ps.size(), 3u);
+  EXPECT_TRUE(ValidateJobConfig(*config).ok());
+  EXPECT_TRUE(ParseJobConfig("trainingInput: {scaleTier: PREMIUM_1}\n", "m").ok());
+  ExpectInvalid(
+      ParseJobConfig("trainingInput: {scaleTier: STANDARD_1, workerCount: 2}\n", "m").status(),
+      {"need scaleTier: CUSTOM (STANDARD_1 sets its own task counts)"});
+}
+
 TEST(TrainingInputTest, Errors) {
-  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: STANDARD_1}\n", "m.yaml").status(),
-                {"m.yaml: trainingInput.scaleTier: \"STANDARD_1\" is not supported"});
+  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC_GPU}\n", "m.yaml").status(),
+                {"m.yaml: trainingInput.scaleTier: \"BASIC_GPU\" is not supported"});
   ExpectInvalid(
       ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workerCount: -1}\n", "m").status(),
       {"trainingInput.workerCount: \"-1\" is not a task count"});

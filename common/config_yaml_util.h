@@ -102,8 +102,18 @@ absl::Status ParseTraining(const Source& source, const YAML::Node& node, Trainin
 
 // The Cloud ML Engine form: builds a loopback cluster from trainingInput
 // (ml_engine_config.cc).
+//
+// Scale tiers: BASIC is a single chief; CUSTOM takes workerCount and
+// parameterServerCount; STANDARD_1 (on Cloud ML Engine 4 workers and 3 ps)
+// and PREMIUM_1 (19 workers, 11 ps) keep that shape scaled to this machine,
+// since every task of a trainingInput job runs here (TierTaskCounts).
 absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,
                                 JobConfig* config, std::set<std::string>* set_keys);
+
+// The worker and ps counts of Cloud ML Engine's CPU tier `tier` on a machine
+// of `cores` cores: the tier's counts, capped at cores - 1 workers and
+// cores / 2 ps, at least one of each. False for any other tier.
+bool TierTaskCounts(const std::string& tier, int cores, int* workers, int* ps);
 
 }  // namespace config_internal
 }  // namespace pstrain

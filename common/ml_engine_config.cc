@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "common/config_yaml_util.h"
@@ -146,21 +147,44 @@ absl::Status TaskCounts(const Source& source, const YAML::Node& node, const Trai
     }
     return absl::OkStatus();
   }
-  if (e.scale_tier == "BASIC") {
-    if (e.worker_count || e.ps_count) {
-      return ErrorAt(source, e.worker_count ? *e.worker_count : *e.ps_count,
-                     "trainingInput.workerCount and parameterServerCount need scaleTier: "
-                     "CUSTOM (BASIC is a single chief)");
-    }
+  if (e.worker_count || e.ps_count) {
+    return ErrorAt(source, e.worker_count ? *e.worker_count : *e.ps_count,
+                   absl::StrCat("trainingInput.workerCount and parameterServerCount need "
+                                "scaleTier: CUSTOM (",
+                                e.scale_tier, " sets its own task counts)"));
+  }
+  if (e.scale_tier == "BASIC") return absl::OkStatus();
+  if (TierTaskCounts(e.scale_tier, static_cast<int>(std::thread::hardware_concurrency()), workers,
+                     ps)) {
     return absl::OkStatus();
   }
   return ErrorAt(source, e.scale_tier_node.value_or(node),
                  absl::StrCat("trainingInput.scaleTier: ", Quoted(e.scale_tier),
-                              " is not supported; use CUSTOM with workerCount and "
-                              "parameterServerCount, or BASIC"));
+                              " is not supported (pstrain trains on CPUs); use BASIC, STANDARD_1, "
+                              "PREMIUM_1, or CUSTOM with workerCount and parameterServerCount"));
 }
 
 }  // namespace
+
+bool TierTaskCounts(const std::string& tier, int cores, int* workers, int* ps) {
+  struct Tier {
+    const char* name;
+    int workers;
+    int ps;
+  };
+  // Cloud ML Engine's CPU tiers (besides a master).
+  constexpr Tier kTiers[] = {{"STANDARD_1", 4, 3}, {"PREMIUM_1", 19, 11}};
+  for (const Tier& t : kTiers) {
+    if (tier != t.name) continue;
+    // Every task runs on this machine: no more workers than cores beside the
+    // chief's, no more ps than half the cores, at least one of each.
+    const int c = std::max(cores, 1);
+    *workers = std::clamp(c - 1, 1, t.workers);
+    *ps = std::clamp(c / 2, 1, t.ps);
+    return true;
+  }
+  return false;
+}
 
 // The Cloud ML Engine form: builds a loopback cluster from trainingInput.
 absl::Status ParseTrainingInput(const Source& source, const YAML::Node& node, int base_port,

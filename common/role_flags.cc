@@ -66,6 +66,10 @@ DEFINE_string(wire_format, "float32",
 DEFINE_int32(num_gpus, 0, "Must be 0: pstrain trains on CPUs (cifar10_main.py's --num-gpus).");
 DEFINE_string(variable_strategy, "CPU", "Must be CPU (cifar10_main.py's --variable-strategy).");
 DEFINE_bool(sync, false, "Synchronous updates, as --update=sync (cifar10_main.py's --sync).");
+// The MNIST seed trainer's name for the model dir.
+DEFINE_string(output_dir, "",
+              "The job dir under the name the MNIST trainer (seed 001) gives it; must agree with "
+              "--job_dir if both are given.");
 DEFINE_int32(num_inter_threads, 0, "Accepted for cifar10_main.py; pstrain uses --threads.");
 DEFINE_string(data_format, "", "channels_last (or empty): the only layout on CPUs.");
 DEFINE_bool(log_device_placement, false, "Accepted for cifar10_main.py; no effect.");
@@ -133,6 +137,18 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TrainingOverrid
         "--data-format=", FLAGS_data_format, ": pstrain computes in channels_last (NHWC) only"));
   }
   std::vector<std::pair<std::string, std::string>> overrides = ExplicitTrainingFlags();
+  if (!FLAGS_output_dir.empty()) {
+    gflags::CommandLineFlagInfo job_dir;
+    if (gflags::GetCommandLineFlagInfo("job_dir", &job_dir) && !job_dir.is_default) {
+      if (job_dir.current_value != FLAGS_output_dir) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--output_dir=", FLAGS_output_dir, " and --job_dir=", job_dir.current_value,
+            " name different job dirs; give one of them"));
+      }
+    } else {
+      overrides.emplace_back("job_dir", FLAGS_output_dir);
+    }
+  }
   if (FLAGS_sync) {
     gflags::CommandLineFlagInfo update;
     if (gflags::GetCommandLineFlagInfo("update", &update) && !update.is_default &&

@@ -27,8 +27,9 @@ struct RoleConfig {
 // in TrainingFieldNames() order.
 std::vector<std::pair<std::string, std::string>> ExplicitTrainingFlags();
 
-// ExplicitTrainingFlags plus what the CIFAR-10 estimator's cifar10_main.py
-// flags without a training field of their own mean (--sync: update sync);
+// ExplicitTrainingFlags plus what the tutorials' flags without a training
+// field of their own mean (cifar10_main.py's --sync: update sync; the MNIST
+// trainer's --output_dir: job_dir, an error if --job_dir names another);
 // InvalidArgument, naming the flag, for --num-gpus other than 0,
 // --variable-strategy other than CPU, --data-format other than
 // channels_last.

@@ -1,5 +1,6 @@
 #include "common/role_main.h"
 
+#include <cstdio>
 #include <thread>
 
 #include "common/env.h"
@@ -18,6 +19,11 @@ void InitProcess(int* argc, char*** argv, const char* usage) {
   gflags::SetUsageMessage(usage);
   gflags::ParseCommandLineFlags(argc, argv, true);
   FLAGS_logtostderr = true;
+  // Every line leaves the process as it is written, so the last lines
+  // before a crash or a kill reach the launcher (or the terminal).
+  FLAGS_logbuflevel = -1;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::setvbuf(stderr, nullptr, _IONBF, 0);
   google::InitGoogleLogging((*argv)[0]);
 }
 

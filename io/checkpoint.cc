@@ -358,9 +358,26 @@ std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job
   return *contents;
 }
 
-bool JobAlreadyFinished(Env* env, const std::string& job_dir) {
+std::optional<int64_t> CompletionMarkerStep(const std::string& marker) {
+  for (absl::string_view line : absl::StrSplit(marker, '\n')) {
+    int64_t step = 0;
+    if (absl::ConsumePrefix(&line, "global_step:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &step)) {
+      return step;
+    }
+  }
+  return std::nullopt;
+}
+
+bool JobAlreadyFinished(Env* env, const std::string& job_dir, int64_t train_steps) {
   std::optional<std::string> marker = ReadCompletionMarker(env, job_dir);
   if (!marker.has_value()) return false;
+  const std::optional<int64_t> step = CompletionMarkerStep(*marker);
+  if (step.has_value() && train_steps > *step) {
+    LOG(INFO) << "the job in " << job_dir << " finished at global step " << *step
+              << "; training on from its last checkpoint to train_steps " << train_steps;
+    return false;
+  }
   LOG(INFO) << "the job in " << job_dir << " already finished ("
             << absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(*marker), {{"\n", ", "}})
             << "); nothing to do. To train again, use a new --job_dir or delete "

@@ -112,10 +112,15 @@ absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t
                                    const std::string& checkpoint);
 // The marker's contents, or nullopt if the job is not complete.
 std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir);
+// The global step a marker records; nullopt if it names none.
+std::optional<int64_t> CompletionMarkerStep(const std::string& marker);
 // True, after logging "the job in DIR already finished (...); nothing to
-// do ...", if `job_dir` holds the marker: every role checks this first and
-// exits 0.
-bool JobAlreadyFinished(Env* env, const std::string& job_dir);
+// do ...", if `job_dir` holds the marker of a run that reached
+// `train_steps` (TensorFlow's max_steps: a global target). A larger
+// `train_steps` trains the job further from its last checkpoint (logged;
+// the chief rewrites the marker at the new end). Every role checks this
+// first and exits 0 when it is true.
+bool JobAlreadyFinished(Env* env, const std::string& job_dir, int64_t train_steps);
 
 // The values of any range of the flat vectors, assembled from a checkpoint's
 // shard files however the ranges of the ps that wrote them were cut (so a

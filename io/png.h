@@ -9,15 +9,17 @@
 
 namespace pstrain {
 
+// PNG through libpng.
+
 // Encodes an 8-bit image as PNG (what TensorBoard's image summaries carry).
 // `pixels` are row-major HWC with `channels` 1 (grayscale), 2 (gray +
-// alpha), 3 (RGB) or 4 (RGBA). Every row uses filter "none"; the image data
-// is zlib-compressed.
+// alpha), 3 (RGB) or 4 (RGBA). Every row uses filter "none".
 absl::StatusOr<std::string> EncodePng(int height, int width, int channels,
                                       absl::Span<const uint8_t> pixels);
 
-// A decoded 8-bit PNG (only the kind EncodePng writes: non-interlaced, bit
-// depth 8, any of the five filter types). For tests and inspection.
+// A decoded 8-bit PNG (non-interlaced, bit depth 8, 1-4 channels, any
+// filter). Any CRC mismatch, truncation or trailing bytes is DataLoss. For
+// tests and inspection.
 struct PngImage {
   int height = 0, width = 0, channels = 0;
   std::string pixels;  // HWC

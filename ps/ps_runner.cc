@@ -80,7 +80,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   const JobConfig& job = role.job;
   const TrainingSpec& t = job.training;
   const int index = role.task.task_index;
-  if (JobAlreadyFinished(context.env, t.job_dir)) return absl::OkStatus();
+  if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) return absl::OkStatus();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsTask> task,
                            PsTask::Create(job, *model, index, context.env));

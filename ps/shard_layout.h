@@ -10,9 +10,10 @@
 
 namespace pstrain {
 
-// One independently updated piece of the flat parameter vector ("shard" on
-// the wire): it has its own optimizer slots, step and sync aggregation on its
-// ps, so a worker can push it as soon as its gradients are ready.
+// One independently updated piece of the flat parameter vector (`chunk` on
+// the wire; a ParameterShard holds one on its ps task): it has its own
+// optimizer slots, step and sync aggregation, so a worker can push it as soon
+// as its gradients are ready.
 struct Chunk {
   int ps = 0;
   int64_t begin = 0;  // [begin, end) of the flat trainable vector

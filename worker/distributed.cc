@@ -61,10 +61,11 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& j
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
-    const JobConfig& job, const ShardLayout& layout, absl::Duration retry_budget) {
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<GrpcParameterServers> servers,
-      GrpcParameterServers::Create(job.cluster.ps, layout, RpcTimeout(job), retry_budget));
+    const JobConfig& job, const ShardLayout& layout, const CallPatience& patience) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterServers> servers,
+                           GrpcParameterServers::Create(job.cluster.ps, layout,
+                                                        patience.deadline.value_or(RpcTimeout(job)),
+                                                        patience.retry_budget));
   return servers;
 }
 
@@ -72,7 +73,7 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   const JobConfig& job = role.job;
   const TrainingSpec& t = job.training;
   const int task = role.task.task_index;
-  if (JobAlreadyFinished(context.env, t.job_dir)) return absl::OkStatus();
+  if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) return absl::OkStatus();
   const ReplicaSpec spec = ReplicaSpecOf(job, ReplicaId(job, role.task));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
   const ShardLayout layout = ComputeShardLayout(*model, static_cast<int>(job.cluster.ps.size()));

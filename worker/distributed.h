@@ -23,11 +23,9 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(
     const JobConfig& job, const ShardLayout& layout, int replica,
     absl::Duration retry_budget = absl::Seconds(60));
 
-// The job's ParameterServers over gRPC, retrying a ps that does not answer
-// for `retry_budget`.
+// The job's ParameterServers over gRPC, as patient as `patience` says.
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
-    const JobConfig& job, const ShardLayout& layout,
-    absl::Duration retry_budget = absl::Seconds(60));
+    const JobConfig& job, const ShardLayout& layout, const CallPatience& patience = {});
 
 // Runs worker task role.task.task_index: waits for the initialized ps, trains
 // its shard of the data until the job is done, returns OK. A stop request

@@ -2,6 +2,7 @@
 #define PSTRAIN_WORKER_PARAMETER_SERVERS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,14 @@
 #include "worker/parameter_client.h"
 
 namespace pstrain {
+
+// How patient a handle on the parameter servers is: how long a ps that does
+// not answer (UNAVAILABLE) is retried, and each call's deadline (unset: one
+// that fits the job's update mode).
+struct CallPatience {
+  absl::Duration retry_budget = absl::Seconds(60);
+  std::optional<absl::Duration> deadline;
+};
 
 // Every ps task of a job, as the chief (and a worker, to wait and leave)
 // addresses them all at once: the admin side of the protocol, next to
