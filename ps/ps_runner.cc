@@ -63,14 +63,17 @@ bool ServeUntilShutdown(PsTask* task, const TrainingSpec& t, const TerminationNo
 
 // Lets every replica still running learn that the job is over before the
 // port closes, so none of them waits on a ps that is gone; and the chief's
-// polling loops (every 200 ms) see the end in a Status answer.
-void Linger(const PsTask& task) {
+// polling loops (every 200 ms) see the end in a Status answer. A job that
+// never started (nobody initialized the ps) has no replica to wait for, and
+// a stop request ends the wait.
+void Linger(const PsTask& task, const TerminationNotice* stop) {
   const absl::Time shutdown_at = absl::Now();
-  const absl::Time linger_until = shutdown_at + absl::Seconds(5);
+  const absl::Time linger_until =
+      shutdown_at + (task.Status().initialized ? absl::Seconds(5) : absl::Seconds(1));
   while ((task.replicas_told_done() < task.total_replicas() ||
           absl::Now() < shutdown_at + absl::Seconds(1)) &&
          absl::Now() < linger_until) {
-    absl::SleepFor(absl::Milliseconds(50));
+    if (stop->WaitFor(absl::Milliseconds(50))) return;
   }
 }
 
@@ -101,7 +104,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     return absl::OkStatus();
   }
-  Linger(*task);
+  Linger(*task, context.termination);
   const ParameterShard::Stats stats = task->TotalStats();
   LOG(INFO) << "ps " << index << " done at global step " << stats.global_step << ": "
             << stats.applied_updates << " updates applied, " << stats.stale_pushes
