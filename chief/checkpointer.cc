@@ -228,7 +228,7 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<ShardSaved>& s
   }
   PSTRAIN_RETURN_IF_ERROR(
       env_->WriteFileAtomic(JoinPath(t.job_dir, "checkpoint"), FormatCheckpointState(state)));
-  if (t.keep_checkpoint_max > 0) {
+  if (t.keep_checkpoint_max > 0 && !kept.empty()) {
     absl::StatusOr<std::vector<int64_t>> deleted =
         DeleteCheckpointsBefore(env_, t.job_dir, kept.back(), step);
     if (!deleted.ok()) {

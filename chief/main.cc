@@ -2,10 +2,11 @@
 // evaluate, end the job).
 //   pstrain-chief --config cluster.yaml --job_name chief   (or TF_CONFIG)
 #include "chief/coordinator.h"
+#include "cloud/gcs_env.h"
 #include "common/role_main.h"
 
 int main(int argc, char** argv) {
   pstrain::InitProcess(&argc, &argv,
                        "pstrain-chief --config FILE --job_name chief  (or TF_CONFIG)");
-  return pstrain::RunRole("chief", pstrain::RunChief);
+  return pstrain::RunRole("chief", pstrain::RunChief, pstrain::ProcessEnv());
 }

@@ -31,8 +31,8 @@ int ComputeThreads(int threads) {
   return threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
 }
 
-int RunRole(const char* job_name, const RoleRunner& run) {
-  absl::StatusOr<RoleConfig> role = ResolveRoleFromFlags(Env::Default());
+int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
+  absl::StatusOr<RoleConfig> role = ResolveRoleFromFlags(env);
   if (!role.ok()) {
     LOG(ERROR) << role.status().message();
     return 2;
@@ -44,7 +44,7 @@ int RunRole(const char* job_name, const RoleRunner& run) {
     return 2;
   }
   RoleContext context;
-  context.env = Env::Default();
+  context.env = env;
   // SIGTERM (a preemption notice) and SIGINT stop the role in order.
   context.termination = ProcessTerminationNotice();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,

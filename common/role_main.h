@@ -16,12 +16,13 @@ void InitProcess(int* argc, char*** argv, const char* usage);
 using RoleRunner = std::function<absl::Status(const RoleConfig&, const RoleContext&)>;
 
 // The cluster part of a role's main(): resolves the role from --config or
-// TF_CONFIG, checks it is a `job_name` task, installs the SIGTERM/SIGINT
-// handlers, caps the compute threads, and runs `run` with the process's Env
-// and termination notice. Returns the process exit code: 0, 1 when `run`
+// TF_CONFIG (read through `env`), checks it is a `job_name` task, installs
+// the SIGTERM/SIGINT handlers, caps the compute threads, and runs `run` with
+// `env` (the process's: local files and gs:// paths) and the process's
+// termination notice. Returns the process exit code: 0, 1 when `run`
 // fails, 2 for a bad command line or config. Every failure is logged with
 // its reason.
-int RunRole(const char* job_name, const RoleRunner& run);
+int RunRole(const char* job_name, const RoleRunner& run, Env* env);
 
 // Compute threads for a `threads` setting: itself, or every core for 0.
 int ComputeThreads(int threads);

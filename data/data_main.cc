@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "data/convert.h"
 #include "data/tfrecord_dataset.h"
@@ -27,7 +28,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  pstrain::Env* env = pstrain::Env::Default();
+  pstrain::Env* env = pstrain::ProcessEnv();
   if (argc == 4 && std::strcmp(argv[1], "convert") == 0) {
     absl::StatusOr<std::vector<pstrain::ConvertedFile>> files = pstrain::ConvertToTfRecords(
         env, argv[2], argv[3],

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
   }
-  pstrain::Env* env = pstrain::Env::Default();
+  pstrain::Env* env = pstrain::ProcessEnv();
   absl::StatusOr<std::vector<std::string>> paths =
       pstrain::CheckpointIndexPaths(env, argv[1], FLAGS_all_checkpoints);
   if (!paths.ok()) {

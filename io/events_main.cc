@@ -3,6 +3,7 @@
 //   pstrain-events <dir>
 #include <cstdio>
 
+#include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "io/event_inspect.h"
 
@@ -11,7 +12,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: pstrain-events <log dir, e.g. a job dir>\n");
     return 2;
   }
-  absl::StatusOr<std::string> report = pstrain::InspectEventDir(pstrain::Env::Default(), argv[1]);
+  absl::StatusOr<std::string> report = pstrain::InspectEventDir(pstrain::ProcessEnv(), argv[1]);
   if (!report.ok()) {
     std::fprintf(stderr, "pstrain-events: %s\n", std::string(report.status().message()).c_str());
     return 1;

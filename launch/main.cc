@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/role_flags.h"
@@ -33,7 +34,7 @@ void OnSignal(int) { pstrain::Supervisor::RequestStopFromSignal(); }
 
 int Launch() {
   using pstrain::WriteLineToStdout;
-  pstrain::Env* env = pstrain::Env::Default();
+  pstrain::Env* env = pstrain::ProcessEnv();
   if (FLAGS_config.empty()) {
     WriteLineToStdout("[launcher] --config is required: the cluster YAML to launch");
     return 2;
@@ -72,8 +73,9 @@ int Launch() {
   }
   // The children read the effective config (file plus overrides, ports
   // assigned), kept in the job dir as a record of what ran.
+  const std::string job_config = pstrain::JoinPath(job->training.job_dir, "launch-config.yaml");
   const std::string config_path =
-      std::filesystem::absolute(pstrain::JoinPath(job->training.job_dir, "launch-config.yaml"));
+      pstrain::IsGcsPath(job_config) ? job_config : std::filesystem::absolute(job_config).string();
   if (absl::Status s = env->WriteFileAtomic(config_path, pstrain::JobConfigToYaml(*job)); !s.ok()) {
     WriteLineToStdout(absl::StrCat("[launcher] ", s.message()));
     return 1;

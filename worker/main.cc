@@ -3,6 +3,7 @@
 // or, with no cluster, a trainer on its own with parameters and optimizer in
 // this process (like an Estimator run without TF_CONFIG):
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
+#include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/role_main.h"
 #include "glog/logging.h"
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "unexpected argument \"" << argv[1] << "\"; flags look like --name=value";
     return 2;
   }
-  if (pstrain::HasClusterFlags()) return pstrain::RunRole("worker", pstrain::RunWorker);
+  if (pstrain::HasClusterFlags())
+    return pstrain::RunRole("worker", pstrain::RunWorker, pstrain::ProcessEnv());
 
   absl::StatusOr<pstrain::TrainingSpec> spec = pstrain::TrainingSpecFromFlags();
   absl::StatusOr<pstrain::LocalTrainingConfig> config =
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
                                   pstrain::ComputeThreads(spec->threads));
   absl::StatusOr<pstrain::EvalMetrics> metrics =
-      pstrain::RunLocalTraining(pstrain::Env::Default(), *config);
+      pstrain::RunLocalTraining(pstrain::ProcessEnv(), *config);
   if (!metrics.ok()) {
     LOG(ERROR) << "Training failed: " << metrics.status();
     return 1;
