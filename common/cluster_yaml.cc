@@ -90,15 +90,17 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
         absl::StrCat(source.name, ": is empty; it needs a cluster or trainingInput section"));
   }
   static const std::vector<std::string>* const kKeys =
-      new std::vector<std::string>{"cluster", "training", "trainingInput"};
-  std::optional<YAML::Node> cluster, training, training_input;
+      new std::vector<std::string>{"cluster", "training", "trainingInput", "gce"};
+  std::optional<YAML::Node> cluster, training, training_input, gce;
   PSTRAIN_RETURN_IF_ERROR(
       ForEachEntry(source, root, "",
                    [&](const std::string& key, const YAML::Node& key_node,
                        const YAML::Node& value) -> absl::Status {
+                     // gce: the Compute Engine section, pstrain-gce's (launch/gce_plan.h).
                      std::optional<YAML::Node>* section = key == "cluster"         ? &cluster
                                                           : key == "training"      ? &training
                                                           : key == "trainingInput" ? &training_input
+                                                          : key == "gce"           ? &gce
                                                                                    : nullptr;
                      if (section == nullptr) {
                        return ErrorAt(source, key_node, UnknownKeyMessage("", key, *kKeys));
@@ -111,8 +113,11 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
                    }));
   if (cluster.has_value() == training_input.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        source.name, cluster ? ": give either cluster or trainingInput, not both"
-                             : ": no cluster section (or Cloud ML Engine trainingInput section)"));
+        source.name,
+        cluster ? ": give either cluster or trainingInput, not both"
+        : gce   ? ": no cluster section: a config with a gce section runs on Compute Engine "
+                  "with pstrain-gce up"
+                : ": no cluster section (or Cloud ML Engine trainingInput section)"));
   }
   JobConfig config;
   std::set<std::string> set_keys;

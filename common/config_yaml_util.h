@@ -4,9 +4,10 @@
 // Internal to the job-config parsers (cluster YAML, Cloud ML Engine
 // trainingInput, TF_CONFIG): YAML helpers that turn yaml-cpp's nodes and
 // exceptions into absl::Status with the source and line, and key
-// suggestions. Not for use outside common/.
+// suggestions. For the parsers in common/ and launch/gce_plan.cc only.
 //
-// yaml-cpp reports parse errors by throwing YAML::Exception. The parsers are
+// yaml-cpp reports parse errors by throwing YAML::Exception. The parsers (and
+// launch/gce_plan.cc, which reads the gce section with these helpers) are
 // the one place in pstrain where exceptions are caught: every parsing entry
 // point runs its body inside CatchYamlExceptions, which turns them into
 // absl::Status. (YAML::Emitter, used by JobConfigToYaml, does not throw.)

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "data/convert.h"
@@ -28,6 +29,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-data")) return 0;
   pstrain::Env* env = pstrain::ProcessEnv();
   if (argc == 4 && std::strcmp(argv[1], "convert") == 0) {
     absl::StatusOr<std::vector<pstrain::ConvertedFile>> files = pstrain::ConvertToTfRecords(

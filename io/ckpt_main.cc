@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "gflags/gflags.h"
@@ -45,6 +46,7 @@ bool HasUnknownFlag(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-ckpt")) return 0;
   gflags::SetUsageMessage(kUsage);
   if (HasUnknownFlag(argc, argv)) {
     std::fprintf(stderr, "%s\n", kUsage);

@@ -3,11 +3,13 @@
 //   pstrain-events <dir>
 #include <cstdio>
 
+#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "io/event_inspect.h"
 
 int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-events")) return 0;
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: pstrain-events <log dir, e.g. a job dir>\n");
     return 2;

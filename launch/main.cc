@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/version.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cloud/gcs_env.h"
@@ -119,6 +120,7 @@ int Launch() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-launch")) return 0;
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::SetUsageMessage(
       "pstrain-launch --config FILE [--train_steps=N --job_dir=DIR --update=sync ...]\n"

@@ -3,6 +3,7 @@
 // or, with no cluster, a trainer on its own with parameters and optimizer in
 // this process (like an Estimator run without TF_CONFIG):
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
+#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/role_main.h"
@@ -46,6 +47,7 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-worker")) return 0;
   pstrain::InitProcess(
       &argc, &argv,
       "pstrain-worker --config FILE --job_name worker --task_index I   (or TF_CONFIG)\n"

@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# pstrain's Compute Engine startup script (instance metadata "startup-script",
+# run as root at every boot, also after a preempted VM is recreated).
+#
+# Reads this instance's settings from the metadata server, installs the
+# pstrain package from the bucket, and runs this VM's task: pstrain@<role>
+# under systemd, or as a plain background process where systemd does not run
+# (pstrain-run: direct). A job whose COMPLETED marker in the job dir already
+# records train_steps is not trained again: the script stops this VM's
+# managed instance group (resize to 0) instead, so a finished job's group does
+# not keep recreating VMs.
+#
+# Instance attributes (pstrain-gce sets them):
+#   pstrain-role            ps, chief or worker                       (required)
+#   pstrain-task-index      this task's index in its role's list       (required)
+#   pstrain-cluster-config  the cluster YAML (addresses are instance names)  (required)
+#   pstrain-job-dir         gs://bucket/job                            (required)
+#   pstrain-train-steps     the job's global target                    (required)
+#   pstrain-data-dir        gs://bucket/data (else the config's)
+#   pstrain-flags           more training flags, e.g. "--update=sync --batch_size=100"
+#   pstrain-package         gs://bucket/pstrain_<version>_amd64.deb (else: already installed)
+#   pstrain-group           the managed instance group (else read from "created-by")
+#   pstrain-storage-endpoint  a Cloud Storage emulator (tests); else storage.googleapis.com
+#   pstrain-install-root    unpack the package here instead of installing it (tests)
+#   pstrain-run             systemd (default where systemd runs) or direct
+# The metadata server is http://metadata.google.internal, or GCE_METADATA_HOST
+# (host:port) as for Google's client libraries.
+set -euo pipefail
+
+log() { echo "pstrain-startup: $*" >&2; logger -t pstrain-startup -- "$*" 2>/dev/null || true; }
+die() { log "error: $*"; exit 1; }
+
+metadata_base="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
+
+# md KEY [default]: an instance attribute; without a default a missing key is
+# an error naming it.
+md() {
+  local value status
+  value="$(curl -sS --max-time 10 --retry 5 --retry-connrefused -w '\n%{http_code}' \
+    -H 'Metadata-Flavor: Google' "$metadata_base/instance/attributes/$1" 2>&1)" ||
+    die "the metadata server at $metadata_base does not answer: $value"
+  status="${value##*$'\n'}"
+  value="${value%$'\n'*}"
+  if [[ "$status" == 200 ]]; then
+    printf '%s' "$value"
+  elif [[ "$status" == 404 && $# -ge 2 ]]; then
+    printf '%s' "$2"
+  elif [[ "$status" == 404 ]]; then
+    die "instance metadata $1 is not set ($metadata_base/instance/attributes/$1); set it with: gcloud compute instances add-metadata $(hostname) --metadata $1=..."
+  else
+    die "metadata $1: HTTP $status from $metadata_base: $value"
+  fi
+}
+
+urlencode() {
+  local s="$1" out="" c h i
+  for ((i = 0; i < ${#s}; i++)); do
+    c="${s:i:1}"
+    case "$c" in
+      [a-zA-Z0-9._~-]) out+="$c" ;;
+      *) printf -v h '%%%02X' "'$c"; out+="$h" ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+
+role="$(md pstrain-role)"
+task_index="$(md pstrain-task-index)"
+case "$role" in ps | chief | worker) ;; *) die "metadata pstrain-role = '$role': use ps, chief or worker" ;; esac
+[[ "$task_index" =~ ^[0-9]+$ ]] || die "metadata pstrain-task-index = '$task_index' is not a task index (0, 1, ...)"
+cluster_config="$(md pstrain-cluster-config)"
+job_dir="$(md pstrain-job-dir)"
+train_steps="$(md pstrain-train-steps)"
+[[ "$train_steps" =~ ^[0-9]+$ && "$train_steps" -gt 0 ]] ||
+  die "metadata pstrain-train-steps = '$train_steps' is not a positive number of steps"
+[[ "$job_dir" == gs://?*/?* ]] || die "metadata pstrain-job-dir = '$job_dir' is not a gs://bucket/path job dir"
+data_dir="$(md pstrain-data-dir "")"
+extra_flags="$(md pstrain-flags "")"
+package="$(md pstrain-package "")"
+endpoint="$(md pstrain-storage-endpoint "")"
+root="$(md pstrain-install-root "")"
+run_mode="$(md pstrain-run "")"
+if [[ -z "$run_mode" ]]; then
+  if [[ -d /run/systemd/system ]]; then run_mode=systemd; else run_mode=direct; fi
+fi
+
+# Cloud Storage: the emulator as it is, or the real service with the
+# instance service account's token.
+auth=()
+if [[ -n "$endpoint" ]]; then
+  storage="$endpoint"
+else
+  storage="https://storage.googleapis.com"
+  token_json="$(curl -sS --fail --max-time 10 -H 'Metadata-Flavor: Google' \
+    "$metadata_base/instance/service-accounts/default/token")" ||
+    die "no access token from the metadata server (does the instance have a service account?)"
+  token="$(sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p' <<<"$token_json")"
+  [[ -n "$token" ]] || die "the metadata server's token answer has no access_token"
+  auth=(-H "Authorization: Bearer $token")
+fi
+
+# gcs_get gs://bucket/object FILE: 0 if fetched, 1 if there is no such object.
+gcs_get() {
+  local path="${1#gs://}" status
+  local bucket="${path%%/*}" object="${path#*/}"
+  status="$(curl -sS --max-time 600 --retry 5 --retry-connrefused "${auth[@]}" -o "$2" \
+    -w '%{http_code}' "$storage/storage/v1/b/$(urlencode "$bucket")/o/$(urlencode "$object")?alt=media")" ||
+    die "Cloud Storage at $storage is unreachable (fetching $1)"
+  case "$status" in
+    200) return 0 ;;
+    404) rm -f "$2"; return 1 ;;
+    401 | 403) die "$1: HTTP $status: the instance's service account cannot read it" ;;
+    *) die "$1: HTTP $status from $storage: $(head -c 200 "$2" 2>/dev/null)" ;;
+  esac
+}
+
+# The global step the job dir's COMPLETED marker records, or nothing.
+completed_step() {
+  local marker
+  marker="$(mktemp)"
+  if gcs_get "$job_dir/COMPLETED" "$marker"; then
+    sed -n 's/^global_step: *\([0-9]*\).*/\1/p' "$marker"
+  fi
+  rm -f "$marker"
+}
+
+# Resizes this VM's managed instance group to 0, so a finished job's group
+# stops recreating VMs.
+stop_group() {
+  local group zone created_by
+  group="$(md pstrain-group "")"
+  if [[ -z "$group" ]]; then
+    created_by="$(md created-by "")"
+    group="${created_by##*/}"
+  fi
+  zone="$(curl -sS --max-time 10 -H 'Metadata-Flavor: Google' "$metadata_base/instance/zone" 2>/dev/null || true)"
+  zone="${zone##*/}"
+  if [[ -z "$group" ]]; then
+    log "this VM is in no managed instance group; nothing to stop"
+    return 0
+  fi
+  log "stopping managed instance group $group${zone:+ in $zone} (resize to 0)"
+  if ! gcloud compute instance-groups managed resize "$group" --size=0 ${zone:+--zone="$zone"} --quiet; then
+    log "could not resize $group to 0; delete the job with: pstrain-gce down"
+  fi
+}
+
+# The job already reached train_steps: stop this VM's group instead of training.
+done_step="$(completed_step)"
+if [[ -n "$done_step" && "$done_step" -ge "$train_steps" ]]; then
+  log "the job in $job_dir is COMPLETED at global step $done_step (train_steps $train_steps); not training again"
+  stop_group
+  exit 0
+fi
+
+# The package.
+bin_dir="$root/usr/bin"
+if [[ -n "$package" ]]; then
+  mkdir -p "$root/var/cache/pstrain"
+  deb="$root/var/cache/pstrain/pstrain.deb"
+  gcs_get "$package" "$deb" || die "metadata pstrain-package names $package, which does not exist"
+  if [[ -n "$root" ]]; then
+    dpkg-deb -x "$deb" "$root" || die "cannot unpack $package"
+  else
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$deb" >/dev/null ||
+      die "cannot install $package (apt-get install)"
+  fi
+  log "installed $("$bin_dir/pstrain-$role" --version) from $package"
+fi
+[[ -x "$bin_dir/pstrain-$role" ]] || die "$bin_dir/pstrain-$role is missing: set metadata pstrain-package"
+
+# The task's settings, then the task.
+mkdir -p "$root/etc/pstrain" "$root/var/log"
+printf '%s\n' "$cluster_config" >"$root/etc/pstrain/cluster.yaml"
+flags="--config=$root/etc/pstrain/cluster.yaml --job_name=$role --task_index=$task_index --job_dir=$job_dir --train_steps=$train_steps"
+if [[ -n "$data_dir" ]]; then flags+=" --data_dir=$data_dir"; fi
+if [[ -n "$extra_flags" ]]; then flags+=" $extra_flags"; fi
+env_file="$root/etc/pstrain/pstrain.env"
+echo "PSTRAIN_FLAGS=\"$flags\"" >"$env_file"
+if [[ -n "$endpoint" ]]; then echo "STORAGE_EMULATOR_HOST=$endpoint" >>"$env_file"; fi
+if [[ -n "${GCE_METADATA_HOST:-}" ]]; then echo "GCE_METADATA_HOST=$GCE_METADATA_HOST" >>"$env_file"; fi
+log "starting $role $task_index: pstrain-$role $flags"
+
+if [[ "$run_mode" == systemd ]]; then
+  systemctl daemon-reload
+  systemctl enable pstrain@"$role" >/dev/null 2>&1 || true
+  systemctl restart pstrain@"$role"
+  while systemctl is-active --quiet pstrain@"$role"; do sleep 10; done
+  result="$(systemctl show -p ExecMainStatus --value pstrain@"$role")"
+else
+  # shellcheck disable=SC2086  # the flags are words
+  (
+    if [[ -n "$endpoint" ]]; then export STORAGE_EMULATOR_HOST="$endpoint"; fi
+    exec "$bin_dir/pstrain-$role" $flags >>"$root/var/log/pstrain-$role.log" 2>&1
+  ) &
+  pid=$!
+  echo "$pid" >"$root/var/log/pstrain-$role.pid"
+  result=0
+  wait "$pid" || result=$?
+fi
+log "pstrain-$role exited with status $result"
+
+# Finished now: this group's job is done. A worker or ps ends a moment before
+# the chief has written COMPLETED (its final evaluation and checkpoint), so
+# wait for it a while.
+if [[ "$result" == 0 ]]; then
+  for _ in $(seq 1 60); do
+    done_step="$(completed_step)"
+    if [[ -n "$done_step" && "$done_step" -ge "$train_steps" ]]; then
+      log "the job is COMPLETED at global step $done_step"
+      stop_group
+      break
+    fi
+    sleep 1
+  done
+fi
+exit "$result"
