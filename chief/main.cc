@@ -1,10 +1,10 @@
 // pstrain-chief: coordinates a job (initialize, train as replica 0,
 // evaluate, end the job).
 //   pstrain-chief --config cluster.yaml --job_name chief   (or TF_CONFIG)
-#include "common/version.h"
 #include "chief/coordinator.h"
 #include "cloud/gcs_env.h"
 #include "common/role_main.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-chief")) return 0;

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
+#include "common/version.h"
 #include "data/convert.h"
 #include "data/tfrecord_dataset.h"
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
+#include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "io/checkpoint_inspect.h"

@@ -3,9 +3,9 @@
 //   pstrain-events <dir>
 #include <cstdio>
 
-#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
+#include "common/version.h"
 #include "io/event_inspect.h"
 
 int main(int argc, char** argv) {

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "common/version.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/role_flags.h"
+#include "common/version.h"
 #include "gflags/gflags.h"
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"

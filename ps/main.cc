@@ -1,9 +1,9 @@
 // pstrain-ps: one parameter server of a job.
 //   pstrain-ps --config cluster.yaml --job_name ps --task_index 0
 // or with TF_CONFIG set ({"cluster": ..., "task": {"type": "ps", "index": 0}}).
-#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/role_main.h"
+#include "common/version.h"
 #include "ps/ps_runner.h"
 
 int main(int argc, char** argv) {

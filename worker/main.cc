@@ -3,10 +3,10 @@
 // or, with no cluster, a trainer on its own with parameters and optimizer in
 // this process (like an Estimator run without TF_CONFIG):
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
-#include "common/version.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/role_main.h"
+#include "common/version.h"
 #include "glog/logging.h"
 #include "models/model_options.h"
 #include "ps/optimizer_config.h"
