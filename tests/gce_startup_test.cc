@@ -134,27 +134,42 @@ TEST_F(GceStartupTest, VmsInstallTrainFromTheBucketAndStopTheirGroupsWhenComplet
       << ReadAll(again.log_path);
 }
 
-TEST_F(GceStartupTest, ShutdownScriptCheckpointsAndABadMetadataValueIsNamed) {
+TEST_F(GceStartupTest, APreemptedChiefVmIsRecreatedAndTheJobResumesFromTheBucket) {
   auto ps = Vm("ps", 0), chief = Vm("chief", 0), worker = Vm("worker", 0);
   for (auto* vm : {ps.get(), chief.get(), worker.get()}) {
-    vm->Set("instance/attributes/pstrain-train-steps", "100000");
+    vm->Set("instance/attributes/pstrain-train-steps", "60");
   }
   std::vector<Background> vms = {Boot(*ps, "ps", 0), Boot(*chief, "chief", 0),
                                  Boot(*worker, "worker", 0)};
   const std::string chief_log = JoinPath(dir_, "vm-chief/var/log/pstrain-chief.log");
   ASSERT_TRUE(WaitForText(chief_log, "step = 20,", 120)) << ReadAll(chief_log);
   // The chief's VM is preempted: its shutdown script sends SIGTERM; the
-  // chief saves a checkpoint and ends the job.
+  // chief saves a checkpoint and ends the job; its startup script ends.
   const std::string host = chief->base_url().substr(std::string("http://").size());
   ProcessResult r = RunProcess({"/usr/bin/env", "GCE_METADATA_HOST=" + host, "bash",
                                 JoinPath(kSourceDir, "deploy/gce/shutdown.sh")},
                                60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (Background& vm : vms) EXPECT_EQ(WaitProcess(&vm, 120), 0) << ReadAll(vm.log_path);
+  EXPECT_EQ(WaitProcess(&vms[1], 60), 0) << ReadAll(vms[1].log_path);
   EXPECT_NE(ReadAll(chief_log).find("checkpoint saved at global step"), std::string::npos)
       << ReadAll(chief_log);
   EXPECT_FALSE(gcs_.HasObject("bkt", "job/COMPLETED"));
+  // The other VMs start their tasks again; the recreated chief VM restores
+  // the bucket's checkpoint and the job finishes.
+  ASSERT_TRUE(WaitForText(vms[2].log_path, "starting it again", 60)) << ReadAll(vms[2].log_path);
+  Background recreated = Boot(*chief, "chief", 1);
+  EXPECT_EQ(WaitProcess(&recreated, 300), 0) << ReadAll(recreated.log_path);
+  EXPECT_NE(ReadAll(chief_log).find("training resumes at step"), std::string::npos)
+      << ReadAll(chief_log);
+  EXPECT_NE(ReadAll(chief_log).find("Saving dict for global step 60"), std::string::npos)
+      << ReadAll(chief_log);
+  EXPECT_EQ(WaitProcess(&vms[0], 120), 0) << ReadAll(vms[0].log_path);
+  EXPECT_EQ(WaitProcess(&vms[2], 120), 0) << ReadAll(vms[2].log_path);
+  EXPECT_TRUE(gcs_.HasObject("bkt", "job/COMPLETED"));
+}
 
+TEST_F(GceStartupTest, ABadMetadataValueOrAnUnreachableBucketIsNamed) {
+  auto worker = Vm("worker", 0);
   // A bad metadata value stops the startup script with its name.
   worker->Set("instance/attributes/pstrain-role", "trainer");
   Background bad = Boot(*worker, "bad", 0);

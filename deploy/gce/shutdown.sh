@@ -15,6 +15,9 @@ md() {
 role="$(md pstrain-role)"
 root="$(md pstrain-install-root)"
 case "$role" in ps | chief | worker) ;; *) log "no pstrain task on this VM"; exit 0 ;; esac
+# Tells the startup script the task ends because the VM stops, not because
+# the job is complete.
+mkdir -p "$root/var/log" && touch "$root/var/log/pstrain-$role.stopping"
 
 if systemctl is-active --quiet pstrain@"$role" 2>/dev/null; then
   log "stopping pstrain@$role (SIGTERM)"

@@ -5,7 +5,10 @@
 # Reads this instance's settings from the metadata server, installs the
 # pstrain package from the bucket, and runs this VM's task: pstrain@<role>
 # under systemd, or as a plain background process where systemd does not run
-# (pstrain-run: direct). A job whose COMPLETED marker in the job dir already
+# (pstrain-run: direct). A task that ends before the job is complete (the job
+# was stopped for another VM's preemption, or the task failed) is started
+# again, so the job resumes from its last checkpoint when the VM that was
+# preempted is recreated. A job whose COMPLETED marker in the job dir already
 # records train_steps is not trained again: the script stops this VM's
 # managed instance group (resize to 0) instead, so a finished job's group does
 # not keep recreating VMs.
@@ -180,38 +183,51 @@ echo "PSTRAIN_FLAGS=\"$flags\"" >"$env_file"
 if [[ -n "$endpoint" ]]; then echo "STORAGE_EMULATOR_HOST=$endpoint" >>"$env_file"; fi
 if [[ -n "${GCE_METADATA_HOST:-}" ]]; then echo "GCE_METADATA_HOST=$GCE_METADATA_HOST" >>"$env_file"; fi
 log "starting $role $task_index: pstrain-$role $flags"
+stopping="$root/var/log/pstrain-$role.stopping"
+rm -f "$stopping"
 
-if [[ "$run_mode" == systemd ]]; then
-  systemctl daemon-reload
-  systemctl enable pstrain@"$role" >/dev/null 2>&1 || true
-  systemctl restart pstrain@"$role"
-  while systemctl is-active --quiet pstrain@"$role"; do sleep 10; done
-  result="$(systemctl show -p ExecMainStatus --value pstrain@"$role")"
-else
-  # shellcheck disable=SC2086  # the flags are words
-  (
-    if [[ -n "$endpoint" ]]; then export STORAGE_EMULATOR_HOST="$endpoint"; fi
-    exec "$bin_dir/pstrain-$role" $flags >>"$root/var/log/pstrain-$role.log" 2>&1
-  ) &
-  pid=$!
-  echo "$pid" >"$root/var/log/pstrain-$role.pid"
-  result=0
-  wait "$pid" || result=$?
-fi
-log "pstrain-$role exited with status $result"
+# Runs the task until it exits; sets `result` to its exit status.
+run_task() {
+  if [[ "$run_mode" == systemd ]]; then
+    systemctl daemon-reload
+    systemctl enable pstrain@"$role" >/dev/null 2>&1 || true
+    systemctl restart pstrain@"$role"
+    while systemctl is-active --quiet pstrain@"$role"; do sleep 10; done
+    result="$(systemctl show -p ExecMainStatus --value pstrain@"$role")"
+  else
+    # shellcheck disable=SC2086  # the flags are words
+    (
+      if [[ -n "$endpoint" ]]; then export STORAGE_EMULATOR_HOST="$endpoint"; fi
+      exec "$bin_dir/pstrain-$role" $flags >>"$root/var/log/pstrain-$role.log" 2>&1
+    ) &
+    local pid=$!
+    echo "$pid" >"$root/var/log/pstrain-$role.pid"
+    result=0
+    wait "$pid" || result=$?
+  fi
+}
 
-# Finished now: this group's job is done. A worker or ps ends a moment before
-# the chief has written COMPLETED (its final evaluation and checkpoint), so
-# wait for it a while.
-if [[ "$result" == 0 ]]; then
-  for _ in $(seq 1 60); do
+# Until the job is COMPLETED: a task that ends before (the job was stopped
+# because another VM was preempted, or the task failed) is started again and
+# the job resumes from its last checkpoint once every task is back.
+while true; do
+  run_task
+  log "pstrain-$role exited with status $result"
+  if [[ -e "$stopping" ]]; then
+    exit "$result"  # this VM is stopping
+  fi
+  # A worker or ps ends a moment before the chief has written COMPLETED
+  # (its final evaluation and checkpoint): wait for it a while.
+  for _ in $(seq 1 20); do
     done_step="$(completed_step)"
     if [[ -n "$done_step" && "$done_step" -ge "$train_steps" ]]; then
       log "the job is COMPLETED at global step $done_step"
       stop_group
-      break
+      exit 0
     fi
+    [[ "$result" == 0 ]] || break
     sleep 1
   done
-fi
-exit "$result"
+  log "pstrain-$role ended before the job completed; starting it again in 5 s (the job resumes from its last checkpoint)"
+  sleep 5
+done
