@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_test_util.h"
 #include "common/config_yaml_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,30 +15,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Message(const absl::Status& status) { return std::string(status.message()); }
-
-// A runnable config: 1 chief, 2 workers, 1 ps.
-constexpr char kGoodYaml[] = R"(
-cluster:
-  chief: ["127.0.0.1:23450"]
-  worker: ["127.0.0.1:23451", "127.0.0.1:23452"]
-  ps: ["127.0.0.1:23453"]
-training:
-  job_dir: /tmp/job
-  train_steps: 3000
-)";
-
-JobConfig GoodConfig() {
-  absl::StatusOr<JobConfig> config = ParseJobConfig(kGoodYaml, "cluster.yaml");
-  EXPECT_TRUE(config.ok()) << config.status();
-  return *config;
-}
-
-// Expects InvalidArgument whose message contains every one of `parts`.
-void ExpectInvalid(const absl::Status& status, const std::vector<std::string>& parts) {
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  for (const std::string& part : parts) EXPECT_THAT(Message(status), HasSubstr(part));
-}
+using config_test::ExpectInvalid;
+using config_test::GoodConfig;
+using config_test::kGoodYaml;
+using config_test::Message;
 
 // ---------------------------------------------------------------------------
 // Parsing.
@@ -292,144 +273,6 @@ TEST(LoadJobConfigTest, ShippedExamplesAreValid) {
 }
 
 // ---------------------------------------------------------------------------
-// Cloud ML Engine trainingInput.
-
-TEST(TrainingInputTest, CustomAssignsConsecutiveLoopbackPorts) {
-  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(
-trainingInput:
-  scaleTier: CUSTOM
-  masterType: complex_model_m
-  workerType: standard
-  parameterServerType: large_model
-  workerCount: 3
-  parameterServerCount: 2
-training:
-  train_steps: 10
-)",
-                                                    "mlengine.yaml", 5000);
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:5000"});
-  EXPECT_EQ(config->cluster.worker,
-            (std::vector<std::string>{"127.0.0.1:5001", "127.0.0.1:5002", "127.0.0.1:5003"}));
-  EXPECT_EQ(config->cluster.ps, (std::vector<std::string>{"127.0.0.1:5004", "127.0.0.1:5005"}));
-  EXPECT_EQ(config->training.train_steps, 10);
-}
-
-TEST(TrainingInputTest, DefaultBasePort) {
-  absl::StatusOr<JobConfig> config = ParseJobConfig(
-      "trainingInput: {scaleTier: CUSTOM, workerCount: 1, parameterServerCount: 1}\n", "m.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:23450"});
-  EXPECT_EQ(config->cluster.worker, std::vector<std::string>{"127.0.0.1:23451"});
-  EXPECT_EQ(config->cluster.ps, std::vector<std::string>{"127.0.0.1:23452"});
-}
-
-TEST(TrainingInputTest, BasicIsOneChiefAndNothingElse) {
-  absl::StatusOr<JobConfig> config = ParseJobConfig("trainingInput: {scaleTier: BASIC}\n", "m");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"127.0.0.1:23450"});
-  EXPECT_TRUE(config->cluster.worker.empty());
-  EXPECT_TRUE(config->cluster.ps.empty());
-  config->training.job_dir = "j";
-  config->training.train_steps = 1;
-  ExpectInvalid(ValidateJobConfig(*config), {"cluster.ps is empty"});
-
-  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC, workerCount: 2}\n", "m").status(),
-                {"need scaleTier: CUSTOM"});
-}
-
-TEST(TrainingInputTest, StandardAndPremiumTiersKeepTheirShapeScaledToTheMachine) {
-  int workers = 0, ps = 0;
-  ASSERT_TRUE(config_internal::TierTaskCounts("STANDARD_1", 2, &workers, &ps));
-  EXPECT_EQ(workers, 1);
-  EXPECT_EQ(ps, 1);
-  ASSERT_TRUE(config_internal::TierTaskCounts("STANDARD_1", 16, &workers, &ps));
-  EXPECT_EQ(workers, 4);  // Cloud ML Engine's counts
-  EXPECT_EQ(ps, 3);
-  ASSERT_TRUE(config_internal::TierTaskCounts("PREMIUM_1", 8, &workers, &ps));
-  EXPECT_EQ(workers, 7);
-  EXPECT_EQ(ps, 4);
-  ASSERT_TRUE(config_internal::TierTaskCounts("PREMIUM_1", 64, &workers, &ps));
-  EXPECT_EQ(workers, 19);
-  EXPECT_EQ(ps, 11);
-  EXPECT_FALSE(config_internal::TierTaskCounts("BASIC_GPU", 8, &workers, &ps));
-
-  // A job config written for Cloud ML Engine runs as it is.
-  absl::StatusOr<JobConfig> config = ParseJobConfig(
-      "trainingInput: {scaleTier: STANDARD_1, jobDir: /tmp/j, args: [--train-steps=5]}\n", "m");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief.size(), 1u);
-  EXPECT_GE(config->cluster.worker.size(), 1u);
-  EXPECT_LE(config->cluster.worker.size(), 4u);
-  EXPECT_GE(config->cluster.ps.size(), 1u);
-  EXPECT_LE(config->cluster.ps.size(), 3u);
-  EXPECT_TRUE(ValidateJobConfig(*config).ok());
-  EXPECT_TRUE(ParseJobConfig("trainingInput: {scaleTier: PREMIUM_1}\n", "m").ok());
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: STANDARD_1, workerCount: 2}\n", "m").status(),
-      {"need scaleTier: CUSTOM (STANDARD_1 sets its own task counts)"});
-}
-
-TEST(TrainingInputTest, Errors) {
-  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC_GPU}\n", "m.yaml").status(),
-                {"m.yaml: trainingInput.scaleTier: \"BASIC_GPU\" is not supported"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workerCount: -1}\n", "m").status(),
-      {"trainingInput.workerCount: \"-1\" is not a task count"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, parameterServerCount: x}\n", "m").status(),
-      {"trainingInput.parameterServerCount"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: CUSTOM, workerCount: 10}\n", "m", 65530).status(),
-      {"ports 65530..65540"});
-  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC}\n", "m", 0).status(),
-                {"outside 1..65535"});
-}
-
-TEST(TrainingInputTest, JobDirAndArgsSetTrainingFields) {
-  absl::StatusOr<JobConfig> config = ParseJobConfig(R"(
-trainingInput:
-  scaleTier: CUSTOM
-  workerCount: 1
-  parameterServerCount: 1
-  jobDir: /jobs/a
-  args: ["--train-steps=20", "--batch_size", "32", "--nesterov", "--update=sync"]
-  region: us-central1
-  runtimeVersion: "1.15"
-training:
-  optimizer: momentum
-)",
-                                                    "m.yaml");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->training.job_dir, "/jobs/a");
-  EXPECT_EQ(config->training.train_steps, 20);
-  EXPECT_EQ(config->training.batch_size, 32);
-  EXPECT_TRUE(config->training.nesterov);
-  EXPECT_EQ(config->training.update, UpdateMode::kSync);
-  EXPECT_EQ(config->training.optimizer, "momentum");
-  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
-
-  ExpectInvalid(ParseJobConfig("trainingInput: {scaleTier: BASIC, jobDir: /a}\n"
-                               "training: {job_dir: /b}\n",
-                               "m")
-                    .status(),
-                {"training.job_dir is set twice"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--train_steps]}\n", "m").status(),
-      {"trainingInput.args[0]: --train_steps has no value"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--bach_size=1]}\n", "m").status(),
-      {"trainingInput.args[0]: unknown key training.bach_size (did you mean "
-       "batch_size?)"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [train_steps=1]}\n", "m").status(),
-      {"is not a flag"});
-  ExpectInvalid(
-      ParseJobConfig("trainingInput: {scaleTier: BASIC, args: [--seed=-3]}\n", "m").status(),
-      {"training.seed: \"-3\" is not a non-negative integer"});
-}
-
-// ---------------------------------------------------------------------------
 // Validation.
 
 TEST(ValidateJobConfigTest, GoodConfigIsValid) {
@@ -607,69 +450,6 @@ TEST(ClusterSpecTest, NumTasksAndAddress) {
   ExpectInvalid(cluster.address("nope", 0).status(), {"\"nope\" is not a job name"});
 }
 
-// ---------------------------------------------------------------------------
-// TF_CONFIG.
-
-TEST(TfConfigTest, Parses) {
-  absl::StatusOr<TfConfig> config = ParseTfConfig(R"({
-    "cluster": {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]},
-    "task": {"type": "worker", "index": 1},
-    "environment": "cloud"})");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"c:1"});
-  EXPECT_EQ(config->cluster.worker, (std::vector<std::string>{"w:1", "w:2"}));
-  EXPECT_EQ(config->cluster.ps, std::vector<std::string>{"p:1"});
-  EXPECT_EQ(config->task, (TaskSpec{"worker", 1}));
-}
-
-TEST(TfConfigTest, MasterAndCloudMlEngineExtras) {
-  absl::StatusOr<TfConfig> config = ParseTfConfig(
-      R"({"cluster": {"master": ["m:1"], "ps": ["p:1"]},
-          "task": {"type": "master", "index": 0, "trial": "", "cloud": "abc"},
-          "job": {"scale_tier": "CUSTOM"}, "environment": "cloud"})");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"m:1"});
-  EXPECT_EQ(config->task, (TaskSpec{"chief", 0}));
-
-  config = ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief"}})");
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->task.task_index, 0);
-}
-
-TEST(TfConfigTest, Errors) {
-  ExpectInvalid(ParseTfConfig("").status(), {"TF_CONFIG: is empty"});
-  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}})").status(),
-                {"TF_CONFIG: no \"task\""});
-  ExpectInvalid(ParseTfConfig(R"({"task": {"type": "chief"}})").status(),
-                {"TF_CONFIG: no \"cluster\""});
-  ExpectInvalid(
-      ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "evaluator"}})").status(),
-      {"TF_CONFIG: task.type: \"evaluator\" is not a job name"});
-  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"index": 0}})").status(),
-                {"TF_CONFIG: task has no \"type\""});
-  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"], "worker": ["w:1"]},
-                                  "task": {"type": "worker", "index": 1}})")
-                    .status(),
-                {"TF_CONFIG: task worker:1 is not in the cluster", "task_index 0..0"});
-  ExpectInvalid(
-      ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief", "index": "x"}})")
-          .status(),
-      {"TF_CONFIG: task.index: \"x\" is not an integer"});
-  ExpectInvalid(
-      ParseTfConfig(R"({"cluster": {"chef": ["c:1"]}, "task": {"type": "chief"}})").status(),
-      {"TF_CONFIG: unknown key cluster.chef (did you mean chief?)"});
-  ExpectInvalid(ParseTfConfig(R"({"clusters": {}, "task": {"type": "chief"}})").status(),
-                {"TF_CONFIG: unknown key clusters (did you mean cluster?)"});
-  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": "chief"})").status(),
-                {"TF_CONFIG: task must be an object"});
-  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {)").status(),
-                {"TF_CONFIG: JSON syntax error"});
-  ExpectInvalid(ParseTfConfig("[1, 2]").status(), {"TF_CONFIG: "});
-  // No line numbers in TF_CONFIG messages: it is usually one line.
-  EXPECT_THAT(Message(ParseTfConfig(R"({"cluster": {"x": []}, "task": {}})").status()),
-              Not(HasSubstr("line")));
-}
-
 TEST(RobustnessTest, DamagedInputIsAnErrorOrAConfigNeverACrash) {
   // Flips, drops and duplicates bytes of valid inputs; every result must be a
   // Status (yaml-cpp's exceptions must not escape).
@@ -750,134 +530,6 @@ TEST(JobConfigToYamlTest, WritesEveryField) {
   }
   EXPECT_THAT(yaml, HasSubstr("cluster:"));
   EXPECT_THAT(yaml, HasSubstr("\"127.0.0.1:23453\""));
-}
-
-// ---------------------------------------------------------------------------
-// SetTrainingField / GetTrainingField.
-
-TEST(SetTrainingFieldTest, EveryType) {
-  TrainingSpec t;
-  ASSERT_TRUE(SetTrainingField(&t, "batch_size", "64").ok());  // int
-  EXPECT_EQ(t.batch_size, 64);
-  ASSERT_TRUE(SetTrainingField(&t, "train_steps", "5000000000").ok());  // int64
-  EXPECT_EQ(t.train_steps, 5000000000);
-  ASSERT_TRUE(SetTrainingField(&t, "seed", "42").ok());  // uint64
-  EXPECT_EQ(t.seed, 42u);
-  ASSERT_TRUE(SetTrainingField(&t, "learning_rate", "1e-2").ok());  // double
-  EXPECT_DOUBLE_EQ(t.learning_rate, 0.01);
-  ASSERT_TRUE(SetTrainingField(&t, "sync_timeout", "5").ok());
-  EXPECT_DOUBLE_EQ(t.sync_timeout, 5);
-  ASSERT_TRUE(SetTrainingField(&t, "nesterov", "true").ok());  // bool
-  EXPECT_TRUE(t.nesterov);
-  ASSERT_TRUE(SetTrainingField(&t, "nesterov", "false").ok());
-  EXPECT_FALSE(t.nesterov);
-  ASSERT_TRUE(SetTrainingField(&t, "chief_trains", "False").ok());
-  EXPECT_FALSE(t.chief_trains);
-  ASSERT_TRUE(SetTrainingField(&t, "chief_trains", "1").ok());
-  EXPECT_TRUE(t.chief_trains);
-  ASSERT_TRUE(SetTrainingField(&t, "optimizer", "sgd").ok());  // string
-  EXPECT_EQ(t.optimizer, "sgd");
-  ASSERT_TRUE(SetTrainingField(&t, "learning_rate_schedule", "").ok());
-  EXPECT_EQ(t.learning_rate_schedule, "");
-  ASSERT_TRUE(SetTrainingField(&t, "update", "sync").ok());  // update mode
-  EXPECT_EQ(t.update, UpdateMode::kSync);
-  ASSERT_TRUE(SetTrainingField(&t, "update", "async").ok());
-  EXPECT_EQ(t.update, UpdateMode::kAsync);
-  ASSERT_TRUE(SetTrainingField(&t, "job-dir", "/j").ok());  // hyphen spelling
-  EXPECT_EQ(t.job_dir, "/j");
-  ASSERT_TRUE(SetTrainingField(&t, "eval-batch-size", "7").ok());
-  EXPECT_EQ(t.eval_batch_size, 7);
-}
-
-TEST(SetTrainingFieldTest, BadValuesNameTheKeyAndLeaveTheSpecAlone) {
-  struct Case {
-    std::string key;
-    std::string value;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
-      {"batch_size", "abc", "training.batch_size: \"abc\" is not an integer"},
-      {"batch_size", "1.5", "training.batch_size: \"1.5\" is not an integer"},
-      {"batch_size", "", "training.batch_size: \"\" is not an integer"},
-      {"batch_size", "99999999999", "training.batch_size: \"99999999999\" is not an integer"},
-      {"train-steps", "1e3", "training.train_steps: \"1e3\" is not an integer"},
-      {"seed", "-1", "training.seed: \"-1\" is not a non-negative integer"},
-      {"learning_rate", "fast", "training.learning_rate: \"fast\" is not a finite number"},
-      {"learning_rate", "inf", "training.learning_rate: \"inf\" is not a finite number"},
-      {"momentum", "nan", "training.momentum: \"nan\" is not a finite number"},
-      {"nesterov", "maybe", "training.nesterov: \"maybe\" is not true or false"},
-      {"update", "ssp", "training.update: \"ssp\" is not an update mode (async or sync)"},
-      {"update", "SYNC", "training.update: \"SYNC\" is not an update mode"},
-      {"threads", "two", "training.threads: \"two\" is not an integer"},
-  };
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.key + "=" + c.value);
-    TrainingSpec t;
-    ExpectInvalid(SetTrainingField(&t, c.key, c.value), {c.message});
-    EXPECT_EQ(t, TrainingSpec());
-  }
-}
-
-TEST(SetTrainingFieldTest, UnknownKeySuggestsTheClosest) {
-  TrainingSpec t;
-  EXPECT_EQ(Message(SetTrainingField(&t, "learning_rat", "1")),
-            "unknown key training.learning_rat (did you mean learning_rate?)");
-  ExpectInvalid(SetTrainingField(&t, "batchsize", "1"),
-                {"unknown key training.batchsize (did you mean batch_size?)"});
-  ExpectInvalid(SetTrainingField(&t, "train-step", "1"),
-                {"unknown key training.train-step (did you mean train_steps?)"});
-  ExpectInvalid(SetTrainingField(&t, "Seed", "1"), {"(did you mean seed?)"});
-  absl::Status far = SetTrainingField(&t, "beta1", "0.9");
-  ExpectInvalid(far, {"unknown key training.beta1"});
-  EXPECT_THAT(Message(far), Not(HasSubstr("did you mean")));
-}
-
-TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
-  TrainingSpec t;
-  for (const std::string& name : TrainingFieldNames()) {
-    absl::StatusOr<std::string> value = GetTrainingField(t, name);
-    ASSERT_TRUE(value.ok()) << name;
-    TrainingSpec copy;
-    copy.job_dir = "changed";  // a string field that differs from the default
-    ASSERT_TRUE(SetTrainingField(&copy, name, *value).ok()) << name << "=" << *value;
-    EXPECT_EQ(*GetTrainingField(copy, name), *value) << name;
-  }
-  EXPECT_EQ(*GetTrainingField(t, "learning_rate"), "0.001");
-  EXPECT_EQ(*GetTrainingField(t, "update"), "async");
-  EXPECT_EQ(*GetTrainingField(t, "chief-trains"), "true");
-  EXPECT_EQ(*GetTrainingField(t, "sync_timeout"), "30");
-  ExpectInvalid(GetTrainingField(t, "nope").status(), {"unknown key training.nope"});
-}
-
-TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
-  const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 35u);
-  EXPECT_EQ(names.front(), "model");
-  EXPECT_EQ(names.back(), "wire_format");
-}
-
-TEST(TrainingFieldTest, CheckpointKeysAndTensorFlowSpellings) {
-  TrainingSpec t;
-  EXPECT_EQ(t.checkpoint_steps, 1000);
-  EXPECT_EQ(t.keep_checkpoint_max, 5);
-  ASSERT_TRUE(SetTrainingField(&t, "checkpoint-num-steps", "250").ok());
-  EXPECT_EQ(t.checkpoint_steps, 250);
-  ASSERT_TRUE(SetTrainingField(&t, "save_checkpoints_steps", "300").ok());
-  EXPECT_EQ(t.checkpoint_steps, 300);
-  ASSERT_TRUE(SetTrainingField(&t, "save_checkpoints_secs", "60").ok());
-  EXPECT_DOUBLE_EQ(t.checkpoint_secs, 60);
-  ASSERT_TRUE(SetTrainingField(&t, "keep_checkpoint_max", "2").ok());
-  EXPECT_EQ(t.keep_checkpoint_max, 2);
-  JobConfig config;
-  config.cluster.chief = {"h:1"};
-  config.cluster.ps = {"h:2"};
-  config.training.job_dir = "/j";
-  config.training.train_steps = 5;
-  config.training.checkpoint_steps = -1;
-  ExpectInvalid(ValidateJobConfig(config), {"training.checkpoint_steps = -1"});
-  config.training.checkpoint_steps = 0;
-  config.training.shutdown_grace_secs = 0;
-  ExpectInvalid(ValidateJobConfig(config), {"training.shutdown_grace_secs = 0"});
 }
 
 TEST(ValidateJobConfigTest, WireFormatIsFloat32OrBf16) {

@@ -99,17 +99,11 @@ std::set<std::string> FakeGcs::ObjectNames(const std::string& bucket) {
   return names;
 }
 
-int FakeGcs::requests() const {
-  absl::MutexLock lock(&mu_);
-  return requests_;
-}
-
 void FakeGcs::Route() {
   using httplib::Request;
   using httplib::Response;
   server_->set_pre_routing_handler([this](const Request& req, Response& res) {
     absl::MutexLock lock(&mu_);
-    ++requests_;
     if (fail_count_ > 0) {
       --fail_count_;
       Error(res, fail_status_, "injected failure");

@@ -44,7 +44,6 @@ class FakeGcs {
   std::string GetObject(const std::string& bucket, const std::string& name);
   void PutObject(const std::string& bucket, const std::string& name, const std::string& data);
   std::set<std::string> ObjectNames(const std::string& bucket);
-  int requests() const;
 
  private:
   void Route();
@@ -58,7 +57,6 @@ class FakeGcs {
   int fail_count_ ABSL_GUARDED_BY(mu_) = 0;
   int fail_status_ ABSL_GUARDED_BY(mu_) = 503;
   int page_size_ ABSL_GUARDED_BY(mu_) = 1000;
-  int requests_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The Compute Engine metadata server of our own for tests: answers
