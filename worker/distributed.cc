@@ -1,5 +1,7 @@
 #include "worker/distributed.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -40,6 +42,31 @@ void LogTraffic(int task, const PsClient& client) {
             << "; bytes per step: "
             << (steps ? client.bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
             << (steps ? client.bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
+}
+
+// Waits up to startup_timeout for the initialized parameter servers: true
+// once they answer, false if the wait ends without training (a stop request,
+// or the job completed meanwhile: this worker was started again while the
+// chief was finishing the job, and its ps tasks are gone).
+absl::StatusOr<bool> WaitForParameterServers(ParameterServers* servers, const TrainingSpec& t,
+                                             const RoleContext& context) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(t.startup_timeout);
+  while (true) {
+    const absl::Duration slice = std::min(absl::Seconds(10), deadline - absl::Now());
+    absl::Status s = servers->WaitReady(slice, /*initialized=*/true, context.termination);
+    if (s.ok()) return true;
+    if (context.termination->Received() != 0) {
+      LOG(INFO) << s.message();
+      return false;
+    }
+    if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) return false;
+    if (!absl::IsDeadlineExceeded(s) || absl::Now() >= deadline) {
+      if (!absl::IsDeadlineExceeded(s)) return s;
+      return absl::DeadlineExceededError(
+          absl::StrCat("gave up waiting ", t.startup_timeout,
+                       " s (startup_timeout) for the parameter servers: ", s.message()));
+    }
+  }
 }
 
 }  // namespace
@@ -84,13 +111,8 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   LOG(INFO) << "worker " << task << " (replica " << spec.replica << " of " << spec.num_replicas
             << ") reads about " << train.size() / spec.num_replicas << " of " << train.size()
             << " training examples; waiting for the parameter servers";
-  if (absl::Status s = servers->WaitReady(absl::Seconds(t.startup_timeout), /*initialized=*/true,
-                                          context.termination);
-      !s.ok()) {
-    if (context.termination->Received() == 0) return s;
-    LOG(INFO) << "worker " << task << ": " << s.message();
-    return absl::OkStatus();
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(const bool ready, WaitForParameterServers(servers.get(), t, context));
+  if (!ready) return absl::OkStatus();
   // A resumed job goes on with the examples an uninterrupted one would see
   // next.
   absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();

@@ -30,7 +30,7 @@
 # (host:port) as for Google's client libraries.
 set -euo pipefail
 
-log() { echo "pstrain-startup: $*" >&2; logger -t pstrain-startup -- "$*" 2>/dev/null || true; }
+log() { echo "$(date -u +%FT%T.%3NZ) pstrain-startup: $*" >&2; logger -t pstrain-startup -- "$*" 2>/dev/null || true; }
 die() { log "error: $*"; exit 1; }
 
 metadata_base="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
@@ -216,18 +216,20 @@ while true; do
   if [[ -e "$stopping" ]]; then
     exit "$result"  # this VM is stopping
   fi
-  # A worker or ps ends a moment before the chief has written COMPLETED
-  # (its final evaluation and checkpoint): wait for it a while.
-  for _ in $(seq 1 20); do
+  # At the job's end a worker or ps exits (0) a moment before the chief has
+  # written COMPLETED (its final evaluation and checkpoint): wait for it a
+  # while. A task that failed is started again at once.
+  wait_until=$((SECONDS + (result == 0 ? 15 : 0)))
+  while true; do
     done_step="$(completed_step)"
     if [[ -n "$done_step" && "$done_step" -ge "$train_steps" ]]; then
       log "the job is COMPLETED at global step $done_step"
       stop_group
       exit 0
     fi
-    [[ "$result" == 0 ]] || break
-    sleep 1
+    ((SECONDS < wait_until)) || break
+    sleep 0.5
   done
-  log "pstrain-$role ended before the job completed; starting it again in 5 s (the job resumes from its last checkpoint)"
-  sleep 5
+  log "pstrain-$role ended before the job completed; starting it again in 2 s (the job resumes from its last checkpoint)"
+  sleep 2
 done

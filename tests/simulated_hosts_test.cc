@@ -1,0 +1,244 @@
+// A job on simulated Compute Engine hosts: each "VM" is a network namespace
+// on one bridge (tests/hosts/vmnet.sh) with its own /etc/hosts naming the
+// other VMs, its own metadata server (our fake, on 169.254.169.254:80 inside
+// the VM, reached as metadata.google.internal as on GCE) and the real
+// startup script. Cloud Storage is our fake on the bridge's address; the
+// package, the data and the job dir are in its bucket. Task addresses are
+// instance names (job-ps-0:2222), as pstrain-gce writes them.
+//
+// `gcloud` is a recorded-command stub on PATH here: the group-stop path is
+// checked by the command the startup script runs.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/fake_gcs.h"
+#include "tests/test_cluster_util.h"
+
+namespace pstrain {
+namespace {
+
+using testing_util::Background;
+using testing_util::FakeGcs;
+using testing_util::ProcessResult;
+using testing_util::ReadAll;
+using testing_util::RunProcess;
+using testing_util::StartProcess;
+using testing_util::WaitForText;
+using testing_util::WaitProcess;
+
+const std::string kSourceDir = PSTRAIN_SOURCE_DIR;
+const std::string kPackage = PSTRAIN_PACKAGE;
+const std::string kFakeCloud = PSTRAIN_FAKE_CLOUD;
+const std::string kVmnet = kSourceDir + "/tests/hosts/vmnet.sh";
+
+// The job's VMs: instance names as a managed instance group gives them.
+const std::vector<std::string> kHosts = {"job-ps-0", "job-chief-0", "job-worker-0", "job-worker-1"};
+
+class SimulatedHostsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ProcessResult check = RunProcess({"/bin/bash", kVmnet, "check"}, 30);
+    if (check.exit_code != 0) {
+      GTEST_SKIP() << "\n*** SKIPPED: network namespaces are impossible on this machine, so the "
+                      "simulated-hosts test cannot run: "
+                   << check.output << " ***";
+    }
+    dir_ = testing_util::MakeTempDir("hosts");
+    net_ = absl::StrCat("ph", getpid() % 10000);
+    subnet_ = 20 + getpid() % 200;
+    ProcessResult r = RunProcess({"/bin/bash", kVmnet, "destroy", net_}, 30);
+    std::vector<std::string> create = {"/bin/bash", kVmnet, "create", net_,
+                                       std::to_string(subnet_)};
+    create.insert(create.end(), kHosts.begin(), kHosts.end());
+    r = RunProcess(create, 60);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    created_ = true;
+
+    // Cloud Storage on the bridge.
+    const std::string bridge = absl::StrCat("10.213.", subnet_, ".1");
+    ASSERT_GT(gcs_.Start(bridge), 0);
+    gcs_.CreateBucket("bkt");
+    gcs_.PutObject("bkt", "pkg/pstrain.deb", *Env::Default()->ReadFile(kPackage));
+    const std::string data = JoinPath(dir_, "data");
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "train", 800, 1));
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "t10k", 200, 2));
+    const std::vector<std::string> names = *Env::Default()->ListDir(data);
+    for (const std::string& name : names) {
+      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data, name)));
+    }
+    // A gcloud that records what it is asked to do.
+    const std::string bin = JoinPath(dir_, "bin");
+    ASSERT_TRUE(Env::Default()->CreateDirs(bin).ok());
+    gcloud_log_ = JoinPath(dir_, "gcloud.log");
+    ASSERT_TRUE(Env::Default()
+                    ->WriteFileAtomic(JoinPath(bin, "gcloud"),
+                                      "#!/bin/sh\necho \"gcloud $*\" >> " + gcloud_log_ + "\n")
+                    .ok());
+    ASSERT_EQ(::chmod(JoinPath(bin, "gcloud").c_str(), 0755), 0);
+    setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
+  }
+
+  void TearDown() override {
+    for (auto& [host, vm] : vms_) {
+      if (vm.metadata.pid > 0) WaitProcess(&vm.metadata, 0);
+      if (vm.startup.pid > 0) WaitProcess(&vm.startup, 0);
+    }
+    if (created_) {
+      ProcessResult r = RunProcess({"/bin/bash", kVmnet, "destroy", net_}, 60);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    }
+  }
+
+  struct Vm {
+    Background metadata, startup;
+    int boots = 0;
+  };
+
+  std::string Root(const std::string& host, int boot) {
+    return JoinPath(dir_, absl::StrCat(host, "-", boot));
+  }
+  std::string TaskLog(const std::string& host, int boot) {
+    const std::string role = host.substr(4, host.rfind('-') - 4);
+    return JoinPath(Root(host, boot), "var/log/pstrain-" + role + ".log");
+  }
+
+  // Boots `host`: its metadata server, then its startup script. Each boot has
+  // a fresh disk (install root), as a recreated VM does.
+  void Boot(const std::string& host) {
+    Vm& vm = vms_[host];
+    const int boot = vm.boots++;
+    if (boot > 0) {
+      ProcessResult r = RunProcess({"/bin/bash", kVmnet, "boot", net_, host}, 30);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+    }
+    const std::string role = host.substr(4, host.rfind('-') - 4);
+    const std::string index = host.substr(host.rfind('-') + 1);
+    const std::string cluster =
+        "cluster:\n  chief: [\"job-chief-0:2222\"]\n"
+        "  worker: [\"job-worker-0:2222\", \"job-worker-1:2222\"]\n  ps: [\"job-ps-0:2222\"]\n"
+        "training:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
+        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n";
+    const std::string a = "instance/attributes/";
+    std::map<std::string, std::string> values = {
+        {a + "pstrain-role", role},
+        {a + "pstrain-task-index", index},
+        {a + "pstrain-cluster-config", absl::StrReplaceAll(cluster, {{"\n", "\\n"}})},
+        {a + "pstrain-job-dir", "gs://bkt/job"},
+        {a + "pstrain-data-dir", "gs://bkt/data"},
+        {a + "pstrain-train-steps", std::to_string(train_steps_)},
+        {a + "pstrain-package", "gs://bkt/pkg/pstrain.deb"},
+        {a + "pstrain-storage-endpoint", gcs_.endpoint()},
+        {a + "pstrain-install-root", Root(host, boot)},
+        {a + "pstrain-run", "direct"},
+        {a + "created-by", "projects/p/zones/us-central1-a/instanceGroupManagers/job-" + role},
+        {"instance/zone", "projects/p/zones/us-central1-a"},
+        {"instance/name", host}};
+    std::string lines;
+    for (const auto& [key, value] : values) absl::StrAppend(&lines, key, "=", value, "\n");
+    const std::string file = JoinPath(dir_, absl::StrCat(host, "-", boot, ".metadata"));
+    ASSERT_TRUE(Env::Default()->WriteFileAtomic(file, lines).ok());
+    const std::string ports = file + ".ports";
+    vm.metadata =
+        StartProcess({"/bin/bash", kVmnet, "exec", net_, host, kFakeCloud, "--host=169.254.169.254",
+                      "--metadata_port=80", "--metadata_file=" + file, "--port_file=" + ports},
+                     file + ".log");
+    ASSERT_TRUE(WaitForText(ports, "metadata 80", 30)) << ReadAll(file + ".log");
+    vm.startup = StartProcess({"/bin/bash", kVmnet, "exec", net_, host, "/bin/bash",
+                               JoinPath(kSourceDir, "deploy/gce/startup.sh")},
+                              JoinPath(dir_, absl::StrCat("startup-", host, "-", boot, ".log")));
+  }
+
+  // Preempts `host`: its shutdown script runs (the ~30 s notice), then the VM
+  // is powered off, whatever still runs on it killed.
+  void Preempt(const std::string& host) {
+    ProcessResult r = RunProcess({"/bin/bash", kVmnet, "exec", net_, host, "bash",
+                                  JoinPath(kSourceDir, "deploy/gce/shutdown.sh")},
+                                 40);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    r = RunProcess({"/bin/bash", kVmnet, "kill", net_, host}, 30);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    Vm& vm = vms_[host];
+    WaitProcess(&vm.startup, 5);
+    WaitProcess(&vm.metadata, 5);
+  }
+
+  FakeGcs gcs_;
+  std::string dir_, net_, gcloud_log_;
+  int subnet_ = 0;
+  bool created_ = false;
+  int train_steps_ = 70;
+  std::map<std::string, Vm> vms_;
+};
+
+TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes) {
+  // This run's links: 1 Gbit/s with 0.5 ms (the delay only where the kernel
+  // has tc netem; vmnet.sh says so otherwise).
+  ProcessResult shaped = RunProcess({"/bin/bash", kVmnet, "shape", net_, "1gbit", "0.5ms"}, 30);
+  ASSERT_EQ(shaped.exit_code, 0) << shaped.output;
+  std::cerr << shaped.output;
+  for (const std::string& host : kHosts) ASSERT_NO_FATAL_FAILURE(Boot(host));
+  const std::string chief_log = TaskLog("job-chief-0", 0);
+  ASSERT_TRUE(WaitForText(chief_log, "step = 20,", 180)) << ReadAll(chief_log);
+  EXPECT_NE(ReadAll(vms_["job-ps-0"].startup.log_path).find("installed pstrain-ps "),
+            std::string::npos);
+
+  // The ps VM is preempted: the chief checkpoints and stops the job; the
+  // other VMs wait for the ps to come back.
+  ASSERT_NO_FATAL_FAILURE(Preempt("job-ps-0"));
+  ASSERT_TRUE(WaitForText(chief_log, "stopping the job:", 60)) << ReadAll(chief_log);
+  ASSERT_TRUE(WaitForText(vms_["job-worker-0"].startup.log_path, "starting it again", 60))
+      << ReadAll(vms_["job-worker-0"].startup.log_path);
+  EXPECT_FALSE(gcs_.HasObject("bkt", "job/COMPLETED"));
+  ASSERT_NO_FATAL_FAILURE(Boot("job-ps-0"));
+  ASSERT_TRUE(WaitForText(chief_log, "training resumes at step", 120)) << ReadAll(chief_log);
+
+  // A worker VM is preempted: the worker leaves, the job goes on without it,
+  // and the recreated VM's worker joins again.
+  ASSERT_TRUE(WaitForText(chief_log, "step = 40,", 180)) << ReadAll(chief_log);
+  ASSERT_NO_FATAL_FAILURE(Preempt("job-worker-1"));
+  EXPECT_TRUE(WaitForText(TaskLog("job-worker-1", 0), "stopping at global step", 5))
+      << ReadAll(TaskLog("job-worker-1", 0));
+  ASSERT_NO_FATAL_FAILURE(Boot("job-worker-1"));
+
+  // The job finishes; every VM's script sees COMPLETED and stops its group.
+  for (const std::string& host : kHosts) {
+    EXPECT_EQ(WaitProcess(&vms_[host].startup, 300), 0) << host << ":\n"
+                                                        << ReadAll(vms_[host].startup.log_path);
+  }
+  EXPECT_TRUE(gcs_.HasObject("bkt", "job/COMPLETED"));
+  EXPECT_NE(ReadAll(chief_log).find(absl::StrCat("Saving dict for global step ", train_steps_)),
+            std::string::npos)
+      << ReadAll(chief_log);
+  EXPECT_NE(ReadAll(TaskLog("job-worker-1", 1)).find("step = "), std::string::npos)
+      << "the recreated worker did not train:\n"
+      << ReadAll(TaskLog("job-worker-1", 1));
+  const std::string gcloud = ReadAll(gcloud_log_);
+  for (const char* group : {"job-ps", "job-chief", "job-worker"}) {
+    EXPECT_NE(gcloud.find(absl::StrCat("gcloud compute instance-groups managed resize ", group,
+                                       " --size=0 --zone=us-central1-a")),
+              std::string::npos)
+        << gcloud;
+  }
+
+  // A VM its group recreates after the job is complete does not train again.
+  ASSERT_NO_FATAL_FAILURE(Preempt("job-worker-0"));
+  ASSERT_NO_FATAL_FAILURE(Boot("job-worker-0"));
+  EXPECT_EQ(WaitProcess(&vms_["job-worker-0"].startup, 60), 0);
+  EXPECT_NE(ReadAll(vms_["job-worker-0"].startup.log_path)
+                .find(absl::StrCat("is COMPLETED at global step ", train_steps_)),
+            std::string::npos)
+      << ReadAll(vms_["job-worker-0"].startup.log_path);
+}
+
+}  // namespace
+}  // namespace pstrain
