@@ -27,8 +27,9 @@ nlohmann::json Resource(const std::string& bucket, const std::string& name, size
           {"size", std::to_string(size)}};
 }
 
-// Binds and serves `server` on a thread; the port, or -1.
-int Serve(httplib::Server* server, std::thread* thread, const std::string& host, int port) {
+}  // namespace
+
+int ServeOnThread(httplib::Server* server, std::thread* thread, const std::string& host, int port) {
   const int bound = port == 0 ? server->bind_to_any_port(host.c_str())
                               : (server->bind_to_port(host.c_str(), port) ? port : -1);
   if (bound < 0) return -1;
@@ -37,14 +38,12 @@ int Serve(httplib::Server* server, std::thread* thread, const std::string& host,
   return bound;
 }
 
-}  // namespace
-
 FakeGcs::FakeGcs() : server_(std::make_unique<httplib::Server>()) { Route(); }
 
 FakeGcs::~FakeGcs() { Stop(); }
 
 int FakeGcs::Start(const std::string& host, int port) {
-  const int bound = Serve(server_.get(), &thread_, host, port);
+  const int bound = ServeOnThread(server_.get(), &thread_, host, port);
   if (bound > 0) endpoint_ = absl::StrCat("http://", host, ":", bound);
   return bound;
 }
@@ -235,7 +234,7 @@ FakeMetadata::FakeMetadata() : server_(std::make_unique<httplib::Server>()) {
 FakeMetadata::~FakeMetadata() { Stop(); }
 
 int FakeMetadata::Start(const std::string& host, int port) {
-  const int bound = Serve(server_.get(), &thread_, host, port);
+  const int bound = ServeOnThread(server_.get(), &thread_, host, port);
   if (bound > 0) base_url_ = absl::StrCat("http://", host, ":", bound);
   return bound;
 }

@@ -17,6 +17,10 @@ class Server;
 namespace pstrain {
 namespace testing_util {
 
+// Binds `server` to host:port (0: any free port) and serves it on `thread`;
+// the port, or -1.
+int ServeOnThread(httplib::Server* server, std::thread* thread, const std::string& host, int port);
+
 // A Cloud Storage server of our own for tests: the JSON API's URL paths and
 // answers for what pstrain uses (object media download and metadata, media
 // upload, list with prefix/delimiter/pages, delete, rewriteTo; the error
