@@ -17,7 +17,8 @@ echo "=== Tests (Release) ==="
 
 echo "=== AddressSanitizer + UBSan build ==="
 # -O1 keeps the sanitized tests quick; assertions stay on.
-cmake -S "$root" -B "$root/build-asan" -DPSTRAIN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+cmake -S "$root" -B "$root/build-asan" -DPSTRAIN_SANITIZE=ON -DPSTRAIN_INTEGRATION_TESTS=OFF \
+  -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
 cmake --build "$root/build-asan" -j"$jobs"
 echo "=== Unit tests (ASan + UBSan) ==="

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
@@ -91,28 +92,36 @@ class WorkflowTest : public ::testing::Test {
   int configs_ = 0;
 };
 
-// The CIFAR-10 tutorial's sequence: --train-steps=100, then the same command
-// with --train-steps=200 goes on from step 100 (TensorFlow's max_steps is a
+// The CIFAR-10 tutorial's sequence (there 100 then 200): --train-steps=40,
+// then the same command with --train-steps=80 goes on from step 40 (TensorFlow's max_steps is a
 // global target); the same command again does nothing.
 TEST_F(WorkflowTest, ALargerTrainStepsTrainsAFinishedJobFurther) {
   const std::string config = WriteConfig();
+  // Evaluations every 20 steps, summaries every 10.
+  const std::string yaml = *Env::Default()->ReadFile(config);
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(
+                      config, absl::StrReplaceAll(
+                                  yaml, {{"eval_steps: 50", "eval_steps: 20"},
+                                         {"save_summary_steps: 20", "save_summary_steps: 10"}}))
+                  .ok());
   ProcessResult r =
-      RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=100"}, 300);
+      RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=40"}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("Saving dict for global step 100:"), std::string::npos) << r.output;
-  ASSERT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 100);
+  EXPECT_NE(r.output.find("Saving dict for global step 40:"), std::string::npos) << r.output;
+  ASSERT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 40);
 
-  r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=200"}, 300);
+  r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=80"}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("finished at global step 100; training on from its last checkpoint to "
-                          "train_steps 200"),
+  EXPECT_NE(r.output.find("finished at global step 40; training on from its last checkpoint to "
+                          "train_steps 80"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("training resumes at step 101"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("Saving dict for global step 150:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("Saving dict for global step 200:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training resumes at step 41"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Saving dict for global step 60:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Saving dict for global step 80:"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step = 10,"), std::string::npos) << "trained from 0 again\n" << r.output;
-  EXPECT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 200);
+  EXPECT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 80);
 
   // TensorBoard's step axis: every scalar's steps rise, none repeated, and
   // the second run's pick up after the first's.
@@ -123,17 +132,17 @@ TEST_F(WorkflowTest, ALargerTrainStepsTrainsAFinishedJobFurther) {
       for (size_t i = 1; i < series.size(); ++i) {
         EXPECT_LT(series[i - 1], series[i]) << run << " " << tag << " repeats or goes back";
       }
-      EXPECT_EQ(series.back(), 200) << run << " " << tag;
+      EXPECT_EQ(series.back(), 80) << run << " " << tag;
     }
     if (run == job_dir_) {
-      EXPECT_GE(steps.at("loss").size(), 8u);  // every 20 steps
+      EXPECT_GE(steps.at("loss").size(), 8u);  // every 10 steps
     }
   }
   EXPECT_EQ(ScalarSteps(JoinPath(job_dir_, "eval")).at("accuracy"),
-            (std::vector<int64_t>{50, 100, 150, 200}));
+            (std::vector<int64_t>{20, 40, 60, 80}));
 
   // The same target again (a recreated preemptible VM): nothing to do.
-  r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=200"}, 60);
+  r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=80"}, 60);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("already finished"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step = "), std::string::npos) << r.output;
