@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "models/model_options.h"
+#include "serving/export.h"
 #include "worker/distributed.h"
 #include "worker/evaluation.h"
 #include "worker/model_input.h"
@@ -239,6 +240,24 @@ class Chief {
     return statuses;
   }
 
+  // The model for serving, before the job is marked complete:
+  // <job_dir>/export/<version>/; the newest exports_to_keep are kept.
+  absl::Status ExportModel(const ParameterView& view) {
+    const std::string base = JoinPath(t_.job_dir, "export");
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::string dir,
+        WriteExport(deps_.env, base, *model_, ModelOptionsFromSpec(t_), view.global_step,
+                    JobConfigToYaml(job_), absl::MakeConstSpan(view.params, model_->num_params()),
+                    absl::MakeConstSpan(view.state, model_->num_state())));
+    LOG(INFO) << "Exported the model for serving to " << dir << " (global step " << view.global_step
+              << "; pstrain-predict --model_dir=" << t_.job_dir
+              << " or pstrain-serve --model_base_path=" << base << ")";
+    absl::StatusOr<std::vector<int64_t>> pruned = PruneExports(deps_.env, base, t_.exports_to_keep);
+    if (!pruned.ok())
+      LOG(WARNING) << "cannot delete old exports in " << base << ": " << pruned.status();
+    return absl::OkStatus();
+  }
+
   // The final evaluation and checkpoint, the completion marker, the end of
   // the job on every ps.
   absl::Status EndJob() {
@@ -248,6 +267,7 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                              checkpointer_->SaveNow(absl::ZeroDuration()));
     if (metrics.global_step >= t_.train_steps) {
+      if (t_.exports_to_keep > 0) PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view));
       if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
         LOG(WARNING) << "cannot write the final training summaries: " << s;
       }

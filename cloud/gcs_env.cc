@@ -272,6 +272,10 @@ absl::Status SchemeRoutingEnv::DeleteFile(const std::string& path) {
   return For(path)->DeleteFile(path);
 }
 
+absl::Status SchemeRoutingEnv::DeleteDir(const std::string& path) {
+  return For(path)->DeleteDir(path);
+}
+
 Env* ProcessEnv() {
   static Env* const env = [] {
     HttpTransport* transport = NewCurlTransport().release();

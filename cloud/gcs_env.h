@@ -84,6 +84,7 @@ class SchemeRoutingEnv : public Env {
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status DeleteFile(const std::string& path) override;
+  absl::Status DeleteDir(const std::string& path) override;
 
  private:
   Env* For(const std::string& path) const;

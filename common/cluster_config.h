@@ -116,6 +116,10 @@ struct TrainingSpec {
   int64_t checkpoint_steps = 1000;
   double checkpoint_secs = 0;
   int keep_checkpoint_max = 5;
+  // At the end of training the chief exports the model for serving to
+  // <job_dir>/export/<version>/ and keeps the newest exports_to_keep
+  // versions (TensorFlow's LatestExporter); 0: no export.
+  int exports_to_keep = 5;
   // After SIGTERM (a preemption notice), the seconds a process has to save a
   // checkpoint and exit.
   double shutdown_grace_secs = 25;

@@ -228,6 +228,10 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.keep_checkpoint_max = ", t.keep_checkpoint_max,
                                 " must be 0 (keep all) or more"));
   }
+  if (t.exports_to_keep < 0) {
+    return Invalid(absl::StrCat("training.exports_to_keep = ", t.exports_to_keep,
+                                " must be 0 (no export) or more"));
+  }
   if (t.save_summary_steps < 0 || t.histogram_steps < 0) {
     return Invalid(absl::StrCat("training.save_summary_steps = ", t.save_summary_steps,
                                 " and training.histogram_steps = ", t.histogram_steps,

@@ -167,6 +167,11 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
+  absl::Status DeleteDir(const std::string& path) override {
+    if (::rmdir(path.c_str()) != 0) return IoError("cannot delete directory", path, errno);
+    return absl::OkStatus();
+  }
+
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
   absl::Status CreateDirs(const std::string& path) override {

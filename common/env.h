@@ -57,6 +57,10 @@ class Env {
   // Deletes a file. NotFound if it does not exist.
   virtual absl::Status DeleteFile(const std::string& path) = 0;
 
+  // Deletes an empty directory. Where directories are only implied by the
+  // paths of files (MemEnv, object stores) there is nothing to delete: OK.
+  virtual absl::Status DeleteDir(const std::string& /*path*/) { return absl::OkStatus(); }
+
   // The process-wide POSIX Env. Owned by the library; never deleted.
   static Env* Default();
 };

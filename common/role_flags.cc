@@ -51,6 +51,8 @@ DEFINE_int64(checkpoint_steps, 1000,
              "--checkpoint-num-steps and --save_checkpoints_steps are accepted too.");
 DEFINE_double(checkpoint_secs, 0, "Seconds between checkpoints (0: by steps only).");
 DEFINE_int32(keep_checkpoint_max, 5, "Checkpoints kept in the job dir (0: all).");
+DEFINE_int32(exports_to_keep, 5,
+             "Model exports kept in <job_dir>/export (0: no export at the end of training).");
 DEFINE_double(shutdown_grace_secs, 25,
               "After SIGTERM, seconds to save a checkpoint and exit (a preemption notice).");
 DEFINE_int64(save_summary_steps, 100,

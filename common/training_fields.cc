@@ -46,6 +46,7 @@ const Field kFields[] = {
     {"checkpoint_steps", &TrainingSpec::checkpoint_steps},
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
     {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},
+    {"exports_to_keep", &TrainingSpec::exports_to_keep},
     {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
     {"save_summary_steps", &TrainingSpec::save_summary_steps},
     {"histogram_steps", &TrainingSpec::histogram_steps},

@@ -148,4 +148,10 @@ LossResult Model::Evaluate(const float* params, const float* state, const float*
   return SoftmaxCrossEntropy(acts_.back(), labels, nullptr);
 }
 
+const Tensor& Model::Infer(const float* params, const float* state, const float* images,
+                           int64_t batch) {
+  Forward(params, state, images, batch, /*training=*/false, 0, nullptr);
+  return acts_.back();
+}
+
 }  // namespace pstrain

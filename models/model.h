@@ -84,6 +84,10 @@ class Model {
   LossResult Evaluate(const float* params, const float* state, const float* images,
                       const int32_t* labels, int64_t batch);
 
+  // Forward pass in evaluation mode without labels: the logits,
+  // [batch, num_classes] (valid until the next call).
+  const Tensor& Infer(const float* params, const float* state, const float* images, int64_t batch);
+
   // When on, every pass adds its wall time per layer to timings() (for
   // benchmarks; costs two clock reads per layer and pass).
   void EnableProfiling(bool on);

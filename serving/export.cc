@@ -1,0 +1,245 @@
+#include "serving/export.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cluster_config.h"
+#include "common/crc32c.h"
+#include "common/status_macros.h"
+#include "io/checkpoint.h"
+#include "models/model_options.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+namespace {
+
+constexpr char kManifest[] = "model.json";
+constexpr char kVariables[] = "variables.bin";
+constexpr char kFormat[] = "pstrain-export";
+constexpr int kFormatVersion = 1;
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
+}
+
+absl::Status DataLoss(const std::string& path, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(path, ": ", what));
+}
+
+nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t global_step,
+                        int64_t version, const std::string& hparams_yaml, uint64_t bytes,
+                        uint32_t crc) {
+  nlohmann::json variables = nlohmann::json::array();
+  for (const VariableInfo& v : model.variables()) {
+    variables.push_back({{"name", v.name},
+                         {"shape", v.shape},
+                         {"trainable", v.trainable},
+                         {"offset", v.offset},
+                         {"size", v.size}});
+  }
+  return {{"format", kFormat},
+          {"format_version", kFormatVersion},
+          {"model", model.name()},
+          {"model_options",
+           {{"dropout_rate", options.dropout_rate},
+            {"num_layers", options.num_layers},
+            {"batch_norm_epsilon", options.batch_norm_epsilon}}},
+          {"global_step", global_step},
+          {"version", version},
+          {"input",
+           {{"name", "image"},
+            {"shape", model.input_shape()},
+            {"dtype", "float32"},
+            {"range", {0.0, 1.0}},
+            {"scaling", "pixel / 255"},
+            {"per_image_standardization", model.input_preprocessing().per_image_standardization}}},
+          {"num_classes", model.num_classes()},
+          {"outputs",
+           {{"classes", "int64: the arg-max class"},
+            {"probabilities", "float32 [num_classes]: softmax of the logits"}}},
+          {"num_params", model.num_params()},
+          {"num_state", model.num_state()},
+          {"variables", variables},
+          {"variables_file", kVariables},
+          {"variables_bytes", bytes},
+          {"variables_crc32c", crc},
+          {"hparams_yaml", hparams_yaml}};
+}
+
+// The manifest's fields, checked; InvalidArgument/DataLoss naming `path`.
+absl::Status ParseManifest(const std::string& path, const std::string& text, ExportedModel* out,
+                           uint64_t* bytes, uint32_t* crc) {
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return DataLoss(path, "is not a JSON object");
+  try {
+    if (m.value("format", "") != kFormat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": not a pstrain export (format is not \"", kFormat, "\")"));
+    }
+    if (m.at("format_version").get<int>() > kFormatVersion) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": export format version ", m.at("format_version").get<int>(),
+                       " is newer than this pstrain reads (", kFormatVersion, ")"));
+    }
+    out->model = m.at("model").get<std::string>();
+    const nlohmann::json& o = m.at("model_options");
+    out->options.dropout_rate = o.at("dropout_rate").get<float>();
+    out->options.num_layers = o.at("num_layers").get<int>();
+    out->options.batch_norm_epsilon = o.at("batch_norm_epsilon").get<float>();
+    out->global_step = m.at("global_step").get<int64_t>();
+    out->version = m.at("version").get<int64_t>();
+    out->input_shape = m.at("input").at("shape").get<std::vector<int64_t>>();
+    out->per_image_standardization = m.at("input").at("per_image_standardization").get<bool>();
+    out->num_classes = m.at("num_classes").get<int>();
+    out->hparams_yaml = m.value("hparams_yaml", "");
+    out->params.resize(m.at("num_params").get<int64_t>());
+    out->state.resize(m.at("num_state").get<int64_t>());
+    *bytes = m.at("variables_bytes").get<uint64_t>();
+    *crc = m.at("variables_crc32c").get<uint32_t>();
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(path, absl::StrCat("a field is missing or of the wrong type: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> ListExportVersions(Env* env, const std::string& export_base) {
+  absl::StatusOr<std::vector<std::string>> names = env->ListDir(export_base);
+  if (absl::IsNotFound(names.status())) return std::vector<int64_t>{};
+  PSTRAIN_RETURN_IF_ERROR(names.status());
+  std::vector<int64_t> versions;
+  for (std::string name : *names) {
+    if (!name.empty() && name.back() == '/') name.pop_back();  // an object store's prefix
+    int64_t v;
+    if (!AllDigits(name) || !absl::SimpleAtoi(name, &v)) continue;
+    if (env->FileExists(JoinPath(JoinPath(export_base, name), kManifest))) versions.push_back(v);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
+                                        const Model& model, const ModelOptions& options,
+                                        int64_t global_step, const std::string& hparams_yaml,
+                                        absl::Span<const float> params,
+                                        absl::Span<const float> state) {
+  if (static_cast<int64_t>(params.size()) != model.num_params() ||
+      static_cast<int64_t>(state.size()) != model.num_state()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "export of ", params.size(), " parameters and ", state.size(), " state values for ",
+        model.name(), ", which has ", model.num_params(), " and ", model.num_state()));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
+  int64_t version = absl::ToUnixSeconds(absl::Now());
+  if (!versions.empty() && versions.back() >= version) version = versions.back() + 1;
+  const std::string dir = JoinPath(export_base, std::to_string(version));
+  PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
+  std::string bytes((params.size() + state.size()) * sizeof(float), '\0');
+  std::memcpy(bytes.data(), params.data(), params.size() * sizeof(float));
+  std::memcpy(bytes.data() + params.size() * sizeof(float), state.data(),
+              state.size() * sizeof(float));
+  const uint32_t crc = crc32c::Value(bytes.data(), bytes.size());
+  PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kVariables), bytes));
+  const nlohmann::json manifest =
+      Manifest(model, options, global_step, version, hparams_yaml, bytes.size(), crc);
+  PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kManifest), manifest.dump(2) + "\n"));
+  return dir;
+}
+
+absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& export_base,
+                                                  int keep) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
+  std::vector<int64_t> deleted;
+  for (size_t i = 0; i + std::max(keep, 1) < versions.size(); ++i) {
+    const std::string dir = JoinPath(export_base, std::to_string(versions[i]));
+    PSTRAIN_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, kManifest)));
+    absl::Status s = env->DeleteFile(JoinPath(dir, kVariables));
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    PSTRAIN_RETURN_IF_ERROR(env->DeleteDir(dir));
+    deleted.push_back(versions[i]);
+  }
+  return deleted;
+}
+
+absl::StatusOr<std::string> ResolveExportDir(Env* env, const std::string& path) {
+  if (env->FileExists(JoinPath(path, kManifest))) return path;
+  for (const std::string& base : {path, JoinPath(path, "export")}) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, base));
+    if (!versions.empty()) return JoinPath(base, std::to_string(versions.back()));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("no exported model in ", path, ": looked for ", JoinPath(path, kManifest),
+                   ", for versions (numbered directories with a ", kManifest, ") in it and in ",
+                   JoinPath(path, "export"), "; export one with: pstrain-export <job_dir>"));
+}
+
+absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_dir) {
+  const std::string manifest_path = JoinPath(version_dir, kManifest);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(manifest_path));
+  ExportedModel e;
+  e.dir = version_dir;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  PSTRAIN_RETURN_IF_ERROR(ParseManifest(manifest_path, text, &e, &bytes, &crc));
+  const std::string variables_path = JoinPath(version_dir, kVariables);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string data, env->ReadFile(variables_path));
+  const uint64_t want = (e.params.size() + e.state.size()) * sizeof(float);
+  if (data.size() != bytes || bytes != want) {
+    return DataLoss(variables_path,
+                    absl::StrCat("holds ", data.size(), " bytes; the manifest says ", bytes, " (",
+                                 want, " for its variables)"));
+  }
+  if (crc32c::Value(data.data(), data.size()) != crc) {
+    return DataLoss(variables_path, "checksum mismatch: the file is damaged or not this export's");
+  }
+  std::memcpy(e.params.data(), data.data(), e.params.size() * sizeof(float));
+  std::memcpy(e.state.data(), data.data() + e.params.size() * sizeof(float),
+              e.state.size() * sizeof(float));
+  return e;
+}
+
+absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& path) {
+  if (absl::EndsWith(path, ".index") && env->FileExists(path)) return path;
+  if (env->FileExists(IndexFileName(path))) return IndexFileName(path);
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(env, path));
+  if (!steps.empty()) return JoinPath(path, IndexFileName(CheckpointPrefix(steps.front())));
+  return absl::NotFoundError(
+      absl::StrCat("no checkpoint at ", path, ": looked for ", IndexFileName(path),
+                   " and for model.ckpt-N.index files in it; give a job dir or a checkpoint "
+                   "(job_dir/model.ckpt-2000)"));
+}
+
+absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
+                                             const std::string& export_base) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
+                           CheckpointReader::Open(env, index_path));
+  const CheckpointIndex& index = reader->index();
+  absl::StatusOr<JobConfig> job =
+      ParseJobConfig(index.hparams_yaml(), absl::StrCat(index_path, " (its job config)"));
+  if (!job.ok()) return job.status();
+  if (job->training.model != index.model()) {
+    return DataLoss(index_path, absl::StrCat("holds ", index.model(), " but its job config says ",
+                                             job->training.model));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(job->training));
+  if (model->num_params() != index.num_params() || model->num_state() != index.num_state()) {
+    return DataLoss(index_path,
+                    absl::StrCat("holds ", index.num_params(), " parameters and ",
+                                 index.num_state(), " state values; ", index.model(), " has ",
+                                 model->num_params(), " and ", model->num_state()));
+  }
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  PSTRAIN_RETURN_IF_ERROR(reader->ReadRange(0, model->num_params(), params.data(), {}).status());
+  PSTRAIN_RETURN_IF_ERROR(reader->ReadState(state.data()));
+  return WriteExport(env, export_base, *model, ModelOptionsFromSpec(job->training),
+                     index.global_step(), index.hparams_yaml(), params, state);
+}
+
+}  // namespace pstrain

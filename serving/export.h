@@ -1,0 +1,88 @@
+#ifndef PSTRAIN_SERVING_EXPORT_H_
+#define PSTRAIN_SERVING_EXPORT_H_
+
+// A trained model, exported for serving: TensorFlow's `export/<name>/<ts>`
+// habit. Each version is a directory named by its Unix time under the export
+// base (<job_dir>/export/):
+//
+//   <job_dir>/export/1795478400/variables.bin  every parameter, then the
+//                                               batch-norm statistics
+//                                               (float32, little-endian)
+//   <job_dir>/export/1795478400/model.json     the manifest, written last:
+//                                               model name and options,
+//                                               input spec, class count,
+//                                               variables, size and CRC-32C
+//                                               of variables.bin, hparams
+//
+// A version without model.json is not one (a crash mid-export leaves nothing
+// a loader would read); model.json names the size and checksum of the
+// variables it goes with, so a damaged or swapped file is refused.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/env.h"
+#include "models/registry.h"
+
+namespace pstrain {
+
+// What a loaded export holds.
+struct ExportedModel {
+  std::string dir;       // the version directory it was read from
+  int64_t version = 0;   // its name
+  std::string model;     // registry name, e.g. "mnist_cnn"
+  ModelOptions options;  // what BuildModel takes
+  int64_t global_step = 0;
+  std::vector<int64_t> input_shape;  // HWC
+  int num_classes = 0;
+  bool per_image_standardization = false;
+  std::string hparams_yaml;  // the job's training section
+  std::vector<float> params, state;
+};
+
+// Writes a new version under `export_base` from the values of `model` (built
+// with `options`) and returns its directory. Its name is the Unix time, or
+// one more than the newest version if that is not newer. InvalidArgument if
+// the value counts do not match the model.
+absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
+                                        const Model& model, const ModelOptions& options,
+                                        int64_t global_step, const std::string& hparams_yaml,
+                                        absl::Span<const float> params,
+                                        absl::Span<const float> state);
+
+// Versions under `export_base` that have a manifest, oldest first; empty if
+// there is none or no such directory.
+absl::StatusOr<std::vector<int64_t>> ListExportVersions(Env* env, const std::string& export_base);
+
+// Deletes every version but the newest `keep` (the manifest first, so a
+// version half deleted is not taken for whole). Returns the deleted ones.
+absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& export_base,
+                                                  int keep);
+
+// The version directory `path` names: itself if it holds model.json, else
+// the newest version under it, else the newest under `path`/export (a job
+// dir). NotFound saying where it looked.
+absl::StatusOr<std::string> ResolveExportDir(Env* env, const std::string& path);
+
+// Reads a version directory. DataLoss naming the file for a damaged,
+// truncated or mismatched one; InvalidArgument for a manifest pstrain cannot
+// use (unknown model, wrong format).
+absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_dir);
+
+// The index file of the checkpoint `path` names: an index file, a checkpoint
+// prefix (job_dir/model.ckpt-2000), or a job dir (its newest checkpoint).
+// NotFound saying where it looked.
+absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& path);
+
+// Exports the checkpoint whose index is `index_path` under `export_base`,
+// with the model and options of the job config the checkpoint records.
+// Returns the new version directory.
+absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
+                                             const std::string& export_base);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SERVING_EXPORT_H_

@@ -1,0 +1,196 @@
+#include "serving/export.h"
+
+#include <random>
+
+#include "common/cluster_config.h"
+#include "gtest/gtest.h"
+#include "io/checkpoint.h"
+#include "proto/checkpoint.pb.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kBase[] = "/job/export";
+
+// mnist_cnn with initialized values.
+struct Trained {
+  std::unique_ptr<Model> model;
+  std::vector<float> params, state;
+};
+Trained MakeModel(uint64_t seed) {
+  Trained t;
+  t.model = *BuildModel("mnist_cnn", ModelOptions());
+  t.params.resize(t.model->num_params());
+  t.state.resize(t.model->num_state());
+  t.model->InitializeVariables(seed, t.params.data(), t.state.data());
+  return t;
+}
+
+TEST(ExportTest, RoundTripsEveryValueAndTheSpec) {
+  MemEnv env;
+  Trained t = MakeModel(7);
+  ModelOptions options;
+  options.dropout_rate = 0.25f;
+  absl::StatusOr<std::string> dir =
+      WriteExport(&env, kBase, *t.model, options, 1234, "model: mnist_cnn\n", t.params, t.state);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_TRUE(env.FileExists(*dir + "/model.json"));
+  EXPECT_TRUE(env.FileExists(*dir + "/variables.bin"));
+  absl::StatusOr<ExportedModel> e = ReadExport(&env, *dir);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->model, "mnist_cnn");
+  EXPECT_EQ(e->global_step, 1234);
+  EXPECT_FLOAT_EQ(e->options.dropout_rate, 0.25f);
+  EXPECT_EQ(e->input_shape, (std::vector<int64_t>{28, 28, 1}));
+  EXPECT_EQ(e->num_classes, 10);
+  EXPECT_FALSE(e->per_image_standardization);
+  EXPECT_EQ(e->hparams_yaml, "model: mnist_cnn\n");
+  EXPECT_EQ(e->params, t.params);
+  EXPECT_EQ(e->state, t.state);
+  EXPECT_EQ(*dir, std::string(kBase) + "/" + std::to_string(e->version));
+}
+
+TEST(ExportTest, RefusesValuesOfAnotherSize) {
+  MemEnv env;
+  Trained t = MakeModel(1);
+  t.params.pop_back();
+  absl::StatusOr<std::string> dir =
+      WriteExport(&env, kBase, *t.model, ModelOptions(), 1, "", t.params, t.state);
+  EXPECT_TRUE(absl::IsInvalidArgument(dir.status())) << dir.status();
+  EXPECT_TRUE(ListExportVersions(&env, kBase)->empty());
+}
+
+TEST(ExportTest, VersionsRiseArePrunedAndResolve) {
+  MemEnv env;
+  Trained t = MakeModel(1);
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 3; ++i) {
+    dirs.push_back(*WriteExport(&env, kBase, *t.model, ModelOptions(), i, "", t.params, t.state));
+  }
+  absl::StatusOr<std::vector<int64_t>> versions = ListExportVersions(&env, kBase);
+  ASSERT_EQ(versions->size(), 3u);
+  EXPECT_LT((*versions)[0], (*versions)[1]);
+  EXPECT_LT((*versions)[1], (*versions)[2]);
+  // A version dir, the export dir, and the job dir all name the newest.
+  EXPECT_EQ(*ResolveExportDir(&env, dirs[1]), dirs[1]);
+  EXPECT_EQ(*ResolveExportDir(&env, kBase), dirs[2]);
+  EXPECT_EQ(*ResolveExportDir(&env, "/job"), dirs[2]);
+  absl::StatusOr<std::string> none = ResolveExportDir(&env, "/elsewhere");
+  EXPECT_TRUE(absl::IsNotFound(none.status()));
+  EXPECT_NE(none.status().message().find("pstrain-export"), std::string::npos) << none.status();
+
+  absl::StatusOr<std::vector<int64_t>> deleted = PruneExports(&env, kBase, 1);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(deleted->size(), 2u);
+  EXPECT_EQ(*ListExportVersions(&env, kBase), std::vector<int64_t>{(*versions)[2]});
+  EXPECT_FALSE(env.FileExists(dirs[0] + "/variables.bin"));
+}
+
+TEST(ExportTest, AVersionWithoutItsManifestIsNotOne) {
+  MemEnv env;
+  Trained t = MakeModel(1);
+  const std::string dir =
+      *WriteExport(&env, kBase, *t.model, ModelOptions(), 1, "", t.params, t.state);
+  ASSERT_TRUE(env.DeleteFile(dir + "/model.json").ok());  // as if the export died before it
+  EXPECT_TRUE(ListExportVersions(&env, kBase)->empty());
+  EXPECT_TRUE(absl::IsNotFound(ResolveExportDir(&env, kBase).status()));
+}
+
+// Every damaged, truncated or mismatched file is DataLoss naming it.
+TEST(ExportTest, CorruptOrTruncatedFilesAreRefused) {
+  MemEnv env;
+  Trained t = MakeModel(1);
+  const std::string dir =
+      *WriteExport(&env, kBase, *t.model, ModelOptions(), 1, "", t.params, t.state);
+  const std::string variables = *env.ReadFile(dir + "/variables.bin");
+  const std::string manifest = *env.ReadFile(dir + "/model.json");
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::string bad = variables;
+    bad[rng() % bad.size()] ^= static_cast<char>(1 << (rng() % 8));
+    ASSERT_TRUE(env.WriteFileAtomic(dir + "/variables.bin", bad).ok());
+    absl::StatusOr<ExportedModel> e = ReadExport(&env, dir);
+    EXPECT_TRUE(absl::IsDataLoss(e.status())) << e.status();
+    EXPECT_NE(e.status().message().find("variables.bin: checksum mismatch"), std::string::npos);
+  }
+  for (size_t cut : {size_t{0}, size_t{1}, variables.size() / 2, variables.size() - 1}) {
+    ASSERT_TRUE(env.WriteFileAtomic(dir + "/variables.bin", variables.substr(0, cut)).ok());
+    absl::StatusOr<ExportedModel> e = ReadExport(&env, dir);
+    EXPECT_TRUE(absl::IsDataLoss(e.status())) << e.status();
+    EXPECT_NE(e.status().message().find("bytes; the manifest says"), std::string::npos);
+  }
+  ASSERT_TRUE(env.WriteFileAtomic(dir + "/variables.bin", variables).ok());
+  for (size_t cut : {size_t{0}, size_t{1}, manifest.size() / 2, manifest.size() - 3}) {
+    ASSERT_TRUE(env.WriteFileAtomic(dir + "/model.json", manifest.substr(0, cut)).ok());
+    absl::StatusOr<ExportedModel> e = ReadExport(&env, dir);
+    EXPECT_TRUE(absl::IsDataLoss(e.status())) << e.status();
+    EXPECT_NE(e.status().message().find("model.json"), std::string::npos) << e.status();
+  }
+  std::string newer = manifest;
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 9");
+  ASSERT_TRUE(env.WriteFileAtomic(dir + "/model.json", newer).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadExport(&env, dir).status()));
+  ASSERT_TRUE(env.WriteFileAtomic(dir + "/model.json", manifest).ok());
+  EXPECT_TRUE(ReadExport(&env, dir).ok());
+}
+
+// A one-shard checkpoint of `t` at `step`, written as the chief and a ps do.
+std::string WriteCheckpoint(Env* env, const Trained& t, int64_t step) {
+  const int64_t n = t.model->num_params();
+  ShardValues shard;
+  shard.model = "mnist_cnn";
+  shard.global_step = step;
+  shard.end = n;
+  shard.optimizer = "sgd";
+  ChunkValues chunk;
+  chunk.end = n;
+  chunk.step = step;
+  chunk.params = t.params;
+  chunk.state = t.state;
+  shard.chunks.push_back(chunk);
+  const std::string prefix = "/job/" + CheckpointPrefix(step);
+  absl::StatusOr<WrittenShard> written =
+      WriteCheckpointShard(env, ShardFileName(prefix, 0, 1), shard);
+  EXPECT_TRUE(written.ok()) << written.status();
+  CheckpointIndex index;
+  index.set_model("mnist_cnn");
+  index.set_global_step(step);
+  index.set_num_params(n);
+  index.set_num_state(t.model->num_state());
+  index.set_optimizer("sgd");
+  CheckpointShardFile* file = index.add_shards();
+  file->set_file(ShardFileName(CheckpointPrefix(step), 0, 1));
+  file->set_end(n);
+  file->set_num_state(t.model->num_state());
+  file->set_size_bytes(written->size_bytes);
+  file->set_crc32c(written->crc32c);
+  JobConfig job;
+  job.training.model = "mnist_cnn";
+  job.training.batch_norm_epsilon = 1e-3;
+  index.set_hparams_yaml(JobConfigToYaml(job));
+  EXPECT_TRUE(WriteCheckpointIndex(env, IndexFileName(prefix), index).ok());
+  return IndexFileName(prefix);
+}
+
+TEST(ExportTest, ExportsACheckpointWithItsJobsModelOptions) {
+  MemEnv env;
+  Trained t = MakeModel(5);
+  WriteCheckpoint(&env, t, 100);
+  const std::string index = WriteCheckpoint(&env, t, 200);
+  // A job dir names its newest checkpoint; a prefix names itself.
+  EXPECT_EQ(*ResolveCheckpointIndex(&env, "/job"), index);
+  EXPECT_EQ(*ResolveCheckpointIndex(&env, "/job/model.ckpt-100"), "/job/model.ckpt-100.index");
+  EXPECT_TRUE(absl::IsNotFound(ResolveCheckpointIndex(&env, "/nothing").status()));
+
+  absl::StatusOr<std::string> dir = ExportCheckpoint(&env, index, kBase);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<ExportedModel> e = ReadExport(&env, *dir);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->global_step, 200);
+  EXPECT_FLOAT_EQ(e->options.batch_norm_epsilon, 1e-3f);
+  EXPECT_EQ(e->params, t.params);
+  EXPECT_EQ(e->state, t.state);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,175 @@
+#include "serving/predictor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "data/augment.h"
+#include "io/png.h"
+#include "models/tensor.h"
+
+namespace pstrain {
+namespace {
+
+absl::Status Bad(const std::string& where, const std::string& what) {
+  return absl::InvalidArgumentError(where.empty() ? what : absl::StrCat(where, ": ", what));
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&s, i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+// Numbers nested as `dims`, row-major into out[0..]; `where` is the index path.
+absl::Status Flatten(const nlohmann::json& v, const std::vector<int64_t>& dims, size_t depth,
+                     const std::string& where, float** out) {
+  if (depth == dims.size()) {
+    if (!v.is_number()) return Bad(where, absl::StrCat("expected a number, got ", v.type_name()));
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < 0.0 || x > 1.0) {
+      return Bad(where, absl::StrCat(v.dump(), " is outside [0, 1]: send pixel / 255"));
+    }
+    *(*out)++ = static_cast<float>(x);
+    return absl::OkStatus();
+  }
+  if (!v.is_array()) return Bad(where, absl::StrCat("expected a list, got ", v.type_name()));
+  if (static_cast<int64_t>(v.size()) != dims[depth]) {
+    return Bad(where, absl::StrCat("a list of ", v.size(), " where ", dims[depth], " belong"));
+  }
+  for (size_t i = 0; i < v.size(); ++i) {
+    PSTRAIN_RETURN_IF_ERROR(Flatten(v[i], dims, depth + 1, absl::StrCat(where, "[", i, "]"), out));
+  }
+  return absl::OkStatus();
+}
+
+// Nesting depth of the first elements: [[1, 2]] is 2.
+size_t Depth(const nlohmann::json& v) {
+  size_t d = 0;
+  for (const nlohmann::json* p = &v; p->is_array() && !p->empty(); p = &(*p)[0]) ++d;
+  return d;
+}
+
+absl::Status ParsePng(const nlohmann::json& b64, const std::vector<int64_t>& shape, float* out) {
+  if (!b64.is_string()) return Bad("b64", "expected a base64 string");
+  std::string png;
+  if (!absl::Base64Unescape(b64.get<std::string>(), &png)) return Bad("b64", "is not base64");
+  absl::StatusOr<PngImage> image = DecodePng(png);
+  if (!image.ok())
+    return Bad("b64", absl::StrCat("not a PNG pstrain reads: ", image.status().message()));
+  const int64_t h = shape[0], w = shape[1], c = shape[2];
+  const bool alpha = image->channels == c + 1 && (c == 1 || c == 3);
+  if (image->height != h || image->width != w || (image->channels != c && !alpha)) {
+    return Bad("b64", absl::StrCat("a PNG of ", image->height, "x", image->width, " with ",
+                                   image->channels, " channels; the model takes ", h, "x", w,
+                                   " with ", c));
+  }
+  for (int64_t p = 0; p < h * w; ++p) {
+    for (int64_t k = 0; k < c; ++k) {
+      const auto byte = static_cast<uint8_t>(image->pixels[p * image->channels + k]);
+      out[p * c + k] = static_cast<float>(byte) / 255.0f;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int64_t>& shape,
+                           float* out) {
+  if (shape.size() != 3) return absl::InternalError("the model's input is not HWC");
+  if (instance.is_object()) {
+    if (instance.contains("b64") && instance.size() == 1)
+      return ParsePng(instance["b64"], shape, out);
+    if (instance.contains("image") && instance.size() == 1) {
+      const nlohmann::json& image = instance["image"];
+      if (image.is_object() && image.contains("b64")) return ParsePng(image["b64"], shape, out);
+      return ParseInstance(image, shape, out);
+    }
+    std::string keys;
+    for (const auto& [key, value] : instance.items())
+      absl::StrAppend(&keys, keys.empty() ? "" : ", ", "\"", key, "\"");
+    return Bad("", absl::StrCat("an instance object has the key \"image\" (numbers or {\"b64\": "
+                                "PNG}) or \"b64\"; this one has ",
+                                keys.empty() ? "none" : keys));
+  }
+  if (!instance.is_array()) {
+    return Bad("", absl::StrCat("an instance is a list of numbers or an object, not a ",
+                                instance.type_name()));
+  }
+  const size_t depth = Depth(instance);
+  std::vector<int64_t> dims;
+  if (depth == 1) {
+    dims = {shape[0] * shape[1] * shape[2]};
+  } else if (depth == 2 && shape[2] == 1) {
+    dims = {shape[0], shape[1]};
+  } else if (depth == 3) {
+    dims = shape;
+  } else {
+    return Bad("", absl::StrCat("numbers nested ", depth, " deep; the model takes an image of ",
+                                ShapeText(shape), " (HWC), ",
+                                shape[2] == 1 ? "as [H][W], [H][W][C] or " : "as [H][W][C] or ",
+                                "a flat list of ", shape[0] * shape[1] * shape[2]));
+  }
+  return Flatten(instance, dims, 0, "", &out);
+}
+
+nlohmann::json PredictionJson(const Prediction& p) {
+  return {{"classes", p.classes}, {"probabilities", p.probabilities}};
+}
+
+absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::string& path) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string dir, ResolveExportDir(env, path));
+  PSTRAIN_ASSIGN_OR_RETURN(ExportedModel exported, ReadExport(env, dir));
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(exported.model, exported.options);
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": cannot build its model: ", model.status().message()));
+  }
+  const Model& m = **model;
+  if (m.num_params() != static_cast<int64_t>(exported.params.size()) ||
+      m.num_state() != static_cast<int64_t>(exported.state.size()) ||
+      m.input_shape() != exported.input_shape || m.num_classes() != exported.num_classes) {
+    return absl::DataLossError(absl::StrCat(dir, ": the export does not fit ", exported.model,
+                                            " as this pstrain builds it (", m.num_params(),
+                                            " parameters, input ", ShapeText(m.input_shape()), ", ",
+                                            m.num_classes(), " classes)"));
+  }
+  auto predictor = std::unique_ptr<Predictor>(new Predictor());
+  predictor->example_size_ = NumElements(m.input_shape());
+  predictor->exported_ = std::move(exported);
+  absl::MutexLock lock(&predictor->mu_);
+  predictor->model_ = std::move(*model);
+  return predictor;
+}
+
+std::vector<Prediction> Predictor::Predict(const float* images, int64_t n) {
+  std::vector<Prediction> predictions(n);
+  if (n == 0) return predictions;
+  absl::MutexLock lock(&mu_);
+  const float* input = images;
+  if (exported_.per_image_standardization) {
+    scratch_.assign(images, images + n * example_size_);
+    for (int64_t i = 0; i < n; ++i)
+      StandardizeImage(scratch_.data() + i * example_size_, example_size_);
+    input = scratch_.data();
+  }
+  const Tensor& logits = model_->Infer(exported_.params.data(), exported_.state.data(), input, n);
+  const int k = exported_.num_classes;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* z = logits.data() + i * k;
+    const float top = *std::max_element(z, z + k);
+    Prediction& p = predictions[i];
+    p.probabilities.resize(k);
+    double sum = 0.0;
+    for (int j = 0; j < k; ++j) sum += p.probabilities[j] = std::exp(z[j] - top);
+    for (float& q : p.probabilities) q = static_cast<float>(q / sum);
+    p.classes = std::max_element(z, z + k) - z;
+  }
+  return predictions;
+}
+
+}  // namespace pstrain
