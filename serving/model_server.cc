@@ -1,0 +1,320 @@
+#include "serving/model_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+
+namespace pstrain {
+namespace {
+
+HttpAnswer Error(int status, const std::string& message) {
+  return {status, nlohmann::json({{"error", message}}).dump()};
+}
+
+HttpAnswer Ok(const nlohmann::json& body) { return {200, body.dump()}; }
+
+nlohmann::json Dim(int64_t size) { return {{"size", std::to_string(size)}, {"name", ""}}; }
+
+// The parsed parts of /v1/models/<name>[/versions/<v>][/metadata][:predict].
+struct Route {
+  std::string name, version;
+  bool metadata = false, predict = false;
+};
+
+bool ParseRoute(absl::string_view path, Route* route) {
+  if (!absl::ConsumePrefix(&path, "/v1/models/")) return false;
+  route->predict = absl::ConsumeSuffix(&path, ":predict");
+  route->metadata = absl::ConsumeSuffix(&path, "/metadata");
+  std::vector<std::string> parts = absl::StrSplit(path, '/');
+  if (parts.size() == 1 && !parts[0].empty()) {
+    route->name = parts[0];
+    return true;
+  }
+  if (parts.size() == 3 && !parts[0].empty() && parts[1] == "versions" && !parts[2].empty()) {
+    route->name = parts[0];
+    route->version = parts[2];
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(Env* env,
+                                                                 ModelServerOptions options) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions,
+                           ListExportVersions(env, options.model_base_path));
+  if (versions.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no model versions in ", options.model_base_path,
+        " (numbered directories holding model.json); the chief writes them to <job_dir>/export "
+        "at the end of training, or run: pstrain-export <job_dir>"));
+  }
+  auto server = std::unique_ptr<ModelServer>(new ModelServer(env, std::move(options)));
+  const std::string dir =
+      JoinPath(server->options_.model_base_path, std::to_string(versions.back()));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, Predictor::Load(env, dir));
+  absl::MutexLock lock(&server->mu_);
+  server->predictor_ = std::move(predictor);
+  server->version_ = versions.back();
+  return server;
+}
+
+ModelServer::ModelServer(Env* env, ModelServerOptions options)
+    : env_(env), options_(std::move(options)) {
+  batcher_ = std::thread([this] { BatchLoop(); });
+}
+
+ModelServer::~ModelServer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  batcher_.join();
+}
+
+int64_t ModelServer::version() {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+std::pair<int64_t, int64_t> ModelServer::batch_stats() {
+  absl::MutexLock lock(&mu_);
+  return {batches_, batched_instances_};
+}
+
+bool ModelServer::PollOnce() {
+  absl::StatusOr<std::vector<int64_t>> versions =
+      ListExportVersions(env_, options_.model_base_path);
+  if (!versions.ok()) {
+    LOG(WARNING) << "cannot list " << options_.model_base_path << ": " << versions.status();
+    return false;
+  }
+  const int64_t current = version();
+  if (versions->empty() || versions->back() <= current) return false;
+  const std::string dir = JoinPath(options_.model_base_path, std::to_string(versions->back()));
+  absl::StatusOr<std::unique_ptr<Predictor>> loaded = Predictor::Load(env_, dir);
+  if (!loaded.ok()) {
+    LOG(WARNING) << "version " << versions->back() << " cannot be loaded; still serving " << current
+                 << ": " << loaded.status();
+    return false;
+  }
+  absl::MutexLock lock(&mu_);
+  predictor_ = std::move(*loaded);
+  version_ = versions->back();
+  LOG(INFO) << "serving model " << options_.model_name << " version " << version_
+            << " (global step " << predictor_->exported().global_step << ")";
+  return true;
+}
+
+std::shared_ptr<Predictor> ModelServer::Current(const std::string& version, HttpAnswer* error) {
+  absl::MutexLock lock(&mu_);
+  int64_t v = 0;
+  if (!version.empty() && (!absl::SimpleAtoi(version, &v) || v != version_)) {
+    *error = Error(404, absl::StrCat("version ", version, " of model ", options_.model_name,
+                                     " is not available; it serves version ", version_));
+    return nullptr;
+  }
+  return predictor_;
+}
+
+HttpAnswer ModelServer::Handle(const std::string& method, const std::string& path,
+                               const std::string& body) {
+  if (path == "/healthz") {
+    if (method != "GET") return Error(405, "use GET for /healthz");
+    return Ok({{"status", "ok"}, {"model", options_.model_name}, {"version", version()}});
+  }
+  Route route;
+  if (!ParseRoute(path, &route)) {
+    return Error(404, absl::StrCat("no such endpoint: ", path, " (try /v1/models/",
+                                   options_.model_name, ":predict)"));
+  }
+  if (route.name != options_.model_name) {
+    return Error(404, absl::StrCat("Servable not found for request: model ", route.name,
+                                   "; this server serves model ", options_.model_name));
+  }
+  if (route.predict) {
+    if (method != "POST" || route.metadata) return Error(405, "use POST for :predict");
+    return Predict(route.version, body);
+  }
+  if (method != "GET") return Error(405, absl::StrCat("use GET for ", path));
+  return route.metadata ? Metadata(route.version) : Status(route.version);
+}
+
+HttpAnswer ModelServer::Status(const std::string& version) {
+  HttpAnswer error;
+  if (Current(version, &error) == nullptr) return error;
+  return Ok({{"model_version_status",
+              {{{"version", std::to_string(this->version())},
+                {"state", "AVAILABLE"},
+                {"status", {{"error_code", "OK"}, {"error_message", ""}}}}}}});
+}
+
+HttpAnswer ModelServer::Metadata(const std::string& version) {
+  HttpAnswer error;
+  std::shared_ptr<Predictor> p = Current(version, &error);
+  if (p == nullptr) return error;
+  const ExportedModel& e = p->exported();
+  nlohmann::json input_dims = nlohmann::json::array({Dim(-1)});
+  for (int64_t d : e.input_shape) input_dims.push_back(Dim(d));
+  const nlohmann::json signature = {
+      {"inputs",
+       {{"image",
+         {{"dtype", "DT_FLOAT"},
+          {"tensor_shape", {{"dim", input_dims}, {"unknown_rank", false}}},
+          {"name", "image"}}}}},
+      {"outputs",
+       {{"classes",
+         {{"dtype", "DT_INT64"},
+          {"tensor_shape", {{"dim", {Dim(-1)}}, {"unknown_rank", false}}},
+          {"name", "classes"}}},
+        {"probabilities",
+         {{"dtype", "DT_FLOAT"},
+          {"tensor_shape", {{"dim", {Dim(-1), Dim(e.num_classes)}}, {"unknown_rank", false}}},
+          {"name", "probabilities"}}}}},
+      {"method_name", "tensorflow/serving/predict"}};
+  return Ok({{"model_spec",
+              {{"name", options_.model_name},
+               {"signature_name", ""},
+               {"version", std::to_string(e.version)}}},
+             {"metadata",
+              {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
+               {"pstrain",
+                {{"model", e.model},
+                 {"global_step", e.global_step},
+                 {"input_scaling", "pixel / 255, in [0, 1]"},
+                 {"per_image_standardization", e.per_image_standardization}}}}}});
+}
+
+HttpAnswer ModelServer::Predict(const std::string& version, const std::string& body) {
+  HttpAnswer error;
+  std::shared_ptr<Predictor> predictor = Current(version, &error);
+  if (predictor == nullptr) return error;
+  if (absl::StripAsciiWhitespace(body).empty()) {
+    return Error(400, "empty request body: send {\"instances\": [...]}");
+  }
+  nlohmann::json request;
+  try {
+    request = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    return Error(400, absl::StrCat("malformed JSON: ", e.what()));
+  }
+  if (!request.is_object())
+    return Error(400, "the request is a JSON object: {\"instances\": [...]}");
+  const std::string signature = request.value("signature_name", "serving_default");
+  if (signature != "serving_default") {
+    return Error(400,
+                 absl::StrCat("no signature \"", signature, "\"; the model has serving_default"));
+  }
+  const bool row = request.contains("instances");
+  if (row == request.contains("inputs")) {
+    return Error(
+        400, "the request has \"instances\" (row format) or \"inputs\" (columnar), one of them");
+  }
+  nlohmann::json instances = row ? request["instances"] : request["inputs"];
+  if (!row && instances.is_object()) {
+    if (instances.size() != 1 || !instances.contains("image")) {
+      return Error(400, "\"inputs\" names the model's one input: {\"inputs\": {\"image\": [...]}}");
+    }
+    instances = instances["image"];
+  }
+  if (!instances.is_array() || instances.empty()) {
+    return Error(400, absl::StrCat("\"", row ? "instances" : "inputs", "\" is a non-empty list"));
+  }
+  const int64_t n = static_cast<int64_t>(instances.size());
+  if (n > options_.max_instances) {
+    return Error(413,
+                 absl::StrCat(n, " instances; at most ", options_.max_instances, " per request"));
+  }
+  const int64_t size = predictor->example_size();
+  std::vector<float> images(n * size);
+  for (int64_t i = 0; i < n; ++i) {
+    absl::Status s =
+        ParseInstance(instances[i], predictor->exported().input_shape, images.data() + i * size);
+    if (!s.ok()) {
+      return Error(400, absl::StrCat(row ? "instances" : "inputs", "[", i, "]",
+                                     s.message()[0] == '[' ? "" : ": ", s.message()));
+    }
+  }
+  std::vector<Prediction> predictions = RunBatched(std::move(predictor), images.data(), n);
+  if (row) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Prediction& p : predictions) out.push_back(PredictionJson(p));
+    return Ok({{"predictions", out}});
+  }
+  nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array();
+  for (const Prediction& p : predictions) {
+    classes.push_back(p.classes);
+    probabilities.push_back(p.probabilities);
+  }
+  return Ok({{"outputs", {{"classes", classes}, {"probabilities", probabilities}}}});
+}
+
+std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,
+                                                const float* images, int64_t n) {
+  if (n >= options_.max_batch) return predictor->Predict(images, n);  // a batch of its own
+  Job job{std::move(predictor), images, n, {}};
+  std::future<std::vector<Prediction>> result = job.done.get_future();
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(&job);
+  }
+  return result.get();
+}
+
+void ModelServer::BatchLoop() {
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
+  auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t total = 0;
+    for (const Job* job : queue_) total += job->n;
+    return stopping_ || total >= options_.max_batch;
+  };
+  while (true) {
+    std::vector<Job*> jobs;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, nothing left
+      mu_.AwaitWithTimeout(absl::Condition(&full), options_.batch_timeout);
+      int64_t total = 0;
+      const Predictor* first = queue_.front()->predictor.get();
+      while (!queue_.empty() && queue_.front()->predictor.get() == first &&
+             (jobs.empty() || total + queue_.front()->n <= options_.max_batch)) {
+        total += queue_.front()->n;
+        jobs.push_back(queue_.front());
+        queue_.pop_front();
+      }
+      ++batches_;
+      batched_instances_ += total;
+    }
+    int64_t total = 0;
+    for (const Job* job : jobs) total += job->n;
+    const int64_t size = jobs[0]->predictor->example_size();
+    std::vector<float> images(total * size);
+    int64_t at = 0;
+    for (const Job* job : jobs) {
+      std::copy(job->images, job->images + job->n * size, images.begin() + at * size);
+      at += job->n;
+    }
+    std::vector<Prediction> predictions = jobs[0]->predictor->Predict(images.data(), total);
+    at = 0;
+    for (Job* job : jobs) {
+      // The caller returns (and its Job goes) as soon as the value is set:
+      // read everything first and set it through a promise of our own.
+      std::vector<Prediction> mine(predictions.begin() + at, predictions.begin() + at + job->n);
+      at += job->n;
+      std::promise<std::vector<Prediction>> done = std::move(job->done);
+      done.set_value(std::move(mine));
+    }
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,101 @@
+#ifndef PSTRAIN_SERVING_MODEL_SERVER_H_
+#define PSTRAIN_SERVING_MODEL_SERVER_H_
+
+// TensorFlow Serving's REST API over pstrain exports, free of any HTTP
+// library (serve_main.cc adapts it to cpp-httplib):
+//   POST /v1/models/<name>[/versions/<v>]:predict
+//        {"instances": [...]}            -> {"predictions": [{"classes": k,
+//                                             "probabilities": [...]}, ...]}
+//        {"inputs": [...] | {"image": [...]}} -> {"outputs": {"classes": [...],
+//                                             "probabilities": [[...], ...]}}
+//   GET  /v1/models/<name>[/versions/<v>]   -> model_version_status
+//   GET  /v1/models/<name>[/versions/<v>]/metadata -> the signature
+//   GET  /healthz                            -> {"status": "ok", ...}
+// Errors are 4xx with {"error": "..."} saying what is wrong. A newer version
+// under the base path is picked up by PollOnce() without a restart; requests
+// in flight finish on the version they started with. Concurrent predict
+// requests are batched (up to max_batch instances, waiting at most
+// batch_timeout for more).
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/env.h"
+#include "serving/predictor.h"
+
+namespace pstrain {
+
+struct ModelServerOptions {
+  std::string model_name = "default";
+  std::string model_base_path;  // the export dir: numbered versions
+  int max_batch = 32;           // instances per forward pass
+  absl::Duration batch_timeout = absl::Milliseconds(1);
+  int64_t max_instances = 4096;  // per request
+};
+
+struct HttpAnswer {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+class ModelServer {
+ public:
+  // Loads the newest version under the base path. NotFound (saying how to
+  // export one) if there is none.
+  static absl::StatusOr<std::unique_ptr<ModelServer>> Create(Env* env, ModelServerOptions options);
+  ~ModelServer();
+
+  HttpAnswer Handle(const std::string& method, const std::string& path, const std::string& body);
+
+  // Loads a newer version if one appeared; true if it did. A version that
+  // cannot be loaded is logged and skipped (the current one keeps serving).
+  bool PollOnce();
+  int64_t version();
+  // Forward passes the batcher ran, and the instances in them.
+  std::pair<int64_t, int64_t> batch_stats();
+
+ private:
+  ModelServer(Env* env, ModelServerOptions options);
+
+  struct Job {
+    std::shared_ptr<Predictor> predictor;
+    const float* images;
+    int64_t n;
+    std::promise<std::vector<Prediction>> done;
+  };
+
+  HttpAnswer Predict(const std::string& version, const std::string& body);
+  HttpAnswer Status(const std::string& version);
+  HttpAnswer Metadata(const std::string& version);
+  // The predictor for `version` ("" for the newest), or a 404 answer.
+  std::shared_ptr<Predictor> Current(const std::string& version, HttpAnswer* error);
+  std::vector<Prediction> RunBatched(std::shared_ptr<Predictor> predictor, const float* images,
+                                     int64_t n);
+  void BatchLoop();
+
+  Env* const env_;
+  const ModelServerOptions options_;
+  absl::Mutex mu_;
+  std::shared_ptr<Predictor> predictor_ ABSL_GUARDED_BY(mu_);
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t batched_instances_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread batcher_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_SERVING_MODEL_SERVER_H_

@@ -1,0 +1,216 @@
+#include "serving/model_server.h"
+
+#include <cmath>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using nlohmann::json;
+
+class ModelServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = *BuildModel("mnist_cnn", ModelOptions());
+    params_.resize(model_->num_params());
+    state_.resize(model_->num_state());
+    Export(3);
+    options_.model_name = "mnist";
+    options_.model_base_path = "/job/export";
+    options_.max_instances = 16;
+    absl::StatusOr<std::unique_ptr<ModelServer>> server = ModelServer::Create(&env_, options_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+  }
+
+  std::string Export(uint64_t seed) {
+    model_->InitializeVariables(seed, params_.data(), state_.data());
+    return *WriteExport(&env_, "/job/export", *model_, ModelOptions(), seed, "", params_, state_);
+  }
+
+  // An image whose values come from `k`.
+  static json Image(int k) {
+    std::vector<float> v(784);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 31 + k * 7) % 256) / 255;
+    return json(v);
+  }
+
+  // The predictions the model gives for Image(k) with the current values.
+  json Expected(int k) {
+    std::vector<float> image = Image(k).get<std::vector<float>>();
+    std::vector<int32_t> label(1, 0);
+    model_->Evaluate(params_.data(), state_.data(), image.data(), label.data(), 1);
+    const float* z = model_->logits().data();
+    return std::max_element(z, z + 10) - z;
+  }
+
+  json Post(const std::string& path, const json& body, int want_status = 200) {
+    HttpAnswer a = server_->Handle("POST", path, body.dump());
+    EXPECT_EQ(a.status, want_status) << a.body;
+    return json::parse(a.body);
+  }
+
+  MemEnv env_;
+  std::unique_ptr<Model> model_;
+  std::vector<float> params_, state_;
+  ModelServerOptions options_;
+  std::unique_ptr<ModelServer> server_;
+};
+
+TEST_F(ModelServerTest, AnEmptyBasePathIsAClearError) {
+  ModelServerOptions options;
+  options.model_base_path = "/nothing/here";
+  absl::StatusOr<std::unique_ptr<ModelServer>> server = ModelServer::Create(&env_, options);
+  EXPECT_TRUE(absl::IsNotFound(server.status()));
+  EXPECT_NE(server.status().message().find("pstrain-export <job_dir>"), std::string::npos);
+}
+
+TEST_F(ModelServerTest, PredictsInRowAndColumnarForm) {
+  json rows = Post("/v1/models/mnist:predict", {{"instances", {Image(1), Image(2)}}});
+  ASSERT_EQ(rows["predictions"].size(), 2u);
+  EXPECT_EQ(rows["predictions"][0]["classes"], Expected(1));
+  EXPECT_EQ(rows["predictions"][1]["classes"], Expected(2));
+  EXPECT_EQ(rows["predictions"][0]["probabilities"].size(), 10u);
+  json columns =
+      Post("/v1/models/mnist/versions/" + std::to_string(server_->version()) + ":predict",
+           {{"inputs", {{"image", {Image(1), Image(2)}}}}});
+  EXPECT_EQ(columns["outputs"]["classes"], json({Expected(1), Expected(2)}));
+  EXPECT_EQ(columns["outputs"]["probabilities"][1], rows["predictions"][1]["probabilities"]);
+}
+
+TEST_F(ModelServerTest, StatusMetadataAndHealth) {
+  HttpAnswer status = server_->Handle("GET", "/v1/models/mnist", "");
+  ASSERT_EQ(status.status, 200);
+  json s = json::parse(status.body)["model_version_status"][0];
+  EXPECT_EQ(s["version"], std::to_string(server_->version()));
+  EXPECT_EQ(s["state"], "AVAILABLE");
+  HttpAnswer metadata = server_->Handle("GET", "/v1/models/mnist/metadata", "");
+  ASSERT_EQ(metadata.status, 200);
+  json sig =
+      json::parse(metadata.body)["metadata"]["signature_def"]["signature_def"]["serving_default"];
+  EXPECT_EQ(sig["inputs"]["image"]["dtype"], "DT_FLOAT");
+  EXPECT_EQ(sig["inputs"]["image"]["tensor_shape"]["dim"][1]["size"], "28");
+  EXPECT_EQ(sig["outputs"]["probabilities"]["tensor_shape"]["dim"][1]["size"], "10");
+  HttpAnswer health = server_->Handle("GET", "/healthz", "");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(json::parse(health.body)["status"], "ok");
+}
+
+// Bad requests get a 4xx with {"error": ...} saying what is wrong, and the
+// server goes on serving.
+TEST_F(ModelServerTest, BadRequestsAreRefusedAndServingGoesOn) {
+  json wrong_shape = Image(1);
+  wrong_shape.erase(wrong_shape.begin());
+  json out_of_range = Image(1);
+  out_of_range[5] = 255;
+  json strings = Image(1);
+  strings[0] = "0.5";
+  std::vector<json> too_many(17, Image(1));
+  struct Case {
+    std::string method, path, body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"POST", "/v1/models/mnist:predict", "{\"instances\": [", 400, "malformed JSON"},
+      {"POST", "/v1/models/mnist:predict", "", 400, "empty request body"},
+      {"POST", "/v1/models/mnist:predict", "[1, 2]", 400, "is a JSON object"},
+      {"POST", "/v1/models/mnist:predict", "{\"instances\": []}", 400, "non-empty list"},
+      {"POST", "/v1/models/mnist:predict", "{\"rows\": []}", 400, "\"instances\" (row format)"},
+      {"POST", "/v1/models/mnist:predict", json({{"instances", {Image(1), wrong_shape}}}).dump(),
+       400, "instances[1]: a list of 783 where 784 belong"},
+      {"POST", "/v1/models/mnist:predict", json({{"instances", {out_of_range}}}).dump(), 400,
+       "instances[0][5]: 255 is outside [0, 1]"},
+      {"POST", "/v1/models/mnist:predict", json({{"instances", {strings}}}).dump(), 400,
+       "instances[0][0]: expected a number, got string"},
+      {"POST", "/v1/models/mnist:predict", json({{"instances", too_many}}).dump(), 413,
+       "17 instances; at most 16"},
+      {"POST", "/v1/models/mnist:predict",
+       json({{"signature_name", "classify"}, {"instances", {Image(1)}}}).dump(), 400,
+       "no signature \"classify\""},
+      {"POST", "/v1/models/other:predict", json({{"instances", {Image(1)}}}).dump(), 404,
+       "this server serves model mnist"},
+      {"POST", "/v1/models/mnist/versions/7:predict", json({{"instances", {Image(1)}}}).dump(), 404,
+       "version 7 of model mnist is not available"},
+      {"GET", "/v1/models/mnist:predict", "", 405, "use POST"},
+      {"GET", "/v1/nothing", "", 404, "no such endpoint"},
+      {"GET", "/v1/models/other", "", 404, "Servable not found"},
+  };
+  for (const Case& c : cases) {
+    HttpAnswer a = server_->Handle(c.method, c.path, c.body);
+    EXPECT_EQ(a.status, c.status) << c.path << " " << c.body.substr(0, 60) << ": " << a.body;
+    json error = json::parse(a.body, nullptr, false);
+    ASSERT_TRUE(error.is_object() && error.contains("error")) << a.body;
+    EXPECT_NE(error["error"].get<std::string>().find(c.message), std::string::npos)
+        << error["error"] << "\nwanted: " << c.message;
+  }
+  json ok = Post("/v1/models/mnist:predict", {{"instances", {Image(4)}}});
+  EXPECT_EQ(ok["predictions"][0]["classes"], Expected(4));
+}
+
+TEST_F(ModelServerTest, PicksUpANewVersionAndSkipsADamagedOne) {
+  const int64_t first = server_->version();
+  EXPECT_FALSE(server_->PollOnce());
+  const std::string dir = Export(4);  // new values, a new version
+  ASSERT_TRUE(server_->PollOnce());
+  EXPECT_GT(server_->version(), first);
+  json p = Post("/v1/models/mnist:predict", {{"instances", {Image(1)}}});
+  EXPECT_EQ(p["predictions"][0]["classes"], Expected(1));
+  const json served = p["predictions"][0]["probabilities"];
+  // A newer version whose variables are damaged is not loaded.
+  const std::string bad = Export(5);
+  std::string bytes = *env_.ReadFile(bad + "/variables.bin");
+  bytes[7] ^= 4;
+  ASSERT_TRUE(env_.WriteFileAtomic(bad + "/variables.bin", bytes).ok());
+  EXPECT_FALSE(server_->PollOnce());
+  EXPECT_EQ(Post("/v1/models/mnist:predict",
+                 {{"instances", {Image(1)}}})["predictions"][0]["probabilities"],
+            served);
+}
+
+TEST_F(ModelServerTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnAnswer) {
+  std::vector<json> want;
+  for (int k = 0; k < 8; ++k) {
+    want.push_back(Post("/v1/models/mnist:predict", {{"instances", {Image(k)}}})["predictions"][0]);
+  }
+  std::vector<std::thread> clients;
+  std::vector<int> wrong(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (int round = 0; round < 5; ++round) {
+        const int k = (t + round) % 8;
+        HttpAnswer a = server_->Handle("POST", "/v1/models/mnist:predict",
+                                       json({{"instances", {Image(k)}}}).dump());
+        if (a.status != 200) {
+          ADD_FAILURE() << a.status << " " << a.body;
+          ++wrong[t];
+          continue;
+        }
+        // Batched with others, the same answer up to float rounding.
+        const json got = json::parse(a.body)["predictions"][0];
+        bool same = got["classes"] == want[k]["classes"];
+        for (int c = 0; c < 10; ++c) {
+          same = same && std::abs(got["probabilities"][c].get<double>() -
+                                  want[k]["probabilities"][c].get<double>()) < 1e-5;
+        }
+        if (!same) {
+          ++wrong[t];
+          ADD_FAILURE() << "image " << k << ": got " << got.dump() << "\nwant " << want[k].dump();
+        }
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  EXPECT_EQ(wrong, std::vector<int>(8, 0));
+  // 48 one-instance requests: 8 one at a time, then 40 from 8 threads at
+  // once, which share forward passes.
+  const auto [passes, instances] = server_->batch_stats();
+  EXPECT_EQ(instances, 48);
+  EXPECT_LT(passes, 48);
+  std::cerr << instances << " instances in " << passes << " forward passes\n";
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,116 @@
+// pstrain-serve: TensorFlow Serving's REST API for a pstrain export.
+//   pstrain-serve --model_base_path=<job_dir>/export [--model_name=default] [--port=8501]
+// Serves the newest version under the base path and picks up newer ones as
+// they appear (every --file_system_poll_wait_seconds); batches concurrent
+// requests (--max_batch_size instances, waiting --batch_timeout_micros for
+// more). SIGTERM or SIGINT: stops accepting, finishes what is in flight,
+// exits 0. See serving/model_server.h for the endpoints.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "cloud/gcs_env.h"
+#include "common/flags.h"
+#include "common/version.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+#include "serving/model_server.h"
+
+// After every Eigen header: httplib.h brings <resolv.h>, whose `_res` macro
+// breaks Eigen's parameter names.
+#include "httplib.h"
+
+DEFINE_string(model_base_path, "", "The export dir: numbered version directories (required).");
+DEFINE_string(model_name, "default", "The name in /v1/models/<name>.");
+DEFINE_string(host, "0.0.0.0", "Address to listen on.");
+DEFINE_int32(port, 8501, "REST port (TensorFlow Serving's --rest_api_port).");
+DEFINE_int32(rest_api_port, 0, "Same as --port when set (TensorFlow Serving's name).");
+DEFINE_int32(max_batch_size, 32, "Instances per forward pass when batching requests.");
+DEFINE_int64(batch_timeout_micros, 1000, "How long a batch waits for more requests.");
+DEFINE_int32(file_system_poll_wait_seconds, 1, "How often to look for a new version (0: never).");
+DEFINE_int64(max_request_bytes, 64 << 20, "Larger request bodies get 413.");
+DEFINE_int64(max_instances, 4096, "More instances in one request get 413.");
+
+namespace {
+
+volatile sig_atomic_t stop_signal = 0;
+void OnSignal(int signal) { stop_signal = signal; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-serve")) return 0;
+  gflags::SetUsageMessage("pstrain-serve --model_base_path=<job_dir>/export [--port=8501]");
+  pstrain::NormalizeFlagSpellings(argc, argv);
+  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  const int port = FLAGS_rest_api_port > 0 ? FLAGS_rest_api_port : FLAGS_port;
+  if (argc != 1 || FLAGS_model_base_path.empty() || FLAGS_max_batch_size < 1) {
+    std::fprintf(stderr, "usage: pstrain-serve --model_base_path=<job_dir>/export [--port=8501]\n");
+    return 2;
+  }
+  pstrain::ModelServerOptions options;
+  options.model_name = FLAGS_model_name;
+  options.model_base_path = FLAGS_model_base_path;
+  options.max_batch = FLAGS_max_batch_size;
+  options.batch_timeout = absl::Microseconds(FLAGS_batch_timeout_micros);
+  options.max_instances = FLAGS_max_instances;
+  absl::StatusOr<std::unique_ptr<pstrain::ModelServer>> server =
+      pstrain::ModelServer::Create(pstrain::ProcessEnv(), options);
+  if (!server.ok()) {
+    LOG(ERROR) << "pstrain-serve: " << server.status();
+    return 1;
+  }
+  httplib::Server http;
+  http.set_payload_max_length(static_cast<size_t>(FLAGS_max_request_bytes));
+  auto handle = [&](const httplib::Request& req, httplib::Response& res) {
+    pstrain::HttpAnswer answer = (*server)->Handle(req.method, req.path, req.body);
+    res.status = answer.status;
+    res.set_content(answer.body, "application/json");
+  };
+  http.Get(".*", handle);
+  http.Post(".*", handle);
+  http.Put(".*", handle);
+  http.Delete(".*", handle);
+  // httplib's own refusals (a body over the limit, a request it cannot
+  // read) get TensorFlow Serving's error form too.
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 413 ? "request body over --max_request_bytes"
+                                                  : absl::StrCat("HTTP ", res.status);
+    res.set_content(absl::StrCat("{\"error\": \"", message, "\"}"), "application/json");
+  });
+  if (!http.bind_to_port(FLAGS_host.c_str(), port)) {
+    LOG(ERROR) << "pstrain-serve: cannot listen on " << FLAGS_host << ":" << port
+               << " (in use? choose another with --port)";
+    return 1;
+  }
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  std::thread watcher([&] {
+    auto next_poll = std::chrono::steady_clock::now();
+    while (stop_signal == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (FLAGS_file_system_poll_wait_seconds > 0 &&
+          std::chrono::steady_clock::now() >= next_poll) {
+        (*server)->PollOnce();
+        next_poll = std::chrono::steady_clock::now() +
+                    std::chrono::seconds(FLAGS_file_system_poll_wait_seconds);
+      }
+    }
+    LOG(INFO) << "signal " << stop_signal << ": stopping (finishing requests in flight)";
+    http.stop();
+  });
+  LOG(INFO) << "serving model " << FLAGS_model_name << " version " << (*server)->version()
+            << " from " << FLAGS_model_base_path << " at http://" << FLAGS_host << ":" << port
+            << "/v1/models/" << FLAGS_model_name << " (TensorFlow Serving's REST API)";
+  http.listen_after_bind();
+  watcher.join();
+  LOG(INFO) << "stopped";
+  return 0;
+}
