@@ -1,0 +1,177 @@
+// A trained job's export answers predictions through pstrain-predict and
+// pstrain-serve (driven over HTTP by curl on loopback) with the classes the
+// chief's evaluation saw: the accuracy over the test set is the same.
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "data/load.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_cluster_util.h"
+
+namespace pstrain {
+namespace {
+
+using nlohmann::json;
+using testing_util::Background;
+using testing_util::FreePort;
+using testing_util::LoopbackAddresses;
+using testing_util::ProcessResult;
+using testing_util::ReadAll;
+using testing_util::RunProcess;
+using testing_util::StartProcess;
+using testing_util::WaitProcess;
+
+const std::string kBin = PSTRAIN_BIN_DIR;
+
+class ServingCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing_util::MakeTempDir("serving");
+    data_ = JoinPath(dir_, "data");
+    job_ = JoinPath(dir_, "job");
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
+    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
+  }
+
+  // curl METHOD URL [BODY_FILE]: {status, body}.
+  std::pair<int, std::string> Curl(const std::string& method, const std::string& url,
+                                   const std::string& body_file = "") {
+    std::vector<std::string> args = {"/usr/bin/curl",  "-sS", "-X", method, "-w",
+                                     "\n%{http_code}", url};
+    if (!body_file.empty()) {
+      args.insert(args.end(),
+                  {"-H", "Content-Type: application/json", "--data-binary", "@" + body_file});
+    }
+    ProcessResult r = RunProcess(args, 60);
+    const size_t nl = r.output.find_last_of('\n');
+    int status = 0;
+    if (nl == std::string::npos || !absl::SimpleAtoi(r.output.substr(nl + 1), &status)) {
+      return {0, r.output};
+    }
+    return {status, r.output.substr(0, nl)};
+  }
+
+  std::string dir_, data_, job_;
+};
+
+TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) {
+  const std::string config = JoinPath(dir_, "cluster.yaml");
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(
+                      config, absl::StrCat("cluster:\n  chief: ", LoopbackAddresses(1),
+                                           "\n  worker: ", LoopbackAddresses(1),
+                                           "\n  ps: ", LoopbackAddresses(1),
+                                           "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
+                                           "\n  job_dir: ", job_,
+                                           "\n  update: sync\n  batch_size: 20\n  train_steps: 30"
+                                           "\n  eval_steps: 0\n  log_every_n_steps: 10\n  "
+                                           "threads: 1\n  exports_to_keep: 2\n"))
+                  .ok());
+  ProcessResult train = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 300);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(train.output, m,
+                                std::regex("Saving dict for global step 30: accuracy = ([0-9.]+)")))
+      << train.output;
+  const std::string chief_accuracy = m[1];
+  EXPECT_NE(train.output.find("Exported the model for serving to " + job_ + "/export/"),
+            std::string::npos)
+      << train.output;
+
+  // The test set as instances, one JSON list per line (pixel / 255).
+  absl::StatusOr<Dataset> test = LoadDataset(Env::Default(), data_, Split::kTest);
+  ASSERT_TRUE(test.ok()) << test.status();
+  std::string lines;
+  json all = json::array();
+  for (int64_t i = 0; i < test->size(); ++i) {
+    std::vector<float> image;
+    for (int64_t k = 0; k < test->example_size(); ++k) {
+      image.push_back(test->images[i * test->example_size() + k] / 255.0f);
+    }
+    absl::StrAppend(&lines, json(image).dump(), "\n");
+    all.push_back(image);
+  }
+  const std::string instances = JoinPath(dir_, "instances.json");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(instances, lines).ok());
+  auto accuracy = [&](const std::vector<int64_t>& classes) {
+    int correct = 0;
+    for (size_t i = 0; i < classes.size(); ++i) correct += classes[i] == test->labels[i];
+    char text[16];
+    std::snprintf(text, sizeof(text), "%.4f", static_cast<double>(correct) / classes.size());
+    return std::string(text);
+  };
+
+  // The CLI: JSON, then gcloud's table with the same classes.
+  ProcessResult predict = RunProcess({kBin + "/pstrain-predict", "--model-dir=" + job_,
+                                      "--json-instances=" + instances, "--format=json"},
+                                     120);
+  ASSERT_EQ(predict.exit_code, 0) << predict.output;
+  std::vector<int64_t> cli_classes;
+  const json cli = json::parse(predict.output);
+  for (const json& p : cli["predictions"]) cli_classes.push_back(p["classes"]);
+  ASSERT_EQ(cli_classes.size(), static_cast<size_t>(test->size()));
+  EXPECT_EQ(accuracy(cli_classes), chief_accuracy);
+  ProcessResult table = RunProcess(
+      {kBin + "/pstrain-predict", "--model_dir=" + job_, "--json_instances=" + instances}, 120);
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  std::vector<std::string> rows = absl::StrSplit(table.output, '\n', absl::SkipEmpty());
+  ASSERT_EQ(rows.size(), cli_classes.size() + 1);
+  EXPECT_EQ(rows[0], "CLASSES  PROBABILITIES");
+  EXPECT_EQ(rows[1].substr(0, rows[1].find(' ')), std::to_string(cli_classes[0]));
+
+  // The REST server.
+  const int port = FreePort();
+  const std::string base = absl::StrCat("http://127.0.0.1:", port, "/v1/models/mnist");
+  Background serve = StartProcess(
+      {kBin + "/pstrain-serve", "--model_base_path=" + job_ + "/export", "--model_name=mnist",
+       "--host=127.0.0.1", absl::StrCat("--port=", port), "--file_system_poll_wait_seconds=1"},
+      JoinPath(dir_, "serve.log"));
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = Curl("GET", absl::StrCat("http://127.0.0.1:", port, "/healthz")).first == 200;
+    if (!up) usleep(100000);
+  }
+  ASSERT_TRUE(up) << ReadAll(serve.log_path);
+  const std::string request = JoinPath(dir_, "request.json");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(request, json({{"instances", all}}).dump()).ok());
+  auto [status, body] = Curl("POST", base + ":predict", request);
+  ASSERT_EQ(status, 200) << body;
+  std::vector<int64_t> rest_classes;
+  const json rest = json::parse(body);
+  for (const json& p : rest["predictions"]) rest_classes.push_back(p["classes"]);
+  EXPECT_EQ(rest_classes, cli_classes);
+
+  // Bad input: a 4xx with {"error"}, and the server keeps serving.
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(request, "{\"instances\": [[0.5, ").ok());
+  auto [bad_status, bad_body] = Curl("POST", base + ":predict", request);
+  EXPECT_EQ(bad_status, 400) << bad_body;
+  EXPECT_NE(bad_body.find("\"error\":\"malformed JSON"), std::string::npos) << bad_body;
+  EXPECT_EQ(Curl("GET", absl::StrCat("http://127.0.0.1:", port, "/v1/models/other")).first, 404);
+
+  // A new version (pstrain-export of the last checkpoint) is picked up.
+  const std::string first =
+      json::parse(Curl("GET", base).second)["model_version_status"][0]["version"];
+  ProcessResult exported = RunProcess({kBin + "/pstrain-export", job_}, 120);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  std::string now = first;
+  for (int i = 0; i < 100 && now == first; ++i) {
+    usleep(100000);
+    now = json::parse(Curl("GET", base).second)["model_version_status"][0]["version"];
+  }
+  EXPECT_NE(now, first) << ReadAll(serve.log_path);
+
+  // SIGTERM: it stops and exits 0.
+  ASSERT_EQ(::kill(serve.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitProcess(&serve, 20), 0) << ReadAll(serve.log_path);
+}
+
+}  // namespace
+}  // namespace pstrain
