@@ -14,7 +14,7 @@ jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
 "$root/deploy/install-deps.sh"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$root/build" -j"$jobs" --target pstrain-launch
+cmake --build "$root/build" -j"$jobs" --target pstrain-launch pstrain-predict pstrain-data
 
 job_dir="${PSTRAIN_JOB_DIR:-$root/jobs/quickstart-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$job_dir"
@@ -30,5 +30,19 @@ if [[ -n "$final" ]]; then
   accuracy="${final##*= }"
   verdict="$(awk -v a="$accuracy" 'BEGIN { print (a >= 0.916) ? "reached" : "not reached" }')"
   echo "quickstart: final test accuracy $accuracy (${final%%:*}); 0.916 target $verdict"
+fi
+
+# The chief exported the trained model to $job_dir/export/<version>/:
+# predictions for the first test images, as gcloud ml-engine predict prints them.
+if [[ "$status" == 0 && -d "$job_dir/export" ]]; then
+  data_dir="$(sed -n 's/^ *data_dir: *//p' "$root/deploy/local/cluster.yaml" | head -n 1)"
+  for arg in "$@"; do
+    case "$arg" in --data_dir=* | --data-dir=*) data_dir="${arg#*=}" ;; esac
+  done
+  instances="$job_dir/instances.json"
+  labels="$("$root/build/bin/pstrain-data" instances "$data_dir" 5 2>&1 >"$instances")"
+  echo "quickstart: pstrain-predict --model_dir=$job_dir --json_instances=$instances ($labels)"
+  "$root/build/bin/pstrain-predict" --model_dir="$job_dir" --json_instances="$instances" |
+    awk '{ if (length($0) > 100) print substr($0, 1, 97) "..."; else print }' || status=$?
 fi
 exit "$status"
