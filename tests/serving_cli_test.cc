@@ -130,10 +130,11 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   // The REST server.
   const int port = FreePort();
   const std::string base = absl::StrCat("http://127.0.0.1:", port, "/v1/models/mnist");
-  Background serve = StartProcess(
-      {kBin + "/pstrain-serve", "--model_base_path=" + job_ + "/export", "--model_name=mnist",
-       "--host=127.0.0.1", absl::StrCat("--port=", port), "--file_system_poll_wait_seconds=1"},
-      JoinPath(dir_, "serve.log"));
+  Background serve =
+      StartProcess({kBin + "/pstrain-serve", "--model_base_path=" + job_ + "/export",
+                    "--model_name=mnist", "--host=127.0.0.1", absl::StrCat("--port=", port),
+                    "--file_system_poll_wait_seconds=1", "--max_request_bytes=3000000"},
+                   JoinPath(dir_, "serve.log"));
   bool up = false;
   for (int i = 0; i < 100 && !up; ++i) {
     up = Curl("GET", absl::StrCat("http://127.0.0.1:", port, "/healthz")).first == 200;
@@ -155,6 +156,10 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   EXPECT_EQ(bad_status, 400) << bad_body;
   EXPECT_NE(bad_body.find("\"error\":\"malformed JSON"), std::string::npos) << bad_body;
   EXPECT_EQ(Curl("GET", absl::StrCat("http://127.0.0.1:", port, "/v1/models/other")).first, 404);
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(request, std::string(3000001, ' ')).ok());
+  auto [big_status, big_body] = Curl("POST", base + ":predict", request);
+  EXPECT_EQ(big_status, 413) << big_body;
+  EXPECT_NE(big_body.find("over --max_request_bytes"), std::string::npos) << big_body;
 
   // A new version (pstrain-export of the last checkpoint) is picked up.
   const std::string first =

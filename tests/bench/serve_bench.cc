@@ -1,0 +1,181 @@
+// pstrain-serve-bench: what serving an export costs. Prints
+//   compute batch=B: p50 X ms per call, Y instances/s        (Predictor, in process)
+//   rest batch=B clients=C: R req/s, I instances/s, p50 X ms, p99 Y ms
+// the second through a real pstrain-serve process on loopback, driven by C
+// client threads (cpp-httplib clients, keep-alive), each sending requests of
+// B instances for --seconds. The model is --model_dir's export, or mnist_cnn
+// with its initial values exported to a temporary dir.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/env.h"
+#include "gflags/gflags.h"
+#include "serving/predictor.h"
+
+// After every Eigen header: httplib.h brings <resolv.h>, whose `_res` macro
+// breaks Eigen's parameter names.
+#include "httplib.h"
+
+DEFINE_string(serve_bin, "", "pstrain-serve (default: beside this binary).");
+DEFINE_string(model_dir, "", "An export dir (default: mnist_cnn's initial values).");
+DEFINE_string(runs, "1x1,1x8,32x1,32x8", "REST runs: <batch>x<clients>, comma-separated.");
+DEFINE_double(seconds, 5, "Seconds per REST run.");
+DEFINE_int32(port, 18501, "Port for pstrain-serve on 127.0.0.1.");
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+std::string ExportDir() {
+  if (!FLAGS_model_dir.empty()) return FLAGS_model_dir;
+  const std::string dir = absl::StrCat("/tmp/pstrain-serve-bench-", getpid());
+  std::unique_ptr<pstrain::Model> model =
+      *pstrain::BuildModel("mnist_cnn", pstrain::ModelOptions());
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  model->InitializeVariables(1, params.data(), state.data());
+  absl::StatusOr<std::string> written = pstrain::WriteExport(
+      pstrain::Env::Default(), dir, *model, pstrain::ModelOptions(), 0, "", params, state);
+  if (!written.ok()) {
+    std::fprintf(stderr, "cannot export: %s\n", written.status().ToString().c_str());
+    std::exit(1);
+  }
+  return dir;
+}
+
+void Compute(pstrain::Predictor* predictor, int batch) {
+  std::vector<float> images(batch * predictor->example_size());
+  std::mt19937 rng(1);
+  for (float& x : images) x = static_cast<float>(rng() % 256) / 255;
+  for (int i = 0; i < 20; ++i) predictor->Predict(images.data(), batch);
+  std::vector<double> ms;
+  for (int i = 0; i < 300; ++i) {
+    const auto start = Clock::now();
+    predictor->Predict(images.data(), batch);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  }
+  const double p50 = Percentile(ms, 0.5);
+  std::printf("compute batch=%d: p50 %.3f ms per call, %.1f instances/s\n", batch, p50,
+              batch * 1000.0 / p50);
+  std::fflush(stdout);
+}
+
+void Rest(int batch, int clients, const std::string& body_instance) {
+  std::string body = "{\"instances\": [";
+  for (int i = 0; i < batch; ++i) absl::StrAppend(&body, i ? "," : "", body_instance);
+  body += "]}";
+  std::vector<std::vector<double>> latencies(clients);
+  std::atomic<int> errors{0};
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(FLAGS_seconds * 1000));
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      httplib::Client client("127.0.0.1", FLAGS_port);
+      client.set_keep_alive(true);
+      client.set_tcp_nodelay(true);
+      while (Clock::now() < deadline) {
+        const auto t0 = Clock::now();
+        httplib::Result r = client.Post("/v1/models/default:predict", body, "application/json");
+        if (!r || r->status != 200) {
+          ++errors;
+          continue;
+        }
+        latencies[c].push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  std::printf(
+      "rest batch=%d clients=%d: %.1f req/s, %.1f instances/s, p50 %.3f ms, p99 %.3f ms%s\n", batch,
+      clients, all.size() / secs, all.size() * batch / secs, Percentile(all, 0.5),
+      Percentile(all, 0.99),
+      errors > 0 ? absl::StrCat(" (", errors.load(), " errors)").c_str() : "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  const std::string dir = ExportDir();
+  absl::StatusOr<std::unique_ptr<pstrain::Predictor>> predictor =
+      pstrain::Predictor::Load(pstrain::Env::Default(), dir);
+  if (!predictor.ok()) {
+    std::fprintf(stderr, "%s\n", predictor.status().ToString().c_str());
+    return 1;
+  }
+  Compute(predictor->get(), 1);
+  Compute(predictor->get(), 32);
+
+  std::string serve = FLAGS_serve_bin;
+  if (serve.empty()) {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    serve = std::string(self).substr(0, std::string(self).find_last_of('/')) + "/pstrain-serve";
+  }
+  std::vector<std::string> args = {serve, "--model_base_path=" + dir, "--host=127.0.0.1",
+                                   absl::StrCat("--port=", FLAGS_port), "--minloglevel=1"};
+  std::vector<char*> argv_c;
+  for (std::string& a : args) argv_c.push_back(a.data());
+  argv_c.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, serve.c_str(), nullptr, nullptr, argv_c.data(), environ) != 0) {
+    std::fprintf(stderr, "cannot start %s\n", serve.c_str());
+    return 1;
+  }
+  httplib::Client probe("127.0.0.1", FLAGS_port);
+  bool up = false;
+  for (int i = 0; i < 200 && !up; ++i) {
+    httplib::Result r = probe.Get("/healthz");
+    up = r && r->status == 200;
+    if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!up) {
+    std::fprintf(stderr, "pstrain-serve did not come up on port %d\n", FLAGS_port);
+    kill(pid, SIGKILL);
+    return 1;
+  }
+  std::string instance = "[";
+  std::mt19937 rng(2);
+  for (int64_t i = 0; i < (*predictor)->example_size(); ++i) {
+    absl::StrAppend(&instance, i ? "," : "", static_cast<float>(rng() % 256) / 255);
+  }
+  instance += "]";
+  for (absl::string_view run : absl::StrSplit(FLAGS_runs, ',', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(run, 'x');
+    Rest(std::stoi(parts[0]), std::stoi(parts[1]), instance);
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (FLAGS_model_dir.empty()) std::filesystem::remove_all(dir);
+  return 0;
+}
