@@ -169,6 +169,29 @@ int main(int argc, char** argv) {
     absl::StrAppend(&instance, i ? "," : "", static_cast<float>(rng() % 256) / 255);
   }
   instance += "]";
+  // What a batch-32 request body costs to read, in process (nlohmann-json
+  // parse, then the instances checked and copied into the input).
+  {
+    std::string body = "{\"instances\": [";
+    for (int i = 0; i < 32; ++i) absl::StrAppend(&body, i ? "," : "", instance);
+    body += "]}";
+    std::vector<float> images(32 * (*predictor)->example_size());
+    std::vector<double> parse_ms, check_ms;
+    for (int rep = 0; rep < 50; ++rep) {
+      const auto t0 = Clock::now();
+      nlohmann::json request = nlohmann::json::parse(body);
+      const auto t1 = Clock::now();
+      for (int i = 0; i < 32; ++i) {
+        (void)pstrain::ParseInstance(request["instances"][i], (*predictor)->exported().input_shape,
+                                     images.data() + i * (*predictor)->example_size());
+      }
+      parse_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      check_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t1).count());
+    }
+    std::printf("json batch=32 (%zu bytes): parse p50 %.3f ms, instances p50 %.3f ms\n",
+                body.size(), Percentile(parse_ms, 0.5), Percentile(check_ms, 0.5));
+    std::fflush(stdout);
+  }
   for (absl::string_view run : absl::StrSplit(FLAGS_runs, ',', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(run, 'x');
     Rest(std::stoi(parts[0]), std::stoi(parts[1]), instance);
