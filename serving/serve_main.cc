@@ -41,6 +41,51 @@ namespace {
 volatile sig_atomic_t stop_signal = 0;
 void OnSignal(int signal) { stop_signal = signal; }
 
+// Every request goes to `server`. Bodies are read here whatever their
+// Content-Type (curl -d sends application/x-www-form-urlencoded, which
+// httplib would parse as a form and refuse over 8 KiB), up to
+// --max_request_bytes.
+void Route(pstrain::ModelServer* server, httplib::Server* http) {
+  // Small answers go out at once (no Nagle delay behind the client's ACK).
+  http->set_tcp_nodelay(true);
+  auto answer = [server](const httplib::Request& req, const std::string& body,
+                         httplib::Response& res) {
+    pstrain::HttpAnswer a = server->Handle(req.method, req.path, body);
+    res.status = a.status;
+    res.set_content(a.body, "application/json");
+  };
+  http->Get(".*", [answer](const httplib::Request& req, httplib::Response& res) {
+    answer(req, "", res);
+  });
+  auto with_body = [answer](const httplib::Request& req, httplib::Response& res,
+                            const httplib::ContentReader& reader) {
+    std::string body;
+    bool too_big = false;
+    reader([&](const char* data, size_t n) {
+      too_big = body.size() + n > static_cast<size_t>(FLAGS_max_request_bytes);
+      if (!too_big) body.append(data, n);
+      return !too_big;
+    });
+    if (too_big) {
+      res.status = 413;
+      res.set_content(absl::StrCat("{\"error\": \"the request body is over --max_request_bytes (",
+                                   FLAGS_max_request_bytes, ")\"}"),
+                      "application/json");
+      return;
+    }
+    answer(req, body, res);
+  };
+  http->Post(".*", with_body);
+  http->Put(".*", with_body);
+  http->Delete(".*", with_body);
+  // httplib's own refusals (a request it cannot read) get TensorFlow
+  // Serving's error form too.
+  http->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    res.set_content(absl::StrCat("{\"error\": \"HTTP ", res.status, "\"}"), "application/json");
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -68,45 +113,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   httplib::Server http;
-  // Small answers go out at once (no Nagle delay behind the client's ACK).
-  http.set_tcp_nodelay(true);
-  auto answer = [&](const httplib::Request& req, const std::string& body, httplib::Response& res) {
-    pstrain::HttpAnswer a = (*server)->Handle(req.method, req.path, body);
-    res.status = a.status;
-    res.set_content(a.body, "application/json");
-  };
-  http.Get(".*",
-           [&](const httplib::Request& req, httplib::Response& res) { answer(req, "", res); });
-  // Bodies are read here whatever their Content-Type (curl -d sends
-  // application/x-www-form-urlencoded, which httplib would parse as a form
-  // and refuse over 8 KiB), up to --max_request_bytes.
-  auto with_body = [&](const httplib::Request& req, httplib::Response& res,
-                       const httplib::ContentReader& reader) {
-    std::string body;
-    bool too_big = false;
-    reader([&](const char* data, size_t n) {
-      too_big = body.size() + n > static_cast<size_t>(FLAGS_max_request_bytes);
-      if (!too_big) body.append(data, n);
-      return !too_big;
-    });
-    if (too_big) {
-      res.status = 413;
-      res.set_content(absl::StrCat("{\"error\": \"the request body is over --max_request_bytes (",
-                                   FLAGS_max_request_bytes, ")\"}"),
-                      "application/json");
-      return;
-    }
-    answer(req, body, res);
-  };
-  http.Post(".*", with_body);
-  http.Put(".*", with_body);
-  http.Delete(".*", with_body);
-  // httplib's own refusals (a request it cannot read) get TensorFlow
-  // Serving's error form too.
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    res.set_content(absl::StrCat("{\"error\": \"HTTP ", res.status, "\"}"), "application/json");
-  });
+  Route(server->get(), &http);
   if (!http.bind_to_port(FLAGS_host.c_str(), port)) {
     LOG(ERROR) << "pstrain-serve: cannot listen on " << FLAGS_host << ":" << port
                << " (in use? choose another with --port)";
