@@ -5,7 +5,6 @@
 // installed the test says so and checks the commands with a recorded stub
 // instead.
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -168,9 +167,7 @@ TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
 TEST_F(GceCliTest, TheCommandsWithARecordedStub) {
   const std::string stub = JoinPath(dir_, "gcloud-stub");
   const std::string log = JoinPath(dir_, "gcloud.log");
-  ASSERT_TRUE(
-      Env::Default()->WriteFileAtomic(stub, "#!/bin/sh\necho \"gcloud $*\" >> " + log + "\n").ok());
-  ASSERT_EQ(::chmod(stub.c_str(), 0755), 0);
+  ASSERT_TRUE(testing_util::WriteRecordingGcloud(stub, log));
   ProcessResult up = RunProcess({kGce, "up", "--config=" + config_, "--gcloud=" + stub,
                                  "--scripts_dir=" + kSourceDir + "/deploy/gce"},
                                 60);

@@ -10,7 +10,6 @@
 // checked by the command the startup script runs.
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -80,11 +79,7 @@ class SimulatedHostsTest : public ::testing::Test {
     const std::string bin = JoinPath(dir_, "bin");
     ASSERT_TRUE(Env::Default()->CreateDirs(bin).ok());
     gcloud_log_ = JoinPath(dir_, "gcloud.log");
-    ASSERT_TRUE(Env::Default()
-                    ->WriteFileAtomic(JoinPath(bin, "gcloud"),
-                                      "#!/bin/sh\necho \"gcloud $*\" >> " + gcloud_log_ + "\n")
-                    .ok());
-    ASSERT_EQ(::chmod(JoinPath(bin, "gcloud").c_str(), 0755), 0);
+    ASSERT_TRUE(testing_util::WriteRecordingGcloud(JoinPath(bin, "gcloud"), gcloud_log_));
     setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
   }
 

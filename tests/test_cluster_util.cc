@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,6 +188,13 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts) {
   }
   ::closedir(proc);
   return pids;
+}
+
+bool WriteRecordingGcloud(const std::string& path, const std::string& log) {
+  return Env::Default()
+             ->WriteFileAtomic(path, "#!/bin/sh\necho \"gcloud $*\" >> " + log + "\n")
+             .ok() &&
+         ::chmod(path.c_str(), 0755) == 0;
 }
 
 }  // namespace testing_util

@@ -53,6 +53,11 @@ int WaitProcess(Background* process, int timeout_secs);
 bool WaitForText(const std::string& path, const std::string& text, int timeout_secs);
 std::string ReadAll(const std::string& path);
 
+// Writes an executable script `path` that appends "gcloud ARGS..." (its
+// arguments after the word gcloud) to `log` and exits 0: a gcloud that
+// records what it is asked to do. False if it cannot be written.
+bool WriteRecordingGcloud(const std::string& path, const std::string& log);
+
 // Pids of live processes whose command line contains every one of `parts`.
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
 
