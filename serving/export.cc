@@ -1,7 +1,6 @@
 #include "serving/export.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -142,9 +141,9 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
   const std::string dir = JoinPath(export_base, std::to_string(version));
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
   std::string bytes((params.size() + state.size()) * sizeof(float), '\0');
-  std::memcpy(bytes.data(), params.data(), params.size() * sizeof(float));
-  std::memcpy(bytes.data() + params.size() * sizeof(float), state.data(),
-              state.size() * sizeof(float));
+  // std::copy, not memcpy: an empty span's data() may be null.
+  std::copy(params.begin(), params.end(), reinterpret_cast<float*>(bytes.data()));
+  std::copy(state.begin(), state.end(), reinterpret_cast<float*>(bytes.data()) + params.size());
   const uint32_t crc = crc32c::Value(bytes.data(), bytes.size());
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kVariables), bytes));
   const nlohmann::json manifest =
@@ -199,9 +198,9 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
   if (crc32c::Value(data.data(), data.size()) != crc) {
     return DataLoss(variables_path, "checksum mismatch: the file is damaged or not this export's");
   }
-  std::memcpy(e.params.data(), data.data(), e.params.size() * sizeof(float));
-  std::memcpy(e.state.data(), data.data() + e.params.size() * sizeof(float),
-              e.state.size() * sizeof(float));
+  const float* values = reinterpret_cast<const float*>(data.data());
+  std::copy(values, values + e.params.size(), e.params.begin());
+  std::copy(values + e.params.size(), values + e.params.size() + e.state.size(), e.state.begin());
   return e;
 }
 
