@@ -219,13 +219,15 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     return Error(
         400, "the request has \"instances\" (row format) or \"inputs\" (columnar), one of them");
   }
-  nlohmann::json instances = row ? request["instances"] : request["inputs"];
-  if (!row && instances.is_object()) {
-    if (instances.size() != 1 || !instances.contains("image")) {
+  // A reference into the request, not a copy of every number in it.
+  const nlohmann::json* list = &request.at(row ? "instances" : "inputs");
+  if (!row && list->is_object()) {
+    if (list->size() != 1 || !list->contains("image")) {
       return Error(400, "\"inputs\" names the model's one input: {\"inputs\": {\"image\": [...]}}");
     }
-    instances = instances["image"];
+    list = &list->at("image");
   }
+  const nlohmann::json& instances = *list;
   if (!instances.is_array() || instances.empty()) {
     return Error(400, absl::StrCat("\"", row ? "instances" : "inputs", "\" is a non-empty list"));
   }
