@@ -8,10 +8,16 @@
 namespace pstrain {
 namespace {
 
+// One fresh directory per test binary run (mkdtemp: never one an earlier run
+// with the same pid left behind).
 std::string TempDir() {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  std::string base = dir ? dir : "/tmp";
-  return JoinPath(base, "pstrain_env_test_" + std::to_string(::getpid()));
+  static const std::string* const dir = [] {
+    const char* base = std::getenv("TEST_TMPDIR");
+    auto* d = new std::string(JoinPath(base ? base : "/tmp", "pstrain_env_test_XXXXXX"));
+    if (::mkdtemp(d->data()) == nullptr) std::abort();
+    return d;
+  }();
+  return *dir;
 }
 
 TEST(EnvTest, PosixWriteReadListRoundTrip) {

@@ -682,9 +682,8 @@ TEST(CheckpointReaderOpenTest, FindsShardsBesideTheIndexInAnyDirectory) {
 
 TEST(CheckpointFilesystemTest, RoundTripOnDisk) {
   Env* env = Env::Default();
-  const std::string dir =
-      JoinPath(::testing::TempDir(), absl::StrCat("checkpoint_test_", ::getpid()));
-  std::filesystem::remove_all(dir);
+  std::string dir = JoinPath(::testing::TempDir(), "checkpoint_test_XXXXXX");
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr) << dir;
   struct RemoveAll {
     ~RemoveAll() { std::filesystem::remove_all(dir); }
     std::string dir;

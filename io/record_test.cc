@@ -1,3 +1,5 @@
+#include <stdlib.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -106,8 +108,8 @@ TEST(RecordTest, EveryBitFlipIsDetectedWithTheOffset) {
 
 TEST(RecordTest, WritesToARealFile) {
   Env* env = Env::Default();
-  const std::string dir = JoinPath(::testing::TempDir(), "pstrain_record_test");
-  ASSERT_TRUE(env->CreateDirs(dir).ok());
+  std::string dir = JoinPath(::testing::TempDir(), "pstrain_record_test_XXXXXX");
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr) << dir;
   const std::string path = JoinPath(dir, "events.out.tfevents.test");
   auto file = env->NewWritableFile(path);
   ASSERT_TRUE(file.ok());

@@ -28,7 +28,7 @@ void WriteQuadrantData(const std::string& dir, const std::string& prefix, int n,
 class LocalTrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    base_ = JoinPath(::testing::TempDir(), "pstrain_local_trainer_" + std::to_string(::getpid()));
+    base_ = testing_util::MakeTempDir("local_trainer");
     data_ = JoinPath(base_, "data");
     WriteQuadrantData(data_, "train", 600, 1);
     WriteQuadrantData(data_, "t10k", 200, 2);

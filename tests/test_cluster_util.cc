@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -102,11 +104,11 @@ std::string LoopbackAddresses(int n) {
 }
 
 std::string MakeTempDir(const std::string& name) {
-  std::string dir =
-      JoinPath(::testing::TempDir(), "pstrain_" + name + "_" + std::to_string(::getpid()) + "_" +
-                                         std::to_string(std::rand()));
-  EXPECT_TRUE(Env::Default()->CreateDirs(dir).ok());
-  return dir;
+  // mkdtemp: a directory no earlier run left behind (pids repeat on a fresh
+  // machine, and a job dir holding another run's COMPLETED ends a job at once).
+  std::string templ = JoinPath(::testing::TempDir(), "pstrain_" + name + "_XXXXXX");
+  EXPECT_NE(::mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
+  return templ;
 }
 
 ProcessResult RunProcess(const std::vector<std::string>& args, int timeout_secs) {
