@@ -9,7 +9,7 @@ packages=(
   build-essential cmake pkg-config git curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libeigen3-dev libtbb-dev libgflags-dev libgoogle-glog-dev libyaml-cpp-dev
-  zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev
+  zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )

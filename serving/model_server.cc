@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
+#include "serving/request_reader.h"
 
 namespace pstrain {
 namespace {
@@ -198,56 +199,23 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
   HttpAnswer error;
   std::shared_ptr<Predictor> predictor = Current(version, &error);
   if (predictor == nullptr) return error;
-  if (absl::StripAsciiWhitespace(body).empty()) {
-    return Error(400, "empty request body: send {\"instances\": [...]}");
+  // Counted from here to the batcher's queue: the batcher waits for more
+  // instances only while other requests are this far.
+  {
+    absl::MutexLock lock(&mu_);
+    ++reading_;
   }
-  nlohmann::json request;
-  try {
-    request = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    return Error(400, absl::StrCat("malformed JSON: ", e.what()));
+  PlainRequest request;
+  absl::Status read =
+      ReadPredictRequest(body, predictor->exported().input_shape, options_.max_instances, &request);
+  if (!read.ok()) {
+    absl::MutexLock lock(&mu_);
+    --reading_;
+    return Error(absl::IsResourceExhausted(read) ? 413 : 400, std::string(read.message()));
   }
-  if (!request.is_object())
-    return Error(400, "the request is a JSON object: {\"instances\": [...]}");
-  const std::string signature = request.value("signature_name", "serving_default");
-  if (signature != "serving_default") {
-    return Error(400,
-                 absl::StrCat("no signature \"", signature, "\"; the model has serving_default"));
-  }
-  const bool row = request.contains("instances");
-  if (row == request.contains("inputs")) {
-    return Error(
-        400, "the request has \"instances\" (row format) or \"inputs\" (columnar), one of them");
-  }
-  // A reference into the request, not a copy of every number in it.
-  const nlohmann::json* list = &request.at(row ? "instances" : "inputs");
-  if (!row && list->is_object()) {
-    if (list->size() != 1 || !list->contains("image")) {
-      return Error(400, "\"inputs\" names the model's one input: {\"inputs\": {\"image\": [...]}}");
-    }
-    list = &list->at("image");
-  }
-  const nlohmann::json& instances = *list;
-  if (!instances.is_array() || instances.empty()) {
-    return Error(400, absl::StrCat("\"", row ? "instances" : "inputs", "\" is a non-empty list"));
-  }
-  const int64_t n = static_cast<int64_t>(instances.size());
-  if (n > options_.max_instances) {
-    return Error(413,
-                 absl::StrCat(n, " instances; at most ", options_.max_instances, " per request"));
-  }
-  const int64_t size = predictor->example_size();
-  std::vector<float> images(n * size);
-  for (int64_t i = 0; i < n; ++i) {
-    absl::Status s =
-        ParseInstance(instances[i], predictor->exported().input_shape, images.data() + i * size);
-    if (!s.ok()) {
-      return Error(400, absl::StrCat(row ? "instances" : "inputs", "[", i, "]",
-                                     s.message()[0] == '[' ? "" : ": ", s.message()));
-    }
-  }
-  std::vector<Prediction> predictions = RunBatched(std::move(predictor), images.data(), n);
-  if (row) {
+  std::vector<Prediction> predictions =
+      RunBatched(std::move(predictor), request.images.data(), request.n);
+  if (request.row) {
     nlohmann::json out = nlohmann::json::array();
     for (const Prediction& p : predictions) out.push_back(PredictionJson(p));
     return Ok({{"predictions", out}});
@@ -262,13 +230,14 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
 
 std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,
                                                 const float* images, int64_t n) {
-  if (n >= options_.max_batch) return predictor->Predict(images, n);  // a batch of its own
   Job job{std::move(predictor), images, n, {}};
   std::future<std::vector<Prediction>> result = job.done.get_future();
   {
     absl::MutexLock lock(&mu_);
-    queue_.push_back(&job);
+    --reading_;
+    if (n < options_.max_batch) queue_.push_back(&job);
   }
+  if (n >= options_.max_batch) return job.predictor->Predict(images, n);  // a batch of its own
   return result.get();
 }
 
@@ -277,7 +246,8 @@ void ModelServer::BatchLoop() {
   auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int64_t total = 0;
     for (const Job* job : queue_) total += job->n;
-    return stopping_ || total >= options_.max_batch;
+    // No other request on its way to the queue: waiting would only delay this one.
+    return stopping_ || total >= options_.max_batch || reading_ == 0;
   };
   while (true) {
     std::vector<Job*> jobs;

@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "common/env.h"
 #include "serving/predictor.h"
+#include "serving/request_reader.h"
 
 namespace pstrain {
 
@@ -93,6 +94,7 @@ class ModelServer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batched_instances_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reading_ ABSL_GUARDED_BY(mu_) = 0;  // requests being read, not yet queued
   std::thread batcher_;
 };
 
