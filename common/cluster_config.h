@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "common/wire_security.h"
 
 namespace pstrain {
 
@@ -133,6 +134,16 @@ struct TrainingSpec {
   // Encoding of gradients and pulled parameters on the wire: float32, or bf16
   // (half the bytes; the ps keep float32 masters and optimizer state).
   std::string wire_format = "float32";
+  // Wire security (README "Security"): mutual TLS with the job's certificates
+  // in tls_dir (ca.crt, and <job>-<index>.crt/.key for each task, as
+  // pstrain-certs makes them) and the shared job token in token_file, which
+  // every RPC carries and the ps checks. A cluster task refuses to start
+  // without both unless insecure is true (plaintext; a token_file is still
+  // checked if given). The launcher makes a fresh set for its job when none
+  // is configured.
+  std::string tls_dir;
+  std::string token_file;
+  bool insecure = false;
 
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };
@@ -158,6 +169,9 @@ std::vector<std::string> TrainingFieldNames();
 struct JobConfig {
   ClusterSpec cluster;
   TrainingSpec training;
+  // This task's credentials, loaded by its main() from training.tls_dir and
+  // token_file (LoadWireSecurity); not part of the YAML.
+  WireSecurity wire;
 
   friend bool operator==(const JobConfig&, const JobConfig&) = default;
 };
@@ -234,6 +248,14 @@ absl::Status ValidateJobConfig(const JobConfig& config);
 // Checks `task` names a task of `cluster`: a known job name (or "master") and
 // 0 <= task_index < the job's task count.
 absl::Status ValidateTask(const ClusterSpec& cluster, const TaskSpec& task);
+
+// This task's credentials from training.tls_dir, token_file and insecure
+// (see TrainingSpec), read through `env`. InvalidArgument saying what is
+// missing and how to make it: a cluster task without TLS and a token that was
+// not told insecure, a file that cannot be read, a token shorter than 16
+// characters.
+absl::StatusOr<WireSecurity> LoadWireSecurity(Env* env, const TrainingSpec& t,
+                                              const TaskSpec& task);
 
 // T: the processes that compute gradients: every worker, plus the chief when
 // training.chief_trains.

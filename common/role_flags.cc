@@ -62,6 +62,13 @@ DEFINE_double(flush_secs, 30, "Event files are flushed at least this often (seco
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
 DEFINE_string(wire_format, "float32",
               "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");
+DEFINE_string(tls_dir, "",
+              "The job's TLS certificates (ca.crt, <job>-<index>.crt/.key), as pstrain-certs "
+              "makes them: mutual TLS on every channel.");
+DEFINE_string(token_file, "", "A file holding the job token every RPC carries and the ps checks.");
+DEFINE_bool(insecure, false,
+            "Plaintext RPCs without certificates (and without a token unless --token_file): only "
+            "on a network you trust.");
 
 // Flags of the CIFAR-10 estimator's cifar10_main.py that have no training
 // field of their own, so its command line works as it is.

@@ -43,6 +43,13 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
                << role->task.job_name;
     return 2;
   }
+  // Mutual TLS and the job token, unless the job was told insecure.
+  absl::StatusOr<WireSecurity> wire = LoadWireSecurity(env, role->job.training, role->task);
+  if (!wire.ok()) {
+    LOG(ERROR) << job_name << " " << role->task.task_index << ": " << wire.status().message();
+    return 2;
+  }
+  role->job.wire = *std::move(wire);
   RoleContext context;
   context.env = env;
   // SIGTERM (a preemption notice) and SIGINT stop the role in order.

@@ -53,6 +53,9 @@ const Field kFields[] = {
     {"flush_secs", &TrainingSpec::flush_secs},
     {"threads", &TrainingSpec::threads},
     {"wire_format", &TrainingSpec::wire_format},
+    {"tls_dir", &TrainingSpec::tls_dir},
+    {"token_file", &TrainingSpec::token_file},
+    {"insecure", &TrainingSpec::insecure},
 };
 
 // "train-steps" -> "train_steps".

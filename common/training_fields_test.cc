@@ -114,9 +114,9 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 36u);
+  ASSERT_EQ(names.size(), 39u);
   EXPECT_EQ(names.front(), "model");
-  EXPECT_EQ(names.back(), "wire_format");
+  EXPECT_EQ(names.back(), "insecure");
 }
 
 TEST(TrainingFieldTest, CheckpointKeysAndTensorFlowSpellings) {

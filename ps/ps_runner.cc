@@ -11,15 +11,17 @@
 #include "models/model_options.h"
 #include "ps/ps_service.h"
 #include "ps/ps_task.h"
+#include "security/grpc_security.h"
 
 namespace pstrain {
 namespace {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& address, int index,
+                                                          const WireSecurity& wire,
                                                           ParameterServerService* service) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, ServerCredentialsFor(wire), &port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(service);
@@ -87,10 +89,10 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsTask> task,
                            PsTask::Create(job, *model, index, context.env));
-  ParameterServerService service(task.get());
+  ParameterServerService service(task.get(), job.wire.token);
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
-                           StartServer(address, index, &service));
+                           StartServer(address, index, job.wire, &service));
   const PsStatus status = task->Status();
   const bool sync = t.update == UpdateMode::kSync;
   LOG(INFO) << "ps " << index << " of " << job.cluster.ps.size() << " serving " << t.model
@@ -99,7 +101,8 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (sync ? absl::StrCat(", ", EffectiveReplicasToAggregate(job), " of ",
                                     EffectiveTotalReplicas(job), " replicas per step")
                      : "")
-            << ")";
+            << "; " << (job.wire.tls ? "mutual TLS" : "plaintext")
+            << (job.wire.token.empty() ? ", no job token" : ", job token checked") << ")";
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     return absl::OkStatus();

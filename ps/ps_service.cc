@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/bf16.h"
 #include "common/grpc_util.h"
+#include "security/grpc_security.h"
 
 namespace pstrain {
 namespace {
@@ -104,6 +105,7 @@ void ParameterServerService::RunInBackground(std::function<void()> work) {
 grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServerContext* context,
                                                              const InitializeRequest* request,
                                                              InitializeResponse*) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   std::vector<float> p_scratch, s_scratch;
   absl::Span<const float> params, state;
   absl::Status s = FloatView(request->params(), "params", &p_scratch, &params);
@@ -118,6 +120,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServe
 grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerContext* context,
                                                        const PullRequest* request,
                                                        PullResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   absl::StatusOr<PushResult> r =
       task_->Read(request->chunk(), response->mutable_params(), response->mutable_state());
   if (r.ok()) {
@@ -149,6 +152,7 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
 grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerContext* context,
                                                        const PushRequest* request,
                                                        PushResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const int replica = request->replica();
   DoPush(request, [this, reactor, response, replica](absl::Status s, PushResult r) {
@@ -166,6 +170,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerContext* context,
                                                            const PushRequest* request,
                                                            PushPullResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   DoPush(request, [this, reactor, request, response](absl::Status s, PushResult r) {
     if (s.ok()) {
@@ -191,6 +196,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerContext* context,
                                                          const StatusRequest*,
                                                          StatusResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   ToProto(task_->Status(), response);
   return Finish(context, absl::OkStatus());
 }
@@ -198,6 +204,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerContext* context,
                                                            const ShutdownRequest* request,
                                                            ShutdownResponse*) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   task_->Shutdown(request->reason());
   return Finish(context, absl::OkStatus());
 }
@@ -205,6 +212,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerC
 grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerContext* context,
                                                        const SaveRequest* request,
                                                        SaveResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (request->prefix().empty() || request->step() < 0 || request->wait_ms() < 0) {
     reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
@@ -224,6 +232,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerContext* context,
                                                           const RestoreRequest* request,
                                                           RestoreResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
     absl::StatusOr<int64_t> step =
@@ -237,6 +246,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerContext* context,
                                                         const LeaveRequest* request,
                                                         LeaveResponse*) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   return Finish(context, task_->Leave(request->replica(), request->reason()));
 }
 

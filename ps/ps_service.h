@@ -4,7 +4,9 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -18,10 +20,12 @@ namespace pstrain {
 // answers and Status codes back, and nothing more; every rule is PsTask's.
 // Save and Restore (files in the job dir) run on their own threads, so a
 // save waiting for a sync step never holds a gRPC thread. `task` must
-// outlive the service.
+// outlive the service. Every call must carry `job_token` (unless it is
+// empty) or is refused with UNAUTHENTICATED before it reaches the task.
 class ParameterServerService final : public ParameterServer::CallbackService {
  public:
-  explicit ParameterServerService(PsTask* task) : task_(task) {}
+  explicit ParameterServerService(PsTask* task, std::string job_token = "")
+      : task_(task), token_(std::move(job_token)) {}
   ~ParameterServerService() override;  // Joins save/restore threads.
 
   grpc::ServerUnaryReactor* Initialize(grpc::CallbackServerContext* context,
@@ -54,6 +58,7 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   void RunInBackground(std::function<void()> work);
 
   PsTask* const task_;
+  const std::string token_;
   absl::Mutex mu_;
   struct Background {
     std::thread thread;

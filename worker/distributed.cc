@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.bf16 = job.training.wire_format == "bf16";
   options.rpc_timeout = RpcTimeout(job);
   options.retry_budget = retry_budget;
+  options.wire = job.wire;
   return PsClient::Create(options);
 }
 
@@ -92,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterServers> servers,
                            GrpcParameterServers::Create(job.cluster.ps, layout,
                                                         patience.deadline.value_or(RpcTimeout(job)),
-                                                        patience.retry_budget));
+                                                        patience.retry_budget, job.wire));
   return servers;
 }
 

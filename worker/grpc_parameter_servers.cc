@@ -78,21 +78,21 @@ std::vector<Request> Copies(int n, const Request& request) {
 
 absl::StatusOr<std::unique_ptr<GrpcParameterServers>> GrpcParameterServers::Create(
     const std::vector<std::string>& addresses, const ShardLayout& layout,
-    absl::Duration rpc_timeout, absl::Duration retry_budget) {
+    absl::Duration rpc_timeout, absl::Duration retry_budget, const WireSecurity& wire) {
   if (addresses.empty() || addresses.size() != layout.ranges.size() || layout.chunks.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("the layout has ", layout.ranges.size(),
                                                    " ps ranges for ", addresses.size(),
                                                    " ps addresses"));
   }
   return std::unique_ptr<GrpcParameterServers>(
-      new GrpcParameterServers(addresses, layout, rpc_timeout, retry_budget));
+      new GrpcParameterServers(addresses, layout, rpc_timeout, retry_budget, wire));
 }
 
 GrpcParameterServers::GrpcParameterServers(const std::vector<std::string>& addresses,
                                            const ShardLayout& layout, absl::Duration rpc_timeout,
-                                           absl::Duration retry_budget)
+                                           absl::Duration retry_budget, const WireSecurity& wire)
     : layout_(layout),
-      connections_(addresses, rpc_timeout, retry_budget),
+      connections_(addresses, rpc_timeout, retry_budget, wire),
       params_(layout.num_params),
       state_(layout.num_state) {}
 

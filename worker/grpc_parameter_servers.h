@@ -21,7 +21,8 @@ class GrpcParameterServers : public ParameterServers {
   // `addresses`: ps task i at [i]; `layout` must have a range per address.
   static absl::StatusOr<std::unique_ptr<GrpcParameterServers>> Create(
       const std::vector<std::string>& addresses, const ShardLayout& layout,
-      absl::Duration rpc_timeout, absl::Duration retry_budget);
+      absl::Duration rpc_timeout, absl::Duration retry_budget,
+      const WireSecurity& wire = WireSecurity());
 
   int size() const override { return connections_.size(); }
   absl::Status WaitReady(absl::Duration timeout, bool initialized,
@@ -38,7 +39,8 @@ class GrpcParameterServers : public ParameterServers {
 
  private:
   GrpcParameterServers(const std::vector<std::string>& addresses, const ShardLayout& layout,
-                       absl::Duration rpc_timeout, absl::Duration retry_budget);
+                       absl::Duration rpc_timeout, absl::Duration retry_budget,
+                       const WireSecurity& wire);
   // The tasks that are not ready yet, described; FailedPrecondition if a
   // task answers as another task index.
   absl::StatusOr<std::vector<std::string>> MissingTasks(bool initialized);

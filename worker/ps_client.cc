@@ -31,7 +31,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
 
 PsClient::PsClient(const PsClientOptions& options)
     : options_(options),
-      connections_(options.ps_addresses, options.rpc_timeout, options.retry_budget),
+      connections_(options.ps_addresses, options.rpc_timeout, options.retry_budget, options.wire),
       params_(options.layout.num_params),
       state_(options.layout.num_state) {
   const size_t n = options_.layout.chunks.size();
@@ -195,6 +195,7 @@ void PsClient::SendChunk(int c) {
     }
     call.context = std::make_unique<grpc::ClientContext>();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    connections_.Prepare(call.context.get());
   }
   connections_.stub(chunk.ps)->async()->PushPull(
       call.context.get(), &call.request, &call.response,

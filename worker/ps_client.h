@@ -28,6 +28,7 @@ struct PsClientOptions {
   // How long UNAVAILABLE calls are retried (with backoff) before giving up:
   // covers ps that are still starting or restarting.
   absl::Duration retry_budget = absl::Seconds(60);
+  WireSecurity wire;  // mutual TLS and the job token; plaintext by default
 };
 
 // The parameters on the parameter servers, over gRPC: the training data

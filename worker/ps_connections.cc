@@ -24,17 +24,22 @@ absl::Status CallError(const char* what, const std::string& target, const grpc::
 }
 
 PsConnections::PsConnections(std::vector<std::string> addresses, absl::Duration rpc_timeout,
-                             absl::Duration retry_budget)
-    : addresses_(std::move(addresses)), rpc_timeout_(rpc_timeout), retry_budget_(retry_budget) {
-  for (const std::string& address : addresses_) {
+                             absl::Duration retry_budget, const WireSecurity& wire)
+    : addresses_(std::move(addresses)),
+      rpc_timeout_(rpc_timeout),
+      retry_budget_(retry_budget),
+      wire_(wire) {
+  for (size_t i = 0; i < addresses_.size(); ++i) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessageBytes);
     args.SetMaxSendMessageSize(kMaxMessageBytes);
     // Retry quickly while a ps is starting: the default backoff grows to 2 min.
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    stubs_.push_back(ParameterServer::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
+    std::shared_ptr<grpc::ChannelCredentials> credentials =
+        ChannelCredentialsFor(wire_, TaskCredentialName("ps", static_cast<int>(i)), &args);
+    stubs_.push_back(
+        ParameterServer::NewStub(grpc::CreateCustomChannel(addresses_[i], credentials, args)));
   }
 }
 
@@ -50,6 +55,7 @@ std::vector<grpc::Status> PsConnections::CallOnce(const std::vector<int>& indice
   for (size_t k = 0; k < indices.size(); ++k) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     contexts.back()->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    Prepare(contexts.back().get());
     call(indices[k], contexts.back().get(), [&results, &counter, k](grpc::Status s) {
       results[k] = std::move(s);
       counter.DecrementCount();

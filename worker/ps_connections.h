@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps/shard_layout.h"
+#include "security/grpc_security.h"
 
 namespace pstrain {
 
@@ -22,9 +23,11 @@ class PsConnections {
  public:
   // `rpc_timeout`: the deadline of every call. `retry_budget`: how long
   // UNAVAILABLE calls are retried (with backoff) before giving up, which
-  // covers ps tasks that are still starting or restarting.
+  // covers ps tasks that are still starting or restarting. `wire`: mutual
+  // TLS (each ps must present the certificate the job's CA signed for
+  // "ps-<i>") and the job token every call carries; plaintext by default.
   PsConnections(std::vector<std::string> addresses, absl::Duration rpc_timeout,
-                absl::Duration retry_budget);
+                absl::Duration retry_budget, const WireSecurity& wire = WireSecurity());
 
   int size() const { return static_cast<int>(stubs_.size()); }
   ParameterServer::Stub* stub(int ps) const { return stubs_[ps].get(); }
@@ -33,6 +36,8 @@ class PsConnections {
   absl::Duration retry_budget() const { return retry_budget_; }
   // "ps 1 at host:port", for messages.
   std::string TaskName(int ps) const;
+  // Puts what every call carries (the job token) on `context`.
+  void Prepare(grpc::ClientContext* context) const { AttachJobToken(wire_, context); }
 
   // Starts call number i on `context`; `done` gets its status.
   using Call = std::function<void(int i, grpc::ClientContext* context,
@@ -61,6 +66,7 @@ class PsConnections {
   const std::vector<std::string> addresses_;
   const absl::Duration rpc_timeout_;
   const absl::Duration retry_budget_;
+  const WireSecurity wire_;
   std::vector<std::unique_ptr<ParameterServer::Stub>> stubs_;
 };
 
