@@ -5,9 +5,12 @@
 // which and how, stops the rest and exits 1. SIGINT/SIGTERM stop the job: every
 // process gets SIGTERM, the chief saves a checkpoint and ends the job, and the
 // launcher exits 0 if they all exit 0 (a restart resumes from the checkpoint).
+#include <stdlib.h>
+
 #include <csignal>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -15,11 +18,13 @@
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/role_flags.h"
+#include "common/status_macros.h"
 #include "common/version.h"
 #include "gflags/gflags.h"
 #include "launch/launch_plan.h"
 #include "launch/supervisor.h"
 #include "models/model_options.h"
+#include "security/job_credentials.h"
 
 DECLARE_string(config);
 
@@ -32,6 +37,54 @@ DEFINE_double(stop_grace, 0,
 namespace {
 
 void OnSignal(int) { pstrain::Supervisor::RequestStopFromSignal(); }
+
+// A directory of credentials made for one launch, removed with it.
+class TempCredentials {
+ public:
+  TempCredentials() = default;
+  explicit TempCredentials(std::string dir) : dir_(std::move(dir)) {}
+  TempCredentials(TempCredentials&& other) noexcept : dir_(std::exchange(other.dir_, "")) {}
+  TempCredentials& operator=(TempCredentials&& other) noexcept {
+    std::swap(dir_, other.dir_);
+    return *this;
+  }
+  ~TempCredentials() {
+    std::error_code ignored;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
+  }
+
+ private:
+  std::string dir_;
+};
+
+// A job that names no credentials and was not told insecure gets a fresh
+// CA, certificates for its tasks and a token, in a private directory that
+// lives as long as the launch: every task is on this machine. Then checks
+// the chief can load what the job names.
+absl::StatusOr<TempCredentials> SecureTheJob(pstrain::Env* env, pstrain::JobConfig* job) {
+  pstrain::TrainingSpec& t = job->training;
+  TempCredentials made;
+  if (!t.insecure && t.tls_dir.empty() && t.token_file.empty()) {
+    std::string dir = (std::filesystem::temp_directory_path() / "pstrain-launch-XXXXXX").string();
+    if (::mkdtemp(dir.data()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("cannot make a directory for the job's "
+                       "certificates in ",
+                       std::filesystem::temp_directory_path().string()));
+    }
+    made = TempCredentials(dir);
+    const std::string certs = pstrain::JoinPath(dir, "certs");
+    PSTRAIN_RETURN_IF_ERROR(
+        pstrain::MakeJobCredentials(certs, pstrain::CredentialNames(job->cluster)));
+    t.tls_dir = certs;
+    t.token_file = pstrain::JoinPath(certs, "job.token");
+    pstrain::WriteLineToStdout(
+        absl::StrCat("[launcher] made the job's CA, task certificates and token in ", certs,
+                     " (mutual TLS on every channel; removed when the job ends)"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(pstrain::LoadWireSecurity(env, t, {"chief", 0}).status());
+  return made;
+}
 
 int Launch() {
   using pstrain::WriteLineToStdout;
@@ -71,6 +124,11 @@ int Launch() {
   if (absl::Status s = env->CreateDirs(job->training.job_dir); !s.ok()) {
     WriteLineToStdout(absl::StrCat("[launcher] ", s.message()));
     return 1;
+  }
+  absl::StatusOr<TempCredentials> credentials = SecureTheJob(env, &*job);
+  if (!credentials.ok()) {
+    WriteLineToStdout(absl::StrCat("[launcher] ", credentials.status().message()));
+    return 2;
   }
   // The children read the effective config (file plus overrides, ports
   // assigned), kept in the job dir as a record of what ran.

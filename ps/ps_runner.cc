@@ -101,8 +101,8 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (sync ? absl::StrCat(", ", EffectiveReplicasToAggregate(job), " of ",
                                     EffectiveTotalReplicas(job), " replicas per step")
                      : "")
-            << "; " << (job.wire.tls ? "mutual TLS" : "plaintext")
-            << (job.wire.token.empty() ? ", no job token" : ", job token checked") << ")";
+            << "), " << (job.wire.tls ? "mutual TLS" : "plaintext")
+            << (job.wire.token.empty() ? ", no job token" : ", job token checked");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     return absl::OkStatus();

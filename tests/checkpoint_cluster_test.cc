@@ -64,7 +64,8 @@ class CheckpointClusterTest : public ::testing::Test {
         "\n  job_dir: ", job_dir_, "\n  update: ", update,
         "\n  batch_size: 20\n  train_steps: ", train_steps,
         "\n  eval_steps: 0\n  log_every_n_steps: 1\n  chief_trains: false",
-        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra);
+        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1",
+        testing_util::JobCredentialsYaml(dir_), "\n", extra);
     const std::string path = JoinPath(dir_, absl::StrCat("cluster-", ++configs_, ".yaml"));
     EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
     return path;

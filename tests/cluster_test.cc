@@ -55,7 +55,8 @@ class ClusterTest : public ::testing::Test {
         "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
         "\n  job_dir: ", JoinPath(dir_, "job"), "\n  update: ", update,
         "\n  batch_size: 20\n  train_steps: 40\n  eval_steps: 20\n  log_every_n_steps: ", log_every,
-        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra);
+        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1",
+        testing_util::JobCredentialsYaml(dir_), "\n", extra);
     const std::string path = JoinPath(dir_, "cluster.yaml");
     EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
     return path;
@@ -219,10 +220,11 @@ TEST_F(ClusterTest, TfConfigWorksLikeTheYaml) {
     return absl::StrCat(R"({"cluster": )", cluster, R"(, "task": {"type": ")", type,
                         R"(", "index": 0}})");
   };
-  const std::vector<std::string> flags = {"--data-dir=" + data_, "--job-dir=" + dir_ + "/tfjob",
-                                          "--train-steps=30",    "--batch_size=20",
-                                          "--update=sync",       "--threads=1",
-                                          "--eval_steps=0"};
+  std::vector<std::string> flags = {"--data-dir=" + data_, "--job-dir=" + dir_ + "/tfjob",
+                                    "--train-steps=30",    "--batch_size=20",
+                                    "--update=sync",       "--threads=1",
+                                    "--eval_steps=0"};
+  for (const std::string& f : testing_util::JobCredentialsFlags(dir_)) flags.push_back(f);
   std::vector<Background> procs;
   const std::vector<std::pair<std::string, std::string>> roles = {
       {"ps", "pstrain-ps"}, {"worker", "pstrain-worker"}, {"chief", "pstrain-chief"}};

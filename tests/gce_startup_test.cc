@@ -73,7 +73,7 @@ class GceStartupTest : public ::testing::Test {
         "cluster:\n  chief: [\"127.0.0.1:", ports_[0], "\"]\n  worker: [\"127.0.0.1:", ports_[1],
         "\"]\n  ps: [\"127.0.0.1:", ports_[2],
         "\"]\ntraining:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
-        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n");
+        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n  insecure: true\n");
     const std::string a = "instance/attributes/";
     metadata->Set(a + "pstrain-role", role);
     metadata->Set(a + "pstrain-task-index", std::to_string(index));

@@ -45,7 +45,8 @@ class GcsJobTest : public ::testing::Test {
         "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(1),
         "\n  ps: ", LoopbackAddresses(1),
         "\ntraining:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0",
-        "\n  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n");
+        "\n  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1",
+        testing_util::JobCredentialsYaml(dir_), "\n");
     config_ = JoinPath(dir_, "cluster.yaml");
     ASSERT_TRUE(Env::Default()->WriteFileAtomic(config_, yaml).ok());
   }

@@ -12,59 +12,16 @@
 #include "ps/ps_service.h"
 #include "ps/ps_task.h"
 #include "ps/shard_layout.h"
+#include "tests/ps_test_util.h"
 #include "worker/grpc_parameter_servers.h"
 #include "worker/ps_client.h"
 
 namespace pstrain {
 namespace {
 
-constexpr int64_t kNumParams = 10;
-
-struct TestPs {
-  std::unique_ptr<PsTask> task;
-  ParameterShard* shard = nullptr;  // the task's only chunk
-  std::unique_ptr<ParameterServerService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
-};
-
-// Shard i of 2 over 10 parameters, SGD with learning rate 1, 1 state value on
-// shard 0, async.
-std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr) {
-  auto ps = std::make_unique<TestPs>();
-  auto ranges = BalancedRanges(kNumParams, num_chunks);
-  ShardOptions o;
-  o.chunk = index;
-  o.num_chunks = num_chunks;
-  o.begin = ranges[index].first;
-  o.end = ranges[index].second;
-  o.segments = {{"w", 0, o.end - o.begin}};
-  o.num_state = index == 0 ? 1 : 0;
-  o.state_decay = 0.0f;
-  o.optimizer.type = OptimizerType::kSgd;
-  o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
-  o.total_replicas = 2;
-  o.train_steps = 100;
-  std::vector<std::unique_ptr<ParameterShard>> shards;
-  shards.push_back(*ParameterShard::Create(o));
-  ps->shard = shards.back().get();
-  PsIdentity identity;
-  identity.model = "tiny";
-  identity.ps_index = index;
-  identity.num_ps = num_chunks;
-  identity.num_params = kNumParams;
-  ps->task = std::make_unique<PsTask>(identity, std::move(shards), env ? env : Env::Default());
-  ps->service = std::make_unique<ParameterServerService>(ps->task.get());
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.RegisterService(ps->service.get());
-  ps->server = builder.BuildAndStart();
-  EXPECT_GT(port, 0);
-  ps->address = "127.0.0.1:" + std::to_string(port);
-  return ps;
-}
+using testing_util::kNumParams;
+using testing_util::StartPs;
+using testing_util::TestPs;
 
 std::string Floats(std::vector<float> v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));

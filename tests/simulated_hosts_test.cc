@@ -122,7 +122,7 @@ class SimulatedHostsTest : public ::testing::Test {
         "cluster:\n  chief: [\"job-chief-0:2222\"]\n"
         "  worker: [\"job-worker-0:2222\", \"job-worker-1:2222\"]\n  ps: [\"job-ps-0:2222\"]\n"
         "training:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
-        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n";
+        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n  insecure: true\n";
     const std::string a = "instance/attributes/";
     std::map<std::string, std::string> values = {
         {a + "pstrain-role", role},

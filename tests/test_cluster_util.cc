@@ -22,6 +22,7 @@
 #include "common/env.h"
 #include "data/test_util.h"
 #include "gtest/gtest.h"
+#include "security/job_credentials.h"
 
 namespace pstrain {
 namespace testing_util {
@@ -109,6 +110,31 @@ std::string MakeTempDir(const std::string& name) {
   std::string templ = JoinPath(::testing::TempDir(), "pstrain_" + name + "_XXXXXX");
   EXPECT_NE(::mkdtemp(templ.data()), nullptr) << templ << ": " << std::strerror(errno);
   return templ;
+}
+
+namespace {
+
+std::string JobCredentialsDir(const std::string& dir) {
+  const std::string certs = JoinPath(dir, "certs");
+  if (!Env::Default()->FileExists(JoinPath(certs, "job.token"))) {
+    const absl::Status s =
+        MakeJobCredentials(certs, {"chief-0", "worker-0", "worker-1", "worker-2", "worker-3",
+                                   "ps-0", "ps-1", "ps-2", "ps-3", "client"});
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return certs;
+}
+
+}  // namespace
+
+std::string JobCredentialsYaml(const std::string& dir) {
+  const std::string certs = JobCredentialsDir(dir);
+  return absl::StrCat("\n  tls_dir: ", certs, "\n  token_file: ", JoinPath(certs, "job.token"));
+}
+
+std::vector<std::string> JobCredentialsFlags(const std::string& dir) {
+  const std::string certs = JobCredentialsDir(dir);
+  return {"--tls_dir=" + certs, "--token_file=" + JoinPath(certs, "job.token")};
 }
 
 ProcessResult RunProcess(const std::vector<std::string>& args, int timeout_secs) {

@@ -32,6 +32,15 @@ std::string LoopbackAddresses(int n);
 // A fresh directory under the test temp dir.
 std::string MakeTempDir(const std::string& name);
 
+// Makes the credentials of a job (pstrain-certs': a CA, certificates for
+// chief-0, worker-0..3, ps-0..3 and client, a token) in `dir`/certs unless
+// they are there, and returns the training keys that give them to every task
+// ("\n  tls_dir: ...\n  token_file: ..."), to append to a YAML training
+// section. Tests run their jobs with mutual TLS, as users do.
+std::string JobCredentialsYaml(const std::string& dir);
+// The same as command-line flags.
+std::vector<std::string> JobCredentialsFlags(const std::string& dir);
+
 struct ProcessResult {
   int exit_code = -1;  // -1 if killed by a signal or timed out
   std::string output;  // stdout and stderr

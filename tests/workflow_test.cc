@@ -81,8 +81,8 @@ class WorkflowTest : public ::testing::Test {
         "\n  ps: ", ps.empty() ? LoopbackAddresses(1) : ps, "\ntraining:\n  model: mnist_cnn",
         "\n  data_dir: ", data_, "\n  job_dir: ", job_dir_,
         "\n  update: sync\n  batch_size: 20\n  train_steps: 10\n  eval_steps: 50",
-        "\n  save_summary_steps: 20\n  log_every_n_steps: 10\n  sync_timeout: 5",
-        "\n  threads: 1\n", extra);
+        "\n  save_summary_steps: 20\n  log_every_n_steps: 10\n  sync_timeout: 5", "\n  threads: 1",
+        testing_util::JobCredentialsYaml(dir_), "\n", extra);
     const std::string path = JoinPath(dir_, absl::StrCat("cluster-", ++configs_, ".yaml"));
     EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
     return path;

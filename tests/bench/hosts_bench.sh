@@ -50,6 +50,7 @@ training:
   checkpoint_steps: 100000
   log_every_n_steps: 10
   data_dir: $data
+  insecure: true  # the same wire for the loopback and the hosts runs
 YAML
 }
 
