@@ -13,6 +13,7 @@
 #include "common/cluster_config.h"
 #include "common/env.h"
 #include "launch/supervisor.h"
+#include "security/job_credentials.h"
 #include "models/registry.h"
 #include "ps/shard_layout.h"
 #include "worker/distributed.h"
@@ -72,7 +73,18 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   t.threads = o.threads_per_process;
   t.eval_steps = 0;
   t.wire_format = o.wire_format;
+  t.insecure = !o.tls;
+  if (o.tls) {
+    t.tls_dir = JoinPath(dir, "certs");
+    t.token_file = JoinPath(t.tls_dir, "job.token");
+    if (absl::Status s = MakeJobCredentials(t.tls_dir, CredentialNames(job.cluster)); !s.ok()) {
+      return Fail("credentials", s);
+    }
+  }
   if (absl::Status s = ValidateJobConfig(job); !s.ok()) return Fail("config", s);
+  absl::StatusOr<WireSecurity> wire = LoadWireSecurity(Env::Default(), t, {"chief", 0});
+  if (!wire.ok()) return Fail("credentials", wire.status());
+  job.wire = *wire;
   const std::string config_path = JoinPath(dir, "cluster.yaml");
   if (absl::Status s = Env::Default()->WriteFileAtomic(config_path, JobConfigToYaml(job));
       !s.ok()) {

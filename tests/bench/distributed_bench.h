@@ -16,6 +16,7 @@ struct DistributedBenchOptions {
   std::string update = "sync";
   int threads_per_process = 1;
   std::string wire_format = "float32";
+  bool tls = false;  // mutual TLS and a job token (as pstrain-launch), else insecure
 };
 
 // Starts real pstrain-ps and pstrain-worker processes on loopback (found next

@@ -27,6 +27,9 @@ DEFINE_int32(repeats, 1, "Timed rounds; the median round is reported.");
 DEFINE_string(optimizer, "adam", "Optimizer applied each step.");
 DEFINE_bool(distributed, false,
             "Time real pstrain-ps and pstrain-worker processes on loopback instead.");
+DEFINE_bool(tls, false,
+            "--distributed: mutual TLS and a job token on every channel, as pstrain-launch "
+            "runs a job (default: plaintext, as PyTorch DDP's gloo).");
 DEFINE_string(wire_dtype, "float32",
               "--distributed: gradients and parameters on the wire, float32 or bf16.");
 DEFINE_int32(ps, 1, "--distributed: parameter servers.");
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
     o.update = FLAGS_update;
     o.threads_per_process = FLAGS_threads_per_process;
     o.wire_format = FLAGS_wire_dtype;
+    o.tls = FLAGS_tls;
     return pstrain::RunDistributedBench(o);
   }
   const int threads =
