@@ -1,5 +1,6 @@
 #include "ps/ps_runner.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -18,11 +19,13 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& address, int index,
                                                           const WireSecurity& wire,
+                                                          int64_t max_request_bytes,
                                                           ParameterServerService* service) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, ServerCredentialsFor(wire), &port);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_request_bytes,
+                                                                      kMaxMessageBytes)));
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -31,6 +34,15 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& add
                                                " (in use, or not an address of this host)"));
   }
   return server;
+}
+
+// The largest request a ps needs: a push (or an initialization) of all of
+// its range and every state value, float32, with room for the rest of the
+// message. Bigger ones are refused by gRPC (RESOURCE_EXHAUSTED) before they
+// are read into memory.
+int64_t MaxRequestBytes(const PsStatus& status, int64_t num_state) {
+  return (status.end - status.begin + num_state) * static_cast<int64_t>(sizeof(float)) +
+         (1 << 20);
 }
 
 // Serves until the chief ends the job (true) or a stop request's grace
@@ -92,7 +104,9 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   ParameterServerService service(task.get(), job.wire.token);
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
-                           StartServer(address, index, job.wire, &service));
+                           StartServer(address, index, job.wire,
+                                       MaxRequestBytes(task->Status(), model->num_state()),
+                                       &service));
   const PsStatus status = task->Status();
   const bool sync = t.update == UpdateMode::kSync;
   LOG(INFO) << "ps " << index << " of " << job.cluster.ps.size() << " serving " << t.model

@@ -1,6 +1,9 @@
 #include "ps/ps_task.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -103,6 +106,22 @@ absl::StatusOr<PushResult> PsTask::Read(int chunk, std::string* params, std::str
   return shard->Read(params, state, bf16);
 }
 
+namespace {
+
+// Values whose exponent bits are all ones: Inf and NaN. Integer operations,
+// so the loop vectorizes (a push of mnist_cnn is 3.2M values).
+int64_t CountNonFinite(absl::Span<const float> values) {
+  int64_t bad = 0;
+  for (const float v : values) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    bad += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return bad;
+}
+
+}  // namespace
+
 void PsTask::Push(int chunk, int replica, int64_t step, absl::Span<const float> grads,
                   absl::Span<const float> batch_stats, const Progress& progress,
                   ParameterShard::PushCallback done) {
@@ -111,13 +130,40 @@ void PsTask::Push(int chunk, int replica, int64_t step, absl::Span<const float> 
     done(shard.status(), {});
     return;
   }
-  if (progress.loss_batches > 0 || progress.examples > 0) {
-    absl::MutexLock lock(&mu_);
-    loss_sum_ += progress.loss_sum;
-    loss_batches_ += progress.loss_batches;
-    examples_ += progress.examples;
+  if (progress.loss_batches < 0 || progress.examples < 0 || !std::isfinite(progress.loss_sum)) {
+    done(absl::InvalidArgumentError(
+             absl::StrCat("push of chunk ", chunk, " from replica ", replica,
+                          ": loss_batches = ", progress.loss_batches,
+                          ", examples = ", progress.examples, ", loss_sum = ", progress.loss_sum,
+                          "; counts cannot be negative and the loss must be finite")),
+         {});
+    return;
   }
-  (*shard)->Push(replica, step, grads, batch_stats, std::move(done));
+  if (const int64_t bad = CountNonFinite(grads) + CountNonFinite(batch_stats); bad > 0) {
+    LOG(WARNING) << "ps " << identity_.ps_index << ": refused a push of chunk " << chunk
+                 << " from replica " << replica << " at step " << step << " with " << bad
+                 << " non-finite values";
+    done(
+        absl::InvalidArgumentError(absl::StrCat(
+            "push of chunk ", chunk, " from replica ", replica, " at step ", step, " carries ", bad,
+            " non-finite values (NaN or Inf) among its gradients and batch statistics; not "
+            "applied, the parameters would be lost. The training diverged: lower the learning "
+            "rate, or resume from the last checkpoint")),
+        {});
+    return;
+  }
+  // The progress counts once the shard took the push (a refused one trained
+  // nothing the job keeps).
+  (*shard)->Push(replica, step, grads, batch_stats,
+                 [this, progress, done = std::move(done)](absl::Status s, PushResult r) {
+                   if (s.ok() && (progress.loss_batches > 0 || progress.examples > 0)) {
+                     absl::MutexLock lock(&mu_);
+                     loss_sum_ += progress.loss_sum;
+                     loss_batches_ += progress.loss_batches;
+                     examples_ += progress.examples;
+                   }
+                   done(s, r);
+                 });
 }
 
 void PsTask::NoteDone(int replica, bool job_done) {

@@ -1,6 +1,7 @@
 // The ps service over real gRPC on loopback (servers in this process):
 // well-formed calls through PsClient, and malformed ones through a raw stub,
 // which must be refused with a clear status and change nothing.
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -181,18 +182,39 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   good.set_step(0);
   good.set_gradients(Floats({1, 1, 1, 1, 1}));
   good.set_batch_stats(Floats({1}));
-  std::vector<PushRequest> bad(6, good);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<PushRequest> bad(12, good);
   bad[0].set_gradients(Floats({1, 1, 1}));                     // short
   bad[1].set_gradients(Floats(std::vector<float>(50, 1.0f)));  // long
   bad[2].set_gradients(std::string(19, 'x'));                  // not whole floats
   bad[3].set_chunk(1);                                         // sent to the wrong ps
   bad[4].set_replica(5);                                       // unknown replica
   bad[5].set_step(3);                                          // ahead of the ps
-  for (const PushRequest& r : bad) {
+  bad[6].set_gradients(Floats({1, 1, nan, 1, 1}));             // non-finite gradients
+  bad[7].set_gradients(Floats({1, -inf, 1, 1, 1}));
+  bad[8].set_batch_stats(Floats({inf}));  // non-finite statistics
+  bad[9].set_examples(-20);               // negative counts
+  bad[10].set_loss_batches(-1);
+  bad[11].set_loss_sum(nan);
+  const std::vector<std::string> said = {"",
+                                         "",
+                                         "",
+                                         "",
+                                         "",
+                                         "",
+                                         "1 non-finite",
+                                         "1 non-finite",
+                                         "1 non-finite",
+                                         "examples = -20",
+                                         "loss_batches = -1",
+                                         "loss_sum = nan"};
+  for (size_t i = 0; i < bad.size(); ++i) {
     PushPullResponse response;
-    grpc::Status s = Call(r, &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    grpc::Status s = Call(bad[i], &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << i << ": " << s.error_message();
     EXPECT_FALSE(s.error_message().empty());
+    EXPECT_NE(s.error_message().find(said[i]), std::string::npos) << i << ": " << s.error_message();
   }
   auto view = client_->Pull();
   ASSERT_TRUE(view.ok());
