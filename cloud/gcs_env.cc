@@ -188,6 +188,8 @@ absl::StatusOr<std::vector<std::string>> GcsEnv::ListDir(const std::string& path
         const nlohmann::json* name = &entry;
         if (entry.is_object()) name = entry.contains("name") ? &entry["name"] : nullptr;
         if (name == nullptr || !name->is_string()) continue;
+        // A name outside the prefix asked for (a server should not send one).
+        if (!absl::StartsWith(name->get_ref<const std::string&>(), prefix)) continue;
         std::string n = name->get<std::string>().substr(prefix.size());
         while (!n.empty() && n.back() == '/') n.pop_back();
         if (!n.empty()) names.push_back(n);

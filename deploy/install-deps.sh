@@ -10,7 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libeigen3-dev libtbb-dev libgflags-dev libgoogle-glog-dev libyaml-cpp-dev
   zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
-  libssl-dev python3-grpcio python3-protobuf libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
 )
 if [[ "${1:-}" == "--bench" ]]; then

@@ -118,7 +118,9 @@ absl::Status ReadGeneralRequest(std::string_view body, const std::vector<int64_t
   nlohmann::json request;
   try {
     request = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double
+    // ("9E999"), which the fuzzer found escaping as an exception.
     return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", e.what()));
   }
   if (!request.is_object()) {

@@ -133,6 +133,11 @@ TEST(RequestReaderTest, TheGeneralReaderNamesWhatIsWrong) {
   };
   EXPECT_NE(message("").find("empty request body"), std::string::npos);
   EXPECT_NE(message("{").find("malformed JSON"), std::string::npos);
+  // A number too large for a double is an error, not an exception (found by
+  // fuzz/predict_request_fuzzer.cc).
+  EXPECT_NE(message("9E999").find("number overflow"), std::string::npos);
+  EXPECT_NE(message("{\"instances\": [[0,0,0,0,0,1e999]]}").find("number overflow"),
+            std::string::npos);
   EXPECT_NE(message("[1]").find("is a JSON object"), std::string::npos);
   EXPECT_NE(
       message("{\"signature_name\": 7, \"instances\": [[0,0,0,0,0,0]]}").find("no signature 7"),

@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds pstrain (Release), runs every test with
-# ctest, then builds the AddressSanitizer + UBSan configuration and runs the
-# unit tests in it. Exits non-zero on the first failure.
+# ctest, then builds the AddressSanitizer + UBSan configuration (clang, with
+# libFuzzer coverage) and runs the unit tests and the fuzzers in it. Exits
+# non-zero on the first failure. Each phase prints how long it took.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+start=$SECONDS
+phase() { echo "=== $1 (at $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s) ==="; }
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
 "$root/deploy/install-deps.sh"
 
-echo "=== Release build ==="
+phase "Release build"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$root/build" -j"$jobs"
-echo "=== Tests (Release) ==="
+phase "Tests (Release)"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
 
-echo "=== AddressSanitizer + UBSan build ==="
+phase "AddressSanitizer + UBSan build (clang, libFuzzer coverage)"
 # -O1 keeps the sanitized tests quick; assertions stay on.
-cmake -S "$root" -B "$root/build-asan" -DPSTRAIN_SANITIZE=ON -DPSTRAIN_INTEGRATION_TESTS=OFF \
-  -DCMAKE_BUILD_TYPE=Debug \
+cmake -S "$root" -B "$root/build-asan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_SANITIZE=ON \
+  -DPSTRAIN_FUZZ=ON -DPSTRAIN_INTEGRATION_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
 cmake --build "$root/build-asan" -j"$jobs"
-echo "=== Unit tests (ASan + UBSan) ==="
+phase "Unit tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L unit --timeout 900)
+phase "Fuzzers (ASan + UBSan, each from its seeds for a bounded time)"
+(cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300)
+phase "done"

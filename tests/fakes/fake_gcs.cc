@@ -157,7 +157,9 @@ void FakeGcs::Route() {
       }
     }
     size_t start = 0;
-    if (req.has_param("pageToken")) absl::SimpleAtoi(req.get_param_value("pageToken"), &start);
+    if (req.has_param("pageToken") && !absl::SimpleAtoi(req.get_param_value("pageToken"), &start)) {
+      start = 0;
+    }
     nlohmann::json body = {{"kind", "storage#objects"}};
     body["items"] = nlohmann::json::array();
     body["prefixes"] = nlohmann::json::array();
