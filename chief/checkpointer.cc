@@ -107,7 +107,9 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
     }
     PSTRAIN_RETURN_IF_ERROR(CheckCheckpointMatchesModel(*index, *model_, index_path));
     const absl::Time start = absl::Now();
-    absl::StatusOr<int64_t> restored = servers_->Restore(t.model, index_path);
+    // The ps is told the checkpoint's name; it reads only from its job dir.
+    absl::StatusOr<int64_t> restored =
+        servers_->Restore(t.model, IndexFileName(CheckpointPrefix(step)));
     if (absl::IsDataLoss(restored.status()) || absl::IsNotFound(restored.status())) {
       LOG(WARNING) << "skipping damaged checkpoint " << CheckpointPrefix(step) << ": "
                    << restored.status().message();
@@ -149,7 +151,9 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   // written.
   if (step == last_saved_ || env_->FileExists(IndexFileName(prefix))) return prefix;
   const absl::Time start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardSaved> saved, servers_->Save(prefix, step, step, wait));
+  // The ps is told the checkpoint's name; it writes only into its job dir.
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardSaved> saved,
+                           servers_->Save(CheckpointPrefix(step), step, step, wait));
   const absl::Time shards_done = absl::Now();
   absl::Duration copy, locked, write;
   int64_t bytes = 0, lo = INT64_MAX, hi = INT64_MIN;

@@ -83,8 +83,10 @@ void SyncParentDir(const std::string& path) {
 
 class PosixEnv : public Env {
  public:
+  // O_NOFOLLOW: a symlink planted where a file (or a temp file, whose name
+  // is predictable) is about to be written is refused, never written through.
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return IoError("cannot create", path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
@@ -124,7 +126,7 @@ class PosixEnv : public Env {
 
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
     std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return IoError("cannot create", tmp, errno);
     size_t done = 0;
     while (done < contents.size()) {

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
            .ok()) {
     return 1;
   }
-  absl::StatusOr<ShardSaved> saved = ps->task->Save("/j/model.ckpt-3", 3, 3, absl::Seconds(1));
+  absl::StatusOr<ShardSaved> saved = ps->task->Save("/job/model.ckpt-3", 3, 3, absl::Seconds(1));
   if (!saved.ok()) return 1;
   CheckpointIndex index;
   index.set_model("tiny");
@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
   f->set_num_state(saved->num_state);
   f->set_size_bytes(saved->size_bytes);
   f->set_crc32c(saved->crc32c);
-  if (!WriteCheckpointIndex(&env, "/j/model.ckpt-3.index", index).ok()) return 1;
-  const std::string index_bytes = *env.ReadFile("/j/model.ckpt-3.index");
-  const std::string shard_bytes = *env.ReadFile("/j/" + saved->file);
+  if (!WriteCheckpointIndex(&env, "/job/model.ckpt-3.index", index).ok()) return 1;
+  const std::string index_bytes = *env.ReadFile("/job/model.ckpt-3.index");
+  const std::string shard_bytes = *env.ReadFile("/job/" + saved->file);
   Put("checkpoint", "index", Picked(0, index_bytes));
   Put("checkpoint", "shard", Picked(1, shard_bytes));
   Put("checkpoint", "state",
@@ -164,11 +164,11 @@ int main(int argc, char** argv) {
   push.set_examples(20);
   PullRequest pull;
   SaveRequest save;
-  save.set_prefix("/j/model.ckpt-1");
+  save.set_prefix("model.ckpt-1");
   save.set_step(1);
   save.set_global_step(1);
   RestoreRequest restore;
-  restore.set_index_path("/j/model.ckpt-1.index");
+  restore.set_index_path("model.ckpt-1.index");
   restore.set_model("tiny");
   restore.set_num_params(testing_util::kNumParams);
   LeaveRequest leave;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps/checkpoint_paths.h"
 #include "ps/optimizer_config.h"
 #include "ps/shard_layout.h"
 
@@ -59,6 +60,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
   identity.ps_index = ps_index;
   identity.num_ps = num_ps;
   identity.num_params = layout.num_params;
+  identity.job_dir = job.training.job_dir;
   return std::make_unique<PsTask>(identity, std::move(shards), env);
 }
 
@@ -220,17 +222,20 @@ absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
     return absl::InvalidArgumentError(
         "Save needs a checkpoint prefix, a step >= 0 and wait_ms >= 0");
   }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string path,
+                           CheckpointPathInJobDir(identity_.job_dir, prefix,
+                                                  CheckpointPathKind::kPrefix, "the Save prefix"));
   absl::MutexLock file_lock(&file_mu_);
   absl::StatusOr<ShardSaveResult> r =
-      SaveShards(env_, identity_, shard_ptrs_, prefix, global_step, step, wait);
+      SaveShards(env_, identity_, shard_ptrs_, path, global_step, step, wait);
   if (!r.ok()) {
     LOG(WARNING) << "ps " << identity_.ps_index << ": save to " << prefix
                  << " failed: " << r.status();
     return r.status();
   }
   ShardSaved saved;
-  const std::string& path = r->written.path;
-  saved.file = path.substr(path.find_last_of('/') + 1);
+  const std::string& written = r->written.path;
+  saved.file = written.substr(written.find_last_of('/') + 1);
   saved.begin = r->begin;
   saved.end = r->end;
   saved.num_state = r->num_state;
@@ -253,8 +258,12 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
         "restore of model \"", model, "\" with ", num_params, " parameters reached a ps serving \"",
         identity_.model, "\" with ", identity_.num_params));
   }
+  PSTRAIN_ASSIGN_OR_RETURN(
+      const std::string path,
+      CheckpointPathInJobDir(identity_.job_dir, index_path, CheckpointPathKind::kIndex,
+                             "the Restore index path"));
   absl::MutexLock file_lock(&file_mu_);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreShards(env_, identity_, shard_ptrs_, index_path));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreShards(env_, identity_, shard_ptrs_, path));
   LOG(INFO) << "ps " << identity_.ps_index << " restored from " << index_path << " at global step "
             << step;
   return step;

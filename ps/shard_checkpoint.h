@@ -19,6 +19,7 @@ struct PsIdentity {
   int ps_index = 0;
   int num_ps = 1;
   int64_t num_params = 0;
+  std::string job_dir;  // the only place its checkpoints are written and read
 };
 
 struct ShardSaveResult {

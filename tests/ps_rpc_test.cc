@@ -340,6 +340,16 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   r = good_save;
   r.set_wait_ms(-1);
   EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // Only checkpoints of the ps's job dir (/job): nothing written elsewhere.
+  for (const char* outside : {"/tmp/elsewhere/evil", "/tmp/elsewhere/model.ckpt-0",
+                              "/job/../tmp/model.ckpt-0", "/job/sub/model.ckpt-0"}) {
+    r = good_save;
+    r.set_prefix(outside);
+    const grpc::Status s = save(r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << outside;
+    EXPECT_NE(s.error_message().find("job dir /job"), std::string::npos) << s.error_message();
+  }
+  EXPECT_TRUE(env_.ListDir("/tmp").value_or(std::vector<std::string>{}).empty());
 
   RestoreRequest good_restore;
   good_restore.set_model("tiny");
@@ -350,6 +360,11 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(missing.error_message().find("every task must see the job dir"), std::string::npos)
       << missing.error_message();
+  for (const char* outside : {"/etc/passwd", "../../../../etc/shadow", "/tmp/model.ckpt-0.index"}) {
+    RestoreRequest elsewhere = good_restore;
+    elsewhere.set_index_path(outside);
+    EXPECT_EQ(restore(elsewhere).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << outside;
+  }
   RestoreRequest bad = good_restore;
   bad.set_model("other");
   EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -34,6 +34,7 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   identity.ps_index = index;
   identity.num_ps = num_chunks;
   identity.num_params = kNumParams;
+  identity.job_dir = "/job";
   ps->task = std::make_unique<PsTask>(identity, std::move(shards), env ? env : Env::Default());
   ps->service = std::make_unique<ParameterServerService>(ps->task.get(), wire.token);
   grpc::ServerBuilder builder;

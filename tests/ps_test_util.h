@@ -27,7 +27,7 @@ struct TestPs {
 };
 
 // Chunk `index` of `num_chunks` over kNumParams parameters, SGD with learning
-// rate 1, 1 state value on chunk 0, async; its job dir in `env` (the
+// rate 1, 1 state value on chunk 0, async; its job dir is /job in `env` (the
 // process's if null); served with `wire`'s credentials and token.
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr,
                                 const WireSecurity& wire = WireSecurity());

@@ -23,7 +23,7 @@ phase "AddressSanitizer + UBSan build (clang, libFuzzer coverage)"
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_SANITIZE=ON \
   -DPSTRAIN_FUZZ=ON -DPSTRAIN_INTEGRATION_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
-cmake --build "$root/build-asan" -j"$jobs"
+cmake --build "$root/build-asan" -j"$jobs" --target unit-tests
 phase "Unit tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

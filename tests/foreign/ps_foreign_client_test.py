@@ -12,6 +12,10 @@ one. The ps runs with mutual TLS and a job token (pstrain-certs). Checks:
     ids, unknown replicas, bad dtypes, non-finite gradients, negative
     counts and a message larger than the ps takes are refused with a
     clear status, and change nothing;
+  - Save and Restore stay inside the ps's job dir, with the token and
+    without TLS and token alike: a path outside it, a "..", a symlink in the
+    job dir to a directory outside, a symlink planted where a shard file
+    goes, /etc/passwd: refused or harmless, nothing written outside;
   - pushes after the job was shut down advance nothing;
   - the ps keeps serving throughout and exits 0.
 
@@ -95,34 +99,50 @@ def main():
                     "--out=" + other], check=True, stdout=subprocess.DEVNULL)
     read = lambda d, name: open(os.path.join(d, name), "rb").read()
     token = read(certs, "job.token").decode().strip()
-    address = "127.0.0.1:%d" % free_port()
-    config = os.path.join(tmp, "job.yaml")
-    with open(config, "w") as f:
-        f.write("cluster:\n  chief: [\"127.0.0.1:%d\"]\n  ps: [\"%s\"]\n"
-                "training:\n  model: mnist_cnn\n  job_dir: %s\n  train_steps: 100\n"
-                "  optimizer: sgd\n  tls_dir: %s\n  token_file: %s\n"
-                % (free_port(), address, os.path.join(tmp, "job"), certs,
-                   os.path.join(certs, "job.token")))
-    log_path = os.path.join(tmp, "ps.log")
-    log = open(log_path, "w")
-    ps = subprocess.Popen([os.path.join(args.bin, "pstrain-ps"), "--config=" + config,
-                           "--job_name=ps"], stdout=log, stderr=subprocess.STDOUT)
-    try:
-        run_checks(pb, address, token, lambda name: read(certs, name),
-                   lambda name: read(other, name))
+    secure = os.path.join(certs, "job.token")
+    outside = os.path.join(tmp, "outside")
+    os.makedirs(outside)
+    # With mutual TLS and the token, then plaintext without either.
+    for label, security in [("TLS", "  tls_dir: %s\n  token_file: %s\n" % (certs, secure)),
+                            ("insecure", "  insecure: true\n")]:
+        job = os.path.join(tmp, "job-" + label)
+        os.makedirs(job)
+        address = "127.0.0.1:%d" % free_port()
+        config = os.path.join(tmp, label + ".yaml")
+        with open(config, "w") as f:
+            f.write("cluster:\n  chief: [\"127.0.0.1:%d\"]\n  ps: [\"%s\"]\n"
+                    "training:\n  model: mnist_cnn\n  job_dir: %s\n  train_steps: 100\n"
+                    "  optimizer: sgd\n%s" % (free_port(), address, job, security))
+        log_path = os.path.join(tmp, label + ".log")
+        log = open(log_path, "w")
+        ps = subprocess.Popen([os.path.join(args.bin, "pstrain-ps"), "--config=" + config,
+                               "--job_name=ps"], stdout=log, stderr=subprocess.STDOUT)
         try:
-            code = ps.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            code = None
-        check(code == 0, "the ps exits 0 after the job is shut down (exit %s)" % code)
-    finally:
-        if ps.poll() is None:
-            ps.kill()
-            ps.wait()
-        log.close()
-        if failures:
-            print("--- ps log ---\n" + open(log_path).read())
-        shutil.rmtree(tmp, ignore_errors=True)
+            if label == "TLS":
+                run_checks(pb, address, token, lambda name: read(certs, name),
+                           lambda name: read(other, name), job, outside)
+            else:
+                channel = grpc.insecure_channel(address)
+                grpc.channel_ready_future(channel).result(timeout=60)
+                ps_client = Ps(pb, channel)
+                initialize(pb, ps_client, ps_client.call("Status", pb.StatusRequest(),
+                                                         pb.StatusResponse))
+                job_dir_checks(pb, ps_client, job, outside, "insecure")
+                ps_client.call("Shutdown", pb.ShutdownRequest(reason="done"), pb.ShutdownResponse)
+            try:
+                code = ps.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                code = None
+            check(code == 0, "%s: the ps exits 0 after the job is shut down (exit %s)" % (label,
+                                                                                        code))
+        finally:
+            if ps.poll() is None:
+                ps.kill()
+                ps.wait()
+            log.close()
+            if failures:
+                print("--- %s ps log ---\n" % label + open(log_path).read())
+    shutil.rmtree(tmp, ignore_errors=True)
     print("%d check(s) failed" % len(failures) if failures else "every check passed")
     return 1 if failures else 0
 
@@ -136,7 +156,74 @@ def tls_channel(address, ca, key=None, crt=None):
         ("grpc.max_receive_message_length", 256 << 20)])
 
 
-def run_checks(pb, address, token, ours, theirs):
+def initialize(pb, ps, status):
+    """Learns the layout from the ps's own error messages and initializes
+    every chunk to zeros. Returns {chunk: (parameters, state values)}."""
+    _, message = ps.code("Initialize", pb.InitializeRequest(chunk=999, model="mnist_cnn"),
+                         pb.InitializeResponse)
+    match = re.search(r"holds chunks (\d+) to (\d+)", message)
+    check(match is not None, "a wrong chunk id names the chunks the ps holds: " + message)
+    if match is None:
+        return None
+    sizes = {}
+    for c in range(int(match.group(1)), int(match.group(2)) + 1):
+        _, message = ps.code("Initialize", pb.InitializeRequest(chunk=c, model="mnist_cnn",
+                                                                num_params=status.end),
+                             pb.InitializeResponse)
+        m = re.search(r"holds (\d+) parameters \[\d+, \d+\) and (\d+) state", message)
+        check(m is not None, "chunk %d: the error names its size: %s" % (c, message))
+        if m is None:
+            return None
+        sizes[c] = (int(m.group(1)), int(m.group(2)))
+        ps.call("Initialize", pb.InitializeRequest(
+            chunk=c, model="mnist_cnn", num_params=status.end,
+            params=bytes(4 * sizes[c][0]), state=bytes(4 * sizes[c][1])), pb.InitializeResponse)
+    status = ps.call("Status", pb.StatusRequest(), pb.StatusResponse)
+    check(status.initialized, "every chunk initialized to zeros")
+    return sizes
+
+
+def job_dir_checks(pb, ps, job, outside, label):
+    """Save and Restore cannot leave the job dir (issue 18)."""
+    link = os.path.join(job, "link")
+    if not os.path.lexists(link):
+        os.symlink(outside, link)
+    victim = os.path.join(outside, "victim")
+    with open(victim, "w") as f:
+        f.write("keep")
+    planted = os.path.join(job, "model.ckpt-9.shard-0-of-1")
+    if not os.path.lexists(planted):
+        os.symlink(victim, planted)
+    for prefix in [os.path.join(outside, "evil"), os.path.join(outside, "model.ckpt-1"),
+                   "../../../../" + outside.lstrip("/") + "/model.ckpt-1",
+                   os.path.join(job, "..", os.path.basename(job), "model.ckpt-1"),
+                   "link/model.ckpt-1", os.path.join(link, "model.ckpt-1"), "/model.ckpt-1"]:
+        code, message = ps.code("Save", pb.SaveRequest(prefix=prefix, step=0),
+                                pb.SaveResponse)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and job in message,
+              "%s: Save to %s refused, naming the job dir (%s: %s)" % (label, prefix, code,
+                                                                      message[:200]))
+    for path in ["/etc/passwd", "../../../../etc/shadow", "link/model.ckpt-1.index",
+                 os.path.join(outside, "model.ckpt-1.index")]:
+        code, message = ps.code("Restore", pb.RestoreRequest(index_path=path, model="mnist_cnn",
+                                                             num_params=3274634),
+                                pb.RestoreResponse)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and job in message,
+              "%s: Restore of %s refused, naming the job dir (%s: %s)" % (label, path, code,
+                                                                         message[:200]))
+    # A save of a checkpoint whose shard name is a planted symlink replaces
+    # the link; the file it pointed to is not written.
+    saved = ps.call("Save", pb.SaveRequest(prefix="model.ckpt-9", step=0), pb.SaveResponse)
+    check(saved.file == "model.ckpt-9.shard-0-of-1" and
+          os.path.isfile(planted) and not os.path.islink(planted),
+          "%s: Save model.ckpt-9 writes its shard in the job dir, over the planted link" % label)
+    check(open(victim).read() == "keep" and sorted(os.listdir(outside)) == ["victim"],
+          "%s: nothing was written outside the job dir (%s)" % (label, os.listdir(outside)))
+    status = ps.call("Status", pb.StatusRequest(), pb.StatusResponse)
+    check(status.initialized, "%s: the ps is still serving" % label)
+
+
+def run_checks(pb, address, token, ours, theirs, job, outside):
     # The job's client certificate, once the ps answers.
     good = tls_channel(address, ours("ca.crt"), ours("client.key"), ours("client.crt"))
     grpc.channel_ready_future(good).result(timeout=60)
@@ -170,29 +257,10 @@ def run_checks(pb, address, token, ours, theirs):
             check(code == grpc.StatusCode.UNAUTHENTICATED and "job token" in message,
                   "%s: %s refused (%s: %s)" % (label, method, code, message))
 
-    # The layout, learned from the ps's own error messages, then initialized.
-    _, message = ps.code("Initialize", pb.InitializeRequest(chunk=999, model="mnist_cnn"),
-                         pb.InitializeResponse)
-    match = re.search(r"holds chunks (\d+) to (\d+)", message)
-    check(match is not None, "a wrong chunk id names the chunks the ps holds: " + message)
-    if match is None:
+    sizes = initialize(pb, ps, status)
+    if sizes is None:
         return
-    chunks = range(int(match.group(1)), int(match.group(2)) + 1)
-    sizes = {}
-    for c in chunks:
-        _, message = ps.code("Initialize", pb.InitializeRequest(chunk=c, model="mnist_cnn",
-                                                                num_params=status.end),
-                             pb.InitializeResponse)
-        m = re.search(r"holds (\d+) parameters \[\d+, \d+\) and (\d+) state", message)
-        check(m is not None, "chunk %d: the error names its size: %s" % (c, message))
-        if m is None:
-            return
-        sizes[c] = (int(m.group(1)), int(m.group(2)))
-        ps.call("Initialize", pb.InitializeRequest(
-            chunk=c, model="mnist_cnn", num_params=status.end,
-            params=bytes(4 * sizes[c][0]), state=bytes(4 * sizes[c][1])), pb.InitializeResponse)
-    status = ps.call("Status", pb.StatusRequest(), pb.StatusResponse)
-    check(status.initialized, "every chunk initialized to zeros")
+    job_dir_checks(pb, ps, job, outside, "TLS + token")
 
     n, s = sizes[0]
     good_push = pb.PushRequest(chunk=0, replica=0, step=0, gradients=bytes(4 * n),
