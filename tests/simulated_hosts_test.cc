@@ -171,7 +171,9 @@ class SimulatedHostsTest : public ::testing::Test {
   std::string dir_, net_, gcloud_log_;
   int subnet_ = 0;
   bool created_ = false;
-  int train_steps_ = 70;
+  // Enough steps after the worker VM's preemption (at 30) for its recreated
+  // VM to install the package, start and join: ~70 steps, ~14 s here.
+  int train_steps_ = 100;
   std::map<std::string, Vm> vms_;
 };
 
@@ -199,7 +201,7 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
 
   // A worker VM is preempted: the worker leaves, the job goes on without it,
   // and the recreated VM's worker joins again.
-  ASSERT_TRUE(WaitForText(chief_log, "step = 40,", 180)) << ReadAll(chief_log);
+  ASSERT_TRUE(WaitForText(chief_log, "step = 30,", 180)) << ReadAll(chief_log);
   ASSERT_NO_FATAL_FAILURE(Preempt("job-worker-1"));
   EXPECT_TRUE(WaitForText(TaskLog("job-worker-1", 0), "stopping at global step", 5))
       << ReadAll(TaskLog("job-worker-1", 0));
