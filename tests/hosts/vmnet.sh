@@ -61,12 +61,28 @@ rate_bytes_per_ms() {
   esac
 }
 
+# Deletes the link `$1` if it is there and waits (up to 5 s) until it is
+# gone: a deleted namespace's veth pair goes with it only when the kernel
+# gets round to tearing the namespace down, and a VM recreated at once would
+# find its link's name still taken ("RTNETLINK answers: File exists").
+remove_link() {
+  ip link del "$1" 2>/dev/null || true
+  for _ in $(seq 1 50); do
+    ip link show "$1" >/dev/null 2>&1 || return 0
+    sleep 0.1
+  done
+  die "the link $1 is still there 5 s after it was deleted"
+}
+
+host_link() { echo "${1}v$(host_index "$1" "$2")"; }
+
 make_host() {
   local net="$1" host="$2" id index ns veth
   id="$(cat "$(state_dir "$net")/id")"
   index="$(host_index "$net" "$host")"
   ns="$(ns_name "$net" "$host")"
-  veth="${net}v${index}"
+  veth="$(host_link "$net" "$host")"
+  remove_link "$veth"
   ip netns add "$ns"
   # The same MAC for every boot of a host: the other VMs' ARP caches stay
   # right when a VM is recreated (on GCE the VPC routes by address).
@@ -98,6 +114,7 @@ kill_host() {
     done
   fi
   ip netns delete "$ns"
+  remove_link "$(host_link "$1" "$2")"
 }
 
 cmd="${1:-}"
