@@ -24,8 +24,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& add
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, ServerCredentialsFor(wire), &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_request_bytes,
-                                                                      kMaxMessageBytes)));
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(max_request_bytes, kMaxMessageBytes)));
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -41,8 +41,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& add
 // message. Bigger ones are refused by gRPC (RESOURCE_EXHAUSTED) before they
 // are read into memory.
 int64_t MaxRequestBytes(const PsStatus& status, int64_t num_state) {
-  return (status.end - status.begin + num_state) * static_cast<int64_t>(sizeof(float)) +
-         (1 << 20);
+  return (status.end - status.begin + num_state) * static_cast<int64_t>(sizeof(float)) + (1 << 20);
 }
 
 // Serves until the chief ends the job (true) or a stop request's grace
@@ -103,10 +102,10 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
                            PsTask::Create(job, *model, index, context.env));
   ParameterServerService service(task.get(), job.wire.token);
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<grpc::Server> server,
-                           StartServer(address, index, job.wire,
-                                       MaxRequestBytes(task->Status(), model->num_state()),
-                                       &service));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<grpc::Server> server,
+      StartServer(address, index, job.wire, MaxRequestBytes(task->Status(), model->num_state()),
+                  &service));
   const PsStatus status = task->Status();
   const bool sync = t.update == UpdateMode::kSync;
   LOG(INFO) << "ps " << index << " of " << job.cluster.ps.size() << " serving " << t.model

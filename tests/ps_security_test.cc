@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/strip.h"
+#include "common/cluster_config.h"
 #include "common/env.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -31,16 +31,17 @@ std::string NewDir() {
   return dir;
 }
 
-// `name`'s credentials in a pstrain-certs directory, with the token.
+// `name`'s credentials ("ps-0", "worker-0") in a pstrain-certs directory,
+// with the token, loaded as a task loads them.
 WireSecurity Credentials(const std::string& dir, const std::string& name) {
-  WireSecurity wire;
-  wire.tls = true;
-  wire.ca_pem = *Env::Default()->ReadFile(JoinPath(dir, "ca.crt"));
-  wire.cert_pem = *Env::Default()->ReadFile(JoinPath(dir, name + ".crt"));
-  wire.key_pem = *Env::Default()->ReadFile(JoinPath(dir, name + ".key"));
-  wire.token = std::string(
-      absl::StripAsciiWhitespace(*Env::Default()->ReadFile(JoinPath(dir, "job.token"))));
-  return wire;
+  TrainingSpec t;
+  t.tls_dir = dir;
+  t.token_file = JoinPath(dir, "job.token");
+  const size_t dash = name.rfind('-');
+  absl::StatusOr<WireSecurity> wire = LoadWireSecurity(
+      Env::Default(), t, TaskSpec{name.substr(0, dash), std::stoi(name.substr(dash + 1))});
+  EXPECT_TRUE(wire.ok()) << wire.status();
+  return wire.value_or(WireSecurity());
 }
 
 class PsSecurityTest : public ::testing::Test {

@@ -13,9 +13,9 @@
 #include "common/cluster_config.h"
 #include "common/env.h"
 #include "launch/supervisor.h"
-#include "security/job_credentials.h"
 #include "models/registry.h"
 #include "ps/shard_layout.h"
+#include "security/job_credentials.h"
 #include "worker/distributed.h"
 
 namespace pstrain {
