@@ -77,7 +77,6 @@ Checkpointer::Checkpointer(Env* env, const JobConfig& job, const Model* model,
 Checkpointer::~Checkpointer() { Stop(); }
 
 absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
-  const TrainingSpec& t = job_.training;
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
   bool all = true, any = false;
   for (const PsStatus& s : statuses) {
@@ -91,6 +90,21 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
     return statuses[0].global_step;
   }
   if (any) LOG(WARNING) << "some ps were initialized and some not; restoring all";
+  return RestoreNewest();
+}
+
+absl::StatusOr<int64_t> Checkpointer::RollBack(const std::string& why) {
+  LOG(ERROR) << why << "; rolling the job back to its last checkpoint";
+  const absl::Time start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreNewest());
+  LOG(INFO) << "rolled back to global step " << step << " in "
+            << absl::StrFormat("%.0f", Millis(absl::Now() - start))
+            << " ms; the replicas pull the restored parameters and go on";
+  return step;
+}
+
+absl::StatusOr<int64_t> Checkpointer::RestoreNewest() {
+  const TrainingSpec& t = job_.training;
   // Temp files of saves a crash interrupted: no save runs before this one.
   if (absl::StatusOr<std::vector<int64_t>> cleaned =
           DeleteCheckpointsBefore(env_, t.job_dir, 0, INT64_MAX);
@@ -260,7 +274,7 @@ absl::Status Checkpointer::background_status() const {
 }
 
 void Checkpointer::Loop(int64_t start_step) {
-  JobMonitor monitor(job_.training, start_step, stop_, absl::Now());
+  auto monitor = std::make_unique<JobMonitor>(job_.training, start_step, stop_, absl::Now());
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -269,10 +283,20 @@ void Checkpointer::Loop(int64_t start_step) {
     absl::StatusOr<std::vector<PsStatus>> statuses = servers_->Statuses();
     if (!statuses.ok()) continue;  // The main loop reports a ps that is gone.
     if (observer_) observer_(*statuses);
-    const JobObservation o = monitor.Observe(*statuses, absl::Now());
+    const JobObservation o = monitor->Observe(*statuses, absl::Now());
     switch (o.event) {
       case JobEvent::kNothing:
         break;
+      case JobEvent::kRollBack: {
+        // Tried again at the next poll if it fails (a ps still away).
+        absl::StatusOr<int64_t> step = RollBack(o.why);
+        if (!step.ok()) {
+          LOG(ERROR) << "the rollback failed: " << step.status().message();
+          break;
+        }
+        monitor = std::make_unique<JobMonitor>(job_.training, *step, stop_, absl::Now());
+        break;
+      }
       case JobEvent::kJobEnded:
         return;  // The final checkpoint is the main loop's.
       case JobEvent::kStopRequested:
@@ -286,7 +310,7 @@ void Checkpointer::Loop(int64_t start_step) {
           LOG(WARNING) << "checkpoint at global step " << o.save_step << ": "
                        << saved.status().message();
         } else if (o.event == JobEvent::kCheckpointDue) {
-          monitor.PeriodicSaved(o, absl::Now());
+          monitor->PeriodicSaved(o, absl::Now());
         }
         break;
       }

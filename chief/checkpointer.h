@@ -51,6 +51,12 @@ class Checkpointer {
   // continues from. A checkpoint of another model or shape is refused.
   absl::StatusOr<int64_t> RestoreOrInitialize();
 
+  // Rolls the running job back (a ps lost its parameters, or the watchdog):
+  // every ps restores the newest whole checkpoint, or is initialized at step
+  // 0 without one. Replicas' pushes for later steps are then refused as
+  // rolled back, and they pull the restored values. Returns the step.
+  absl::StatusOr<int64_t> RollBack(const std::string& why);
+
   // Called with every ps's Status at each poll of the checkpoint thread
   // (training summaries); set before Start.
   void SetStatusObserver(std::function<void(const std::vector<PsStatus>&)> observer) {
@@ -79,6 +85,8 @@ class Checkpointer {
   absl::StatusOr<std::string> SaveAt(int64_t step, absl::Duration wait, const std::string& why,
                                      bool exact);
   absl::Status Commit(int64_t step, const std::vector<ShardSaved>& saved);
+  // Every ps from the newest whole checkpoint, else initialized at step 0.
+  absl::StatusOr<int64_t> RestoreNewest();
   // The thread: polls the ps, lets a JobMonitor say what is due, saves.
   void Loop(int64_t start_step);
   // A stop request: saves (at the highest step if every chunk gets there,

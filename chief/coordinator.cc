@@ -232,6 +232,12 @@ class Chief {
       PSTRAIN_ASSIGN_OR_RETURN(statuses, servers_->Statuses());
       bool all = true;
       for (const PsStatus& s : statuses) {
+        if (!s.initialized && !s.shutting_down) {
+          // Restarted while the job was ending: a restarted chief restores
+          // the last checkpoint and finishes the job.
+          return absl::UnavailableError(
+              absl::StrCat("ps ", s.ps_task, " lost its parameters while the job was ending"));
+        }
         all = all && (s.global_step >= t_.train_steps || s.shutting_down);
       }
       if (all) break;
@@ -314,7 +320,9 @@ absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependen
     return absl::OkStatus();
   Chief chief(job, replica, deps);
   absl::Status status = chief.Run();
-  if (!status.ok()) chief.EndJobAfterFailure(status);
+  // Unavailable: a ps was away past the retry budget or lost its state; the
+  // chief exits to be restarted (kExitRestartable) and leaves the job running.
+  if (!status.ok() && !absl::IsUnavailable(status)) chief.EndJobAfterFailure(status);
   return status;
 }
 

@@ -40,10 +40,13 @@ struct ChiefDependencies {
 // every eval_steps and at the end (the "Saving dict for global step N: ..."
 // line), and once the global step reaches train_steps saves the final
 // checkpoint, marks the job complete and shuts every ps down, which ends the
-// job. A stop request saves a checkpoint and ends the job early (OK). If the
-// chief fails (bad data, a ps that fails), it logs why and tells the ps to
-// shut down, best effort within about a second, so the whole job ends
-// instead of waiting for a chief that is gone.
+// job. A stop request saves a checkpoint and ends the job early (OK). A ps
+// that comes back without its parameters (restarted), or no progress for
+// watchdog_secs, rolls the job back to the last checkpoint. If the chief
+// fails (bad data, a ps that fails), it logs why and tells the ps to shut
+// down, best effort within about a second, so the whole job ends instead of
+// waiting for a chief that is gone; except for Unavailable (a ps away past
+// the retry budget): the job is left running for a restarted chief.
 absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps);
 
 // RunChiefWith over gRPC, for the task in `role`.

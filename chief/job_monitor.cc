@@ -13,7 +13,31 @@ JobMonitor::JobMonitor(const TrainingSpec& spec, int64_t start_step, const Termi
       stop_(stop),
       next_step_(NextByStep(start_step)),
       next_time_(spec.checkpoint_secs > 0 ? now + absl::Seconds(spec.checkpoint_secs)
-                                          : absl::InfiniteFuture()) {}
+                                          : absl::InfiniteFuture()),
+      last_progress_(now) {}
+
+std::string JobMonitor::RollBackReason(const std::vector<PsStatus>& statuses, absl::Time now) {
+  int64_t progress = 0;
+  for (const PsStatus& s : statuses) {
+    if (!s.initialized) {
+      return absl::StrCat("ps ", s.ps_task,
+                          " holds no parameters (it was restarted after the job started)");
+    }
+    progress += s.applied_updates + s.max_global_step;
+  }
+  if (progress != progress_) {
+    progress_ = progress;
+    last_progress_ = now;
+    return "";
+  }
+  if (spec_.watchdog_secs > 0 && now - last_progress_ >= absl::Seconds(spec_.watchdog_secs)) {
+    last_progress_ = now;  // the next alarm, if nothing moves, is as far away
+    return absl::StrCat("watchdog: no training progress for ",
+                        absl::FormatDuration(absl::Seconds(spec_.watchdog_secs)),
+                        " (training.watchdog_secs)");
+  }
+  return "";
+}
 
 int64_t JobMonitor::NextByStep(int64_t step) const {
   return spec_.checkpoint_steps > 0 ? (step / spec_.checkpoint_steps + 1) * spec_.checkpoint_steps
@@ -49,6 +73,12 @@ JobObservation JobMonitor::Observe(const std::vector<PsStatus>& statuses, absl::
     // A stop must leave time to exit within the grace period.
     o.wait =
         std::min(absl::Seconds(spec_.sync_timeout), absl::Seconds(spec_.shutdown_grace_secs) / 3);
+    return o;
+  }
+  if (std::string why = RollBackReason(statuses, now); !why.empty()) {
+    o.event = JobEvent::kRollBack;
+    o.why = std::move(why);
+    o.stalled_at = o.lowest_step;
     return o;
   }
   // Bounded so that a stop request arriving meanwhile still has time to save.

@@ -18,6 +18,8 @@ enum class JobEvent {
   kCheckpointDue,  // checkpoint_steps or checkpoint_secs has come round
   kReplicaLeft,    // a replica said it is leaving: save what is there
   kStopRequested,  // the chief got SIGTERM, or a ps is being stopped: save, then end the job
+  kRollBack,       // a ps lost its parameters (restarted), or no progress for watchdog_secs:
+                   // restore every ps from the last checkpoint
   kJobEnded,       // the job is done or shutting down (the final checkpoint is the chief's)
 };
 
@@ -34,7 +36,8 @@ struct JobObservation {
   // highest step now (its step completes without the replica).
   int64_t save_step = 0;
   absl::Duration wait;
-  std::string why;  // for the log line: "checkpoint_steps", "a replica left", ...
+  std::string why;         // for the log line: "checkpoint_steps", "a replica left", ...
+  int64_t stalled_at = 0;  // kRollBack by the watchdog: the lowest step that did not move
 };
 
 // The chief's watch over a running job: classifies each poll of every ps
@@ -55,6 +58,8 @@ class JobMonitor {
 
  private:
   int64_t NextByStep(int64_t step) const;
+  // kRollBack's reason, or empty: a ps without parameters, or the watchdog.
+  std::string RollBackReason(const std::vector<PsStatus>& statuses, absl::Time now);
 
   const TrainingSpec spec_;
   const bool sync_;
@@ -62,6 +67,9 @@ class JobMonitor {
   int64_t next_step_;
   absl::Time next_time_;
   int64_t departures_ = -1;  // before the first poll: unknown
+  // The watchdog: the ps's update counts, and when they last changed.
+  int64_t progress_ = -1;
+  absl::Time last_progress_;
 };
 
 }  // namespace pstrain

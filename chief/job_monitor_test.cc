@@ -74,5 +74,55 @@ TEST(JobMonitorTest, ReplicaLeftStopAndEnd) {
   EXPECT_EQ(monitor.Observe({s}, absl::Now()).event, JobEvent::kJobEnded);
 }
 
+TEST(JobMonitorTest, APsWithoutParametersCallsForARollBack) {
+  TrainingSpec t;
+  t.checkpoint_steps = 10;
+  ManualTerminationNotice stop;
+  JobMonitor monitor(t, 0, &stop, absl::Now());
+  PsStatus restarted;  // a restarted ps: up, but not initialized
+  restarted.ps_task = 1;
+  JobObservation o = monitor.Observe({At(25), restarted}, absl::Now());
+  EXPECT_EQ(o.event, JobEvent::kRollBack);
+  EXPECT_EQ(o.why, "ps 1 holds no parameters (it was restarted after the job started)");
+  // A stop request wins: the chief saves what it can and ends the job.
+  stop.Request(15);
+  EXPECT_EQ(monitor.Observe({At(25), restarted}, absl::Now()).event, JobEvent::kStopRequested);
+}
+
+TEST(JobMonitorTest, WatchdogFiresAfterWatchdogSecsWithoutProgress) {
+  TrainingSpec t;
+  t.checkpoint_steps = 0;
+  t.watchdog_secs = 60;
+  ManualTerminationNotice stop;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  JobMonitor monitor(t, 0, &stop, t0);
+  PsStatus s = At(7);
+  s.applied_updates = 7;
+  EXPECT_EQ(monitor.Observe({s}, t0).event, JobEvent::kNothing);
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(59)).event, JobEvent::kNothing);
+  JobObservation o = monitor.Observe({s}, t0 + absl::Seconds(60));
+  EXPECT_EQ(o.event, JobEvent::kRollBack);
+  EXPECT_EQ(o.why, "watchdog: no training progress for 1m (training.watchdog_secs)");
+  EXPECT_EQ(o.stalled_at, 7);
+  // Once per period of silence, not at every poll.
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(61)).event, JobEvent::kNothing);
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(120)).event, JobEvent::kRollBack);
+  // Progress resets it.
+  s.applied_updates = 8;
+  s.global_step = s.max_global_step = 8;
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(170)).event, JobEvent::kNothing);
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(229)).event, JobEvent::kNothing);
+  EXPECT_EQ(monitor.Observe({s}, t0 + absl::Seconds(230)).event, JobEvent::kRollBack);
+  // Off with 0; and a job that ended is not watched.
+  t.watchdog_secs = 0;
+  JobMonitor off(t, 0, &stop, t0);
+  EXPECT_EQ(off.Observe({s}, t0).event, JobEvent::kNothing);
+  EXPECT_EQ(off.Observe({s}, t0 + absl::Hours(5)).event, JobEvent::kNothing);
+  t.watchdog_secs = 60;
+  JobMonitor ended(t, 0, &stop, t0);
+  s.job_done = true;
+  EXPECT_EQ(ended.Observe({s}, t0 + absl::Hours(5)).event, JobEvent::kJobEnded);
+}
+
 }  // namespace
 }  // namespace pstrain

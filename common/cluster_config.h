@@ -111,6 +111,10 @@ struct TrainingSpec {
   uint64_t seed = 1;
   double sync_timeout = 30;      // seconds a sync step waits for missing replicas
   double startup_timeout = 300;  // seconds a task waits for the others to come up
+  // The chief's progress watchdog: no global step for this long while the
+  // job runs -> a log line saying so and a rollback to the last checkpoint
+  // (0: off). More than sync_timeout, which a step may wait by design.
+  double watchdog_secs = 600;
   // Checkpoints (the chief): every checkpoint_steps global steps and/or
   // checkpoint_secs seconds (0 turns either off), and at the end; the newest
   // keep_checkpoint_max are kept (0 keeps all).

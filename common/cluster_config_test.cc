@@ -355,6 +355,8 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"weight_decay", "-1e-4", "training.weight_decay = -1e-04 must be 0 or more"},
       {"sync_timeout", "0", "training.sync_timeout = 0 must be positive"},
       {"startup_timeout", "-1", "training.startup_timeout = -1 must be positive"},
+      {"watchdog_secs", "20", "training.watchdog_secs = 20 must be 0 (off) or more than"},
+      {"watchdog_secs", "-1", "training.watchdog_secs = -1 must be 0 (off)"},
       {"threads", "-2", "training.threads = -2"},
   };
   for (const Case& c : cases) {

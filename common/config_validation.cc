@@ -216,6 +216,12 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.sync_timeout = ", FormatScalar(t.sync_timeout),
                                 " must be positive (seconds)"));
   }
+  if (!(t.watchdog_secs == 0 || t.watchdog_secs > t.sync_timeout)) {
+    return Invalid(absl::StrCat(
+        "training.watchdog_secs = ", FormatScalar(t.watchdog_secs),
+        " must be 0 (off) or more than training.sync_timeout = ", FormatScalar(t.sync_timeout),
+        " seconds (a sync step may wait that long by design)"));
+  }
   if (t.checkpoint_steps < 0) {
     return Invalid(absl::StrCat("training.checkpoint_steps = ", t.checkpoint_steps,
                                 " must be 0 (off) or more"));

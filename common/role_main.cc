@@ -57,6 +57,11 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
                                   ComputeThreads(role->job.training.threads));
   absl::Status status = run(*role, context);
+  if (absl::IsUnavailable(status)) {
+    LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status << " (exit "
+               << kExitRestartable << ": starting the task again may resume the job)";
+    return kExitRestartable;
+  }
   if (!status.ok()) {
     LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status;
     return 1;

@@ -19,10 +19,16 @@ using RoleRunner = std::function<absl::Status(const RoleConfig&, const RoleConte
 // TF_CONFIG (read through `env`), checks it is a `job_name` task, installs
 // the SIGTERM/SIGINT handlers, caps the compute threads, and runs `run` with
 // `env` (the process's: local files and gs:// paths) and the process's
-// termination notice. Returns the process exit code: 0, 1 when `run`
-// fails, 2 for a bad command line or config. Every failure is logged with
-// its reason.
+// termination notice. Returns the process exit code: 0; kExitRestartable
+// when `run` fails with Unavailable (a task it needs was gone for longer
+// than its retry budget, or lost its state: starting this task again may
+// resume the job); 1 for any other failure of `run`; 2 for a bad command
+// line or config. Every failure is logged with its reason.
 int RunRole(const char* job_name, const RoleRunner& run, Env* env);
+
+// The exit status of a task that a supervisor (pstrain-launch, systemd's
+// Restart=on-failure) should start again.
+inline constexpr int kExitRestartable = 3;
 
 // Compute threads for a `threads` setting: itself, or every core for 0.
 int ComputeThreads(int threads);

@@ -43,6 +43,7 @@ const Field kFields[] = {
     {"seed", &TrainingSpec::seed},
     {"sync_timeout", &TrainingSpec::sync_timeout},
     {"startup_timeout", &TrainingSpec::startup_timeout},
+    {"watchdog_secs", &TrainingSpec::watchdog_secs},
     {"checkpoint_steps", &TrainingSpec::checkpoint_steps},
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
     {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},

@@ -114,7 +114,7 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 39u);
+  ASSERT_EQ(names.size(), 40u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
 }

@@ -18,6 +18,7 @@
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/role_flags.h"
+#include "common/role_main.h"
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "gflags/gflags.h"
@@ -30,6 +31,10 @@ DECLARE_string(config);
 
 DEFINE_int32(base_port, 23450, "First loopback port for a Cloud ML Engine trainingInput config.");
 DEFINE_string(bin_dir, "", "Where the pstrain binaries are (default: beside pstrain-launch).");
+DEFINE_int32(max_restarts, 3,
+             "Times a task that dies (killed by a signal, or exiting with status 3, a "
+             "task's \"restart me\") is started again while the others go on; 0: the first "
+             "death ends the job.");
 DEFINE_double(stop_grace, 0,
               "Seconds between SIGTERM and SIGKILL when stopping a process (0: the job's "
               "shutdown_grace_secs plus 5, time for the chief to save a checkpoint).");
@@ -153,6 +158,12 @@ int Launch() {
   pstrain::SupervisorOptions options;
   options.stop_grace = absl::Seconds(FLAGS_stop_grace > 0 ? FLAGS_stop_grace
                                                           : job->training.shutdown_grace_secs + 5);
+  if (FLAGS_max_restarts < 0) {
+    WriteLineToStdout("[launcher] --max_restarts must be 0 or more");
+    return 2;
+  }
+  options.max_restarts = FLAGS_max_restarts;
+  options.restart_exit_code = pstrain::kExitRestartable;
   struct sigaction action = {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
@@ -170,8 +181,13 @@ int Launch() {
                    std::string(pstrain::UpdateModeName(t.update)), " updates, ", t.train_steps,
                    " steps of batch ", t.batch_size, " per replica; job dir ", t.job_dir));
   pstrain::JobResult result = (*supervisor)->Wait("chief:0", absl::Seconds(30));
-  WriteLineToStdout(
-      absl::StrCat("[launcher] ", result.ok ? "job succeeded: " : "job failed: ", result.summary));
+  std::vector<std::string> restarted;
+  for (const pstrain::ExitInfo& e : result.exits) {
+    if (e.restarts > 0) restarted.push_back(absl::StrCat(e.name, " x", e.restarts));
+  }
+  WriteLineToStdout(absl::StrCat(
+      "[launcher] ", result.ok ? "job succeeded: " : "job failed: ", result.summary,
+      restarted.empty() ? "" : absl::StrCat(" (restarted: ", absl::StrJoin(restarted, ", "), ")")));
   return result.ok ? 0 : 1;
 }
 

@@ -81,6 +81,9 @@ void WriteLineToStdout(std::string_view line) {
 struct Supervisor::Child {
   ExitInfo info;
   bool reaped = false;
+  ProcessSpec spec;
+  size_t stream = 0;                     // its current run's output, in streams_
+  std::optional<absl::Time> restart_at;  // reaped, and to be started again then
 };
 
 struct Supervisor::Stream {
@@ -111,9 +114,9 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(std::vector<Proces
   }
   std::unique_ptr<Supervisor> supervisor(new Supervisor(std::move(options), stop_fd, wake_fd));
 
-  const std::vector<std::string> base_env = CurrentEnvironment();
+  supervisor->base_env_ = CurrentEnvironment();
   for (const ProcessSpec& spec : specs) {
-    if (absl::Status status = supervisor->StartOne(spec, base_env); !status.ok()) {
+    if (absl::Status status = supervisor->StartOne(spec); !status.ok()) {
       supervisor->KillAllAndReap();
       return status;
     }
@@ -123,21 +126,72 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Start(std::vector<Proces
   return supervisor;
 }
 
-absl::Status Supervisor::StartOne(const ProcessSpec& spec,
-                                  const std::vector<std::string>& base_env) {
-  absl::StatusOr<SpawnedProcess> process = SpawnProcess(spec, base_env);
+absl::Status Supervisor::StartOne(const ProcessSpec& spec) {
+  absl::StatusOr<SpawnedProcess> process = SpawnProcess(spec, base_env_);
   if (!process.ok()) return process.status();
   Child child;
   child.info.name = spec.name;
   child.info.pid = process->pid;
-  children_.push_back(std::move(child));
-  pids_.push_back(process->pid);
+  child.spec = spec;
   Stream stream;
   stream.prefix = absl::StrCat("[", spec.name, "] ");
   stream.fd = process->output_fd;
   absl::MutexLock lock(&mu_);
+  child.stream = streams_.size();
+  children_.push_back(std::move(child));
+  pids_.push_back(process->pid);
   streams_.push_back(std::move(stream));
   return absl::OkStatus();
+}
+
+bool Supervisor::MayRestart(const Child& child) const {
+  const ExitInfo& info = child.info;
+  const bool died = info.signaled || (info.exited && info.exit_code == options_.restart_exit_code);
+  return died && !info.stopped_by_supervisor && info.restarts < options_.max_restarts;
+}
+
+void Supervisor::ScheduleRestart(Child& child) {
+  child.restart_at = absl::Now() + options_.restart_delay;
+  Emit(absl::StrCat(kLauncher, child.info.name, " ", child.info.Describe(), "; restarting it in ",
+                    absl::FormatDuration(options_.restart_delay), " (restart ",
+                    child.info.restarts + 1, " of ", options_.max_restarts, ")"));
+}
+
+void Supervisor::RestartDue(absl::Time now) {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Child& child = children_[i];
+    if (!child.restart_at.has_value() || now < *child.restart_at) continue;
+    child.restart_at.reset();
+    absl::StatusOr<SpawnedProcess> process = SpawnProcess(child.spec, base_env_);
+    if (!process.ok()) {
+      failed_index_ = static_cast<int>(i);
+      Emit(absl::StrCat(kLauncher, "cannot restart ", child.info.name, ": ",
+                        process.status().message(), "; stopping the rest"));
+      BeginStop(StopReason::kFailure);
+      return;
+    }
+    const int restarts = child.info.restarts + 1;
+    child.info = ExitInfo();
+    child.info.name = child.spec.name;
+    child.info.pid = process->pid;
+    child.info.restarts = restarts;
+    child.reaped = false;
+    Stream stream;
+    stream.prefix = absl::StrCat("[", child.spec.name, "] ");
+    stream.fd = process->output_fd;
+    {
+      absl::MutexLock lock(&mu_);
+      child.stream = streams_.size();
+      streams_.push_back(std::move(stream));
+      pids_[i] = process->pid;
+    }
+    // The reader polls the new output from its next round.
+    const uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof(one)) < 0) {
+      LOG(ERROR) << "waking the output reader: " << strerror(errno);
+    }
+    Emit(absl::StrCat(kLauncher, "restarted ", child.info.name, " (pid ", process->pid, ")"));
+  }
 }
 
 void Supervisor::KillAllAndReap() {
@@ -177,7 +231,10 @@ void Supervisor::RequestStopFromSignal() {
   if (Supervisor* supervisor = latest_.load()) supervisor->RequestStop();
 }
 
-std::vector<pid_t> Supervisor::pids() const { return pids_; }
+std::vector<pid_t> Supervisor::pids() const {
+  absl::MutexLock lock(&mu_);
+  return pids_;
+}
 
 bool Supervisor::TryReap(Child& child) {
   const pid_t pid = child.info.pid;
@@ -209,7 +266,9 @@ bool Supervisor::TryReap(Child& child) {
 
 int Supervisor::Running() const {
   int running = 0;
-  for (const Child& child : children_) running += child.reaped ? 0 : 1;
+  for (const Child& child : children_) {
+    running += !child.reaped || child.restart_at.has_value() ? 1 : 0;
+  }
   return running;
 }
 
@@ -238,6 +297,7 @@ void Supervisor::SignalRunning(int sig) {
 void Supervisor::BeginStop(StopReason reason) {
   reason_ = reason;
   stopping_ = true;
+  for (Child& child : children_) child.restart_at.reset();  // dead ones stay dead
   kill_deadline_ = absl::Now() + options_.stop_grace;
   SignalRunning(SIGTERM);
 }
@@ -266,9 +326,11 @@ JobResult Supervisor::Wait(const std::string& primary, absl::Duration after_prim
       if (child.reaped || !TryReap(child)) continue;
       {
         absl::MutexLock lock(&mu_);
-        DrainLocked(streams_[i], /*until_empty=*/true);
+        DrainLocked(streams_[child.stream], /*until_empty=*/true);
       }
-      if (!child.info.ok() && !stopping_) {
+      if (!child.info.ok() && !stopping_ && MayRestart(child)) {
+        ScheduleRestart(child);
+      } else if (!child.info.ok() && !stopping_) {
         failed_index_ = static_cast<int>(i);
         Emit(absl::StrCat(kLauncher, child.info.name, " ", child.info.Describe(),
                           Running() > 0 ? "; stopping the rest" : ""));
@@ -279,6 +341,7 @@ JobResult Supervisor::Wait(const std::string& primary, absl::Duration after_prim
     }
     if (Running() == 0) break;
     const absl::Time now = absl::Now();
+    if (!stopping_) RestartDue(now);
     if (stop_requested && !stopping_) {
       Emit(absl::StrCat(kLauncher, "stop requested; stopping ", RunningNames(),
                         " (SIGTERM, then SIGKILL after ", absl::FormatDuration(options_.stop_grace),
@@ -372,7 +435,7 @@ void Supervisor::ReaderLoop() {
         index.push_back(i);
       }
     }
-    if (fds.empty()) return;  // every child closed its output
+    // With every output closed it still waits: a restart may bring a new one.
     fds.push_back({wake_fd_, POLLIN, 0});
     if (poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
@@ -380,7 +443,15 @@ void Supervisor::ReaderLoop() {
       LOG(ERROR) << "poll on child output: " << strerror(errno);
       return;
     }
-    if (fds.back().revents != 0) return;
+    if (fds.back().revents != 0) {
+      uint64_t count = 0;
+      if (read(wake_fd_, &count, sizeof(count)) < 0 && errno != EAGAIN) {
+        LOG(ERROR) << "reading the reader's wake-up: " << strerror(errno);
+      }
+      absl::MutexLock lock(&mu_);
+      if (reader_done_) return;
+      continue;  // a restarted child's new output joins the poll
+    }
     absl::MutexLock lock(&mu_);
     for (size_t k = 0; k < index.size(); ++k) {
       // One read per stream per round, so a chatty child cannot starve the others.
@@ -437,6 +508,10 @@ void Supervisor::FinishOutput() {
     for (Stream& stream : streams_) DrainLocked(stream, /*until_empty=*/true);
   }
   if (reader_.joinable()) {
+    {
+      absl::MutexLock lock(&mu_);
+      reader_done_ = true;
+    }
     const uint64_t one = 1;
     if (write(wake_fd_, &one, sizeof(one)) < 0) {
       LOG(ERROR) << "waking the output reader: " << strerror(errno);

@@ -32,6 +32,8 @@ struct ExitInfo {
   // asked for rather than chosen, which JobResult::ok and the summary weigh
   // differently.
   bool stopped_by_supervisor = false;
+  // Times the supervisor started it again after it died (this is the last run).
+  int restarts = 0;
 
   // Exited with status 0.
   bool ok() const { return exited && exit_code == 0; }
@@ -53,6 +55,14 @@ struct SupervisorOptions {
   std::function<void(std::string_view line)> sink = WriteLineToStdout;
   // Between SIGTERM and SIGKILL when stopping processes.
   absl::Duration stop_grace = absl::Seconds(10);
+  // Single-task recovery: a process that dies by a signal the supervisor did
+  // not send (SIGKILL, a crash, the OOM killer), or exits with
+  // `restart_exit_code` (the tasks' "restart me"), is started again after
+  // `restart_delay`, at most `max_restarts` times per process; the others
+  // keep running. Any other failure, or one past the budget, ends the job.
+  int max_restarts = 0;
+  int restart_exit_code = 3;
+  absl::Duration restart_delay = absl::Seconds(1);
 };
 
 struct JobResult {
@@ -109,8 +119,12 @@ class Supervisor {
   // Blocks until the job ends and every child is reaped and all of its output
   // has gone to the sink. The job ends when:
   //  - every process has exited 0 (ok);
-  //  - a process exits non-zero or by a signal before the supervisor asked it
-  //    to stop: the sink gets "[launcher] worker:1 was killed by signal 9
+  //  - a process that may be restarted (SupervisorOptions::max_restarts)
+  //    dies: the sink gets "[launcher] ps:0 was killed by signal 9 (SIGKILL);
+  //    restarting it in 1s (restart 1 of 3)", and it is started again with
+  //    the same spec while the others go on;
+  //  - another process exits non-zero or by a signal before the supervisor
+  //    asked it to stop: the sink gets "[launcher] worker:1 was killed by signal 9
   //    (SIGKILL); stopping the rest", the rest are stopped (SIGTERM,
   //    stop_grace, SIGKILL), and the job is not ok;
   //  - the process named `primary` (e.g. "chief:0") exits 0: the others get
@@ -132,7 +146,7 @@ class Supervisor {
   // first): a handler that already loaded the pointer would use a dead object.
   static void RequestStopFromSignal();
 
-  // The children's pids, in start order. Fixed once Start() returns.
+  // The children's current pids, in start order (a restart changes one).
   std::vector<pid_t> pids() const;
 
  private:
@@ -142,8 +156,12 @@ class Supervisor {
 
   Supervisor(SupervisorOptions options, int stop_fd, int wake_fd);
 
-  absl::Status StartOne(const ProcessSpec& spec, const std::vector<std::string>& base_env);
+  absl::Status StartOne(const ProcessSpec& spec);
   void KillAllAndReap();
+  // Single-task recovery (SupervisorOptions::max_restarts).
+  bool MayRestart(const Child& child) const;
+  void ScheduleRestart(Child& child);
+  void RestartDue(absl::Time now);
 
   // Wait() steps.
   bool TryReap(Child& child);
@@ -164,12 +182,11 @@ class Supervisor {
 
   const SupervisorOptions options_;
   const int stop_fd_;  // eventfd written by RequestStop(), read by Wait()
-  const int wake_fd_;  // eventfd that tells the reader thread to finish
+  const int wake_fd_;  // eventfd that wakes the reader thread: new stream, or finish
 
-  // Used only by the thread calling Start()/Wait()/~Supervisor(). pids_ never
-  // changes after Start(), which is what lets pids() read it from any thread.
+  // Used only by the thread calling Start()/Wait()/~Supervisor().
   std::vector<Child> children_;
-  std::vector<pid_t> pids_;
+  std::vector<std::string> base_env_;
   StopReason reason_ = StopReason::kNone;
   int failed_index_ = -1;
   bool stopping_ = false;   // SIGTERM has been sent
@@ -181,7 +198,10 @@ class Supervisor {
   mutable absl::Mutex mu_;
   // One per child, same order. Guarded because the Wait() thread drains a
   // stream when it reaps its child; mu_ also serializes sink calls.
+  // One per run of a child (a restart adds one); Child::stream says which.
   std::vector<Stream> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<pid_t> pids_ ABSL_GUARDED_BY(mu_);   // the children's current pids
+  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;  // wake_fd_ then ends the reader
   std::thread reader_;
 
   // The one static in the library: a signal handler has no other way to reach

@@ -139,10 +139,7 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
 absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state,
                                                 bool bf16) const {
   absl::MutexLock lock(&mu_);
-  if (!initialized_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "chunk ", options_.chunk, " is not initialized yet (the chief initializes it)"));
-  }
+  if (!initialized_) return NotInitializedLocked();
   if (bf16) {
     params->resize(params_.size() * sizeof(uint16_t));
     FloatsToBf16(params_.data(), static_cast<int64_t>(params_.size()),
@@ -157,6 +154,14 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
   r.global_step = step_;
   r.job_done = DoneLocked();
   return r;
+}
+
+absl::Status ParameterShard::NotInitializedLocked() const {
+  // Transient: a new or restarted ps waits for the chief to initialize or
+  // restore it, which clients wait out by retrying.
+  return absl::UnavailableError(absl::StrCat("chunk ", options_.chunk,
+                                             " is not initialized yet (the chief initializes or "
+                                             "restores it); retry"));
 }
 
 bool ParameterShard::DoneLocked() const {
@@ -274,8 +279,7 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
   {
     absl::MutexLock lock(&mu_);
     if (!initialized_) {
-      error = absl::FailedPreconditionError(absl::StrCat(
-          "chunk ", options_.chunk, " is not initialized yet (the chief initializes it)"));
+      error = NotInitializedLocked();
     } else if (grads.size() != params_.size()) {
       error = absl::InvalidArgumentError(absl::StrCat(
           "push of ", grads.size(), " gradients to chunk ", options_.chunk, ", which holds ",
@@ -288,8 +292,11 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
       error = absl::InvalidArgumentError(
           absl::StrCat("replica ", replica, " is outside [0, ", options_.total_replicas, ")"));
     } else if (step > step_) {
-      error = absl::InvalidArgumentError(absl::StrCat("push for step ", step, " but ps shard ",
-                                                      options_.chunk, " is at step ", step_));
+      // Possible only after the job was rolled back to a checkpoint (the
+      // replica computed it from values the shard no longer holds).
+      error = absl::AbortedError(absl::StrCat(
+          "push for step ", step, " but ps shard ", options_.chunk, " is at step ", step_,
+          " (the job was rolled back to a checkpoint): not applied; pull and go on"));
     } else if (DoneLocked()) {
       result.job_done = true;
     } else if (!options_.sync) {

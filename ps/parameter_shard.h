@@ -106,16 +106,17 @@ class ParameterShard {
   void ReplicaLeft(int replica);
 
   // Copies the current values into `params` and `state` (resized). Returns the
-  // step and whether the job is done; FailedPrecondition before Initialize.
+  // step and whether the job is done; Unavailable before Initialize.
   // With `bf16`, the parameters are written as bfloat16 (half the bytes).
   absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false) const;
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and
-  // when the step completes for sync ones. Refused (InvalidArgument or
-  // FailedPrecondition, nothing changed): wrong gradient or statistics
-  // length, replica outside [0, N), a step ahead of the shard, or a push
-  // before Initialize.
+  // when the step completes for sync ones. Refused, nothing changed:
+  // InvalidArgument for a wrong gradient or statistics length or a replica
+  // outside [0, N); Aborted for a step ahead of the shard (the job was
+  // rolled back: the replica should pull); Unavailable before Initialize (a
+  // new or restarted ps: retry).
   void Push(int replica, int64_t step, absl::Span<const float> grads,
             absl::Span<const float> batch_stats, PushCallback done);
 
@@ -159,6 +160,7 @@ class ParameterShard {
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardSnapshot CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NotInitializedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
 

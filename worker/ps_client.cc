@@ -88,6 +88,7 @@ void PsClient::StartPush(int64_t, const float* grads, const float* batch_stats) 
   batch_stats_ = batch_stats;
   std::fill(sent_.begin(), sent_.end(), false);
   stale_ = false;
+  rolled_back_ = false;
   job_done_ = false;
   error_ = absl::OkStatus();
   step_give_up_ = absl::InfinitePast();
@@ -238,7 +239,11 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
       return;
     }
   }
-  if (status.ok()) {
+  if (status.error_code() == grpc::StatusCode::ABORTED) {
+    // Rolled back under this push: nothing applied, nothing to retry.
+    call.backoff = absl::Milliseconds(50);
+    rolled_back_ = true;
+  } else if (status.ok()) {
     call.backoff = absl::Milliseconds(50);
     chunk_steps_[c] = r.global_step();
     stale_ = stale_ || r.stale();
@@ -276,11 +281,16 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     grads_ = nullptr;
     if (!error_.ok()) return error_;
     outcome.global_step = chunk_steps_[0];
-    outcome.stale = stale_;
+    outcome.stale = stale_ || rolled_back_;
     outcome.job_done = job_done_;
+    // After a rollback the answers are not one step's: read everything again.
+    have_fresh_ = !rolled_back_;
+    if (rolled_back_) {
+      LOG(WARNING) << "replica " << options_.replica << ": the push for step " << step
+                   << " was not applied (the job was rolled back to a checkpoint); pulling again";
+    }
   }
   exposed_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-  have_fresh_ = true;
   return outcome;
 }
 

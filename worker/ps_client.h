@@ -105,6 +105,9 @@ class PsClient : public ParameterClient {
   int loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   bool stale_ ABSL_GUARDED_BY(mu_) = false;
+  // A chunk answered Aborted: the job was rolled back to a checkpoint (or
+  // re-initialized) under this push; the next Pull reads every chunk again.
+  bool rolled_back_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;

@@ -275,7 +275,7 @@ def run_checks(pb, address, token, ours, theirs, job, outside):
         ("a chunk the ps does not hold", dict(chunk=999), grpc.StatusCode.INVALID_ARGUMENT),
         ("a negative chunk id", dict(chunk=-1), grpc.StatusCode.INVALID_ARGUMENT),
         ("an unknown replica", dict(replica=77), grpc.StatusCode.INVALID_ARGUMENT),
-        ("a step ahead of the ps", dict(step=50), grpc.StatusCode.INVALID_ARGUMENT),
+        ("a step ahead of the ps", dict(step=50), grpc.StatusCode.ABORTED),
         ("an unknown dtype", dict(dtype=7), grpc.StatusCode.INVALID_ARGUMENT),
         ("a NaN gradient", dict(gradients=floats([nan]) + bytes(4 * (n - 1))),
          grpc.StatusCode.INVALID_ARGUMENT),
