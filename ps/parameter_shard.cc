@@ -72,10 +72,10 @@ ParameterShard::~ParameterShard() {
 absl::Status ParameterShard::Initialize(absl::Span<const float> params,
                                         absl::Span<const float> state, int64_t global_step,
                                         const std::vector<absl::Span<const float>>& slots,
-                                        int64_t optimizer_step) {
+                                        int64_t optimizer_step, int64_t generation) {
   std::vector<PushCallback> abandoned;
   absl::Status status =
-      InitializeLocked(params, state, global_step, slots, optimizer_step, abandoned);
+      InitializeLocked(params, state, global_step, slots, optimizer_step, generation, abandoned);
   for (auto& cb : abandoned) {
     cb(absl::AbortedError("the parameters were initialized again; push again"), {});
   }
@@ -85,7 +85,7 @@ absl::Status ParameterShard::Initialize(absl::Span<const float> params,
 absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
                                               absl::Span<const float> state, int64_t global_step,
                                               const std::vector<absl::Span<const float>>& slots,
-                                              int64_t optimizer_step,
+                                              int64_t optimizer_step, int64_t generation,
                                               std::vector<PushCallback>& abandoned) {
   absl::MutexLock lock(&mu_);
   if (params.size() != params_.size() || state.size() != state_.size()) {
@@ -125,6 +125,8 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   std::copy(state.begin(), state.end(), state_.begin());
   step_ = global_step;
   initialized_ = true;
+  generation_ = generation;
+  while (generation_ == 0) generation_ = static_cast<int64_t>(random_() >> 1);
   // A new start (a restarted chief): nothing of the previous run counts.
   std::fill(last_async_step_.begin(), last_async_step_.end(), -1);
   std::fill(last_sync_step_.begin(), last_sync_step_.end(), -1);
@@ -153,6 +155,7 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
   PushResult r;
   r.global_step = step_;
   r.job_done = DoneLocked();
+  r.generation = generation_;
   return r;
 }
 
@@ -253,6 +256,7 @@ void ParameterShard::ReplicaLeft(int replica) {
       ready = CompleteStepLocked();
     }
     result.global_step = step_;
+    result.generation = generation_;
     result.job_done = DoneLocked();
   }
   for (auto& cb : ready) cb(absl::OkStatus(), result);
@@ -272,7 +276,8 @@ std::vector<ParameterShard::PushCallback> ParameterShard::CompleteStepLocked() {
 }
 
 void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> grads,
-                          absl::Span<const float> batch_stats, PushCallback done) {
+                          absl::Span<const float> batch_stats, PushCallback done,
+                          int64_t generation) {
   absl::Status error;
   PushResult result;
   std::vector<PushCallback> ready;
@@ -291,6 +296,11 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
     } else if (replica < 0 || replica >= options_.total_replicas) {
       error = absl::InvalidArgumentError(
           absl::StrCat("replica ", replica, " is outside [0, ", options_.total_replicas, ")"));
+    } else if (generation != 0 && generation != generation_) {
+      error = absl::AbortedError(absl::StrCat(
+          "push for step ", step, " computed from parameters ps shard ", options_.chunk,
+          " no longer holds (the job was rolled back to a checkpoint since): not applied; pull "
+          "and go on"));
     } else if (step > step_) {
       // Possible only after the job was rolled back to a checkpoint (the
       // replica computed it from values the shard no longer holds).
@@ -327,6 +337,7 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
       }
     }
     result.global_step = step_;
+    result.generation = generation_;
     result.job_done = result.job_done || DoneLocked();
   }
   if (done) done(error, result);
@@ -356,6 +367,7 @@ void ParameterShard::TimerLoop() {
                    << absl::StrJoin(missing, ", ");
       ready = CompleteStepLocked();
       result.global_step = step_;
+      result.generation = generation_;
       result.job_done = DoneLocked();
     }
     for (auto& cb : ready) cb(absl::OkStatus(), result);
@@ -387,6 +399,7 @@ void ParameterShard::Shutdown() {
     std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
     std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);
     result.global_step = step_;
+    result.generation = generation_;
     result.job_done = true;
   }
   for (auto& cb : pending) cb(absl::OkStatus(), result);

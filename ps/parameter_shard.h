@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <memory>
 #include <set>
 #include <string>
@@ -50,6 +51,7 @@ struct PushResult {
   int64_t global_step = 0;  // This shard's step after the push was handled.
   bool stale = false;       // The push was for an older step and was dropped.
   bool job_done = false;    // The step reached train_steps, or the job is shutting down.
+  int64_t generation = 0;   // The shard's generation (Initialize makes a new one).
 };
 
 // The logic of one parameter server: a slice of the flat parameter vector, its
@@ -78,10 +80,13 @@ class ParameterShard {
   // restore), and the optimizer's slots and step: `slots` empty zeroes them,
   // else it holds one span per slot. InvalidArgument if a size does not match
   // the shard. Pending sync pushes of the previous run fail with Aborted.
+  // `generation` names this initialization (PushRequest.generation); the
+  // chief gives every chunk of one initialization or restore the same one.
+  // 0: a random one.
   absl::Status Initialize(absl::Span<const float> params, absl::Span<const float> state,
                           int64_t global_step,
                           const std::vector<absl::Span<const float>>& slots = {},
-                          int64_t optimizer_step = 0);
+                          int64_t optimizer_step = 0, int64_t generation = 0);
 
   // Copies parameters, state, optimizer slots and steps under the lock (a
   // few milliseconds; pushes wait only for the copy). In sync mode a shard
@@ -117,8 +122,10 @@ class ParameterShard {
   // outside [0, N); Aborted for a step ahead of the shard (the job was
   // rolled back: the replica should pull); Unavailable before Initialize (a
   // new or restarted ps: retry).
+  // A nonzero `generation` other than the shard's (values from before the
+  // last Initialize: the job was rolled back since) is refused as Aborted.
   void Push(int replica, int64_t step, absl::Span<const float> grads,
-            absl::Span<const float> batch_stats, PushCallback done);
+            absl::Span<const float> batch_stats, PushCallback done, int64_t generation = 0);
 
   struct Stats {
     bool initialized = false;
@@ -154,7 +161,8 @@ class ParameterShard {
   absl::Status InitializeLocked(absl::Span<const float> params, absl::Span<const float> state,
                                 int64_t global_step,
                                 const std::vector<absl::Span<const float>>& slots,
-                                int64_t optimizer_step, std::vector<PushCallback>& abandoned);
+                                int64_t optimizer_step, int64_t generation,
+                                std::vector<PushCallback>& abandoned);
   // Applies the current sync aggregate and returns the callbacks to run.
   std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -173,6 +181,9 @@ class ParameterShard {
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool destroying_ ABSL_GUARDED_BY(mu_) = false;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  // A new random value at each Initialize; 0 before the first.
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
   int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;

@@ -112,7 +112,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Initialize(grpc::CallbackServe
   if (s.ok()) s = FloatView(request->state(), "state", &s_scratch, &state);
   if (s.ok()) {
     s = task_->Initialize(request->chunk(), request->model(), request->num_params(), params, state,
-                          request->global_step());
+                          request->global_step(), request->generation());
   }
   return Finish(context, s);
 }
@@ -126,6 +126,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   if (r.ok()) {
     response->set_global_step(r->global_step);
     response->set_job_done(r->job_done);
+    response->set_generation(r->generation);
   }
   return Finish(context, r.status());
 }
@@ -145,7 +146,8 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
   progress.loss_sum = request->loss_sum();
   progress.loss_batches = request->loss_batches();
   progress.examples = request->examples();
-  task_->Push(request->chunk(), request->replica(), request->step(), grads, stats, progress,
+  task_->Push(request->chunk(), request->replica(), request->step(), request->generation(), grads,
+              stats, progress,
               [scratch, done = std::move(done)](absl::Status st, PushResult r) { done(st, r); });
 }
 
@@ -160,6 +162,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Push(grpc::CallbackServerConte
       response->set_global_step(r.global_step);
       response->set_stale(r.stale);
       response->set_job_done(r.job_done);
+      response->set_generation(r.generation);
       task_->NoteDone(replica, r.job_done);
     }
     reactor->Finish(ToGrpcStatus(s));
@@ -183,6 +186,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
       s = now.status();
       if (s.ok()) {
         response->set_global_step(now->global_step);
+        response->set_generation(now->generation);
         response->set_stale(r.stale);
         response->set_job_done(r.job_done || now->job_done);
         task_->NoteDone(request->replica(), response->job_done());
@@ -236,7 +240,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerCo
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
     absl::StatusOr<int64_t> step =
-        task_->Restore(request->model(), request->num_params(), request->index_path());
+        task_->Restore(request->model(), request->num_params(), request->index_path(),
+                       request->generation());
     if (step.ok()) response->set_global_step(*step);
     reactor->Finish(ToGrpcStatus(step.status()));
   });

@@ -84,7 +84,7 @@ absl::StatusOr<ParameterShard*> PsTask::FindShard(int chunk) const {
 
 absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num_params,
                                 absl::Span<const float> params, absl::Span<const float> state,
-                                int64_t global_step) {
+                                int64_t global_step, int64_t generation) {
   PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
   if (model != identity_.model) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -95,7 +95,7 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
                                                    " parameters reached a ps whose model has ",
                                                    identity_.num_params));
   }
-  PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step));
+  PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step, {}, 0, generation));
   if (chunk == shard_ptrs_.front()->options().chunk) {
     LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
   }
@@ -124,9 +124,9 @@ int64_t CountNonFinite(absl::Span<const float> values) {
 
 }  // namespace
 
-void PsTask::Push(int chunk, int replica, int64_t step, absl::Span<const float> grads,
-                  absl::Span<const float> batch_stats, const Progress& progress,
-                  ParameterShard::PushCallback done) {
+void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
+                  absl::Span<const float> grads, absl::Span<const float> batch_stats,
+                  const Progress& progress, ParameterShard::PushCallback done) {
   absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
   if (!shard.ok()) {
     done(shard.status(), {});
@@ -165,7 +165,8 @@ void PsTask::Push(int chunk, int replica, int64_t step, absl::Span<const float> 
                      examples_ += progress.examples;
                    }
                    done(s, r);
-                 });
+                 },
+                 generation);
 }
 
 void PsTask::NoteDone(int replica, bool job_done) {
@@ -252,7 +253,7 @@ absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
 }
 
 absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_params,
-                                        const std::string& index_path) {
+                                        const std::string& index_path, int64_t generation) {
   if (model != identity_.model || num_params != identity_.num_params) {
     return absl::InvalidArgumentError(absl::StrCat(
         "restore of model \"", model, "\" with ", num_params, " parameters reached a ps serving \"",
@@ -263,7 +264,8 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
       CheckpointPathInJobDir(identity_.job_dir, index_path, CheckpointPathKind::kIndex,
                              "the Restore index path"));
   absl::MutexLock file_lock(&file_mu_);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreShards(env_, identity_, shard_ptrs_, path));
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step,
+                           RestoreShards(env_, identity_, shard_ptrs_, path, generation));
   LOG(INFO) << "ps " << identity_.ps_index << " restored from " << index_path << " at global step "
             << step;
   return step;

@@ -43,7 +43,7 @@ class PsTask {
   // Sets chunk `chunk`'s values; `model` and `num_params` must be the task's.
   absl::Status Initialize(int chunk, const std::string& model, int64_t num_params,
                           absl::Span<const float> params, absl::Span<const float> state,
-                          int64_t global_step);
+                          int64_t global_step, int64_t generation = 0);
   // Copies chunk `chunk`'s values (ParameterShard::Read).
   absl::StatusOr<PushResult> Read(int chunk, std::string* params, std::string* state,
                                   bool bf16 = false) const;
@@ -53,12 +53,13 @@ class PsTask {
     int64_t loss_batches = 0;
     int64_t examples = 0;
   };
+  // The push's generation (ParameterShard::Push) and progress report.
   // Hands replica `replica`'s gradients for chunk `chunk` to its shard;
   // `done` as ParameterShard::Push. The task notes whether the replica
   // learned that the job is done.
-  void Push(int chunk, int replica, int64_t step, absl::Span<const float> grads,
-            absl::Span<const float> batch_stats, const Progress& progress,
-            ParameterShard::PushCallback done);
+  void Push(int chunk, int replica, int64_t step, int64_t generation,
+            absl::Span<const float> grads, absl::Span<const float> batch_stats,
+            const Progress& progress, ParameterShard::PushCallback done);
   // Notes that `replica` was answered with `job_done` (after a Push or a
   // PushPull's read), so the task can exit once every replica knows.
   void NoteDone(int replica, bool job_done);
@@ -73,7 +74,7 @@ class PsTask {
   // `index_path`; `model` and `num_params` must be the task's. Returns the
   // restored global step.
   absl::StatusOr<int64_t> Restore(const std::string& model, int64_t num_params,
-                                  const std::string& index_path);
+                                  const std::string& index_path, int64_t generation = 0);
   // Replica `replica` is stopping: sync steps stop waiting for it.
   absl::Status Leave(int replica, const std::string& reason);
 

@@ -60,7 +60,7 @@ absl::StatusOr<ShardSaveResult> SaveShards(Env* env, const PsIdentity& ps,
 
 absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
                                       const std::vector<ParameterShard*>& shards,
-                                      const std::string& index_path) {
+                                      const std::string& index_path, int64_t generation) {
   if (shards.empty()) return absl::InvalidArgumentError("no shards to restore");
   absl::StatusOr<std::unique_ptr<CheckpointReader>> opened =
       CheckpointReader::Open(env, index_path);
@@ -116,7 +116,8 @@ absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
   for (size_t i = 0; i < shards.size(); ++i) {
     std::vector<absl::Span<const float>> slots(loaded[i].slots.begin(), loaded[i].slots.end());
     PSTRAIN_RETURN_IF_ERROR(shards[i]->Initialize(
-        loaded[i].params, loaded[i].state, index.global_step(), slots, loaded[i].optimizer_step));
+        loaded[i].params, loaded[i].state, index.global_step(), slots, loaded[i].optimizer_step,
+        generation));
   }
   return index.global_step();
 }

@@ -53,7 +53,7 @@ absl::StatusOr<ShardSaveResult> SaveShards(Env* env, const PsIdentity& ps,
 // file is damaged. Returns the global step.
 absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
                                       const std::vector<ParameterShard*>& shards,
-                                      const std::string& index_path);
+                                      const std::string& index_path, int64_t generation = 0);
 
 }  // namespace pstrain
 

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.layout = layout;
   options.replica = replica;
   options.bf16 = job.training.wire_format == "bf16";
+  options.sync = job.training.update == UpdateMode::kSync;
   options.rpc_timeout = RpcTimeout(job);
   options.retry_budget = retry_budget;
   options.wire = job.wire;

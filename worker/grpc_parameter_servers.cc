@@ -159,6 +159,7 @@ absl::Status GrpcParameterServers::Initialize(const std::string& model, const fl
                                               const float* state, int64_t global_step) {
   const auto& chunks = layout_.chunks;
   const int n = static_cast<int>(chunks.size());
+  const int64_t generation = NewGeneration();
   std::vector<InitializeRequest> requests(n);
   std::vector<InitializeResponse> responses(n);
   for (int c = 0; c < n; ++c) {
@@ -171,6 +172,7 @@ absl::Status GrpcParameterServers::Initialize(const std::string& model, const fl
       requests[c].set_state(reinterpret_cast<const char*>(state), chunks[c].state * sizeof(float));
     }
     requests[c].set_global_step(global_step);
+    requests[c].set_generation(generation);
   }
   return connections_.Broadcast(
       n, "Initialize", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (chunk ", c, ")"); },
@@ -213,6 +215,7 @@ absl::StatusOr<int64_t> GrpcParameterServers::Restore(const std::string& model,
   request.set_index_path(index_path);
   request.set_model(model);
   request.set_num_params(layout_.num_params);
+  request.set_generation(NewGeneration());
   PSTRAIN_ASSIGN_OR_RETURN(
       std::vector<RestoreResponse> responses,
       ToEveryTask<RestoreResponse>(connections_, "Restore", Copies(size(), request),

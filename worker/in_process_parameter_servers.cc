@@ -47,12 +47,13 @@ absl::StatusOr<std::vector<PsStatus>> InProcessParameterServers::Statuses() {
 
 absl::Status InProcessParameterServers::Initialize(const std::string& model, const float* params,
                                                    const float* state, int64_t global_step) {
+  const int64_t generation = NewGeneration();
   for (size_t c = 0; c < layout_.chunks.size(); ++c) {
     const Chunk& chunk = layout_.chunks[c];
     PSTRAIN_RETURN_IF_ERROR(tasks_[chunk.ps]->Initialize(
         static_cast<int>(c), model, layout_.num_params,
         absl::Span<const float>(params + chunk.begin, chunk.end - chunk.begin),
-        absl::Span<const float>(state, chunk.state), global_step));
+        absl::Span<const float>(state, chunk.state), global_step, generation));
   }
   return absl::OkStatus();
 }
@@ -82,8 +83,10 @@ absl::StatusOr<std::vector<ShardSaved>> InProcessParameterServers::Save(const st
 absl::StatusOr<int64_t> InProcessParameterServers::Restore(const std::string& model,
                                                            const std::string& index_path) {
   int64_t step = 0;
+  const int64_t generation = NewGeneration();
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    absl::StatusOr<int64_t> restored = tasks_[i]->Restore(model, layout_.num_params, index_path);
+    absl::StatusOr<int64_t> restored =
+        tasks_[i]->Restore(model, layout_.num_params, index_path, generation);
     if (!restored.ok()) {
       return absl::Status(
           restored.status().code(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,6 +40,7 @@ PsClient::PsClient(const PsClientOptions& options)
   absl::MutexLock lock(&mu_);
   sent_.assign(n, false);
   chunk_steps_.assign(n, 0);
+  chunk_generations_.assign(n, 0);
   if (options_.replica >= 0) sender_ = std::thread([this] { SenderLoop(); });
 }
 
@@ -61,13 +63,34 @@ PsClient::~PsClient() {
 
 absl::StatusOr<ParameterView> PsClient::Pull() {
   if (!have_fresh_) {
-    std::vector<int64_t> steps;
+    std::vector<int64_t> steps, generations;
     bool job_done = false;
-    PSTRAIN_ASSIGN_OR_RETURN(
-        int64_t bytes,
-        connections_.PullChunks(options_.layout, params_.data(), state_.data(), &steps, &job_done));
+    int64_t bytes = 0;
+    const absl::Time give_up = absl::Now() + options_.consistent_pull_wait;
+    while (true) {
+      PSTRAIN_ASSIGN_OR_RETURN(int64_t pulled,
+                               connections_.PullChunks(options_.layout, params_.data(),
+                                                       state_.data(), &steps, &job_done,
+                                                       &generations));
+      bytes += pulled;
+      const bool apart = std::adjacent_find(generations.begin(), generations.end(),
+                                            std::not_equal_to<>()) != generations.end();
+      // Chunks of two generations: a rollback is restoring the ps one after
+      // another. A sync replica training on such a view would set the
+      // chunks' steps apart for the rest of the job.
+      if (!options_.sync || !apart || job_done) break;
+      if (absl::Now() > give_up) {
+        LOG(WARNING) << "replica " << options_.replica
+                     << ": the chunks still hold parameters of different generations (a "
+                        "rollback not finished?) after "
+                     << absl::FormatDuration(options_.consistent_pull_wait) << "; going on";
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
     absl::MutexLock lock(&mu_);
     chunk_steps_ = std::move(steps);
+    chunk_generations_ = std::move(generations);
     job_done_ = job_done;
     bytes_received_ += bytes;
   }
@@ -158,6 +181,7 @@ void PsClient::SendChunk(int c) {
     grads = grads_;
     stats = batch_stats_;
     step = chunk_steps_[c];
+    r.set_generation(chunk_generations_[c]);
     // Progress rides on chunk 0's push (once: a retry does not repeat it).
     r.set_loss_sum(c == 0 ? loss_sum_ : 0);
     r.set_loss_batches(c == 0 ? loss_batches_ : 0);
@@ -246,6 +270,7 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
   } else if (status.ok()) {
     call.backoff = absl::Milliseconds(50);
     chunk_steps_[c] = r.global_step();
+    chunk_generations_[c] = r.generation();
     stale_ = stale_ || r.stale();
     job_done_ = job_done_ || r.job_done();
     bytes_sent_ +=

@@ -24,6 +24,12 @@ struct PsClientOptions {
   ShardLayout layout;
   int replica = 0;    // This trainer's replica id; -1 for a client that only pulls.
   bool bf16 = false;  // Gradients and pushed-back parameters as bfloat16.
+  // Synchronous updates: every chunk of a pulled view should be of one
+  // generation (PullResponse.generation). A pull that finds them apart (a
+  // rollback restoring one ps before another) pulls again, for up to
+  // `consistent_pull_wait`.
+  bool sync = false;
+  absl::Duration consistent_pull_wait = absl::Seconds(10);
   absl::Duration rpc_timeout = absl::Seconds(60);  // Deadline of every call.
   // How long UNAVAILABLE calls are retried (with backoff) before giving up:
   // covers ps that are still starting or restarting.
@@ -100,6 +106,8 @@ class PsClient : public ParameterClient {
   int pending_ ABSL_GUARDED_BY(mu_) = 0;  // Chunk calls not yet finished.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
+  // Each chunk's generation, as its last answer gave it; pushes carry it.
+  std::vector<int64_t> chunk_generations_ ABSL_GUARDED_BY(mu_);
   bool job_done_ ABSL_GUARDED_BY(mu_) = false;
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // Progress not yet reported.
   int loss_batches_ ABSL_GUARDED_BY(mu_) = 0;

@@ -94,7 +94,8 @@ absl::Status PsConnections::Broadcast(int n, const char* what,
 
 absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, float* params,
                                                   float* state, std::vector<int64_t>* chunk_steps,
-                                                  bool* job_done) const {
+                                                  bool* job_done,
+                                                  std::vector<int64_t>* chunk_generations) const {
   const auto& chunks = layout.chunks;
   const int n = static_cast<int>(chunks.size());
   std::vector<PullRequest> requests(n);
@@ -108,6 +109,7 @@ absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, flo
   *job_done = false;
   int64_t bytes = 0;
   chunk_steps->resize(n);
+  if (chunk_generations != nullptr) chunk_generations->resize(n);
   for (int c = 0; c < n; ++c) {
     const PullResponse& r = responses[c];
     const size_t want = (chunks[c].end - chunks[c].begin) * sizeof(float);
@@ -118,6 +120,7 @@ absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, flo
     std::memcpy(params + chunks[c].begin, r.params().data(), want);
     if (!r.state().empty()) std::memcpy(state, r.state().data(), r.state().size());
     (*chunk_steps)[c] = r.global_step();
+    if (chunk_generations != nullptr) (*chunk_generations)[c] = r.generation();
     *job_done = *job_done || r.job_done();
     bytes += static_cast<int64_t>(want + r.state().size());
   }
