@@ -93,11 +93,12 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
   return RestoreNewest();
 }
 
-absl::StatusOr<int64_t> Checkpointer::RollBack(const std::string& why) {
-  LOG(ERROR) << why << "; rolling the job back to its last checkpoint";
+absl::StatusOr<int64_t> Checkpointer::RollBack(const std::string& why, int64_t from_step) {
+  LOG(ERROR) << why << "; rolling the job back from global step " << from_step
+             << " to its last checkpoint";
   const absl::Time start = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreNewest());
-  LOG(INFO) << "rolled back to global step " << step << " in "
+  LOG(INFO) << "rolled back from global step " << from_step << " to " << step << " in "
             << absl::StrFormat("%.0f", Millis(absl::Now() - start))
             << " ms; the replicas pull the restored parameters and go on";
   return step;
@@ -289,7 +290,7 @@ void Checkpointer::Loop(int64_t start_step) {
         break;
       case JobEvent::kRollBack: {
         // Tried again at the next poll if it fails (a ps still away).
-        absl::StatusOr<int64_t> step = RollBack(o.why);
+        absl::StatusOr<int64_t> step = RollBack(o.why, o.highest_step);
         if (!step.ok()) {
           LOG(ERROR) << "the rollback failed: " << step.status().message();
           break;

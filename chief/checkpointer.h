@@ -54,8 +54,9 @@ class Checkpointer {
   // Rolls the running job back (a ps lost its parameters, or the watchdog):
   // every ps restores the newest whole checkpoint, or is initialized at step
   // 0 without one. Replicas' pushes for later steps are then refused as
-  // rolled back, and they pull the restored values. Returns the step.
-  absl::StatusOr<int64_t> RollBack(const std::string& why);
+  // rolled back, and they pull the restored values. `from_step` (the highest
+  // step the job had reached) is for the log line. Returns the step.
+  absl::StatusOr<int64_t> RollBack(const std::string& why, int64_t from_step);
 
   // Called with every ps's Status at each poll of the checkpoint thread
   // (training summaries); set before Start.

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Fault-injection runner: a pstrain job under pstrain-launch, disturbed.
+
+Each trial launches the same small job (mnist_cnn on Fashion-MNIST, 2 ps, the
+chief training as replica 0 and one worker, sync updates, a checkpoint every
+20 steps) and, at a random moment of a phase, does one thing to one random
+task:
+
+  kill  SIGKILL (the launcher restarts the task; a restarted ps makes the chief
+        roll the job back to its last checkpoint)
+  stop  SIGSTOP, then SIGCONT 1-8 s later (every step waits for it: within
+        the job's sync_timeout of 10 s; a stopped ps holds everyone until it
+        continues)
+
+Phases: training (a random moment after step 20), save (while a checkpoint's
+files are being written: the job dir is watched for temp files) and shutdown
+(right after the final evaluation: final checkpoint, COMPLETED, the ps told to
+stop, processes exiting).
+
+A trial recovered when: the launcher exits 0; no process of the trial is left;
+the job dir is marked COMPLETED at train_steps; every rollback went back to the
+newest committed checkpoint (never behind it); the final accuracy is within
+--max_accuracy_drop points of the undisturbed run's. It prints a table per mode
+and phase: trials, recovered, steps lost (rolled back), seconds lost (against
+the undisturbed run). Exit status 0 iff every trial recovered.
+
+  fault_runner.py --bin build/bin --trials 50                  # 50 per mode
+  fault_runner.py --bin build/bin --plan kill:ps:1:training,stop:worker:0:save
+"""
+
+import argparse
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TASKS = ["ps:0", "ps:1", "chief:0", "worker:0"]
+PHASES = ["training", "save", "shutdown"]
+
+CONFIG = """cluster:
+  chief: ["127.0.0.1:{p0}"]
+  worker: ["127.0.0.1:{p1}"]
+  ps: ["127.0.0.1:{p2}", "127.0.0.1:{p3}"]
+training:
+  model: mnist_cnn
+  data_dir: {data_dir}
+  job_dir: {job_dir}
+  update: sync
+  chief_trains: true
+  batch_size: 64
+  train_steps: {steps}
+  eval_steps: 0
+  checkpoint_steps: 20
+  log_every_n_steps: 20
+  sync_timeout: 10
+  watchdog_secs: 30
+  startup_timeout: 60
+  shutdown_grace_secs: 10
+  exports_to_keep: 0
+  histogram_steps: 0
+  save_summary_steps: 20
+  insecure: true
+"""
+
+
+def free_ports(n):
+    """n loopback ports nobody listens on now."""
+    ports, socks = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def processes_of(marker):
+    """(pid, cmdline) of every process whose command line mentions `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open("/proc/%s/stat" % entry) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            found.append((int(entry), cmd))
+    return found
+
+
+def task_pid(trial_dir, task):
+    job, index = task.split(":")
+    for pid, cmd in processes_of(trial_dir):
+        if "pstrain-" + job in cmd and "--job_name=%s " % job in cmd + " " and \
+                "--task_index=%s " % index in cmd + " ":
+            return pid
+    return None
+
+
+class Trial:
+    def __init__(self, args, work, name, ports):
+        self.dir = os.path.join(work, name)
+        os.makedirs(self.dir)
+        self.job_dir = os.path.join(self.dir, "job")
+        self.config = os.path.join(self.dir, "cluster.yaml")
+        self.log_path = os.path.join(self.dir, "launch.log")
+        with open(self.config, "w") as f:
+            f.write(CONFIG.format(p0=ports[0], p1=ports[1], p2=ports[2], p3=ports[3],
+                                  data_dir=args.data_dir, job_dir=self.job_dir,
+                                  steps=args.train_steps))
+        self.args = args
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start(self):
+        self.log_file = open(self.log_path, "w")
+        self.start_time = time.monotonic()
+        self.launcher = subprocess.Popen(
+            [os.path.join(self.args.bin, "pstrain-launch"), "--config=" + self.config],
+            stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_for(self, predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            if self.launcher.poll() is not None:
+                return False
+            time.sleep(0.001 if self.args.fast_poll else 0.05)
+        return False
+
+    def finish(self, timeout):
+        try:
+            code = self.launcher.wait(timeout=timeout)
+            hung = False
+        except subprocess.TimeoutExpired:
+            os.killpg(self.launcher.pid, signal.SIGKILL)
+            code = self.launcher.wait()
+            hung = True
+        self.seconds = time.monotonic() - self.start_time
+        self.log_file.close()
+        return code, hung
+
+
+def saving_now(job_dir):
+    try:
+        return any(".tmp." in name for name in os.listdir(job_dir))
+    except OSError:
+        return False
+
+
+def inject(trial, mode, task, phase, rng, train_secs):
+    """Waits for the phase, then disturbs `task`. Returns what was done, or None."""
+    log = trial.log
+    if phase == "training":
+        if not trial.wait_for(lambda: "step = 20," in log(), 120):
+            return None
+        time.sleep(rng.uniform(0, 0.6 * train_secs))
+    elif phase == "save":
+        trial.args.fast_poll = True
+        # The first save is at step 20; skip a random number of them.
+        skip = rng.randrange(0, 4)
+        for _ in range(skip + 1):
+            seen = trial.wait_for(lambda: saving_now(trial.job_dir), 120)
+            if not seen:
+                break
+            if _ < skip:
+                trial.wait_for(lambda: not saving_now(trial.job_dir), 10)
+        trial.args.fast_poll = False
+        if not seen:
+            return None
+    else:
+        final = "Saving dict for global step %d:" % trial.args.train_steps
+        if not trial.wait_for(lambda: final in log(), 180):
+            return None
+        time.sleep(rng.uniform(0, 0.5))
+    pid = task_pid(trial.dir, task)
+    if pid is None:
+        return None
+    if mode == "kill":
+        os.kill(pid, signal.SIGKILL)
+        return "SIGKILL %s (pid %d)" % (task, pid)
+    pause = rng.uniform(1, 8)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(pause)
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+    return "SIGSTOP %s (pid %d) for %.1f s" % (task, pid, pause)
+
+
+def analyse(trial, code, hung, baseline):
+    """(recovered, problems, steps_lost, accuracy)."""
+    text = trial.log()
+    problems = []
+    if hung:
+        problems.append("the launcher did not exit in time (killed)")
+    elif code != 0:
+        problems.append("the launcher exited %d" % code)
+    time.sleep(0.2)
+    left = processes_of(trial.dir)
+    if left:
+        problems.append("processes left: %s" % ", ".join(str(p) for p, _ in left))
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    marker = os.path.join(trial.job_dir, "COMPLETED")
+    if not os.path.exists(marker):
+        problems.append("no COMPLETED marker")
+    # Every rollback restores the newest checkpoint committed before it.
+    steps_lost = 0
+    committed = 0
+    for line in text.splitlines():
+        m = re.search(r"Saving checkpoints for (\d+) into", line)
+        if m:
+            committed = max(committed, int(m.group(1)))
+        m = re.search(r"rolled back from global step (\d+) to (\d+)", line)
+        if m:
+            high, to = int(m.group(1)), int(m.group(2))
+            steps_lost += max(0, high - to)
+            if to < committed:
+                problems.append("rolled back to %d, behind checkpoint %d" % (to, committed))
+            committed = to
+    evals = re.findall(r"Saving dict for global step (\d+): accuracy = ([0-9.]+)", text)
+    accuracy = None
+    if not evals:
+        problems.append("no final evaluation")
+    else:
+        step, accuracy = int(evals[-1][0]), float(evals[-1][1])
+        if step != trial.args.train_steps:
+            problems.append("final step %d, not %d" % (step, trial.args.train_steps))
+        if baseline is not None and abs(accuracy - baseline) * 100 > trial.args.max_accuracy_drop:
+            problems.append("accuracy %.4f vs %.4f undisturbed" % (accuracy, baseline))
+    return not problems, problems, steps_lost, accuracy
+
+
+def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_secs):
+    trial = Trial(args, work, name, ports)
+    trial.start()
+    done = None
+    if mode is not None:
+        done = inject(trial, mode, task, phase, rng, train_secs)
+    code, hung = trial.finish(args.trial_timeout)
+    ok, problems, lost, accuracy = analyse(trial, code, hung, baseline)
+    if mode is not None and done is None:
+        problems.append("the phase never came (nothing injected)")
+        ok = False
+    return trial, ok, problems, lost, accuracy, done
+
+
+def parse_plan(text):
+    plan = []
+    for item in text.split(","):
+        mode, job, index, phase = item.split(":")
+        if mode not in ("kill", "stop") or phase not in PHASES or \
+                "%s:%s" % (job, index) not in TASKS:
+            sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training" % item)
+        plan.append((mode, "%s:%s" % (job, index), phase))
+    return plan
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--bin", required=True, help="directory of the pstrain binaries")
+    parser.add_argument("--trials", type=int, default=50, help="trials per mode")
+    parser.add_argument("--modes", default="kill,stop")
+    parser.add_argument("--plan", default="", help="explicit trials instead: mode:task:phase,...")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train_steps", type=int, default=120)
+    parser.add_argument("--data_dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--max_accuracy_drop", type=float, default=1.0, help="points")
+    parser.add_argument("--trial_timeout", type=float, default=300)
+    parser.add_argument("--keep", action="store_true", help="keep every trial's dir")
+    args = parser.parse_args()
+    args.fast_poll = False
+    args.bin = os.path.abspath(args.bin)
+    rng = random.Random(args.seed)
+    work = tempfile.mkdtemp(prefix="pstrain_faults_")
+    ports = free_ports(4)
+    print("work dir %s, ports %s, seed %d" % (work, ports, args.seed), flush=True)
+
+    trial, ok, problems, _, baseline, _ = run_trial(args, work, "baseline", ports, None, None,
+                                                    None, rng, None, 0)
+    if not ok:
+        print("the undisturbed run failed: %s\n%s" % ("; ".join(problems), trial.log()[-3000:]))
+        return 1
+    base_secs = trial.seconds
+    m = re.findall(r"\((\d+\.\d+) s of training\)", trial.log())
+    train_secs = float(m[-1]) if m else base_secs / 2
+    print("undisturbed: accuracy %.4f, %.1f s (%.1f s of training)" %
+          (baseline, base_secs, train_secs), flush=True)
+    if not args.keep:
+        shutil.rmtree(trial.dir, ignore_errors=True)
+
+    if args.plan:
+        plan = parse_plan(args.plan)
+    else:
+        plan = []
+        for mode in args.modes.split(","):
+            for i in range(args.trials):
+                plan.append((mode, rng.choice(TASKS), PHASES[i % len(PHASES)]))
+    results = {}
+    failures = 0
+    for n, (mode, task, phase) in enumerate(plan):
+        name = "%03d-%s-%s-%s" % (n, mode, task.replace(":", ""), phase)
+        trial, ok, problems, lost, accuracy, done = run_trial(
+            args, work, name, ports, mode, task, phase, rng, baseline, train_secs)
+        row = results.setdefault((mode, phase), {"trials": 0, "ok": 0, "steps": 0, "secs": []})
+        row["trials"] += 1
+        row["ok"] += ok
+        row["steps"] += lost
+        row["secs"].append(trial.seconds - base_secs)
+        print("%-34s %-44s %s  %5.1f s  acc %s  lost %d steps%s" % (
+            name, done or "-", "recovered" if ok else "FAILED", trial.seconds,
+            "%.4f" % accuracy if accuracy is not None else "-", lost,
+            "" if ok else "\n    " + "\n    ".join(problems) + "\n    log: " + trial.log_path),
+            flush=True)
+        if ok and not args.keep:
+            shutil.rmtree(trial.dir, ignore_errors=True)
+        failures += not ok
+
+    print("\n%-5s %-9s %7s %10s %11s %22s" % ("mode", "phase", "trials", "recovered",
+                                              "steps lost", "seconds lost (med/max)"))
+    for mode in sorted({m for m, _ in results}):
+        total = {"trials": 0, "ok": 0, "steps": 0, "secs": []}
+        for phase in PHASES:
+            row = results.get((mode, phase))
+            if not row:
+                continue
+            for k in ("trials", "ok", "steps"):
+                total[k] += row[k]
+            total["secs"] += row["secs"]
+            print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f" % (
+                mode, phase, row["trials"], row["ok"], row["steps"],
+                statistics.median(row["secs"]), max(row["secs"])))
+        print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f" % (
+            mode, "all", total["trials"], total["ok"], total["steps"],
+            statistics.median(total["secs"]), max(total["secs"])))
+    if failures == 0 and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    print("\n%d of %d trials recovered" % (len(plan) - failures, len(plan)))
+    return 0 if failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
