@@ -1,6 +1,7 @@
 #include "chief/checkpointer.h"
 
 #include <csignal>
+#include <cstring>
 
 #include "gtest/gtest.h"
 #include "models/dense.h"
@@ -69,24 +70,96 @@ class CheckpointerTest : public ::testing::Test {
 
   // Fresh ps tasks (as after a restart of every ps).
   void StartTasks() {
+    absl::MutexLock lock(&tasks_mu_);
     tasks_.clear();
     for (int i = 0; i < 2; ++i) tasks_.push_back(*PsTask::Create(job_, *model_, i, &env_));
   }
 
+  // Ps task `i` restarted: a new one, holding nothing.
+  void RestartTask(int i) {
+    std::shared_ptr<PsTask> fresh = *PsTask::Create(job_, *model_, i, &env_);
+    absl::MutexLock lock(&tasks_mu_);
+    tasks_[i] = std::move(fresh);
+  }
+
   std::unique_ptr<ParameterServers> Servers() {
     std::vector<PsTask*> tasks;
+    absl::MutexLock lock(&tasks_mu_);
     for (auto& t : tasks_) tasks.push_back(t.get());
     return std::make_unique<InProcessParameterServers>(tasks, ComputeShardLayout(*model_, 2));
   }
+
+  // In-process ps over the tasks there are at each call (RestartTask
+  // replaces one while the checkpointer runs).
+  class LiveServers : public ParameterServers {
+   public:
+    explicit LiveServers(CheckpointerTest* test) : test_(test) {}
+    int size() const override { return 2; }
+    absl::Status WaitReady(absl::Duration timeout, bool initialized,
+                           const TerminationNotice* stop) override {
+      return Now()->WaitReady(timeout, initialized, stop);
+    }
+    absl::StatusOr<std::vector<PsStatus>> Statuses() override { return Now()->Statuses(); }
+    absl::Status Initialize(const std::string& model, const float* params, const float* state,
+                            int64_t global_step) override {
+      return Now()->Initialize(model, params, state, global_step);
+    }
+    absl::StatusOr<std::vector<ShardSaved>> Save(const std::string& prefix, int64_t step,
+                                                 int64_t global_step,
+                                                 absl::Duration wait) override {
+      return Now()->Save(prefix, step, global_step, wait);
+    }
+    absl::StatusOr<int64_t> Restore(const std::string& model,
+                                    const std::string& index_path) override {
+      return Now()->Restore(model, index_path);
+    }
+    absl::Status Shutdown(const std::string& reason) override { return Now()->Shutdown(reason); }
+    absl::Status Leave(int replica, const std::string& reason, absl::Duration budget) override {
+      return Now()->Leave(replica, reason, budget);
+    }
+    absl::StatusOr<ParameterView> Read() override { return Now()->Read(); }
+
+   private:
+    // The tasks stay alive while the call runs.
+    ParameterServers* Now() {
+      {
+        absl::MutexLock lock(&test_->tasks_mu_);
+        held_ = test_->tasks_;
+      }
+      std::vector<PsTask*> tasks;
+      for (auto& t : held_) tasks.push_back(t.get());
+      servers_ =
+          std::make_unique<InProcessParameterServers>(tasks, ComputeShardLayout(*test_->model_, 2));
+      return servers_.get();
+    }
+    CheckpointerTest* const test_;
+    std::vector<std::shared_ptr<PsTask>> held_;
+    std::unique_ptr<ParameterServers> servers_;
+  };
 
   std::unique_ptr<Checkpointer> NewCheckpointer() {
     return std::make_unique<Checkpointer>(&env_, job_, model_.get(), Servers(), &stop_);
   }
 
+  std::unique_ptr<Checkpointer> NewLiveCheckpointer() {
+    return std::make_unique<Checkpointer>(&env_, job_, model_.get(),
+                                          std::make_unique<LiveServers>(this), &stop_);
+  }
+
+  PsTask* Task(int i) {
+    absl::MutexLock lock(&tasks_mu_);
+    return tasks_[i].get();
+  }
+
+  std::vector<std::shared_ptr<PsTask>> Tasks() {
+    absl::MutexLock lock(&tasks_mu_);
+    return tasks_;
+  }
+
   // `n` async steps of replica 0 on every chunk.
   void Step(int n) {
     for (int k = 0; k < n; ++k) {
-      for (auto& task : tasks_) {
+      for (auto& task : Tasks()) {
         for (ParameterShard* shard : task->shards()) {
           std::vector<float> grads(shard->size(), 0.0f);
           std::vector<float> stats(shard->options().num_state, 0.0f);
@@ -97,7 +170,7 @@ class CheckpointerTest : public ::testing::Test {
     }
   }
 
-  int64_t Step() const { return tasks_[0]->Status().global_step; }
+  int64_t Step() { return Task(0)->Status().global_step; }
 
   std::vector<int64_t> Steps() { return *ListCheckpointSteps(&env_, "/job"); }
 
@@ -116,13 +189,14 @@ class CheckpointerTest : public ::testing::Test {
   std::unique_ptr<Model> model_;
   MemEnv env_;
   ManualTerminationNotice stop_;
-  std::vector<std::unique_ptr<PsTask>> tasks_;
+  absl::Mutex tasks_mu_;
+  std::vector<std::shared_ptr<PsTask>> tasks_ ABSL_GUARDED_BY(tasks_mu_);
 };
 
 TEST_F(CheckpointerTest, InitializesAnEmptyJobDirThenJoinsRunningPs) {
   auto checkpointer = NewCheckpointer();
   ASSERT_EQ(*checkpointer->RestoreOrInitialize(), 0);
-  for (auto& task : tasks_) EXPECT_TRUE(task->Status().initialized);
+  for (auto& task : Tasks()) EXPECT_TRUE(task->Status().initialized);
   Step(3);
   // A restarted chief joins the job the ps are still running.
   EXPECT_EQ(*NewCheckpointer()->RestoreOrInitialize(), 3);
@@ -217,7 +291,7 @@ TEST_F(CheckpointerTest, StopRequestSavesAndEndsTheJob) {
   checkpointer->Stop();
   EXPECT_TRUE(checkpointer->background_status().ok()) << checkpointer->background_status();
   EXPECT_EQ(Steps(), (std::vector<int64_t>{5}));
-  for (auto& task : tasks_) EXPECT_TRUE(task->Status().shutting_down);
+  for (auto& task : Tasks()) EXPECT_TRUE(task->Status().shutting_down);
 }
 
 TEST_F(CheckpointerTest, PreemptedPsSavesAndEndsTheJob) {
@@ -225,11 +299,11 @@ TEST_F(CheckpointerTest, PreemptedPsSavesAndEndsTheJob) {
   ASSERT_TRUE(checkpointer->RestoreOrInitialize().ok());
   checkpointer->Start(0);
   Step(3);
-  tasks_[1]->SetPreempting();
+  Task(1)->SetPreempting();
   ASSERT_TRUE(Eventually([&] { return checkpointer->stopped_early(); }));
   checkpointer->Stop();
   EXPECT_EQ(Steps(), (std::vector<int64_t>{3}));
-  EXPECT_TRUE(tasks_[0]->Status().shutting_down);
+  EXPECT_TRUE(Task(0)->Status().shutting_down);
 }
 
 TEST_F(CheckpointerTest, SavesWhenAReplicaLeaves) {
@@ -238,11 +312,82 @@ TEST_F(CheckpointerTest, SavesWhenAReplicaLeaves) {
   checkpointer->Start(0);
   Step(4);
   absl::SleepFor(absl::Milliseconds(250));  // the first poll sets the baseline
-  for (auto& task : tasks_) ASSERT_TRUE(task->Leave(1, "test").ok());
+  for (auto& task : Tasks()) ASSERT_TRUE(task->Leave(1, "test").ok());
   ASSERT_TRUE(Eventually([&] { return !Steps().empty(); }));
   checkpointer->Stop();
   EXPECT_EQ(Steps(), (std::vector<int64_t>{4}));
   EXPECT_FALSE(checkpointer->stopped_early());  // the job goes on
+}
+
+// Chunk 0's values and generation, read as a replica pulls them.
+struct Pulled {
+  std::vector<float> params;
+  PushResult at;
+};
+Pulled PullChunk0(PsTask* task) {
+  std::string params, state;
+  Pulled p;
+  p.at = *task->Read(0, &params, &state);
+  p.params.resize(params.size() / sizeof(float));
+  std::memcpy(p.params.data(), params.data(), params.size());
+  return p;
+}
+
+TEST_F(CheckpointerTest, ARestartedPsRollsTheJobBackToTheLastCheckpoint) {
+  auto checkpointer = NewLiveCheckpointer();
+  ASSERT_TRUE(checkpointer->RestoreOrInitialize().ok());
+  checkpointer->Start(0);
+  Step(5);
+  ASSERT_TRUE(checkpointer->SaveNow(absl::ZeroDuration()).ok());
+  const Pulled at5 = PullChunk0(Task(0));
+  Step(3);
+  const Pulled at8 = PullChunk0(Task(0));
+  ASSERT_EQ(at8.at.global_step, 8);
+  ASSERT_EQ(at8.at.generation, at5.at.generation);
+
+  RestartTask(1);  // up again, without its parameters
+  ASSERT_TRUE(Eventually(
+      [&] { return Task(1)->Status().initialized && Task(0)->Status().global_step == 5; }));
+  // Every ps is back at the checkpoint (the one that kept running too), in a
+  // new generation.
+  for (auto& task : Tasks()) EXPECT_EQ(task->Status().max_global_step, 5);
+  const Pulled restored = PullChunk0(Task(0));
+  EXPECT_EQ(restored.params, at5.params);
+  EXPECT_NE(restored.at.generation, at8.at.generation);
+  // A replica's push computed before the rollback is refused, even for a
+  // step the ps holds again; one from the restored values is applied.
+  ParameterShard* shard = Task(0)->shards()[0];
+  std::vector<float> grads(shard->size(), 0.5f), stats(shard->options().num_state, 0.0f);
+  absl::Status old_push, new_push;
+  shard->Push(
+      0, 5, grads, stats, [&](absl::Status s, PushResult) { old_push = s; }, at5.at.generation);
+  EXPECT_TRUE(absl::IsAborted(old_push)) << old_push;
+  EXPECT_NE(old_push.message().find("rolled back"), std::string::npos) << old_push;
+  EXPECT_EQ(shard->GetStats().global_step, 5);
+  shard->Push(
+      0, 5, grads, stats, [&](absl::Status s, PushResult) { new_push = s; },
+      restored.at.generation);
+  EXPECT_TRUE(new_push.ok()) << new_push;
+  EXPECT_EQ(shard->GetStats().global_step, 6);
+  checkpointer->Stop();
+  EXPECT_FALSE(checkpointer->stopped_early());
+}
+
+TEST_F(CheckpointerTest, TheWatchdogRollsBackAJobThatMakesNoProgress) {
+  job_.training.sync_timeout = 0.1;
+  job_.training.watchdog_secs = 0.5;
+  auto checkpointer = NewCheckpointer();
+  ASSERT_TRUE(checkpointer->RestoreOrInitialize().ok());
+  checkpointer->Start(0);
+  Step(4);
+  ASSERT_TRUE(checkpointer->SaveNow(absl::ZeroDuration()).ok());
+  Step(2);
+  const absl::Time stalled = absl::Now();
+  // Nothing pushes from now on: half a second later the job is at 4 again.
+  ASSERT_TRUE(Eventually([&] { return Step() == 4; }));
+  EXPECT_GE(absl::Now() - stalled, absl::Milliseconds(400));
+  checkpointer->Stop();
+  EXPECT_TRUE(checkpointer->background_status().ok());
 }
 
 }  // namespace

@@ -281,12 +281,14 @@ TEST_F(ClusterTest, AFailingChiefEndsTheJobInsteadOfLeavingThePsRunning) {
       << ReadAll(ps.log_path);
 }
 
+// Without restarts (--max_restarts=0), the first death ends the job. (With
+// them, tests/faults/ kills and stops tasks of launched jobs.)
 TEST_F(ClusterTest, LauncherReportsADeadProcessAndStopsTheRest) {
   const std::string config = WriteConfig(1, 2, "async", "", 2);
   const std::string log = JoinPath(dir_, "launch.log");
-  Background launcher = StartProcess(
-      {kBin + "/pstrain-launch", "--config=" + config, "--train_steps=100000", "--stop_grace=5"},
-      log);
+  Background launcher = StartProcess({kBin + "/pstrain-launch", "--config=" + config,
+                                      "--train_steps=100000", "--stop_grace=5", "--max_restarts=0"},
+                                     log);
   ASSERT_TRUE(WaitForText(log, "[worker:1] ", 120)) << ReadAll(log);
   ASSERT_TRUE(WaitForText(log, "step = 4,", 120)) << ReadAll(log);
   std::vector<pid_t> workers = FindProcesses({"pstrain-worker", "--task_index=1", dir_});

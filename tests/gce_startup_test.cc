@@ -187,6 +187,24 @@ TEST_F(GceStartupTest, ABadMetadataValueOrAnUnreachableBucketIsNamed) {
   EXPECT_NE(ReadAll(bad.log_path).find("Cloud Storage at http://127.0.0.1:1 is unreachable"),
             std::string::npos)
       << ReadAll(bad.log_path);
+  // A task that fails every time is started again up to pstrain-max-restarts
+  // times in a row, then not again (the VM says why and where to look).
+  worker->Set("instance/attributes/pstrain-storage-endpoint", gcs_.endpoint());
+  worker->Set("instance/attributes/pstrain-flags", "--batch_size=0");
+  worker->Set("instance/attributes/pstrain-max-restarts", "1");
+  bad = Boot(*worker, "bad", 3);
+  EXPECT_EQ(WaitProcess(&bad, 120), 1);
+  const std::string log = ReadAll(bad.log_path);
+  EXPECT_NE(log.find("pstrain-worker failed 2 times in a row (pstrain-max-restarts = 1); not "
+                     "starting it again"),
+            std::string::npos)
+      << log;
+  size_t restarts = 0;
+  for (size_t at = log.find("starting it again in 2 s"); at != std::string::npos;
+       at = log.find("starting it again in 2 s", at + 1)) {
+    ++restarts;
+  }
+  EXPECT_EQ(restarts, 1u) << log;
 }
 
 }  // namespace

@@ -30,4 +30,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L unit --timeout 900)
 phase "Fuzzers (ASan + UBSan, each from its seeds for a bounded time)"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300)
+phase "ThreadSanitizer build (clang): the ps, client, chief, trainer and launcher tests"
+cmake -S "$root" -B "$root/build-tsan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_TSAN=ON \
+  -DPSTRAIN_INTEGRATION_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
+cmake --build "$root/build-tsan" -j"$jobs" --target tsan-tests
+phase "Tests (TSan: any report fails the test)"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+(cd "$root/build-tsan" && ctest --output-on-failure -j"$jobs" -L tsan --timeout 900)
 phase "done"

@@ -26,6 +26,8 @@
 #   pstrain-storage-endpoint  a Cloud Storage emulator (tests); else storage.googleapis.com
 #   pstrain-install-root    unpack the package here instead of installing it (tests)
 #   pstrain-run             systemd (default where systemd runs) or direct
+#   pstrain-max-restarts    failures in a row after which the task is not
+#                           started again (default 10)
 # The metadata server is http://metadata.google.internal, or GCE_METADATA_HOST
 # (host:port) as for Google's client libraries.
 set -euo pipefail
@@ -80,6 +82,9 @@ train_steps="$(md pstrain-train-steps)"
 data_dir="$(md pstrain-data-dir "")"
 extra_flags="$(md pstrain-flags "")"
 package="$(md pstrain-package "")"
+max_restarts="$(md pstrain-max-restarts 10)"
+[[ "$max_restarts" =~ ^[0-9]+$ ]] ||
+  die "metadata pstrain-max-restarts = '$max_restarts' is not a number of restarts"
 endpoint="$(md pstrain-storage-endpoint "")"
 root="$(md pstrain-install-root "")"
 run_mode="$(md pstrain-run "")"
@@ -209,7 +214,10 @@ run_task() {
 
 # Until the job is COMPLETED: a task that ends before (the job was stopped
 # because another VM was preempted, or the task failed) is started again and
-# the job resumes from its last checkpoint once every task is back.
+# the job resumes from its last checkpoint once every task is back. The
+# restart budget: max_restarts failures in a row (a task that exits 0 resets
+# it), then the VM stops trying and says so.
+failures=0
 while true; do
   run_task
   log "pstrain-$role exited with status $result"
@@ -230,6 +238,11 @@ while true; do
     ((SECONDS < wait_until)) || break
     sleep 0.5
   done
+  if ((result != 0)); then failures=$((failures + 1)); else failures=0; fi
+  if ((failures > max_restarts)); then
+    log "pstrain-$role failed $failures times in a row (pstrain-max-restarts = $max_restarts); not starting it again: see $root/var/log/pstrain-$role.log"
+    exit 1
+  fi
   log "pstrain-$role ended before the job completed; starting it again in 2 s (the job resumes from its last checkpoint)"
   sleep 2
 done

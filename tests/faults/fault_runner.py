@@ -14,8 +14,9 @@ task:
 
 Phases: training (a random moment after step 20), save (while a checkpoint's
 files are being written: the job dir is watched for temp files) and shutdown
-(right after the final evaluation: final checkpoint, COMPLETED, the ps told to
-stop, processes exiting).
+(0-2 s after the last step: the replicas finishing, the chief's final
+evaluation and checkpoint, COMPLETED, the ps told to stop, processes exiting;
+a task that has already exited by then is replaced by one that has not).
 
 A trial recovered when: the launcher exits 0; no process of the trial is left;
 the job dir is marked COMPLETED at train_steps; every rollback went back to the
@@ -188,11 +189,19 @@ def inject(trial, mode, task, phase, rng, train_secs):
         if not seen:
             return None
     else:
-        final = "Saving dict for global step %d:" % trial.args.train_steps
-        if not trial.wait_for(lambda: final in log(), 180):
+        # The last step is done: the replicas finish, the chief evaluates,
+        # saves the final checkpoint, writes COMPLETED and stops the ps.
+        last = "step = %d," % trial.args.train_steps
+        if not trial.wait_for(lambda: last in log(), 180):
             return None
-        time.sleep(rng.uniform(0, 0.5))
+        time.sleep(rng.uniform(0, 2.0))
     pid = task_pid(trial.dir, task)
+    if pid is None and phase == "shutdown":
+        # That one has already exited: another that has not.
+        alive = [t for t in TASKS if task_pid(trial.dir, t) is not None]
+        if alive:
+            task = rng.choice(alive)
+            pid = task_pid(trial.dir, task)
     if pid is None:
         return None
     if mode == "kill":
