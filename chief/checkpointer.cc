@@ -15,6 +15,15 @@ namespace {
 
 double Millis(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// A ps answered without parameters: it restarted. Unavailable, so a chief
+// that meets it outside the checkpoint thread's rollback exits to be
+// restarted and resumes from the last checkpoint.
+absl::Status LostParameters(int ps_task) {
+  return absl::UnavailableError(absl::StrCat(
+      "ps ", ps_task,
+      " holds no parameters (it restarted); the job resumes from its last checkpoint"));
+}
+
 }  // namespace
 
 void AddModelVariables(const Model& model, CheckpointIndex* index) {
@@ -153,7 +162,10 @@ absl::StatusOr<int64_t> Checkpointer::RestoreNewest() {
 absl::StatusOr<std::string> Checkpointer::SaveNow(absl::Duration wait) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
   int64_t step = statuses[0].global_step;
-  for (const PsStatus& s : statuses) step = std::min(step, s.global_step);
+  for (const PsStatus& s : statuses) {
+    if (!s.initialized) return LostParameters(s.ps_task);
+    step = std::min(step, s.global_step);
+  }
   return SaveAt(step, wait, "final", /*exact=*/false);
 }
 
@@ -167,8 +179,16 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   if (step == last_saved_ || env_->FileExists(IndexFileName(prefix))) return prefix;
   const absl::Time start = absl::Now();
   // The ps is told the checkpoint's name; it writes only into its job dir.
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardSaved> saved,
-                           servers_->Save(CheckpointPrefix(step), step, step, wait));
+  absl::StatusOr<std::vector<ShardSaved>> shards =
+      servers_->Save(CheckpointPrefix(step), step, step, wait);
+  if (absl::IsFailedPrecondition(shards.status())) {
+    // A ps with nothing to save: it restarted since the last poll.
+    return absl::UnavailableError(absl::StrCat(shards.status().message(),
+                                               " (a parameter server restarted and lost its "
+                                               "parameters; the job resumes from its last "
+                                               "checkpoint)"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardSaved> saved, std::move(shards));
   const absl::Time shards_done = absl::Now();
   absl::Duration copy, locked, write;
   int64_t bytes = 0, lo = INT64_MAX, hi = INT64_MIN;

@@ -246,6 +246,14 @@ class Chief {
     return statuses;
   }
 
+  // Tells every ps the job is over, giving up on one that does not answer
+  // within a few seconds.
+  absl::Status ShutdownQuickly(const std::string& reason) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> servers,
+                             deps_.connect(layout_, Patient(absl::Seconds(5))));
+    return servers->Shutdown(reason);
+  }
+
   // The model for serving, before the job is marked complete:
   // <job_dir>/export/<version>/; the newest exports_to_keep are kept.
   absl::Status ExportModel(const ParameterView& view) {
@@ -285,8 +293,15 @@ class Chief {
                    << " before train_steps " << t_.train_steps
                    << "; not marked complete, a restart resumes it";
     }
-    PSTRAIN_RETURN_IF_ERROR(
-        servers_->Shutdown(absl::StrCat("training finished at global step ", metrics.global_step)));
+    const std::string reason =
+        absl::StrCat("training finished at global step ", metrics.global_step);
+    if (metrics.global_step < t_.train_steps) {
+      PSTRAIN_RETURN_IF_ERROR(servers_->Shutdown(reason));
+    } else if (absl::Status s = ShutdownQuickly(reason); !s.ok()) {
+      // The job is complete: a ps that is gone (or restarting) finds
+      // COMPLETED and exits by itself.
+      LOG(WARNING) << "the job is complete, but not every ps was told: " << s.message();
+    }
     job_ended_ = true;
     LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "
               << absl::StrFormat("%.4f", metrics.accuracy) << ", "
