@@ -151,7 +151,12 @@ class Supervisor {
 
  private:
   struct Child;
-  struct Stream;
+  struct Stream {
+    std::string prefix;  // "[name] "
+    int fd = -1;         // non-blocking read end of the child's stdout+stderr pipe
+    bool eof = false;
+    std::string partial;  // bytes after the last newline
+  };
   enum class StopReason { kNone, kFailure, kPrimaryDone, kRequested, kUnknownPrimary };
 
   Supervisor(SupervisorOptions options, int stop_fd, int wake_fd);
@@ -171,9 +176,9 @@ class Supervisor {
   std::string RunningNames() const;
   JobResult BuildResult(const std::string& primary, absl::Duration after_primary_grace) const;
 
-  // Output. The reader thread polls every open stream; the Wait() thread also
-  // drains a child's stream when it reaps the child, so the child's last words
-  // reach the sink before the launcher says how it ended.
+  // Output (supervisor_output.cc). The reader thread polls every open stream; the Wait() thread
+  // also drains a child's stream when it reaps the child, so the child's last words reach the sink
+  // before the launcher says how it ended.
   void ReaderLoop();
   void DrainLocked(Stream& stream, bool until_empty) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EmitLocked(std::string_view line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
