@@ -173,6 +173,9 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
                              deps_.training_client(layout_, replica_));
     TrainerOptions options = ReplicaTrainerOptions(spec);
+    options.rewind = [this, &spec](int64_t global_step) {
+      return StartReplicaBatches(&*train_, *model_, spec, global_step);
+    };
     options.on_pull = [this](const ParameterView& view) {
       MaybeEvaluate(view);
       return absl::OkStatus();

@@ -124,6 +124,9 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            NewPsClient(job, layout, spec.replica, absl::Seconds(60)));
   TrainerOptions options = ReplicaTrainerOptions(spec);
+  options.rewind = [&train, &model, &spec](int64_t global_step) {
+    return StartReplicaBatches(&train, *model, spec, global_step);
+  };
   bool stop_requested = false;  // asked only while the job is not done
   options.should_stop = [&stop_requested, &context] {
     stop_requested = context.termination->Received() != 0;

@@ -62,7 +62,17 @@ absl::StatusOr<int64_t> Trainer::Run() {
       window_start = Clock::now();
     }
     if (finished) break;
+    const int64_t computed = view.global_step;  // the step the last batch was for
     PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
+    // A step at or below the one just computed: the job was rolled back (a
+    // push always moves the step past it otherwise).
+    if (view.global_step <= computed && options_.rewind) {
+      LOG(WARNING) << "the job was rolled back to global step " << view.global_step
+                   << " (this replica had computed step " << computed
+                   << "); reading the batches from there again";
+      PSTRAIN_ASSIGN_OR_RETURN(rewound_, options_.rewind(view.global_step));
+      batches_ = rewound_.get();
+    }
     step = view.global_step;
     if (options_.on_pull) PSTRAIN_RETURN_IF_ERROR(options_.on_pull(view));
   }

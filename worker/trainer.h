@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,11 @@ struct TrainerOptions {
   std::function<absl::Status(const ParameterView&)> on_pull;
   // Asked before every step; true ends the loop there (a stop request).
   std::function<bool()> should_stop;
+  // The batches a replica reads from `global_step` on, as one started there
+  // reads them. Called when a pull finds the job rolled back to a checkpoint
+  // (its step behind the last one), so a sync job replays the steps it
+  // lost with the same data. Empty: the loop reads on.
+  std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(int64_t global_step)> rewind;
 };
 
 // The worker's loop: pull, compute gradients on the next batch, push. Logs
@@ -47,7 +53,8 @@ class Trainer {
  private:
   Model* const model_;
   ParameterClient* const client_;
-  BatchIterator* const batches_;
+  BatchIterator* batches_;
+  std::unique_ptr<BatchIterator> rewound_;  // batches_ after a rewind
   const TrainerOptions options_;
   double last_loss_ = 0.0;
   int64_t stale_pushes_ = 0;

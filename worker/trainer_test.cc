@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -59,6 +60,63 @@ TEST(TrainerTest, LearnsASimpleTaskInProcess) {
   EXPECT_LT(before.accuracy, 0.5);
   EXPECT_GT(after.accuracy, 0.9);
   EXPECT_LT(after.loss, before.loss);
+}
+
+// Parameters that never change, a step that goes up by one per push, and
+// once, the pull after step `at`'s push reports the job rolled back to `to`.
+class RollingBackClient : public ParameterClient {
+ public:
+  RollingBackClient(const Model& model, int64_t at, int64_t to)
+      : params_(model.num_params()), state_(model.num_state()), at_(at), to_(to) {
+    model.InitializeVariables(1, params_.data(), state_.data());
+  }
+  absl::StatusOr<ParameterView> Pull() override {
+    ParameterView view;
+    view.params = params_.data();
+    view.state = state_.data();
+    view.global_step = step_;
+    return view;
+  }
+  absl::StatusOr<PushOutcome> Push(int64_t step, const float*, const float*) override {
+    pushed_.push_back(step);
+    step_ = step + 1;
+    if (step == at_ && !rolled_back_) {
+      rolled_back_ = true;
+      step_ = to_;
+    }
+    PushOutcome outcome;
+    outcome.global_step = step + 1;  // as the push's own answer said
+    return outcome;
+  }
+  std::vector<int64_t> pushed_;
+
+ private:
+  std::vector<float> params_, state_;
+  const int64_t at_, to_;
+  int64_t step_ = 0;
+  bool rolled_back_ = false;
+};
+
+TEST(TrainerTest, ARollbackRewindsTheBatchesToTheRestoredStep) {
+  auto model = *BuildModel("mnist_cnn", {});
+  Dataset train = QuadrantDataset(200, 1);
+  auto batches = BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+  RollingBackClient client(*model, /*at=*/6, /*to=*/3);
+  std::vector<int64_t> rewound_to;
+  TrainerOptions options;
+  options.train_steps = 10;
+  options.log_every_n_steps = 0;
+  options.rewind = [&](int64_t step) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
+    rewound_to.push_back(step);
+    return BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  };
+  Trainer trainer(model.get(), &client, batches->get(), options);
+  absl::StatusOr<int64_t> step = trainer.Run();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 10);
+  EXPECT_EQ(rewound_to, (std::vector<int64_t>{3}));
+  EXPECT_EQ(client.pushed_, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 TEST(TrainerTest, EvalLineHasEstimatorFormat) {
