@@ -238,19 +238,31 @@ def analyse(trial, code, hung, baseline):
     if not os.path.exists(marker):
         problems.append("no COMPLETED marker")
     # Every rollback restores the newest checkpoint committed before it.
+    # (A restarted chief that finds a ps without parameters restores the
+    # newest checkpoint itself: "Restoring parameters from ...".)
     steps_lost = 0
     committed = 0
+    highest = 0
     for line in text.splitlines():
+        m = re.search(r"\bstep = (\d+),", line)
+        if m:
+            highest = max(highest, int(m.group(1)))
         m = re.search(r"Saving checkpoints for (\d+) into", line)
         if m:
             committed = max(committed, int(m.group(1)))
         m = re.search(r"rolled back from global step (\d+) to (\d+)", line)
+        restored = re.search(r"Restoring parameters from \S+: global step (\d+)", line)
         if m:
             high, to = int(m.group(1)), int(m.group(2))
-            steps_lost += max(0, high - to)
-            if to < committed:
-                problems.append("rolled back to %d, behind checkpoint %d" % (to, committed))
-            committed = to
+        elif restored:
+            high, to = highest, int(restored.group(1))
+        else:
+            continue
+        steps_lost += max(0, high - to)
+        if to < committed:
+            problems.append("went back to step %d, behind checkpoint %d" % (to, committed))
+        committed = to
+        highest = to
     evals = re.findall(r"Saving dict for global step (\d+): accuracy = ([0-9.]+)", text)
     accuracy = None
     if not evals:
