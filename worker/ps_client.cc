@@ -68,10 +68,9 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
     int64_t bytes = 0;
     const absl::Time give_up = absl::Now() + options_.consistent_pull_wait;
     while (true) {
-      PSTRAIN_ASSIGN_OR_RETURN(int64_t pulled,
-                               connections_.PullChunks(options_.layout, params_.data(),
-                                                       state_.data(), &steps, &job_done,
-                                                       &generations));
+      PSTRAIN_ASSIGN_OR_RETURN(
+          int64_t pulled, connections_.PullChunks(options_.layout, params_.data(), state_.data(),
+                                                  &steps, &job_done, &generations));
       bytes += pulled;
       const bool apart = std::adjacent_find(generations.begin(), generations.end(),
                                             std::not_equal_to<>()) != generations.end();
@@ -305,9 +304,13 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
         +[](int* pending) { return *pending == 0; }, &pending_));
     grads_ = nullptr;
     if (!error_.ok()) return error_;
-    outcome.global_step = chunk_steps_[0];
+    // After a rollback, the chunks that answered are of the old run: claim no
+    // more than the lowest step (the aborted chunks' is the one pushed), and
+    // not the end of the job.
+    outcome.global_step = rolled_back_ ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
+                                       : chunk_steps_[0];
     outcome.stale = stale_ || rolled_back_;
-    outcome.job_done = job_done_;
+    outcome.job_done = job_done_ && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.
     have_fresh_ = !rolled_back_;
     if (rolled_back_) {
