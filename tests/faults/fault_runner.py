@@ -177,8 +177,9 @@ def inject(trial, mode, task, phase, rng, train_secs):
         time.sleep(rng.uniform(0, 0.6 * train_secs))
     elif phase == "save":
         trial.args.fast_poll = True
-        # The first save is at step 20; skip a random number of them.
-        skip = rng.randrange(0, 4)
+        # Saves every 20 steps, the last one before the end; skip a random
+        # number of them.
+        skip = rng.randrange(0, max(1, trial.args.train_steps // 20 - 1))
         for _ in range(skip + 1):
             seen = trial.wait_for(lambda: saving_now(trial.job_dir), 120)
             if not seen:
@@ -277,17 +278,25 @@ def analyse(trial, code, hung, baseline):
 
 
 def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_secs):
-    trial = Trial(args, work, name, ports)
-    trial.start()
-    done = None
-    if mode is not None:
-        done = inject(trial, mode, task, phase, rng, train_secs)
-    code, hung = trial.finish(args.trial_timeout)
-    ok, problems, lost, accuracy = analyse(trial, code, hung, baseline)
-    if mode is not None and done is None:
-        problems.append("the phase never came (nothing injected)")
-        ok = False
-    return trial, ok, problems, lost, accuracy, done
+    # A trial whose fault was not injected (the runner missed a save's short
+    # window, or the task had exited) tests nothing: it is run again, up to
+    # three times, and fails after that.
+    for attempt in range(3):
+        trial = Trial(args, work, name if attempt == 0 else "%s-again%d" % (name, attempt), ports)
+        trial.start()
+        done = None
+        if mode is not None:
+            done = inject(trial, mode, task, phase, rng, train_secs)
+        code, hung = trial.finish(args.trial_timeout)
+        ok, problems, lost, accuracy = analyse(trial, code, hung, baseline)
+        if mode is None or done is not None:
+            return trial, ok, problems, lost, accuracy, done
+        print("%-34s nothing injected (the phase did not come); running it again" % name,
+              flush=True)
+        if ok and not args.keep:
+            shutil.rmtree(trial.dir, ignore_errors=True)
+    problems.append("the phase never came in 3 attempts (nothing injected)")
+    return trial, False, problems, lost, accuracy, done
 
 
 def parse_plan(text):
