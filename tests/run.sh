@@ -36,6 +36,6 @@ cmake -S "$root" -B "$root/build-tsan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN
   -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1"
 cmake --build "$root/build-tsan" -j"$jobs" --target tsan-tests
 phase "Tests (TSan: any report fails the test)"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$root/tests/tsan/suppressions.txt"
 (cd "$root/build-tsan" && ctest --output-on-failure -j"$jobs" -L tsan --timeout 900)
 phase "done"
