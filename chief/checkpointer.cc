@@ -94,9 +94,9 @@ absl::StatusOr<int64_t> Checkpointer::RestoreOrInitialize() {
   }
   if (all) {
     // A restarted chief joins the job the ps are still running.
-    LOG(INFO) << "parameter servers already initialized at global step " << statuses[0].global_step
+    LOG(INFO) << "parameter servers already initialized at global step " << LowestStep(statuses)
               << "; continuing";
-    return statuses[0].global_step;
+    return LowestStep(statuses);
   }
   if (any) LOG(WARNING) << "some ps were initialized and some not; restoring all";
   return RestoreNewest();

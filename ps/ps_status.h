@@ -31,6 +31,14 @@ struct PsStatus {
   int64_t examples = 0;
 };
 
+// The lowest step among the tasks (each reports its lowest chunk step): where
+// a replica that starts now reads its batches from.
+inline int64_t LowestStep(const std::vector<PsStatus>& statuses) {
+  int64_t lowest = statuses.empty() ? 0 : statuses[0].global_step;
+  for (const PsStatus& s : statuses) lowest = lowest < s.global_step ? lowest : s.global_step;
+  return lowest;
+}
+
 // What one ps task's Save wrote: its checkpoint shard file, for the index.
 struct ShardSaved {
   std::string file;   // the file's name, without directory

@@ -120,7 +120,7 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchIterator> batches,
-      StartReplicaBatches(&train, *model, spec, statuses.ok() ? (*statuses)[0].global_step : 0));
+      StartReplicaBatches(&train, *model, spec, statuses.ok() ? LowestStep(*statuses) : 0));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            NewPsClient(job, layout, spec.replica, absl::Seconds(60)));
   TrainerOptions options = ReplicaTrainerOptions(spec);

@@ -98,13 +98,19 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   ParameterView view;
   view.params = params_.data();
   view.state = state_.data();
-  view.global_step = chunk_steps_[0];
+  // Sync: the lowest chunk step. Chunks apart in one generation (a replica
+  // restarted after pushing some chunks of a step and not others) are
+  // brought together by pushing every chunk at the lowest: the chunks
+  // already past it answer stale, the one behind completes its step.
+  view.global_step =
+      options_.sync ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end()) : chunk_steps_[0];
   view.job_done = job_done_;
   return view;
 }
 
-void PsClient::StartPush(int64_t, const float* grads, const float* batch_stats) {
+void PsClient::StartPush(int64_t step, const float* grads, const float* batch_stats) {
   absl::MutexLock lock(&mu_);
+  push_step_ = step;
   CHECK_EQ(pending_, 0) << "StartPush while a push is in flight";
   grads_ = grads;
   batch_stats_ = batch_stats;
@@ -179,7 +185,7 @@ void PsClient::SendChunk(int c) {
     absl::MutexLock lock(&mu_);
     grads = grads_;
     stats = batch_stats_;
-    step = chunk_steps_[c];
+    step = options_.sync ? push_step_ : chunk_steps_[c];
     r.set_generation(chunk_generations_[c]);
     // Progress rides on chunk 0's push (once: a retry does not repeat it).
     r.set_loss_sum(c == 0 ? loss_sum_ : 0);
@@ -307,8 +313,9 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     // After a rollback, the chunks that answered are of the old run: claim no
     // more than the lowest step (the aborted chunks' is the one pushed), and
     // not the end of the job.
-    outcome.global_step = rolled_back_ ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
-                                       : chunk_steps_[0];
+    outcome.global_step = rolled_back_ || options_.sync
+                              ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
+                              : chunk_steps_[0];
     outcome.stale = stale_ || rolled_back_;
     outcome.job_done = job_done_ && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.

@@ -106,6 +106,7 @@ class PsClient : public ParameterClient {
   int pending_ ABSL_GUARDED_BY(mu_) = 0;  // Chunk calls not yet finished.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
+  int64_t push_step_ ABSL_GUARDED_BY(mu_) = 0;             // the step of the push in flight (sync)
   // Each chunk's generation, as its last answer gave it; pushes carry it.
   std::vector<int64_t> chunk_generations_ ABSL_GUARDED_BY(mu_);
   bool job_done_ ABSL_GUARDED_BY(mu_) = false;
