@@ -3,8 +3,8 @@
 // is a sequence of calls, [method byte][length: 2 bytes][request bytes],
 // sent as raw bytes, so malformed protobufs, wrong lengths, chunk ids,
 // replicas, steps, dtypes and paths all reach the handlers. The ps must
-// answer every call and keep serving; a Status call after the input must
-// succeed.
+// answer every call and keep serving; a Status call after the input (and
+// after any UNAVAILABLE answer) must succeed.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -75,9 +75,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string request(reinterpret_cast<const char*>(data) + at + 3, length);
     at += 3 + length;
     const grpc::Status s = harness->Call(method, request);
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      std::abort();  // the ps stopped answering
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) std::abort();  // a hung handler
+    // Pulls and pushes before an Initialize are answered UNAVAILABLE (retry
+    // later); the same code from the transport means the ps went away.
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && !harness->Call("Status", "").ok()) {
+      std::abort();
     }
   }
   if (!harness->Call("Status", "").ok()) std::abort();

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>

@@ -30,7 +30,8 @@ absl::Status GradientView(const std::string& bytes, Dtype dtype, std::vector<flo
   }
   const int64_t n = static_cast<int64_t>(bytes.size() / sizeof(uint16_t));
   std::vector<uint16_t> packed(n);
-  std::memcpy(packed.data(), bytes.data(), bytes.size());
+  // An empty vector's data() may be null, which memcpy must never get.
+  if (n > 0) std::memcpy(packed.data(), bytes.data(), bytes.size());
   scratch->resize(n);
   Bf16ToFloats(packed.data(), n, scratch->data());
   *out = absl::Span<const float>(scratch->data(), n);
@@ -239,9 +240,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerCo
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
-    absl::StatusOr<int64_t> step =
-        task_->Restore(request->model(), request->num_params(), request->index_path(),
-                       request->generation());
+    absl::StatusOr<int64_t> step = task_->Restore(request->model(), request->num_params(),
+                                                  request->index_path(), request->generation());
     if (step.ok()) response->set_global_step(*step);
     reactor->Finish(ToGrpcStatus(step.status()));
   });

@@ -156,17 +156,18 @@ void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
   }
   // The progress counts once the shard took the push (a refused one trained
   // nothing the job keeps).
-  (*shard)->Push(replica, step, grads, batch_stats,
-                 [this, progress, done = std::move(done)](absl::Status s, PushResult r) {
-                   if (s.ok() && (progress.loss_batches > 0 || progress.examples > 0)) {
-                     absl::MutexLock lock(&mu_);
-                     loss_sum_ += progress.loss_sum;
-                     loss_batches_ += progress.loss_batches;
-                     examples_ += progress.examples;
-                   }
-                   done(s, r);
-                 },
-                 generation);
+  (*shard)->Push(
+      replica, step, grads, batch_stats,
+      [this, progress, done = std::move(done)](absl::Status s, PushResult r) {
+        if (s.ok() && (progress.loss_batches > 0 || progress.examples > 0)) {
+          absl::MutexLock lock(&mu_);
+          loss_sum_ += progress.loss_sum;
+          loss_batches_ += progress.loss_batches;
+          examples_ += progress.examples;
+        }
+        done(s, r);
+      },
+      generation);
 }
 
 void PsTask::NoteDone(int replica, bool job_done) {

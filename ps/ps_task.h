@@ -57,9 +57,9 @@ class PsTask {
   // Hands replica `replica`'s gradients for chunk `chunk` to its shard;
   // `done` as ParameterShard::Push. The task notes whether the replica
   // learned that the job is done.
-  void Push(int chunk, int replica, int64_t step, int64_t generation,
-            absl::Span<const float> grads, absl::Span<const float> batch_stats,
-            const Progress& progress, ParameterShard::PushCallback done);
+  void Push(int chunk, int replica, int64_t step, int64_t generation, absl::Span<const float> grads,
+            absl::Span<const float> batch_stats, const Progress& progress,
+            ParameterShard::PushCallback done);
   // Notes that `replica` was answered with `job_done` (after a Push or a
   // PushPull's read), so the task can exit once every replica knows.
   void NoteDone(int replica, bool job_done);

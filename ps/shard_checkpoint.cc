@@ -115,9 +115,9 @@ absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
   }
   for (size_t i = 0; i < shards.size(); ++i) {
     std::vector<absl::Span<const float>> slots(loaded[i].slots.begin(), loaded[i].slots.end());
-    PSTRAIN_RETURN_IF_ERROR(shards[i]->Initialize(
-        loaded[i].params, loaded[i].state, index.global_step(), slots, loaded[i].optimizer_step,
-        generation));
+    PSTRAIN_RETURN_IF_ERROR(shards[i]->Initialize(loaded[i].params, loaded[i].state,
+                                                  index.global_step(), slots,
+                                                  loaded[i].optimizer_step, generation));
   }
   return index.global_step();
 }

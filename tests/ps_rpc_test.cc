@@ -186,7 +186,7 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   good.set_batch_stats(Floats({1}));
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<PushRequest> bad(12, good);
+  std::vector<PushRequest> bad(14, good);
   bad[0].set_gradients(Floats({1, 1, 1}));                     // short
   bad[1].set_gradients(Floats(std::vector<float>(50, 1.0f)));  // long
   bad[2].set_gradients(std::string(19, 'x'));                  // not whole floats
@@ -199,6 +199,10 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   bad[9].set_examples(-20);               // negative counts
   bad[10].set_loss_batches(-1);
   bad[11].set_loss_sum(nan);
+  bad[12].set_dtype(BFLOAT16);  // no bfloat16 values at all (a fuzzer find)
+  bad[12].clear_gradients();
+  bad[13].set_dtype(BFLOAT16);  // an odd number of bytes
+  bad[13].set_gradients(std::string(9, 'x'));
   const std::vector<std::string> said = {"",
                                          "",
                                          "",
@@ -210,7 +214,9 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
                                          "1 non-finite",
                                          "examples = -20",
                                          "loss_batches = -1",
-                                         "loss_sum = nan"};
+                                         "loss_sum = nan",
+                                         "",
+                                         "not a whole number"};
   for (size_t i = 0; i < bad.size(); ++i) {
     PushPullResponse response;
     grpc::Status s = Call(bad[i], &response);
