@@ -13,7 +13,8 @@ task:
         continues)
 
 Phases: training (a random moment after step 20), save (while a checkpoint's
-files are being written: the job dir is watched for temp files) and shutdown
+files are being written: the runner learns of a checkpoint's temp file through
+inotify the moment it is created, the task's pid already in hand) and shutdown
 (0-2 s after the last step: the replicas finishing, the chief's final
 evaluation and checkpoint, COMPLETED, the ps told to stop, processes exiting;
 a task that has already exited by then is replaced by one that has not).
@@ -30,9 +31,11 @@ the undisturbed run). Exit status 0 iff every trial recovered.
 """
 
 import argparse
+import ctypes
 import os
 import random
 import re
+import select
 import shutil
 import signal
 import socket
@@ -145,8 +148,7 @@ class Trial:
                 return True
             if self.launcher.poll() is not None:
                 return False
-            # A save's temp files live a few milliseconds on a fast disk.
-            time.sleep(0.0002 if self.args.fast_poll else 0.05)
+            time.sleep(0.05)
         return False
 
     def finish(self, timeout):
@@ -162,11 +164,68 @@ class Trial:
         return code, hung
 
 
-def saving_now(job_dir):
-    try:
-        return any(".tmp." in name for name in os.listdir(job_dir))
-    except OSError:
+CHECKPOINT_TEMP = re.compile(r"^model\.ckpt-(\d+)\..*\.tmp\.")
+
+
+class CreatedFiles:
+    """Names of files created in a directory, as they are created (inotify).
+
+    A checkpoint's temp files live a few milliseconds on a fast disk: polling
+    the directory misses most of them, inotify does not."""
+
+    IN_CREATE = 0x100
+    EVENT = 16  # struct inotify_event without its name: wd, mask, cookie, len
+
+    def __init__(self, path):
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        if libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_CREATE) < 0:
+            errno = ctypes.get_errno()
+            os.close(self.fd)
+            raise OSError(errno, "inotify_add_watch " + path)
+        self.pending = []
+
+    def next(self, timeout):
+        """The next name created, or None after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                return None
+            data = os.read(self.fd, 65536)
+            at = 0
+            while at + self.EVENT <= len(data):
+                length = int.from_bytes(data[at + 12:at + 16], "little")
+                name = data[at + self.EVENT:at + self.EVENT + length].rstrip(b"\0")
+                self.pending.append(os.fsdecode(name))
+                at += self.EVENT + length
+        return self.pending.pop(0)
+
+    def close(self):
+        os.close(self.fd)
+
+
+def wait_for_save(trial, skip):
+    """Waits until the (skip+1)-th checkpoint starts being written: True then,
+    False if it did not come."""
+    if not trial.wait_for(lambda: os.path.isdir(trial.job_dir), 60):
         return False
+    created = CreatedFiles(trial.job_dir)
+    try:
+        steps_seen = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and trial.launcher.poll() is None:
+            name = created.next(0.5)
+            match = CHECKPOINT_TEMP.match(name or "")
+            if match:
+                steps_seen.add(match.group(1))
+                if len(steps_seen) > skip:
+                    return True
+        return False
+    finally:
+        created.close()
 
 
 def inject(trial, mode, task, phase, rng, train_secs):
@@ -178,19 +237,16 @@ def inject(trial, mode, task, phase, rng, train_secs):
         steps = trial.args.train_steps
         time.sleep(rng.uniform(0, 0.8 * train_secs * (steps - 20) / steps))
     elif phase == "save":
-        trial.args.fast_poll = True
         # Saves every 20 steps, the last one before the end; skip a random
-        # number of them.
+        # number of them. The pid is looked up first: scanning /proc takes
+        # longer than a save.
         skip = rng.randrange(0, max(1, trial.args.train_steps // 20 - 1))
-        for _ in range(skip + 1):
-            seen = trial.wait_for(lambda: saving_now(trial.job_dir), 120)
-            if not seen:
-                break
-            if _ < skip:
-                trial.wait_for(lambda: not saving_now(trial.job_dir), 10)
-        trial.args.fast_poll = False
-        if not seen:
+        if not trial.wait_for(lambda: task_pid(trial.dir, task) is not None, 60):
             return None
+        pid = task_pid(trial.dir, task)
+        if not wait_for_save(trial, skip):
+            return None
+        return disturb(mode, task, pid, rng)
     else:
         # The last step is done: the replicas finish, the chief evaluates,
         # saves the final checkpoint, writes COMPLETED and stops the ps.
@@ -207,11 +263,18 @@ def inject(trial, mode, task, phase, rng, train_secs):
             pid = task_pid(trial.dir, task)
     if pid is None:
         return None
+    return disturb(mode, task, pid, rng)
+
+
+def disturb(mode, task, pid, rng):
+    """SIGKILLs or SIGSTOPs (then SIGCONTs) `pid`; returns what was done."""
+    try:
+        os.kill(pid, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
+    except ProcessLookupError:
+        return None  # it exited just now
     if mode == "kill":
-        os.kill(pid, signal.SIGKILL)
         return "SIGKILL %s (pid %d)" % (task, pid)
     pause = rng.uniform(1, 8)
-    os.kill(pid, signal.SIGSTOP)
     time.sleep(pause)
     try:
         os.kill(pid, signal.SIGCONT)
@@ -325,7 +388,6 @@ def main():
     parser.add_argument("--trial_timeout", type=float, default=300)
     parser.add_argument("--keep", action="store_true", help="keep every trial's dir")
     args = parser.parse_args()
-    args.fast_poll = False
     args.bin = os.path.abspath(args.bin)
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="pstrain_faults_")
