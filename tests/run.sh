@@ -19,10 +19,12 @@ phase "Tests (Release)"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
 
 phase "AddressSanitizer + UBSan build (clang, libFuzzer coverage)"
-# -O1 keeps the sanitized tests quick; assertions stay on.
+# -O0 builds in a half to a fifth of -O1's time under the sanitizers; the
+# numeric libraries keep -O1 so the tests that train stay quick. Assertions stay on.
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O0"
+  -DPSTRAIN_NUMERIC_OPTIONS=-O1 -DPSTRAIN_INTEGRATION_TESTS=OFF)
 cmake -S "$root" -B "$root/build-asan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_SANITIZE=ON \
-  -DPSTRAIN_FUZZ=ON -DPSTRAIN_INTEGRATION_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1"
+  -DPSTRAIN_FUZZ=ON "${sanitizer_flags[@]}"
 cmake --build "$root/build-asan" -j"$jobs" --target unit-tests
 phase "Unit tests (ASan + UBSan)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
@@ -32,8 +34,7 @@ phase "Fuzzers (ASan + UBSan, each from its seeds for a bounded time)"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300)
 phase "ThreadSanitizer build (clang): the ps, client, chief, trainer and launcher tests"
 cmake -S "$root" -B "$root/build-tsan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_TSAN=ON \
-  -DPSTRAIN_INTEGRATION_TESTS=OFF -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-gline-tables-only -O1"
+  "${sanitizer_flags[@]}"
 cmake --build "$root/build-tsan" -j"$jobs" --target tsan-tests
 phase "Tests (TSan: any report fails the test)"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$root/tests/tsan/suppressions.txt"
