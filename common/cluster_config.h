@@ -69,11 +69,14 @@ struct TaskSpec {
 absl::StatusOr<std::string> CanonicalJobName(std::string_view job_name);
 
 // How the parameter servers apply gradients (see DESIGN.md, "Update modes").
-enum class UpdateMode { kAsync, kSync };
+// kSsp: stale synchronous parallel (bounded staleness): async updates, but
+// a replica waits (in its push) while it is more than `staleness` steps
+// ahead of the slowest live replica.
+enum class UpdateMode { kAsync, kSync, kSsp };
 
-// "async" or "sync"; InvalidArgument otherwise.
+// "async", "sync" or "ssp"; InvalidArgument otherwise.
 absl::StatusOr<UpdateMode> ParseUpdateMode(std::string_view name);
-// "async" or "sync".
+// "async", "sync" or "ssp".
 std::string_view UpdateModeName(UpdateMode mode);
 
 // The training section. Every field has a key of the same name in the YAML
@@ -90,6 +93,9 @@ struct TrainingSpec {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   std::string job_dir;  // checkpoints, events, export; required
   UpdateMode update = UpdateMode::kAsync;
+  // ssp: how many steps a replica may run ahead of the slowest live one
+  // (0: lockstep; replicas silent for sync_timeout are not waited for).
+  int staleness = 3;
   int replicas_to_aggregate = 0;  // sync: R; 0 means "every training replica"
   int total_replicas = 0;         // sync: N; 0 means "every training replica"
   bool chief_trains = true;       // the chief is also a training replica
@@ -138,6 +144,15 @@ struct TrainingSpec {
   // Encoding of gradients and pulled parameters on the wire: float32, or bf16
   // (half the bytes; the ps keep float32 masters and optimizer state).
   std::string wire_format = "float32";
+  // Gradient compression on the wire: "none", or "topk": each chunk sends
+  // only its compression_ratio largest gradients (by magnitude) as index and
+  // float32 value; what is not sent is kept by the replica and added to its
+  // next gradients (error feedback), so nothing is lost, only delayed.
+  std::string compression = "none";
+  double compression_ratio = 0.01;
+  // Profiling: "A:B" makes every task write a Chrome trace of global steps
+  // A..B to <job_dir>/plugins/profile/steps_A_B/ (see common/cluster_trace.h).
+  std::string trace_steps;
   // Wire security (README "Security"): mutual TLS with the job's certificates
   // in tls_dir (ca.crt, and <job>-<index>.crt/.key for each task, as
   // pstrain-certs makes them) and the shared job token in token_file, which

@@ -545,11 +545,33 @@ TEST(ValidateJobConfigTest, WireFormatIsFloat32OrBf16) {
   ExpectInvalid(ValidateJobConfig(*config), {"training.wire_format = \"fp8\""});
 }
 
+TEST(ValidateJobConfigTest, SspCompressionAndTraceSettings) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "cluster:\n  chief: [\"h:1\"]\n  ps: [\"h:2\"]\ntraining:\n  job_dir: /j\n"
+      "  train_steps: 5\n  update: ssp\n  staleness: 0\n  compression: topk\n"
+      "  compression_ratio: 0.05\n  trace_steps: \"2:4\"\n",
+      "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
+  EXPECT_EQ(config->training.update, UpdateMode::kSsp);
+  EXPECT_EQ(config->training.trace_steps, "2:4");
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"staleness", "-1"},        {"compression", "gzip"}, {"compression_ratio", "0"},
+      {"compression_ratio", "2"}, {"trace_steps", "4:2"},  {"trace_steps", "10"}};
+  for (const auto& [key, value] : bad) {
+    JobConfig copy = *config;
+    ASSERT_TRUE(SetTrainingField(&copy.training, key, value).ok()) << key;
+    ExpectInvalid(ValidateJobConfig(copy), {"training." + key});
+  }
+}
+
 TEST(UpdateModeTest, ParseAndName) {
   EXPECT_EQ(*ParseUpdateMode("async"), UpdateMode::kAsync);
   EXPECT_EQ(*ParseUpdateMode("sync"), UpdateMode::kSync);
   EXPECT_EQ(UpdateModeName(UpdateMode::kAsync), "async");
   EXPECT_EQ(UpdateModeName(UpdateMode::kSync), "sync");
+  EXPECT_EQ(*ParseUpdateMode("ssp"), UpdateMode::kSsp);
+  EXPECT_EQ(UpdateModeName(UpdateMode::kSsp), "ssp");
   ExpectInvalid(ParseUpdateMode("bsp").status(), {"\"bsp\" is not an update mode"});
 }
 

@@ -7,6 +7,7 @@
 #include "common/cluster_config.h"
 #include "common/config_yaml_util.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
 #include "common/training_fields.h"
 
 // What makes a job config runnable, and the task counts derived from it.
@@ -188,6 +189,22 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
   if (t.wire_format != "float32" && t.wire_format != "bf16") {
     return Invalid(
         absl::StrCat("training.wire_format = \"", t.wire_format, "\": use float32 or bf16"));
+  }
+  if (t.compression != "none" && t.compression != "topk") {
+    return Invalid(
+        absl::StrCat("training.compression = \"", t.compression,
+                     "\": use none, or topk (the largest gradients, with error feedback)"));
+  }
+  if (!(t.compression_ratio > 0 && t.compression_ratio <= 1)) {
+    return Invalid(absl::StrCat("training.compression_ratio = ", FormatScalar(t.compression_ratio),
+                                " must be in (0, 1]: the fraction of each chunk's gradients sent"));
+  }
+  if (t.staleness < 0) {
+    return Invalid(absl::StrCat("training.staleness = ", t.staleness,
+                                " must be 0 or more: the steps a replica may run ahead (ssp)"));
+  }
+  if (absl::Status s = ParseTraceSteps(t.trace_steps).status(); !s.ok()) {
+    return Invalid(absl::StrCat("training.trace_steps: ", s.message()));
   }
   return absl::OkStatus();
 }

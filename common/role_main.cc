@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/cluster_trace.h"
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
@@ -50,13 +51,26 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
     return 2;
   }
   role->job.wire = *std::move(wire);
+  absl::StatusOr<std::unique_ptr<TaskTrace>> trace =
+      TaskTrace::Create(env, role->job.training, role->task);
+  if (!trace.ok()) {
+    LOG(ERROR) << trace.status().message();
+    return 2;
+  }
   RoleContext context;
   context.env = env;
+  if (*trace != nullptr) {
+    context.trace = (*trace)->recorder();
+    context.trace->NameThread("main");
+  }
   // SIGTERM (a preemption notice) and SIGINT stop the role in order.
   context.termination = ProcessTerminationNotice();
   tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism,
                                   ComputeThreads(role->job.training.threads));
   absl::Status status = run(*role, context);
+  // The chief waits a little for the other tasks' traces (they write theirs
+  // as they end) to merge them.
+  if (*trace != nullptr) (*trace)->Finish(role->job.cluster, absl::Seconds(15));
   if (absl::IsUnavailable(status)) {
     LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status << " (exit "
                << kExitRestartable << ": starting the task again may resume the job)";

@@ -59,15 +59,40 @@ void TraceRecorder::SetStep(int64_t step) {
 void TraceRecorder::Complete(std::string_view category, std::string_view name, int64_t begin_us,
                              int64_t end_us, int64_t step) {
   if (!active()) return;
-  if (step < 0) step = step_.load(std::memory_order_relaxed);
   const int tid = ThreadId();
   absl::MutexLock lock(&mu_);
+  AddLocked(category, name, begin_us, end_us, step, tid);
+}
+
+void TraceRecorder::CompleteOnTrack(std::string_view track, std::string_view category,
+                                    std::string_view name, int64_t begin_us, int64_t end_us,
+                                    int64_t step) {
+  if (!active()) return;
+  absl::MutexLock lock(&mu_);
+  auto it = tracks_.find(track);
+  if (it == tracks_.end()) {
+    // Track ids stay clear of thread ids (at most 2^22 on Linux).
+    const int tid = (1 << 24) + static_cast<int>(tracks_.size());
+    it = tracks_.emplace(std::string(track), tid).first;
+    thread_names_[tid] = std::string(track);
+  }
+  AddLocked(category, name, begin_us, end_us, step, it->second);
+}
+
+void TraceRecorder::AddLocked(std::string_view category, std::string_view name, int64_t begin_us,
+                              int64_t end_us, int64_t step, int tid) {
+  if (step < 0) step = step_.load(std::memory_order_relaxed);
   if (events_.size() >= max_events_) {
     ++dropped_;
     return;
   }
   events_.push_back(Event{std::string(category), std::string(name), begin_us,
                           std::max<int64_t>(0, end_us - begin_us), step, tid});
+}
+
+void TraceRecorder::SetOtherData(std::string_view key, std::vector<int64_t> values) {
+  absl::MutexLock lock(&mu_);
+  other_data_[std::string(key)] = std::move(values);
 }
 
 void TraceRecorder::NameThread(std::string_view name) {
@@ -104,9 +129,11 @@ std::string TraceRecorder::ToJson() const {
                       {"tid", e.tid},
                       {"args", {{"step", e.step}}}});
   }
+  Json other = {{"process", process_name_}, {"dropped_events", dropped_}};
+  for (const auto& [key, values] : other_data_) other[key] = values;
   Json trace = {{"displayTimeUnit", "ms"},
                 {"traceEvents", std::move(events)},
-                {"otherData", {{"process", process_name_}, {"dropped_events", dropped_}}}};
+                {"otherData", std::move(other)}};
   return trace.dump();
 }
 

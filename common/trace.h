@@ -57,8 +57,16 @@ class TraceRecorder {
   // the current step.
   void Complete(std::string_view category, std::string_view name, int64_t begin_us, int64_t end_us,
                 int64_t step = -1);
+  // The same on a named track instead of the calling thread: for work that
+  // is no thread's, such as an RPC in flight ("chunk 3 rpc"). Tracks are
+  // created on first use and shown as threads.
+  void CompleteOnTrack(std::string_view track, std::string_view category, std::string_view name,
+                       int64_t begin_us, int64_t end_us, int64_t step = -1);
   // Names the calling thread in the trace ("compute", "sender", ...).
   void NameThread(std::string_view name);
+  // A number kept in the trace's "otherData" (e.g. measured clock offsets),
+  // written even when no event was recorded.
+  void SetOtherData(std::string_view key, std::vector<int64_t> values);
 
   size_t size() const;
   int64_t dropped() const;
@@ -78,6 +86,8 @@ class TraceRecorder {
     int64_t step;
     int tid;
   };
+  void AddLocked(std::string_view category, std::string_view name, int64_t begin_us, int64_t end_us,
+                 int64_t step, int tid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string process_name_;
   const TraceSteps steps_;
@@ -88,6 +98,8 @@ class TraceRecorder {
   mutable absl::Mutex mu_;
   std::vector<Event> events_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> thread_names_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int, std::less<>> tracks_ ABSL_GUARDED_BY(mu_);  // name -> tid
+  std::map<std::string, std::vector<int64_t>> other_data_ ABSL_GUARDED_BY(mu_);
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -25,6 +25,7 @@ const Field kFields[] = {
     {"data_dir", &TrainingSpec::data_dir},
     {"job_dir", &TrainingSpec::job_dir},
     {"update", &TrainingSpec::update},
+    {"staleness", &TrainingSpec::staleness},
     {"replicas_to_aggregate", &TrainingSpec::replicas_to_aggregate},
     {"total_replicas", &TrainingSpec::total_replicas},
     {"chief_trains", &TrainingSpec::chief_trains},
@@ -54,6 +55,9 @@ const Field kFields[] = {
     {"flush_secs", &TrainingSpec::flush_secs},
     {"threads", &TrainingSpec::threads},
     {"wire_format", &TrainingSpec::wire_format},
+    {"compression", &TrainingSpec::compression},
+    {"compression_ratio", &TrainingSpec::compression_ratio},
+    {"trace_steps", &TrainingSpec::trace_steps},
     {"tls_dir", &TrainingSpec::tls_dir},
     {"token_file", &TrainingSpec::token_file},
     {"insecure", &TrainingSpec::insecure},
@@ -105,7 +109,7 @@ const char* Description(const int64_t*) { return "an integer"; }
 const char* Description(const uint64_t*) { return "a non-negative integer"; }
 const char* Description(const double*) { return "a finite number"; }
 const char* Description(const bool*) { return "true or false"; }
-const char* Description(const UpdateMode*) { return "an update mode (async or sync)"; }
+const char* Description(const UpdateMode*) { return "an update mode (async, sync or ssp)"; }
 const char* Description(const std::string*) { return "a string"; }
 
 std::string FormatScalar(const std::string& v) { return v; }
@@ -166,8 +170,9 @@ using config_internal::UnknownTrainingKey;
 absl::StatusOr<UpdateMode> ParseUpdateMode(std::string_view name) {
   if (name == "async") return UpdateMode::kAsync;
   if (name == "sync") return UpdateMode::kSync;
+  if (name == "ssp") return UpdateMode::kSsp;
   return absl::InvalidArgumentError(
-      absl::StrCat(Quoted(name), " is not an update mode; use async or sync"));
+      absl::StrCat(Quoted(name), " is not an update mode; use async, sync or ssp"));
 }
 
 std::string_view UpdateModeName(UpdateMode mode) {
@@ -176,6 +181,8 @@ std::string_view UpdateModeName(UpdateMode mode) {
       return "async";
     case UpdateMode::kSync:
       return "sync";
+    case UpdateMode::kSsp:
+      return "ssp";
   }
   return "unknown";
 }

@@ -69,7 +69,7 @@ TEST(SetTrainingFieldTest, BadValuesNameTheKeyAndLeaveTheSpecAlone) {
       {"learning_rate", "inf", "training.learning_rate: \"inf\" is not a finite number"},
       {"momentum", "nan", "training.momentum: \"nan\" is not a finite number"},
       {"nesterov", "maybe", "training.nesterov: \"maybe\" is not true or false"},
-      {"update", "ssp", "training.update: \"ssp\" is not an update mode (async or sync)"},
+      {"update", "bsp", "training.update: \"bsp\" is not an update mode (async, sync or ssp)"},
       {"update", "SYNC", "training.update: \"SYNC\" is not an update mode"},
       {"threads", "two", "training.threads: \"two\" is not an integer"},
   };
@@ -114,7 +114,7 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 40u);
+  ASSERT_EQ(names.size(), 44u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
 }

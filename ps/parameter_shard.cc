@@ -54,6 +54,10 @@ ParameterShard::ParameterShard(const ShardOptions& options, std::unique_ptr<Opti
     stats_sum_.assign(state_.size(), 0.0f);
     for (int r = 0; r < options_.total_replicas; ++r) live_.insert(r);
     timer_ = std::thread([this] { TimerLoop(); });
+  } else if (options_.staleness >= 0) {
+    ssp_ = std::make_unique<StalenessBound>(options_.total_replicas, options_.staleness,
+                                            options_.sync_timeout);
+    timer_ = std::thread([this] { TimerLoop(); });
   }
 }
 
@@ -64,6 +68,8 @@ ParameterShard::~ParameterShard() {
     destroying_ = true;
     pending = std::move(waiting_);
     waiting_.clear();
+    for (SspWaiter& w : ssp_waiting_) pending.push_back(std::move(w.done));
+    ssp_waiting_.clear();
   }
   if (timer_.joinable()) timer_.join();
   for (auto& cb : pending) cb(absl::CancelledError("the parameter server is stopping"), {});
@@ -135,6 +141,9 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);
   abandoned = std::move(waiting_);
   waiting_.clear();
+  for (SspWaiter& w : ssp_waiting_) abandoned.push_back(std::move(w.done));
+  ssp_waiting_.clear();
+  if (ssp_ != nullptr) ssp_->Reset();
   return absl::OkStatus();
 }
 
@@ -176,11 +185,13 @@ int ParameterShard::RequiredLocked() const {
 }
 
 void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
+  ScopedTraceEvent event(options_.trace, "ps", "apply");
   optimizer_->Apply(step_, grads, params_.data());
   const float d = options_.state_decay;
   for (size_t i = 0; i < state_.size(); ++i) state_[i] = d * state_[i] + (1.0f - d) * stats[i];
   ++applied_;
   ++step_;
+  if (options_.trace != nullptr) options_.trace->SetStep(step_);
   if (snapshot_wanted_ && step_ >= snapshot_at_) {
     snapshot_ = CopyLocked();
     snapshot_wanted_ = false;
@@ -189,6 +200,7 @@ void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
 }
 
 ShardSnapshot ParameterShard::CopyLocked() const {
+  ScopedTraceEvent event(options_.trace, "checkpoint", "copy chunk for checkpoint");
   const absl::Time start = absl::Now();
   ShardSnapshot s;
   s.step = step_;
@@ -251,8 +263,13 @@ void ParameterShard::ReplicaLeft(int replica) {
   PushResult result;
   {
     absl::MutexLock lock(&mu_);
-    if (!options_.sync || !live_.erase(replica)) return;
-    if (!contributors_.empty() && static_cast<int>(contributors_.size()) >= RequiredLocked()) {
+    if (ssp_ != nullptr) {
+      ssp_->Leave(replica);
+      ready = ReleaseSspLocked();
+    } else if (!options_.sync || !live_.erase(replica)) {
+      return;
+    } else if (!contributors_.empty() &&
+               static_cast<int>(contributors_.size()) >= RequiredLocked()) {
       ready = CompleteStepLocked();
     }
     result.global_step = step_;
@@ -314,7 +331,9 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
       if (step > last_async_step_[replica]) {
         last_async_step_[replica] = step;
         ApplyLocked(grads.data(), batch_stats.data());
+        if (ssp_ != nullptr) SspPushedLocked(replica, &done);
       }
+      if (ssp_ != nullptr) ready = ReleaseSspLocked();
     } else if (step < step_) {
       // Any push shows the replica is alive: wait for it again.
       live_.insert(replica);
@@ -344,6 +363,56 @@ void ParameterShard::Push(int replica, int64_t step, absl::Span<const float> gra
   for (auto& cb : ready) cb(absl::OkStatus(), result);
 }
 
+void ParameterShard::SspPushedLocked(int replica, PushCallback* done) {
+  const int64_t clock = ssp_->Tick(replica, absl::Now());
+  if (ssp_->MayProceed(clock) || DoneLocked()) return;
+  ++ssp_waits_;
+  ssp_waiting_.push_back(SspWaiter{replica, clock, std::move(*done)});
+  *done = nullptr;
+}
+
+std::vector<ParameterShard::PushCallback> ParameterShard::ReleaseSspLocked() {
+  std::vector<PushCallback> ready;
+  const bool all = DoneLocked();
+  auto waiting = ssp_waiting_.begin();
+  for (SspWaiter& entry : ssp_waiting_) {
+    if (all || ssp_->MayProceed(entry.clock)) {
+      ready.push_back(std::move(entry.done));
+    } else {
+      *waiting++ = std::move(entry);
+    }
+  }
+  ssp_waiting_.erase(waiting, ssp_waiting_.end());
+  return ready;
+}
+
+void ParameterShard::SspTimerLocked(std::vector<PushCallback>* ready) {
+  const absl::Time now = absl::Now();
+  for (const SspWaiter& w : ssp_waiting_) ssp_->Seen(w.replica, now);
+  const std::vector<int> silent = ssp_->DropSilent(now);
+  if (silent.empty()) return;
+  LOG(WARNING) << "chunk " << options_.chunk << ": replicas " << absl::StrJoin(silent, ", ")
+               << " pushed nothing for " << absl::FormatDuration(options_.sync_timeout)
+               << "; the others no longer wait for them (ssp) until they push again";
+  *ready = ReleaseSspLocked();
+}
+
+void ParameterShard::SyncTimerLocked(std::vector<PushCallback>* ready) {
+  if (contributors_.empty() || absl::Now() < first_push_ + options_.sync_timeout) return;
+  std::vector<int> missing;
+  for (int r : live_) {
+    if (!contributors_.count(r)) missing.push_back(r);
+  }
+  for (int r : missing) live_.erase(r);
+  ++timed_out_;
+  LOG(WARNING) << "chunk " << options_.chunk << ": sync step " << step_ << " waited "
+               << absl::FormatDuration(options_.sync_timeout) << " for " << RequiredLocked()
+               << " replicas; applying the " << contributors_.size()
+               << " that arrived. Missing replicas (treated as gone until they push again): "
+               << absl::StrJoin(missing, ", ");
+  *ready = CompleteStepLocked();
+}
+
 void ParameterShard::TimerLoop() {
   while (true) {
     std::vector<PushCallback> ready;
@@ -353,19 +422,11 @@ void ParameterShard::TimerLoop() {
       // Poll at a fine grain: simpler than tracking every deadline change.
       mu_.AwaitWithTimeout(absl::Condition(&destroying_), absl::Milliseconds(50));
       if (destroying_) return;
-      if (contributors_.empty() || absl::Now() < first_push_ + options_.sync_timeout) continue;
-      std::vector<int> missing;
-      for (int r : live_) {
-        if (!contributors_.count(r)) missing.push_back(r);
+      if (ssp_ != nullptr) {
+        SspTimerLocked(&ready);
+      } else {
+        SyncTimerLocked(&ready);
       }
-      for (int r : missing) live_.erase(r);
-      ++timed_out_;
-      LOG(WARNING) << "chunk " << options_.chunk << ": sync step " << step_ << " waited "
-                   << absl::FormatDuration(options_.sync_timeout) << " for " << RequiredLocked()
-                   << " replicas; applying the " << contributors_.size()
-                   << " that arrived. Missing replicas (treated as gone until they push again): "
-                   << absl::StrJoin(missing, ", ");
-      ready = CompleteStepLocked();
       result.global_step = step_;
       result.generation = generation_;
       result.job_done = DoneLocked();
@@ -382,6 +443,7 @@ ParameterShard::Stats ParameterShard::GetStats() const {
   s.applied_updates = applied_;
   s.stale_pushes = stale_;
   s.timed_out_steps = timed_out_;
+  s.ssp_waits = ssp_waits_;
   s.shutting_down = shutting_down_;
   s.job_done = DoneLocked();
   return s;
@@ -395,6 +457,8 @@ void ParameterShard::Shutdown() {
     shutting_down_ = true;
     pending = std::move(waiting_);
     waiting_.clear();
+    for (SspWaiter& w : ssp_waiting_) pending.push_back(std::move(w.done));
+    ssp_waiting_.clear();
     contributors_.clear();
     std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
     std::fill(stats_sum_.begin(), stats_sum_.end(), 0.0f);

@@ -14,7 +14,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/trace.h"
 #include "ps/optimizer.h"
+#include "ps/staleness_bound.h"
 
 namespace pstrain {
 
@@ -32,8 +34,14 @@ struct ShardOptions {
   bool sync = false;
   int replicas_to_aggregate = 1;  // R (sync)
   int total_replicas = 1;         // N (sync); replica ids are 0..N-1
+  // Bounded staleness (async only): >= 0 makes a push wait while its replica
+  // is more than this many steps ahead of the slowest live one; -1: off.
+  int staleness = -1;
+  // sync: how long a step waits for missing replicas; ssp: how long a
+  // replica may be silent before it is no longer waited for.
   absl::Duration sync_timeout = absl::Seconds(30);
-  int64_t train_steps = 0;  // The job is done once the step reaches this.
+  int64_t train_steps = 0;         // The job is done once the step reaches this.
+  TraceRecorder* trace = nullptr;  // --trace_steps: applies and waits; may be null
 };
 
 // A copy of a shard's values for a checkpoint.
@@ -66,6 +74,9 @@ struct PushResult {
 //    If a step has waited `sync_timeout` since its first push, what arrived
 //    is applied, the missing replicas are logged and considered gone until
 //    they push again, so a dead worker never hangs the job.
+//  - ssp (bounded staleness): as async, but a push's answer waits while its
+//    replica is more than `staleness` pushes ahead of the slowest live one
+//    (ps/staleness_bound.h).
 //
 // Thread-safe. Push callbacks run on the thread that completes the step (a
 // pushing thread or the sync timer thread), never under the shard lock.
@@ -133,6 +144,7 @@ class ParameterShard {
     int64_t applied_updates = 0;
     int64_t stale_pushes = 0;
     int64_t timed_out_steps = 0;
+    int64_t ssp_waits = 0;  // ssp: pushes that waited for slower replicas
     bool shutting_down = false;
     bool job_done = false;  // train_steps reached, or shutting down.
   };
@@ -165,6 +177,15 @@ class ParameterShard {
                                 std::vector<PushCallback>& abandoned);
   // Applies the current sync aggregate and returns the callbacks to run.
   std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ssp: the waiting pushes whose replicas may go on now (all of them once
+  // the job is done).
+  std::vector<PushCallback> ReleaseSspLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ssp: a pushed step; its answer waits if its replica is too far ahead.
+  void SspPushedLocked(int replica, PushCallback* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The timer's work: ssp drops silent replicas, sync completes a step that
+  // waited sync_timeout.
+  void SspTimerLocked(std::vector<PushCallback>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SyncTimerLocked(std::vector<PushCallback>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardSnapshot CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -197,6 +218,17 @@ class ParameterShard {
   std::set<int> live_ ABSL_GUARDED_BY(mu_);  // Replicas not known to be gone.
   std::vector<PushCallback> waiting_ ABSL_GUARDED_BY(mu_);
   absl::Time first_push_ ABSL_GUARDED_BY(mu_);
+
+  // Bounded staleness: the clocks, and the pushes waiting (with their
+  // replica's clock) for the slowest to catch up.
+  std::unique_ptr<StalenessBound> ssp_ ABSL_GUARDED_BY(mu_);
+  struct SspWaiter {
+    int replica;
+    int64_t clock;
+    PushCallback done;
+  };
+  std::vector<SspWaiter> ssp_waiting_ ABSL_GUARDED_BY(mu_);
+  int64_t ssp_waits_ ABSL_GUARDED_BY(mu_) = 0;
 
   // A snapshot waiting for the step to reach snapshot_at_ (sync).
   bool snapshot_wanted_ ABSL_GUARDED_BY(mu_) = false;

@@ -363,6 +363,80 @@ TEST(ParameterShardTest, AReplicaThatLeavesIsNotWaitedFor) {
   EXPECT_EQ(shard->GetStats().global_step, 2);
 }
 
+TEST(ParameterShardTest, SspHoldsAPushWhileItsReplicaIsTooFarAhead) {
+  ShardOptions o = Options(/*sync=*/false, 1, 2);
+  o.staleness = 1;
+  auto shard = Make(o);
+  const std::vector<float> g = {1, 1, 1};
+  Outcome a1, a2, b1, a3, a4, b2;
+  shard->Push(0, 0, g, kStats, a1.Callback());  // clock 1
+  shard->Push(0, 1, g, kStats, a2.Callback());  // clock 2; replica 1 has not pushed yet
+  EXPECT_TRUE(a1.called && a2.called);
+  shard->Push(1, 2, g, kStats, b1.Callback());  // joins as the slowest: clock 2
+  ASSERT_TRUE(b1.called);
+  shard->Push(0, 3, g, kStats, a3.Callback());  // 3 vs 2: 1 ahead, goes on
+  ASSERT_TRUE(a3.called);
+  shard->Push(0, 4, g, kStats, a4.Callback());  // 4 vs 2: waits
+  EXPECT_FALSE(a4.called);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{-4, -3, -2}));  // applied nonetheless
+  shard->Push(1, 5, g, kStats, b2.Callback());                  // replica 1 at 3: a4 may go on
+  EXPECT_TRUE(b2.called);
+  ASSERT_TRUE(a4.called);
+  EXPECT_TRUE(a4.status.ok()) << a4.status;
+  EXPECT_EQ(a4.result.global_step, 6);
+  EXPECT_EQ(shard->GetStats().ssp_waits, 1);
+}
+
+TEST(ParameterShardTest, SspStopsWaitingForASilentOrLeavingReplica) {
+  ShardOptions o = Options(/*sync=*/false, 1, 3);
+  o.staleness = 0;
+  o.sync_timeout = absl::Milliseconds(200);
+  auto shard = Make(o);
+  const std::vector<float> g = {1, 1, 1};
+  Outcome a, b, c, a2;
+  shard->Push(0, 0, g, kStats, a.Callback());
+  shard->Push(1, 1, g, kStats, b.Callback());
+  shard->Push(2, 2, g, kStats, c.Callback());
+  shard->Push(0, 3, g, kStats, a2.Callback());  // lockstep: waits for 1 and 2
+  EXPECT_FALSE(a2.called);
+  shard->ReplicaLeft(1);
+  EXPECT_FALSE(a2.called);  // replica 2 is still live
+  const absl::Time start = absl::Now();
+  while (!a2.called && absl::Now() - start < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(a2.called);  // replica 2 was silent for 200 ms
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  Outcome late;
+  shard->Push(2, 4, g, kStats, late.Callback());  // it comes back at the slowest clock
+  EXPECT_TRUE(late.called);
+}
+
+TEST(ParameterShardTest, SspReleasesEveryWaitingPushWhenTheJobEnds) {
+  ShardOptions o = Options(/*sync=*/false, 1, 2);
+  o.staleness = 0;
+  o.train_steps = 3;
+  auto shard = Make(o);
+  const std::vector<float> g = {1, 1, 1};
+  Outcome a, b, a2, b2;
+  shard->Push(0, 0, g, kStats, a.Callback());
+  shard->Push(1, 1, g, kStats, b.Callback());
+  shard->Push(0, 2, g, kStats, a2.Callback());  // step 3: done, nothing waits
+  ASSERT_TRUE(a2.called);
+  EXPECT_TRUE(a2.result.job_done);
+  ShardOptions o2 = Options(false, 1, 2);
+  o2.staleness = 0;
+  auto other = Make(o2);
+  Outcome first0, first1, waiting;
+  other->Push(0, 0, g, kStats, first0.Callback());
+  other->Push(1, 1, g, kStats, first1.Callback());
+  other->Push(0, 2, g, kStats, waiting.Callback());  // 2 vs 1
+  EXPECT_FALSE(waiting.called);
+  other->Shutdown();
+  ASSERT_TRUE(waiting.called);
+  EXPECT_TRUE(waiting.result.job_done);
+}
+
 TEST(BalancedRangesTest, ContiguousAndBalanced) {
   auto r = BalancedRanges(10, 3);
   ASSERT_EQ(r.size(), 3u);

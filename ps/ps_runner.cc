@@ -99,7 +99,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) return absl::OkStatus();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsTask> task,
-                           PsTask::Create(job, *model, index, context.env));
+                           PsTask::Create(job, *model, index, context.env, context.trace));
   ParameterServerService service(task.get(), job.wire.token);
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   PSTRAIN_ASSIGN_OR_RETURN(
@@ -114,6 +114,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (sync ? absl::StrCat(", ", EffectiveReplicasToAggregate(job), " of ",
                                     EffectiveTotalReplicas(job), " replicas per step")
                      : "")
+            << (t.update == UpdateMode::kSsp ? absl::StrCat(", staleness ", t.staleness) : "")
             << "), " << (job.wire.tls ? "mutual TLS" : "plaintext")
             << (job.wire.token.empty() ? ", no job token" : ", job token checked");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
@@ -124,7 +125,10 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   const ParameterShard::Stats stats = task->TotalStats();
   LOG(INFO) << "ps " << index << " done at global step " << stats.global_step << ": "
             << stats.applied_updates << " updates applied, " << stats.stale_pushes
-            << " stale pushes dropped, " << stats.timed_out_steps << " sync steps timed out";
+            << " stale pushes dropped, " << stats.timed_out_steps << " sync steps timed out"
+            << (t.update == UpdateMode::kSsp
+                    ? absl::StrCat(", ", stats.ssp_waits, " pushes waited for slower replicas")
+                    : "");
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return absl::OkStatus();
 }

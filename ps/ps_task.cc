@@ -24,7 +24,8 @@ std::vector<ParameterShard*> Pointers(const std::vector<std::unique_ptr<Paramete
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, const Model& model,
-                                                       int ps_index, Env* env) {
+                                                       int ps_index, Env* env,
+                                                       TraceRecorder* trace) {
   const int num_ps = static_cast<int>(job.cluster.ps.size());
   const ShardLayout layout = ComputeShardLayout(model, num_ps);
   PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer,
@@ -42,6 +43,8 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.num_state = chunk.state;
     options.optimizer = optimizer;
     options.sync = job.training.update == UpdateMode::kSync;
+    options.staleness = job.training.update == UpdateMode::kSsp ? job.training.staleness : -1;
+    options.trace = trace;
     options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
     options.total_replicas = EffectiveTotalReplicas(job);
     options.sync_timeout = absl::Seconds(job.training.sync_timeout);
@@ -228,6 +231,7 @@ absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
                            CheckpointPathInJobDir(identity_.job_dir, prefix,
                                                   CheckpointPathKind::kPrefix, "the Save prefix"));
   absl::MutexLock file_lock(&file_mu_);
+  ScopedTraceEvent event(shard_ptrs_[0]->options().trace, "checkpoint", "save shard file");
   absl::StatusOr<ShardSaveResult> r =
       SaveShards(env_, identity_, shard_ptrs_, path, global_step, step, wait);
   if (!r.ok()) {
@@ -297,6 +301,7 @@ ParameterShard::Stats PsTask::TotalStats() const {
     const ParameterShard::Stats s = shard->GetStats();
     total.stale_pushes += s.stale_pushes;
     total.timed_out_steps += s.timed_out_steps;
+    total.ssp_waits += s.ssp_waits;
   }
   return total;
 }

@@ -34,9 +34,11 @@ class PsTask {
  public:
   // The task `ps_index` of `job` for `model` (the layout, optimizer and
   // update rule every role derives from the same job). `env` holds the job
-  // dir and must outlive the task.
+  // dir and must outlive the task; `trace` (may be null) records applies,
+  // waits and checkpoint copies.
   static absl::StatusOr<std::unique_ptr<PsTask>> Create(const JobConfig& job, const Model& model,
-                                                        int ps_index, Env* env);
+                                                        int ps_index, Env* env,
+                                                        TraceRecorder* trace = nullptr);
   // Over shards made by hand (tests): `shards` are this task's, in flat order.
   PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards, Env* env);
 

@@ -18,7 +18,10 @@ namespace {
 // which can take up to the sync timeout (plus a slow replica's step).
 absl::Duration RpcTimeout(const JobConfig& job) {
   absl::Duration timeout = absl::Seconds(60);
-  if (job.training.update == UpdateMode::kSync) timeout += absl::Seconds(job.training.sync_timeout);
+  // An ssp push waits for the slowest replica, or sync_timeout for a silent one.
+  if (job.training.update != UpdateMode::kAsync) {
+    timeout += absl::Seconds(job.training.sync_timeout);
+  }
   return timeout;
 }
 
