@@ -177,6 +177,7 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   // saved before): replacing its files would break it until the new index is
   // written.
   if (step == last_saved_ || env_->FileExists(IndexFileName(prefix))) return prefix;
+  const int64_t trace_begin = TraceRecorder::NowMicros();
   const absl::Time start = absl::Now();
   // The ps is told the checkpoint's name; it writes only into its job dir.
   absl::StatusOr<std::vector<ShardSaved>> shards =
@@ -214,8 +215,14 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
     LOG(WARNING) << "checkpoint " << step << " holds shards at steps " << lo << " to " << hi
                  << "; it restores at step " << step;
   }
+  const int64_t index_begin = TraceRecorder::NowMicros();
   PSTRAIN_RETURN_IF_ERROR(Commit(step, saved));
   last_saved_ = step;
+  if (trace_ != nullptr) {
+    trace_->Complete("checkpoint", "ps save shards", trace_begin, index_begin, step);
+    trace_->Complete("checkpoint", "write checkpoint index", index_begin,
+                     TraceRecorder::NowMicros(), step);
+  }
   LOG(INFO) << "Saving checkpoints for " << step << " into " << prefix << " (" << why << "; "
             << absl::StrFormat(
                    "%.1f MiB in %.0f ms: ps copy %.1f ms (a shard locked at most %.1f ms), "

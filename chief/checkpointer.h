@@ -15,6 +15,7 @@
 #include "common/cluster_config.h"
 #include "common/env.h"
 #include "common/termination.h"
+#include "common/trace.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
 #include "ps/ps_status.h"
@@ -64,6 +65,10 @@ class Checkpointer {
     observer_ = std::move(observer);
   }
 
+  // Records every save (ps copies and files, the index) in `trace`; set
+  // before Start.
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+
   // Starts the periodic saves after `start_step`.
   void Start(int64_t start_step);
   // Stops the thread (a save in progress finishes first).
@@ -108,6 +113,7 @@ class Checkpointer {
   std::atomic<bool> stopped_early_{false};
   std::function<void(const std::vector<PsStatus>&)> observer_;
   std::thread thread_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 }  // namespace pstrain

@@ -85,7 +85,10 @@ class Chief {
     LOG(INFO) << "chief: waiting for " << job_.cluster.ps.size() << " parameter servers";
     absl::Status s = servers_->WaitReady(absl::Seconds(t_.startup_timeout), /*initialized=*/false,
                                          deps_.termination);
-    if (s.ok()) return true;
+    if (s.ok()) {
+      RecordPsClockOffsets(servers_.get(), deps_.trace);
+      return true;
+    }
     may_have_reached_ps_ = false;  // none answered in time: nobody to tell
     if (deps_.termination->Received() == 0) return s;
     LOG(INFO) << "chief: " << s.message() << "; the job had not started";
@@ -101,6 +104,7 @@ class Chief {
                              deps_.connect(layout_, Patient(absl::Seconds(5))));
     checkpointer_ = std::make_unique<Checkpointer>(
         deps_.env, job_, model_.get(), std::move(checkpoint_servers), deps_.termination);
+    checkpointer_->set_trace(deps_.trace);
     PSTRAIN_ASSIGN_OR_RETURN(start_step_, checkpointer_->RestoreOrInitialize());
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> summary_servers,
                              deps_.connect(layout_, Patient(absl::Seconds(5))));
@@ -148,6 +152,7 @@ class Chief {
   }
 
   EvalMetrics Evaluate(const ParameterView& view) {
+    ScopedTraceEvent event(deps_.trace, "eval", "evaluate");
     EvalMetrics m = EvaluateDataset(model_.get(), view, test_, t_.eval_batch_size);
     LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed())
               << " s of training)";
@@ -173,6 +178,7 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
                              deps_.training_client(layout_, replica_));
     TrainerOptions options = ReplicaTrainerOptions(spec);
+    options.trace = deps_.trace;
     options.rewind = [this, &spec](int64_t global_step) {
       return StartReplicaBatches(&*train_, *model_, spec, global_step);
     };
@@ -195,6 +201,7 @@ class Chief {
     while (!checkpointer_->stopped_early()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
       const int64_t step = statuses[0].global_step;
+      if (deps_.trace != nullptr) deps_.trace->SetStep(step);
       bool done = step >= t_.train_steps;
       for (const PsStatus& s : statuses) done = done || s.job_done;
       if (done) break;
@@ -349,11 +356,12 @@ absl::Status RunChief(const RoleConfig& role, const RoleContext& context) {
   ChiefDependencies deps;
   deps.env = context.env;
   deps.termination = context.termination;
+  deps.trace = context.trace;
   deps.connect = [&job](const ShardLayout& layout, const CallPatience& patience) {
     return MakeParameterServers(job, layout, patience);
   };
-  deps.training_client = [&job](const ShardLayout& layout, int replica) {
-    return MakePsClient(job, layout, replica);
+  deps.training_client = [&job, &context](const ShardLayout& layout, int replica) {
+    return MakePsClient(job, layout, replica, absl::Seconds(60), context.trace);
   };
   return RunChiefWith(job, ReplicaId(job, role.task), deps);
 }

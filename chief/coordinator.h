@@ -21,6 +21,7 @@ namespace pstrain {
 struct ChiefDependencies {
   Env* env = nullptr;
   const TerminationNotice* termination = nullptr;
+  TraceRecorder* trace = nullptr;  // --trace_steps; may be null
   // A new handle on every ps task, as patient as `patience` says; each of
   // the chief's threads gets its own.
   std::function<absl::StatusOr<std::unique_ptr<ParameterServers>>(const ShardLayout& layout,

@@ -133,8 +133,9 @@ TaskTrace::~TaskTrace() {
 
 void TaskTrace::WriteOnce() {
   absl::MutexLock lock(&mu_);
-  if (written_) return;
+  if (written_ && recorder_->size() == written_events_) return;
   written_ = true;
+  written_events_ = recorder_->size();
   const std::string path = absl::StrCat(run_dir_, "/", TraceFileName(task_));
   absl::Status s = env_->CreateDirs(run_dir_);
   if (s.ok()) s = recorder_->Write(env_, path);

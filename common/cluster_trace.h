@@ -62,7 +62,8 @@ class TaskTrace {
   ~TaskTrace();  // Finish() if not done
 
   TraceRecorder* recorder() { return recorder_.get(); }
-  // Writes the trace if it has not been; the chief then merges the
+  // Writes the trace if it has not been, or again if events came since
+  // (work for a step of the window that ended later); the chief then merges the
   // cluster's (waiting up to `wait` for the other tasks' files). Logs where
   // the files are.
   void Finish(const ClusterSpec& cluster, absl::Duration wait);
@@ -77,6 +78,7 @@ class TaskTrace {
   std::unique_ptr<TraceRecorder> recorder_;
   absl::Mutex mu_;
   bool written_ ABSL_GUARDED_BY(mu_) = false;
+  size_t written_events_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Notification stop_;
   std::thread watcher_;
 };

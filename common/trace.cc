@@ -51,14 +51,13 @@ TraceRecorder::TraceRecorder(std::string process_name, TraceSteps steps, size_t 
 
 void TraceRecorder::SetStep(int64_t step) {
   step_.store(step, std::memory_order_relaxed);
-  const bool inside = steps_.enabled() && step >= steps_.first && step <= steps_.last;
-  active_.store(inside, std::memory_order_relaxed);
+  active_.store(Covers(step), std::memory_order_relaxed);
   if (steps_.enabled() && step > steps_.last) finished_.store(true, std::memory_order_relaxed);
 }
 
 void TraceRecorder::Complete(std::string_view category, std::string_view name, int64_t begin_us,
                              int64_t end_us, int64_t step) {
-  if (!active()) return;
+  if (step >= 0 ? !Covers(step) : !active()) return;
   const int tid = ThreadId();
   absl::MutexLock lock(&mu_);
   AddLocked(category, name, begin_us, end_us, step, tid);
@@ -67,7 +66,7 @@ void TraceRecorder::Complete(std::string_view category, std::string_view name, i
 void TraceRecorder::CompleteOnTrack(std::string_view track, std::string_view category,
                                     std::string_view name, int64_t begin_us, int64_t end_us,
                                     int64_t step) {
-  if (!active()) return;
+  if (step >= 0 ? !Covers(step) : !active()) return;
   absl::MutexLock lock(&mu_);
   auto it = tracks_.find(track);
   if (it == tracks_.end()) {
@@ -134,7 +133,8 @@ std::string TraceRecorder::ToJson() const {
   Json trace = {{"displayTimeUnit", "ms"},
                 {"traceEvents", std::move(events)},
                 {"otherData", std::move(other)}};
-  return trace.dump();
+  // Names are ours, but a bad byte must not cost the trace.
+  return trace.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 absl::Status TraceRecorder::Write(Env* env, const std::string& path) const {

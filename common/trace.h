@@ -52,8 +52,14 @@ class TraceRecorder {
   bool active() const { return active_.load(std::memory_order_relaxed); }
   // The window has passed: the trace is complete.
   bool finished() const { return finished_.load(std::memory_order_relaxed); }
+  // Whether `step` is inside the window.
+  bool Covers(int64_t step) const {
+    return steps_.enabled() && step >= steps_.first && step <= steps_.last;
+  }
 
-  // Records [begin_us, end_us) on the calling thread, if active. `step` < 0:
+  // Records [begin_us, end_us) on the calling thread: with `step` >= 0 if
+  // that step is inside the window (work for a step that ends after the
+  // owner moved on, such as a checkpoint); with `step` < 0 if active, as of
   // the current step.
   void Complete(std::string_view category, std::string_view name, int64_t begin_us, int64_t end_us,
                 int64_t step = -1);

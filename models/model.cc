@@ -110,6 +110,8 @@ void Model::Forward(const float* params, const float* state, const float* images
     args.state = state;
     args.batch_stats = batch_stats;
     const auto start = std::chrono::steady_clock::now();
+    ScopedTraceEvent event(trace_, "forward",
+                           trace_ != nullptr ? std::string_view(forward_names_[i]) : "");
     layers_[i]->Forward(acts_[i], &acts_[i + 1], args);
     if (profiling_) timings_[i].forward_secs += SecondsSince(start);
   }
@@ -128,12 +130,24 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
   args.grads = grads;
   for (size_t i = layers_.size(); i-- > 0;) {
     const auto start = std::chrono::steady_clock::now();
+    ScopedTraceEvent event(trace_, "backward",
+                           trace_ != nullptr ? std::string_view(backward_names_[i]) : "");
     layers_[i]->Backward(acts_[i], acts_[i + 1], *dout, i == 0 ? nullptr : din, args);
     if (profiling_) timings_[i].backward_secs += SecondsSince(start);
     if (grads_ready && layer_first_param_[i] >= 0) grads_ready(layer_first_param_[i]);
     std::swap(dout, din);
   }
   return result;
+}
+
+void Model::set_trace(TraceRecorder* trace) {
+  trace_ = trace;
+  forward_names_.clear();
+  backward_names_.clear();
+  for (const auto& layer : layers_) {
+    forward_names_.push_back("forward " + layer->name());
+    backward_names_.push_back("backward " + layer->name());
+  }
 }
 
 void Model::EnableProfiling(bool on) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/trace.h"
 #include "models/layer.h"
 #include "models/loss.h"
 #include "models/tensor.h"
@@ -93,6 +94,10 @@ class Model {
   void EnableProfiling(bool on);
   const std::vector<LayerTiming>& timings() const { return timings_; }
 
+  // Records each layer's forward and backward pass in `trace` while it is
+  // active (--trace_steps); null turns it off. `trace` must outlive the model.
+  void set_trace(TraceRecorder* trace);
+
   // Logits of the last Evaluate/TrainStep call, [batch, num_classes].
   const Tensor& logits() const { return acts_.back(); }
 
@@ -115,6 +120,9 @@ class Model {
   Tensor grad_a_, grad_b_;                  // Ping-pong buffers for activation gradients.
   bool profiling_ = false;
   std::vector<LayerTiming> timings_;
+  TraceRecorder* trace_ = nullptr;
+  std::vector<std::string> forward_names_;  // "forward <layer>", per layer
+  std::vector<std::string> backward_names_;
 };
 
 }  // namespace pstrain

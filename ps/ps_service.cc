@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/bf16.h"
 #include "common/grpc_util.h"
+#include "common/sparse_gradients.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {
@@ -55,6 +56,7 @@ void ToProto(const PsStatus& s, StatusResponse* r) {
   r->set_loss_sum(s.loss_sum);
   r->set_loss_batches(s.loss_batches);
   r->set_examples(s.examples);
+  r->set_unix_micros(s.unix_micros);
 }
 
 void ToProto(const ShardSaved& s, SaveResponse* r) {
@@ -138,6 +140,16 @@ void ParameterServerService::DoPush(const PushRequest* request, ParameterShard::
   auto scratch = std::make_shared<std::pair<std::vector<float>, std::vector<float>>>();
   absl::Span<const float> grads, stats;
   absl::Status s = GradientView(request->gradients(), request->dtype(), &scratch->first, &grads);
+  if (s.ok() && !request->indices().empty()) {
+    // A sparse (top-k) push: the values at the offsets, zero elsewhere.
+    std::vector<float> dense;
+    const int64_t size = task_->ChunkSize(request->chunk());
+    s = size < 0 ? absl::InvalidArgumentError(
+                       absl::StrCat("no chunk ", request->chunk(), " on this parameter server"))
+                 : ScatterSparse(request->indices(), grads, size, &dense);
+    scratch->first = std::move(dense);
+    grads = scratch->first;
+  }
   if (s.ok()) s = FloatView(request->batch_stats(), "batch_stats", &scratch->second, &stats);
   if (!s.ok()) {
     done(s, {});

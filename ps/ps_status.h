@@ -29,6 +29,7 @@ struct PsStatus {
   double loss_sum = 0;
   int64_t loss_batches = 0;
   int64_t examples = 0;
+  int64_t unix_micros = 0;  // the task's clock when it answered
 };
 
 // The lowest step among the tasks (each reports its lowest chunk step): where

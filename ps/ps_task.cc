@@ -213,6 +213,7 @@ PsStatus PsTask::Status() const {
   status.loss_sum = loss_sum_;
   status.loss_batches = loss_batches_;
   status.examples = examples_;
+  status.unix_micros = absl::ToUnixMicros(absl::Now());
   return status;
 }
 
@@ -231,9 +232,12 @@ absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
                            CheckpointPathInJobDir(identity_.job_dir, prefix,
                                                   CheckpointPathKind::kPrefix, "the Save prefix"));
   absl::MutexLock file_lock(&file_mu_);
-  ScopedTraceEvent event(shard_ptrs_[0]->options().trace, "checkpoint", "save shard file");
+  const int64_t trace_begin = TraceRecorder::NowMicros();
   absl::StatusOr<ShardSaveResult> r =
       SaveShards(env_, identity_, shard_ptrs_, path, global_step, step, wait);
+  if (TraceRecorder* trace = shard_ptrs_[0]->options().trace; trace != nullptr) {
+    trace->Complete("checkpoint", "save shard file", trace_begin, TraceRecorder::NowMicros(), step);
+  }
   if (!r.ok()) {
     LOG(WARNING) << "ps " << identity_.ps_index << ": save to " << prefix
                  << " failed: " << r.status();
@@ -292,6 +296,11 @@ absl::Status PsTask::Leave(int replica, const std::string& reason) {
 
 bool PsTask::WaitForShutdown(absl::Duration timeout) const {
   return shard_ptrs_.front()->WaitForShutdown(timeout);
+}
+
+int64_t PsTask::ChunkSize(int chunk) const {
+  absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
+  return shard.ok() ? (*shard)->size() : -1;
 }
 
 ParameterShard::Stats PsTask::TotalStats() const {

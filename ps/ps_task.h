@@ -94,6 +94,8 @@ class PsTask {
   const PsIdentity& identity() const { return identity_; }
   int total_replicas() const { return shards_.front()->options().total_replicas; }
   const std::vector<ParameterShard*>& shards() const { return shard_ptrs_; }
+  // Values in chunk `chunk`, or -1 if this task does not hold it.
+  int64_t ChunkSize(int chunk) const;
 
  private:
   absl::StatusOr<ParameterShard*> FindShard(int chunk) const;

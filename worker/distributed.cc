@@ -27,7 +27,8 @@ absl::Duration RpcTimeout(const JobConfig& job) {
 
 absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
                                                       const ShardLayout& layout, int replica,
-                                                      absl::Duration retry_budget) {
+                                                      absl::Duration retry_budget,
+                                                      TraceRecorder* trace) {
   PsClientOptions options;
   options.ps_addresses = job.cluster.ps;
   options.layout = layout;
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.rpc_timeout = RpcTimeout(job);
   options.retry_budget = retry_budget;
   options.wire = job.wire;
+  options.trace = trace;
+  options.compression_ratio =
+      job.training.compression == "topk" ? job.training.compression_ratio : 0;
   return PsClient::Create(options);
 }
 
@@ -86,9 +90,10 @@ int ReplicaId(const JobConfig& job, const TaskSpec& task) {
 absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
                                                               const ShardLayout& layout,
                                                               int replica,
-                                                              absl::Duration retry_budget) {
+                                                              absl::Duration retry_budget,
+                                                              TraceRecorder* trace) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, replica, retry_budget));
+                           NewPsClient(job, layout, replica, retry_budget, trace));
   return client;
 }
 
@@ -118,15 +123,18 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
             << " training examples; waiting for the parameter servers";
   PSTRAIN_ASSIGN_OR_RETURN(const bool ready, WaitForParameterServers(servers.get(), t, context));
   if (!ready) return absl::OkStatus();
+  RecordPsClockOffsets(servers.get(), context.trace);
   // A resumed job goes on with the examples an uninterrupted one would see
   // next.
   absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchIterator> batches,
       StartReplicaBatches(&train, *model, spec, statuses.ok() ? LowestStep(*statuses) : 0));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, spec.replica, absl::Seconds(60)));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<PsClient> client,
+      NewPsClient(job, layout, spec.replica, absl::Seconds(60), context.trace));
   TrainerOptions options = ReplicaTrainerOptions(spec);
+  options.trace = context.trace;
   options.rewind = [&train, &model, &spec](int64_t global_step) {
     return StartReplicaBatches(&train, *model, spec, global_step);
   };

@@ -18,10 +18,11 @@ int ReplicaId(const JobConfig& job, const TaskSpec& task);
 
 // A gRPC ParameterClient (PsClient) for `replica` of the job, with deadlines
 // that fit its update mode (a sync PushPull waits for the step to complete).
-// `retry_budget`: how long a ps that does not answer is retried.
+// `retry_budget`: how long a ps that does not answer is retried; `trace`
+// (may be null) records every chunk's round trip.
 absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(
     const JobConfig& job, const ShardLayout& layout, int replica,
-    absl::Duration retry_budget = absl::Seconds(60));
+    absl::Duration retry_budget = absl::Seconds(60), TraceRecorder* trace = nullptr);
 
 // The job's ParameterServers over gRPC, as patient as `patience` says.
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(

@@ -30,6 +30,7 @@ PsStatus FromProto(const StatusResponse& r) {
   s.loss_sum = r.loss_sum();
   s.loss_batches = r.loss_batches();
   s.examples = r.examples();
+  s.unix_micros = r.unix_micros();
   return s;
 }
 

@@ -18,6 +18,8 @@ struct PsClient::ChunkCall {
   PushPullResponse response;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Duration backoff = absl::Milliseconds(50);
+  bool built = false;   // the request holds this push's gradients (a retry resends them)
+  int64_t sent_us = 0;  // when the call started (tracing)
 };
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
@@ -36,7 +38,16 @@ PsClient::PsClient(const PsClientOptions& options)
       params_(options.layout.num_params),
       state_(options.layout.num_state) {
   const size_t n = options_.layout.chunks.size();
-  for (size_t c = 0; c < n; ++c) calls_.push_back(std::make_unique<ChunkCall>());
+  for (size_t c = 0; c < n; ++c) {
+    calls_.push_back(std::make_unique<ChunkCall>());
+    const Chunk& chunk = options_.layout.chunks[c];
+    if (options_.compression_ratio > 0) {
+      compressors_.push_back(
+          std::make_unique<TopKCompressor>(chunk.end - chunk.begin, options_.compression_ratio));
+    }
+    trace_tracks_.push_back(absl::StrCat("chunk ", c, " PushPull (ps ", chunk.ps, ")"));
+    trace_encode_.push_back(absl::StrCat("encode chunk ", c));
+  }
   absl::MutexLock lock(&mu_);
   sent_.assign(n, false);
   chunk_steps_.assign(n, 0);
@@ -115,6 +126,7 @@ void PsClient::StartPush(int64_t step, const float* grads, const float* batch_st
   grads_ = grads;
   batch_stats_ = batch_stats;
   std::fill(sent_.begin(), sent_.end(), false);
+  for (auto& call : calls_) call->built = false;
   stale_ = false;
   rolled_back_ = false;
   job_done_ = false;
@@ -201,7 +213,17 @@ void PsClient::SendChunk(int c) {
   r.set_replica(options_.replica);
   r.set_step(step);
   const int64_t n = chunk.end - chunk.begin;
-  if (options_.bf16) {
+  ScopedTraceEvent encode(options_.trace, "comm", trace_encode_[c]);
+  if (!compressors_.empty()) {
+    // Once per push: a retry resends what was picked (the residual has
+    // already given it up).
+    if (!call.built) {
+      r.set_dtype(options_.bf16 ? BFLOAT16 : FLOAT32);
+      compressors_[c]->Compress(grads + chunk.begin, options_.bf16, r.mutable_indices(),
+                                r.mutable_gradients());
+      call.built = true;
+    }
+  } else if (options_.bf16) {
     r.set_dtype(BFLOAT16);
     r.mutable_gradients()->resize(n * sizeof(uint16_t));
     FloatsToBf16(grads + chunk.begin, n,
@@ -224,6 +246,7 @@ void PsClient::SendChunk(int c) {
       return;
     }
     call.context = std::make_unique<grpc::ClientContext>();
+    call.sent_us = TraceRecorder::NowMicros();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     connections_.Prepare(call.context.get());
   }
@@ -235,6 +258,11 @@ void PsClient::SendChunk(int c) {
 void PsClient::OnChunkDone(int c, grpc::Status status) {
   const Chunk& chunk = options_.layout.chunks[c];
   ChunkCall& call = *calls_[c];
+  if (options_.trace != nullptr) {
+    options_.trace->CompleteOnTrack(trace_tracks_[c], "comm",
+                                    status.ok() ? "PushPull" : "PushPull failed", call.sent_us,
+                                    TraceRecorder::NowMicros());
+  }
   const PushPullResponse& r = call.response;
   const int64_t n = chunk.end - chunk.begin;
   const size_t want = n * (options_.bf16 ? sizeof(uint16_t) : sizeof(float));
@@ -279,7 +307,8 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     stale_ = stale_ || r.stale();
     job_done_ = job_done_ || r.job_done();
     bytes_sent_ +=
-        static_cast<int64_t>(call.request.gradients().size() + call.request.batch_stats().size());
+        static_cast<int64_t>(call.request.gradients().size() + call.request.indices().size() +
+                             call.request.batch_stats().size());
     bytes_received_ += static_cast<int64_t>(want + r.state().size());
   } else if (error_.ok()) {
     error_ =

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/sparse_gradients.h"
+#include "common/trace.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps/shard_layout.h"
 #include "worker/parameter_client.h"
@@ -35,6 +37,10 @@ struct PsClientOptions {
   // covers ps that are still starting or restarting.
   absl::Duration retry_budget = absl::Seconds(60);
   WireSecurity wire;  // mutual TLS and the job token; plaintext by default
+  // > 0: top-k compression (common/sparse_gradients.h): each chunk pushes
+  // this fraction of its gradients, with error feedback.
+  double compression_ratio = 0;
+  TraceRecorder* trace = nullptr;  // every chunk's encoding and round trip; may be null
 };
 
 // The parameters on the parameter servers, over gRPC: the training data
@@ -95,6 +101,10 @@ class PsClient : public ParameterClient {
   std::vector<float> params_;
   std::vector<float> state_;
   std::vector<std::unique_ptr<ChunkCall>> calls_;  // One per chunk.
+  // Top-k compression: one per chunk (only the sender thread uses them).
+  std::vector<std::unique_ptr<TopKCompressor>> compressors_;
+  std::vector<std::string> trace_tracks_;  // "chunk <c> PushPull"
+  std::vector<std::string> trace_encode_;  // "encode chunk <c>"
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

@@ -1,5 +1,6 @@
 #include "worker/replica.h"
 
+#include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "worker/model_input.h"
 
@@ -45,6 +46,24 @@ TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec) {
   options.log_every_n_steps = spec.log_every_n_steps;
   options.seed = spec.seed + static_cast<uint64_t>(spec.replica) * 7919;
   return options;
+}
+
+void RecordPsClockOffsets(ParameterServers* servers, TraceRecorder* trace, int samples) {
+  if (trace == nullptr) return;
+  std::vector<std::vector<ClockSample>> per_ps(static_cast<size_t>(servers->size()));
+  for (int i = 0; i < samples; ++i) {
+    const int64_t sent = TraceRecorder::NowMicros();
+    absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
+    const int64_t received = TraceRecorder::NowMicros();
+    if (!statuses.ok() || statuses->size() != per_ps.size()) return;
+    for (size_t p = 0; p < per_ps.size(); ++p) {
+      const int64_t middle = sent + (received - sent) / 2;
+      per_ps[p].push_back({(*statuses)[p].unix_micros - middle, received - sent});
+    }
+  }
+  std::vector<int64_t> offsets;
+  for (const auto& s : per_ps) offsets.push_back(BestSample(s).offset_us);
+  trace->SetOtherData("ps_clock_offsets_us", offsets);
 }
 
 }  // namespace pstrain

@@ -8,10 +8,12 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_config.h"
 #include "common/env.h"
+#include "common/trace.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "data/load.h"
 #include "models/model.h"
+#include "worker/parameter_servers.h"
 #include "worker/trainer.h"
 
 namespace pstrain {
@@ -54,6 +56,13 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
 // The trainer's options for the replica (its dropout seed differs per
 // replica).
 TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec);
+
+// Measures each ps task's clock minus this process's (microseconds), from
+// the Status round trip with the shortest of `samples` (off by at most half
+// of it), and records them in `trace` as "ps_clock_offsets_us", so the
+// chief can put the cluster's traces on one clock (common/cluster_trace.h).
+// Nothing is recorded if the servers do not answer.
+void RecordPsClockOffsets(ParameterServers* servers, TraceRecorder* trace, int samples = 5);
 
 }  // namespace pstrain
 

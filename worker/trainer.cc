@@ -23,6 +23,11 @@ absl::StatusOr<int64_t> Trainer::Run() {
   grads_.resize(model_->num_params());
   batch_stats_.resize(model_->num_state());
 
+  TraceRecorder* const trace = options_.trace;
+  if (trace != nullptr) {
+    model_->set_trace(trace);
+    trace->NameThread("training loop");
+  }
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
   int64_t step = view.global_step;
   double window_loss = 0.0;
@@ -31,14 +36,26 @@ absl::StatusOr<int64_t> Trainer::Run() {
   auto window_start = Clock::now();
   while (step < options_.train_steps && !view.job_done) {
     if (options_.should_stop && options_.should_stop()) break;
-    batches_->Next(images_.data(), labels_.data());
+    if (trace != nullptr) trace->SetStep(view.global_step);
+    {
+      ScopedTraceEvent event(trace, "input", "next batch");
+      batches_->Next(images_.data(), labels_.data());
+    }
     client_->StartPush(view.global_step, grads_.data(), batch_stats_.data());
-    LossResult r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
-                                     MixSeeds(options_.seed, view.global_step), grads_.data(),
-                                     batch_stats_.data(),
-                                     [this](int64_t from) { client_->GradientsReady(from); });
-    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome,
-                             client_->Push(view.global_step, grads_.data(), batch_stats_.data()));
+    LossResult r;
+    {
+      ScopedTraceEvent event(trace, "compute", "train step");
+      r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
+                            MixSeeds(options_.seed, view.global_step), grads_.data(),
+                            batch_stats_.data(),
+                            [this](int64_t from) { client_->GradientsReady(from); });
+    }
+    absl::StatusOr<PushOutcome> pushed;
+    {
+      ScopedTraceEvent event(trace, "comm", "wait for push answers");
+      pushed = client_->Push(view.global_step, grads_.data(), batch_stats_.data());
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome, std::move(pushed));
     step = outcome.global_step;
     if (outcome.stale) ++stale_pushes_;
     client_->ReportProgress(r.loss_sum / batch, batch);
@@ -63,7 +80,10 @@ absl::StatusOr<int64_t> Trainer::Run() {
     }
     if (finished) break;
     const int64_t computed = view.global_step;  // the step the last batch was for
-    PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
+    {
+      ScopedTraceEvent event(trace, "comm", "pull");
+      PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
+    }
     // A step at or below the one just computed: the job was rolled back (a
     // push always moves the step past it otherwise).
     if (view.global_step <= computed && options_.rewind) {

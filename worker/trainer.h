@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/trace.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "models/model.h"
@@ -29,6 +30,9 @@ struct TrainerOptions {
   // (its step behind the last one), so a sync job replays the steps it
   // lost with the same data. Empty: the loop reads on.
   std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(int64_t global_step)> rewind;
+  // --trace_steps: the loop sets the recorder's step and records its phases
+  // (input, forward and backward per layer, waiting for the push, pull).
+  TraceRecorder* trace = nullptr;
 };
 
 // The worker's loop: pull, compute gradients on the next batch, push. Logs

@@ -62,6 +62,30 @@ TEST(TrainerTest, LearnsASimpleTaskInProcess) {
   EXPECT_LT(after.loss, before.loss);
 }
 
+TEST(TrainerTest, RecordsItsPhasesAndEveryLayerInsideTheTraceWindow) {
+  auto model = *BuildModel("mnist_cnn", {});
+  auto client = InProcessClient::Create(*model, OptimizerConfig(), 0.99f, 3);
+  ASSERT_TRUE(client.ok()) << client.status();
+  Dataset train = QuadrantDataset(100, 1);
+  auto batches = BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+  TraceRecorder trace("worker:0", TraceSteps{2, 3});
+  TrainerOptions options;
+  options.train_steps = 6;
+  options.trace = &trace;
+  Trainer trainer(model.get(), client->get(), batches->get(), options);
+  ASSERT_TRUE(trainer.Run().ok());
+  EXPECT_TRUE(trace.finished());
+  const std::string json = trace.ToJson();
+  for (const char* name : {"\"train step\"", "\"next batch\"", "\"wait for push answers\"",
+                           "\"forward conv2d\"", "\"backward conv2d\"", "\"pull\""}) {
+    EXPECT_NE(json.find(name), std::string::npos) << name;
+  }
+  // Two steps: per step, 3 phases + a pull + forward and backward per layer.
+  model->EnableProfiling(true);  // to count the layers
+  EXPECT_EQ(trace.size(), 2 * (4 + 2 * model->timings().size()));
+}
+
 // Parameters that never change, a step that goes up by one per push, and
 // once, the pull after step `at`'s push reports the job rolled back to `to`.
 class RollingBackClient : public ParameterClient {
