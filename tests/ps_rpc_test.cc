@@ -176,6 +176,25 @@ TEST_F(PsRpcTest, BadInitializeIsRefused) {
   EXPECT_TRUE(init(good).ok());
 }
 
+TEST_F(PsRpcTest, ASparsePushUpdatesOnlyItsOffsets) {
+  Initialize();
+  PushRequest push;
+  push.set_chunk(0);
+  push.set_replica(1);
+  push.set_step(0);
+  push.set_gradients(Floats({2, 4}));  // SGD, learning rate 1
+  const std::vector<uint32_t> at = {1, 3};
+  push.set_indices(std::string(reinterpret_cast<const char*>(at.data()), 8));
+  push.set_batch_stats(Floats({1}));
+  PushPullResponse response;
+  grpc::Status s = Call(push, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto view = client_->Pull();
+  ASSERT_TRUE(view.ok());
+  const std::vector<float> want = {0, 1 - 2, 2, 3 - 4, 4};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(view->params[i], want[i]) << i;
+}
+
 TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   Initialize();
   PushRequest good;
@@ -186,7 +205,7 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   good.set_batch_stats(Floats({1}));
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<PushRequest> bad(14, good);
+  std::vector<PushRequest> bad(17, good);
   bad[0].set_gradients(Floats({1, 1, 1}));                     // short
   bad[1].set_gradients(Floats(std::vector<float>(50, 1.0f)));  // long
   bad[2].set_gradients(std::string(19, 'x'));                  // not whole floats
@@ -203,6 +222,17 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
   bad[12].clear_gradients();
   bad[13].set_dtype(BFLOAT16);  // an odd number of bytes
   bad[13].set_gradients(std::string(9, 'x'));
+  // Sparse (top-k) pushes: an offset past the chunk, offsets out of order,
+  // more offsets than values.
+  auto offsets = [](std::vector<uint32_t> v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint32_t));
+  };
+  bad[14].set_gradients(Floats({1}));
+  bad[14].set_indices(offsets({5}));
+  bad[15].set_gradients(Floats({1, 1}));
+  bad[15].set_indices(offsets({3, 1}));
+  bad[16].set_gradients(Floats({1}));
+  bad[16].set_indices(offsets({0, 1}));
   const std::vector<std::string> said = {"",
                                          "",
                                          "",
@@ -216,7 +246,10 @@ TEST_F(PsRpcTest, BadPushesAreRefusedAndChangeNothing) {
                                          "loss_batches = -1",
                                          "loss_sum = nan",
                                          "",
-                                         "not a whole number"};
+                                         "not a whole number",
+                                         "offset 5 after -1 in a chunk of 5",
+                                         "offset 1 after 3",
+                                         "8 bytes of offsets for 1 values"};
   for (size_t i = 0; i < bad.size(); ++i) {
     PushPullResponse response;
     grpc::Status s = Call(bad[i], &response);
