@@ -22,7 +22,8 @@ DEFINE_bool(use_distortion_for_training, true,
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
               "Directory with the training and test data.");
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
-DEFINE_string(update, "async", "Update mode: async or sync.");
+DEFINE_string(update, "async", "Update mode: async, sync or ssp (bounded staleness).");
+DEFINE_int32(staleness, 3, "ssp: steps a replica may run ahead of the slowest live one.");
 DEFINE_int32(replicas_to_aggregate, 0, "sync: gradients averaged per step (0: all replicas).");
 DEFINE_int32(total_replicas, 0, "sync: training replicas (0: all; N > R gives backup workers).");
 DEFINE_bool(chief_trains, true, "The chief also trains as a replica.");
@@ -65,6 +66,12 @@ DEFINE_double(flush_secs, 30, "Event files are flushed at least this often (seco
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
 DEFINE_string(wire_format, "float32",
               "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");
+DEFINE_string(compression, "none",
+              "Gradient compression: none, or topk (the largest gradients, error feedback).");
+DEFINE_double(compression_ratio, 0.01, "topk: the fraction of each chunk's gradients pushed.");
+DEFINE_string(trace_steps, "",
+              "A:B writes a Chrome trace of global steps A..B of every task to "
+              "<job_dir>/plugins/profile/steps_A_B/.");
 DEFINE_string(tls_dir, "",
               "The job's TLS certificates (ca.crt, <job>-<index>.crt/.key), as pstrain-certs "
               "makes them: mutual TLS on every channel.");

@@ -41,9 +41,9 @@ class LocalTrainerTest : public ::testing::Test {
 TEST_F(LocalTrainerTest, TrainsEvaluatesAndExitsZero) {
   const std::string job = JoinPath(base_, "job");
   // Hyphenated spellings, as TensorFlow tutorials write them.
-  RunResult r =
-      RunProcess({PSTRAIN_WORKER_BIN, "--data-dir=" + data_, "--job-dir=" + job, "--train-steps=60",
-                  "--batch-size=20", "--log_every_n_steps=20", "--threads=2"});
+  RunResult r = RunProcess({PSTRAIN_WORKER_BIN, "--data-dir=" + data_, "--job-dir=" + job,
+                            "--train-steps=60", "--batch-size=20", "--log_every_n_steps=20",
+                            "--threads=2", "--trace-steps=30:31"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("step = 20, loss = "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("examples/sec = "), std::string::npos) << r.output;
@@ -53,6 +53,14 @@ TEST_F(LocalTrainerTest, TrainsEvaluatesAndExitsZero) {
   ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
   EXPECT_GT(std::stod(m[1]), 0.8) << r.output;  // chance is 0.25
   EXPECT_TRUE(Env::Default()->FileExists(job));
+  // --trace_steps in single-process mode: the two steps' phases and layers.
+  absl::StatusOr<std::string> trace =
+      Env::Default()->ReadFile(JoinPath(job, "plugins/profile/steps_30_31/worker-0.trace.json"));
+  ASSERT_TRUE(trace.ok()) << trace.status() << "\n" << r.output;
+  EXPECT_NE(trace->find("\"forward conv2d\""), std::string::npos);
+  EXPECT_NE(trace->find("\"train step\""), std::string::npos);
+  EXPECT_NE(trace->find("\"step\":31"), std::string::npos);
+  EXPECT_EQ(trace->find("\"step\":32"), std::string::npos);
 }
 
 TEST_F(LocalTrainerTest, MissingDataNamesTheDirectory) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/evaluation.h"
@@ -24,6 +25,7 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   if (config.job_dir.empty()) {
     return absl::InvalidArgumentError("--job_dir is required: the directory for this job's output");
   }
+  PSTRAIN_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(config.trace_steps));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
                            BuildModel(config.model, config.model_options));
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
@@ -53,9 +55,20 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
             << OptimizerTypeName(config.optimizer.type) << " with learning rate "
             << config.optimizer.learning_rate.ToString();
 
-  Trainer trainer(model.get(), client.get(), batches.get(), ReplicaTrainerOptions(spec));
+  TrainerOptions options = ReplicaTrainerOptions(spec);
+  TraceRecorder trace("worker:0", trace_steps);
+  if (trace_steps.enabled()) options.trace = &trace;
+  Trainer trainer(model.get(), client.get(), batches.get(), options);
   auto train_start = std::chrono::steady_clock::now();
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+  model->set_trace(nullptr);
+  if (trace_steps.enabled()) {
+    const std::string dir = ProfileRunDir(config.job_dir, TraceRunName(trace_steps));
+    const std::string path = absl::StrCat(dir, "/", TraceFileName(TaskSpec{"worker", 0}));
+    PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
+    PSTRAIN_RETURN_IF_ERROR(trace.Write(env, path));
+    LOG(INFO) << "trace (" << trace.size() << " events) written to " << path;
+  }
   const double train_secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - train_start).count();
   LOG(INFO) << "Trained to global step " << step << " in " << train_secs << " s";

@@ -26,6 +26,9 @@ struct LocalTrainingConfig {
   bool use_distortion_for_training = true;
   uint64_t seed = 1;
   int64_t log_every_n_steps = 100;
+  // "A:B": a Chrome trace of steps A..B to
+  // <job_dir>/plugins/profile/steps_A_B/worker-0.trace.json.
+  std::string trace_steps;
 };
 
 // Trains `config.model` on the training split of `config.data_dir` with

@@ -27,6 +27,7 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
   config.eval_batch_size = t.eval_batch_size;
   config.seed = t.seed;
   config.log_every_n_steps = t.log_every_n_steps;
+  config.trace_steps = t.trace_steps;
   config.model_options = pstrain::ModelOptionsFromSpec(t);
   if (!(t.batch_norm_decay >= 0 && t.batch_norm_decay < 1) || !(t.batch_norm_epsilon > 0)) {
     return absl::InvalidArgumentError(

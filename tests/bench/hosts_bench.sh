@@ -4,11 +4,12 @@
 # sync, batch 100 per replica, 3 replicas), once with every task on
 # 127.0.0.1, once on 4 network-namespace "VMs" joined by a bridge
 # (tests/hosts/vmnet.sh, task addresses are host names), and once more on
-# those hosts with the links limited to 1 Gbit/s (tc netem with 0.5 ms where
-# the kernel has netem, else tc tbf without the delay). Alternates the runs;
-# prints every run, the medians and the ratios to loopback.
+# those hosts with the links limited to each rate of `rates` (tc netem with
+# 0.5 ms where the kernel has netem, else tc tbf without the delay).
+# Alternates the runs; prints every run, the medians and the ratios to
+# loopback. tests/bench/scaling_model.py --check_workers=3 predicts them.
 #
-#   tests/bench/hosts_bench.sh [rounds=3] [steps=120]
+#   tests/bench/hosts_bench.sh [rounds=3] [steps=120] [rates="1gbit"]
 # Needs root (network namespaces), a Release build in build/ and
 # /usr/share/datasets/fashion-mnist (deploy/install-deps.sh).
 set -euo pipefail
@@ -16,6 +17,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 rounds="${1:-3}"
 steps="${2:-120}"
+read -r -a rates <<<"${3:-1gbit}"
 bin="$root/build/bin"
 vmnet="$root/tests/hosts/vmnet.sh"
 data=/usr/share/datasets/fashion-mnist
@@ -78,13 +80,14 @@ run() {
 }
 
 declare -A runs
-modes=(loopback hosts hosts-1gbit)
+modes=(loopback hosts)
+for r in "${rates[@]}"; do modes+=("hosts-$r"); done
 for ((i = 1; i <= rounds; i++)); do
   line="round $i:"
   for m in "${modes[@]}"; do
-    if [[ "$m" == hosts-1gbit ]]; then bash "$vmnet" shape "$net" 1gbit 0.5ms; fi
+    if [[ "$m" == hosts-* ]]; then bash "$vmnet" shape "$net" "${m#hosts-}" 0.5ms; fi
     r="$(run "$m")"
-    if [[ "$m" == hosts-1gbit ]]; then
+    if [[ "$m" == hosts-* ]]; then
       bash "$vmnet" destroy "$net"
       bash "$vmnet" create "$net" $((100 + RANDOM % 100)) "${hosts[@]}"
     fi

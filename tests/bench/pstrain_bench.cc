@@ -7,14 +7,17 @@
 #include <thread>
 #include <vector>
 
+#include "common/env.h"
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
+#include "common/trace.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/random.h"
 #include "models/registry.h"
 #include "tbb/global_control.h"
 #include "tests/bench/distributed_bench.h"
+#include "tests/bench/ps_rates_bench.h"
 #include "worker/in_process_client.h"
 
 DEFINE_string(model, "mnist_cnn", "Model to time.");
@@ -38,6 +41,12 @@ DEFINE_string(update, "sync", "--distributed: sync or async.");
 DEFINE_string(data_dir, "", "--distributed: the workers' training data (default Fashion-MNIST).");
 DEFINE_int32(threads_per_process, 1, "--distributed: compute threads of each process.");
 DEFINE_bool(profile, false, "Print per-layer forward/backward time per training step.");
+DEFINE_string(trace_file, "",
+              "Write a Chrome trace of the first timed round's steps (every layer's forward and "
+              "backward pass) to this file.");
+DEFINE_int32(ps_rates, 0,
+             "Time a parameter server's sync step for the model's parameters and this many "
+             "pushes (apply and sum rates), instead of training.");
 
 namespace pstrain {
 namespace {
@@ -99,6 +108,7 @@ int Run() {
                     labels.data() + b * batch, batch);
   };
 
+  if (FLAGS_ps_rates > 0) return RunPsRatesBench(model->num_params(), FLAGS_ps_rates, FLAGS_steps);
   std::printf("model %s: %lld parameters, batch %lld, %d threads, %d steps x %d rounds\n",
               FLAGS_model.c_str(), static_cast<long long>(model->num_params()),
               static_cast<long long>(batch), FLAGS_threads, FLAGS_steps, FLAGS_repeats);
@@ -124,13 +134,28 @@ int Run() {
     model->EnableProfiling(false);
   }
   std::vector<double> train_rates, eval_rates;
+  TraceRecorder trace(FLAGS_model, TraceSteps{0, FLAGS_trace_file.empty() ? -1 : FLAGS_steps - 1});
+  if (!FLAGS_trace_file.empty()) model->set_trace(&trace);
   for (int r = 0; r < FLAGS_repeats; ++r) {
     auto start = Clock::now();
-    for (int i = 0; i < FLAGS_steps; ++i) train_step(i);
+    for (int i = 0; i < FLAGS_steps; ++i) {
+      trace.SetStep(r * FLAGS_steps + i);
+      ScopedTraceEvent event(&trace, "compute", "train step");
+      train_step(i);
+    }
     double secs = std::chrono::duration<double>(Clock::now() - start).count();
     train_rates.push_back(FLAGS_steps * batch / secs);
     std::printf("round %d: train %.1f examples/sec (%.2f ms/step)\n", r, train_rates.back(),
                 1e3 * secs / FLAGS_steps);
+  }
+  if (!FLAGS_trace_file.empty()) {
+    model->set_trace(nullptr);
+    const std::string path = FLAGS_trace_file;
+    if (absl::Status s = trace.Write(Env::Default(), path); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    std::printf("trace of %zu events written to %s\n", trace.size(), path.c_str());
   }
   for (int i = 0; i < std::max(1, FLAGS_warmup / 2); ++i) eval_step(i);
   for (int r = 0; r < FLAGS_repeats; ++r) {
