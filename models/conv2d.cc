@@ -72,8 +72,7 @@ absl::StatusOr<Shape> Conv2D::Build(const Shape& input) {
   direct_forward_ = options_.stride == 1 && options_.kernel_size % 2 == 1 && out_h_ == in_h_ &&
                     out_w_ == in_w_ && pad_top_ == half && pad_left_ == half &&
                     DirectConvSupported(options_.filters);
-  direct_backward_ =
-      direct_forward_ && options_.activation == Activation::kNone && DirectConvSupported(in_c_);
+  direct_backward_ = direct_forward_ && DirectConvSupported(in_c_);
   return Shape{out_h_, out_w_, options_.filters};
 }
 
@@ -200,15 +199,8 @@ void Conv2D::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, T
   const int64_t in_size = in_h_ * in_w_ * in_c_;
   const int64_t per_chunk = ExamplesPerChunk();
   const int64_t chunks = (batch + per_chunk - 1) / per_chunk;
-  if (direct_forward_ && !options_.use_bias && options_.activation == Activation::kNone &&
-      (din == nullptr || direct_backward_)) {
-    // Kernel gradient from the padded input the forward pass left in padded_
-    // (padded again should another input have passed through since).
-    const int64_t ks = options_.kernel_size;
-    if (padded_from_ != in.data() || padded_batch_ != batch) PadInput(in);
-    DirectConvKernelGradStride1(padded_.data(), batch, out_h_, out_w_, in_c_, dout.data(), ks, cout,
-                                &grad_scratch_, args.grads + offset(0));
-    if (din != nullptr) DirectInputGradient(dout, kernel, din);
+  if (direct_forward_ && (din == nullptr || direct_backward_)) {
+    DirectBackward(in, out, dout, din, args);
     return;
   }
   const int64_t grad_size = k_ * cout + cout;  // Kernel, then bias.
@@ -216,7 +208,7 @@ void Conv2D::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, T
     chunk_grads_.resize(chunks * grad_size);
   }
   // The direct kernels compute the input gradient after the loop below.
-  const bool col2im = din != nullptr && !direct_backward_;
+  const bool col2im = din != nullptr;
   if (col2im) {
     din->Resize(in.shape());
     din->SetZero();
@@ -279,7 +271,37 @@ void Conv2D::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, T
                         }
                       }
                     });
-  if (din != nullptr && direct_backward_) DirectInputGradient(dout, kernel, din);
+}
+
+void Conv2D::DirectBackward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                            const BackwardArgs& args) {
+  const int64_t batch = in.dim(0);
+  const int64_t cout = options_.filters;
+  const int64_t rows = batch * out_h_ * out_w_;
+  const float* dz = dout.data();
+  if (options_.activation == Activation::kRelu) {
+    if (static_cast<int64_t>(dz_.size()) < rows * cout) dz_.resize(rows * cout);
+    ParallelFor(rows, 256, [&](int64_t begin, int64_t end) {
+      const int64_t n = (end - begin) * cout;
+      ArrayMap(dz_.data() + begin * cout, n) =
+          (ArrayMap(out.data() + begin * cout, n) > 0.0f)
+              .select(ArrayMap(dout.data() + begin * cout, n), 0.0f);
+    });
+    dz = dz_.data();
+  }
+  if (options_.use_bias) {
+    // Column sums of d(z), in row order (the same for any thread count).
+    auto db = ArrayMap(args.grads + offset(1), cout);
+    db.setZero();
+    for (int64_t p = 0; p < rows; ++p) db += ArrayMap(dz + p * cout, cout);
+  }
+  // Kernel gradient from the padded input the forward pass left in padded_
+  // (padded again should another input have passed through since).
+  const int64_t ks = options_.kernel_size;
+  if (padded_from_ != in.data() || padded_batch_ != batch) PadInput(in);
+  DirectConvKernelGradStride1(padded_.data(), batch, out_h_, out_w_, in_c_, dz, ks, cout,
+                              &grad_scratch_, args.grads + offset(0));
+  if (din != nullptr) DirectInputGradient(dz, batch, args.params + offset(0), din);
 }
 
 void Conv2D::PadInput(const Tensor& in) {
@@ -294,10 +316,10 @@ void Conv2D::PadInput(const Tensor& in) {
   padded_batch_ = batch;
 }
 
-void Conv2D::DirectInputGradient(const Tensor& dout, const float* kernel, Tensor* din) {
+void Conv2D::DirectInputGradient(const float* dout, int64_t batch, const float* kernel,
+                                 Tensor* din) {
   // d(in) is the stride-1 convolution of d(out), padded as the input was,
   // with the flipped, transposed kernel.
-  const int64_t batch = dout.dim(0);
   const int64_t cout = options_.filters;
   const int64_t ks = options_.kernel_size;
   const int64_t ph = out_h_ + ks - 1, pw = out_w_ + ks - 1;
@@ -309,7 +331,7 @@ void Conv2D::DirectInputGradient(const Tensor& dout, const float* kernel, Tensor
   padded_from_ = nullptr;
   flipped_.resize(k_ * cout);
   FlipKernel(kernel, ks, in_c_, cout, flipped_.data());
-  PadNhwc(dout.data(), batch, out_h_, out_w_, cout, ks - 1 - pad_top_, ks - 1 - pad_left_, ph, pw,
+  PadNhwc(dout, batch, out_h_, out_w_, cout, ks - 1 - pad_top_, ks - 1 - pad_left_, ph, pw,
           padded_.data());
   din->Resize({batch, in_h_, in_w_, in_c_});
   DirectConvStride1(padded_.data(), batch, in_h_, in_w_, cout, flipped_.data(), ks, in_c_,

@@ -49,13 +49,17 @@ class Conv2D : public Layer {
   int64_t ExamplesPerChunk() const;
 
   // Stride 1, odd square kernel, output the input's size: the direct kernels
-  // (models/direct_conv.h) compute the forward pass, and the input gradient
-  // when the input channels suit them too.
+  // (models/direct_conv.h) compute the forward pass and the kernel gradient,
+  // and the input gradient when the input channels suit them too.
   bool direct_forward_ = false;
   bool direct_backward_ = false;
   // `in` with its zero border into padded_ (remembering whose it is).
   void PadInput(const Tensor& in);
-  void DirectInputGradient(const Tensor& dout, const float* kernel, Tensor* din);
+  // The backward pass with the direct kernels: the fused ReLU's mask and
+  // the bias gradient first, then the kernel and input gradients.
+  void DirectBackward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                      const BackwardArgs& args);
+  void DirectInputGradient(const float* dout, int64_t batch, const float* kernel, Tensor* din);
   // The last forward input with its zero border (reused by the backward pass
   // for the padded output gradient once the kernel gradient is done),
   Buffer padded_;
@@ -63,6 +67,7 @@ class Conv2D : public Layer {
   int64_t padded_batch_ = 0;            // of this many examples.
   Buffer flipped_;                      // The adjoint's kernel.
   std::vector<float> grad_scratch_;     // Per-group kernel gradients.
+  Buffer dz_;                           // d(out) through the ReLU's mask.
 
   Conv2DOptions options_;
   int64_t in_h_ = 0, in_w_ = 0, in_c_ = 0;

@@ -193,6 +193,21 @@ TEST(Conv2DLayerTest, ManyChunksGradients) {
   EXPECT_TRUE(CheckGradients(&conv, {3, 34, 34, 2}, options));
 }
 
+TEST(Conv2DLayerTest, DirectKernelsWithBiasAndFusedReluGradients) {
+  // 16k filters, stride 1, same padding: the direct kernels (on AVX-512
+  // builds) compute the forward pass and, through the ReLU's mask, the
+  // kernel and bias gradients; the input gradient too when the input
+  // channels are 16k (the first case), else im2col + GEMM (the second).
+  GradientCheckOptions options;
+  options.epsilon = 1e-3f;
+  options.tolerance = 2e-2f;
+  options.max_checks = 80;
+  for (const Shape& input : {Shape{2, 6, 6, 16}, Shape{2, 7, 5, 3}}) {
+    Conv2D conv("conv", ConvOpts(16, 5, 1, Padding::kSame, Activation::kRelu));
+    EXPECT_TRUE(CheckGradients(&conv, input, options)) << ShapeToString(input);
+  }
+}
+
 TEST(Conv2DLayerTest, FusedReluEqualsSeparateRelu) {
   Conv2D fused("fused", ConvOpts(5, 3, 1, Padding::kSame, Activation::kRelu));
   Conv2D plain("plain", ConvOpts(5, 3, 1, Padding::kSame));
