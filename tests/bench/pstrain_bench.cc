@@ -13,6 +13,7 @@
 #include "common/trace.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "models/gemm.h"
 #include "models/random.h"
 #include "models/registry.h"
 #include "tbb/global_control.h"
@@ -44,6 +45,9 @@ DEFINE_bool(profile, false, "Print per-layer forward/backward time per training 
 DEFINE_string(trace_file, "",
               "Write a Chrome trace of the first timed round's steps (every layer's forward and "
               "backward pass) to this file.");
+DEFINE_bool(gemm_peak, false,
+            "Print the GFLOP/s of a 1024^3 single-precision GEMM on one thread (the roofline "
+            "the layers are measured against).");
 DEFINE_int32(ps_rates, 0,
              "Time a parameter server's sync step for the model's parameters and this many "
              "pushes (apply and sum rates), instead of training.");
@@ -58,7 +62,25 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+int GemmPeak() {
+  constexpr int64_t n = 1024;
+  std::vector<float> a(n * n), b(n * n), c(n * n);
+  SplitMix64 rng(3);
+  for (float& x : a) x = rng.Uniform();
+  for (float& x : b) x = rng.Uniform();
+  std::vector<double> rates;
+  for (int r = 0; r < 7; ++r) {
+    auto start = Clock::now();
+    Gemm(false, false, n, n, n, a.data(), n, b.data(), n, false, c.data(), n);
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    rates.push_back(2.0 * n * n * n / secs / 1e9);
+  }
+  std::printf("gemm 1024^3, 1 thread: %.1f GFLOP/s (median of 7)\n", Median(rates));
+  return 0;
+}
+
 int Run() {
+  if (FLAGS_gemm_peak) return GemmPeak();
   ModelOptions options;
   options.num_layers = FLAGS_num_layers;
   auto model_or = BuildModel(FLAGS_model, options);

@@ -54,7 +54,7 @@ def write_config(args, directory):
         "batch_size": args.batch_size, "train_steps": args.train_steps,
         "eval_steps": args.eval_steps, "log_every_n_steps": 100, "seed": args.seed,
         "threads": args.threads, "checkpoint_steps": 0, "histogram_steps": 0,
-        "insecure": "true", "sync_timeout": 30,
+        "insecure": "true", "sync_timeout": 30, "learning_rate": args.learning_rate,
     }
     if args.trace_steps:
         training["trace_steps"] = '"%s"' % args.trace_steps
@@ -115,6 +115,7 @@ def main():
     p.add_argument("--eval_steps", type=int, default=100)
     p.add_argument("--target", type=float, default=0.916)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--learning_rate", type=float, default=0.001)
     p.add_argument("--straggler", type=float, default=0.0)
     p.add_argument("--straggler_period", type=float, default=0.2)
     p.add_argument("--compression_ratio", type=float, default=0.0)
