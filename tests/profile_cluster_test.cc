@@ -134,7 +134,7 @@ TEST_F(ProfileClusterTest, TraceStepsWriteEveryTasksTraceAndAClusterViewOnOneClo
 
 TEST_F(ProfileClusterTest, SspHoldsTheFastReplicasWhileASlowOneIsStopped) {
   const std::string config =
-      WriteConfig(1, 2, "  update: ssp\n  staleness: 2\n  train_steps: 200\n  sync_timeout: 30\n");
+      WriteConfig(1, 2, "  update: ssp\n  staleness: 2\n  train_steps: 120\n  sync_timeout: 30\n");
   Background launch =
       StartProcess({kBin + "/pstrain-launch", "--config=" + config}, JoinPath(dir_, "launch.log"));
   const std::string log = JoinPath(dir_, "launch.log");
