@@ -118,7 +118,7 @@ TaskTrace::TaskTrace(Env* env, std::string run_dir, TaskSpec task, TraceSteps st
   watcher_ = std::thread([this] {
     while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1))) {
       if (recorder_->finished()) {
-        WriteOnce();
+        WriteIfNew();
         return;
       }
     }
@@ -128,21 +128,23 @@ TaskTrace::TaskTrace(Env* env, std::string run_dir, TaskSpec task, TraceSteps st
 TaskTrace::~TaskTrace() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (watcher_.joinable()) watcher_.join();
-  WriteOnce();
+  WriteIfNew();
 }
 
-void TaskTrace::WriteOnce() {
+void TaskTrace::WriteIfNew() {
   absl::MutexLock lock(&mu_);
-  if (written_ && recorder_->size() == written_events_) return;
-  written_ = true;
-  written_events_ = recorder_->size();
+  const size_t events = recorder_->size();
+  if (written_ && events == written_events_) return;
   const std::string path = absl::StrCat(run_dir_, "/", TraceFileName(task_));
   absl::Status s = env_->CreateDirs(run_dir_);
   if (s.ok()) s = recorder_->Write(env_, path);
   if (!s.ok()) {
+    // Not marked written: the end of the role tries again.
     LOG(WARNING) << "could not write the trace " << path << ": " << s;
     return;
   }
+  written_ = true;
+  written_events_ = events;
   LOG(INFO) << "trace (" << recorder_->size() << " events) written to " << path
             << (recorder_->dropped() > 0
                     ? absl::StrCat(" (", recorder_->dropped(), " events over the cap dropped)")
@@ -152,7 +154,7 @@ void TaskTrace::WriteOnce() {
 void TaskTrace::Finish(const ClusterSpec& cluster, absl::Duration wait) {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (watcher_.joinable()) watcher_.join();
-  WriteOnce();
+  WriteIfNew();
   if (task_.job_name != "chief") return;
   std::vector<std::string> missing;
   absl::StatusOr<std::string> merged = MergeClusterTrace(env_, run_dir_, cluster, wait, &missing);

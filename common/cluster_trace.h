@@ -70,7 +70,8 @@ class TaskTrace {
 
  private:
   TaskTrace(Env* env, std::string run_dir, TaskSpec task, TraceSteps steps);
-  void WriteOnce();
+  // Writes the trace unless this very trace (no new event since) is on disk.
+  void WriteIfNew();
 
   Env* const env_;
   const std::string run_dir_;
