@@ -36,7 +36,7 @@ std::string TraceRunName(const TraceSteps& steps) {
   return absl::StrCat("steps_", steps.first, "_", steps.last);
 }
 
-std::string TraceFileName(const TaskSpec& task) {
+std::string TraceFileName(const TracedTask& task) {
   return absl::StrCat(task.job_name, "-", task.task_index, ".trace.json");
 }
 
@@ -49,15 +49,12 @@ ClockSample BestSample(const std::vector<ClockSample>& samples) {
 }
 
 absl::StatusOr<std::string> MergeClusterTrace(Env* env, const std::string& run_dir,
-                                              const ClusterSpec& cluster, absl::Duration wait,
+                                              const std::vector<TracedTask>& tasks,
+                                              absl::Duration wait,
                                               std::vector<std::string>* missing) {
-  std::vector<TaskSpec> tasks;
-  for (const char* job : {"chief", "worker", "ps"}) {
-    for (int i = 0; i < cluster.num_tasks(job); ++i) tasks.push_back({job, i});
-  }
   const absl::Time deadline = absl::Now() + wait;
   std::vector<std::string> paths;
-  for (const TaskSpec& task : tasks)
+  for (const TracedTask& task : tasks)
     paths.push_back(absl::StrCat(run_dir, "/", TraceFileName(task)));
   while (absl::Now() < deadline &&
          !std::all_of(paths.begin(), paths.end(),
@@ -65,7 +62,7 @@ absl::StatusOr<std::string> MergeClusterTrace(Env* env, const std::string& run_d
     absl::SleepFor(absl::Milliseconds(200));
   }
   // Parse what is there; the clients' offsets place every process.
-  std::vector<std::pair<const TaskSpec*, std::string>> found;
+  std::vector<std::pair<const TracedTask*, std::string>> found;
   std::vector<int64_t> chief_offsets;
   std::vector<std::vector<int64_t>> offsets(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -100,16 +97,17 @@ absl::StatusOr<std::string> MergeClusterTrace(Env* env, const std::string& run_d
   return merged;
 }
 
-absl::StatusOr<std::unique_ptr<TaskTrace>> TaskTrace::Create(Env* env, const TrainingSpec& training,
-                                                             const TaskSpec& task) {
-  absl::StatusOr<TraceSteps> steps = ParseTraceSteps(training.trace_steps);
+absl::StatusOr<std::unique_ptr<TaskTrace>> TaskTrace::Create(Env* env, const std::string& job_dir,
+                                                             const std::string& trace_steps,
+                                                             TracedTask task) {
+  absl::StatusOr<TraceSteps> steps = ParseTraceSteps(trace_steps);
   if (!steps.ok()) return steps.status();
   if (!steps->enabled()) return nullptr;
   return std::unique_ptr<TaskTrace>(
-      new TaskTrace(env, ProfileRunDir(training.job_dir, TraceRunName(*steps)), task, *steps));
+      new TaskTrace(env, ProfileRunDir(job_dir, TraceRunName(*steps)), std::move(task), *steps));
 }
 
-TaskTrace::TaskTrace(Env* env, std::string run_dir, TaskSpec task, TraceSteps steps)
+TaskTrace::TaskTrace(Env* env, std::string run_dir, TracedTask task, TraceSteps steps)
     : env_(env),
       run_dir_(std::move(run_dir)),
       task_(std::move(task)),
@@ -151,13 +149,13 @@ void TaskTrace::WriteIfNew() {
                     : "");
 }
 
-void TaskTrace::Finish(const ClusterSpec& cluster, absl::Duration wait) {
+void TaskTrace::Finish(const std::vector<TracedTask>& tasks, absl::Duration wait) {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (watcher_.joinable()) watcher_.join();
   WriteIfNew();
   if (task_.job_name != "chief") return;
   std::vector<std::string> missing;
-  absl::StatusOr<std::string> merged = MergeClusterTrace(env_, run_dir_, cluster, wait, &missing);
+  absl::StatusOr<std::string> merged = MergeClusterTrace(env_, run_dir_, tasks, wait, &missing);
   const std::string path = absl::StrCat(run_dir_, "/cluster.trace.json");
   absl::Status s = merged.ok() ? env_->WriteFileAtomic(path, *merged) : merged.status();
   if (!s.ok()) {

@@ -23,16 +23,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/cluster_config.h"
 #include "common/env.h"
 #include "common/trace.h"
 
 namespace pstrain {
 
+// A task of the job as its trace file names it (the job config's TaskSpec,
+// without the config: this file sits below it).
+struct TracedTask {
+  std::string job_name;  // "chief", "worker" or "ps"
+  int task_index = 0;
+};
+
 // "steps_<A>_<B>": the run a trace window is filed under.
 std::string TraceRunName(const TraceSteps& steps);
 // "<job>-<index>.trace.json".
-std::string TraceFileName(const TaskSpec& task);
+std::string TraceFileName(const TracedTask& task);
 
 // One sample of another clock: `offset_us` = its time minus ours at the
 // middle of a round trip of `round_trip_us` (the error is at most half).
@@ -43,39 +49,42 @@ struct ClockSample {
 // Of several samples of one clock, the one with the shortest round trip.
 ClockSample BestSample(const std::vector<ClockSample>& samples);
 
-// The merged trace of the tasks of `cluster` whose files are in `run_dir`,
+// The merged trace of `tasks` (every task of the cluster) whose files are in `run_dir`,
 // shifted onto ps 0's clock. Waits up to `wait` for missing files (tasks
 // still writing theirs); merges what there is then. `missing` gets the files
 // that never came. DataLoss for a damaged trace file.
 absl::StatusOr<std::string> MergeClusterTrace(Env* env, const std::string& run_dir,
-                                              const ClusterSpec& cluster, absl::Duration wait,
+                                              const std::vector<TracedTask>& tasks,
+                                              absl::Duration wait,
                                               std::vector<std::string>* missing);
 
-// A task's trace for the life of its role: created when training.trace_steps
-// is set, written once its window has passed (checked every second) or at
-// the end, whichever comes first.
+// A task's trace for the life of its role: created when `trace_steps` (the
+// training field) is set, written once its window has passed (checked every
+// second) or at the end, whichever comes first.
 class TaskTrace {
  public:
   // Null if tracing is off; InvalidArgument for a bad trace_steps.
-  static absl::StatusOr<std::unique_ptr<TaskTrace>> Create(Env* env, const TrainingSpec& training,
-                                                           const TaskSpec& task);
+  // Its file goes to ProfileRunDir(job_dir, ...).
+  static absl::StatusOr<std::unique_ptr<TaskTrace>> Create(Env* env, const std::string& job_dir,
+                                                           const std::string& trace_steps,
+                                                           TracedTask task);
   ~TaskTrace();  // Finish() if not done
 
   TraceRecorder* recorder() { return recorder_.get(); }
   // Writes the trace if it has not been, or again if events came since
   // (work for a step of the window that ended later); the chief then merges the
-  // cluster's (waiting up to `wait` for the other tasks' files). Logs where
-  // the files are.
-  void Finish(const ClusterSpec& cluster, absl::Duration wait);
+  // traces of the cluster's `tasks` (waiting up to `wait` for the other tasks'
+  // files). Logs where the files are.
+  void Finish(const std::vector<TracedTask>& tasks, absl::Duration wait);
 
  private:
-  TaskTrace(Env* env, std::string run_dir, TaskSpec task, TraceSteps steps);
+  TaskTrace(Env* env, std::string run_dir, TracedTask task, TraceSteps steps);
   // Writes the trace unless this very trace (no new event since) is on disk.
   void WriteIfNew();
 
   Env* const env_;
   const std::string run_dir_;
-  const TaskSpec task_;
+  const TracedTask task_;
   std::unique_ptr<TraceRecorder> recorder_;
   absl::Mutex mu_;
   bool written_ ABSL_GUARDED_BY(mu_) = false;

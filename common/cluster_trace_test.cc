@@ -31,17 +31,12 @@ std::map<std::string, int64_t> Times(const std::string& merged) {
   return times;
 }
 
-ClusterSpec Cluster() {
-  ClusterSpec cluster;
-  cluster.chief = {"h:1"};
-  cluster.worker = {"h:2"};
-  cluster.ps = {"h:3", "h:4"};
-  return cluster;
-}
+// A cluster of a chief, a worker and 2 ps.
+std::vector<TracedTask> Cluster() { return {{"chief", 0}, {"worker", 0}, {"ps", 0}, {"ps", 1}}; }
 
 TEST(ClusterTraceTest, NamesAndBestSample) {
   EXPECT_EQ(TraceRunName(TraceSteps{100, 110}), "steps_100_110");
-  EXPECT_EQ(TraceFileName(TaskSpec{"worker", 3}), "worker-3.trace.json");
+  EXPECT_EQ(TraceFileName(TracedTask{"worker", 3}), "worker-3.trace.json");
   const ClockSample best = BestSample({{500, 900}, {120, 80}, {300, 400}});
   EXPECT_EQ(best.offset_us, 120);
   EXPECT_EQ(best.round_trip_us, 80);
@@ -91,16 +86,11 @@ TEST(ClusterTraceTest, MissingTasksAreNamedAndDamagedFilesAreDataLoss) {
 
 TEST(TaskTraceTest, WritesOnceTheWindowHasPassedAndTheChiefMerges) {
   MemEnv env;
-  TrainingSpec t;
-  t.job_dir = "/j";
-  auto off = TaskTrace::Create(&env, t, TaskSpec{"worker", 0});
+  auto off = TaskTrace::Create(&env, "/j", "", TracedTask{"worker", 0});
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(*off, nullptr);
-  t.trace_steps = "1:2";
-  ClusterSpec cluster;
-  cluster.chief = {"h:1"};
-  cluster.ps = {"h:2"};
-  auto ps = TaskTrace::Create(&env, t, TaskSpec{"ps", 0});
+  const std::vector<TracedTask> cluster = {{"chief", 0}, {"ps", 0}};
+  auto ps = TaskTrace::Create(&env, "/j", "1:2", TracedTask{"ps", 0});
   ASSERT_TRUE(ps.ok()) << ps.status();
   TraceRecorder* recorder = (*ps)->recorder();
   for (int64_t step = 0; step < 4; ++step) {
@@ -114,7 +104,7 @@ TEST(TaskTraceTest, WritesOnceTheWindowHasPassedAndTheChiefMerges) {
   }
   ASSERT_TRUE(env.FileExists(ps_file));  // written while the task goes on
   EXPECT_EQ(Json::parse(*env.ReadFile(ps_file))["traceEvents"].size(), 3u);  // name + 2 steps
-  auto chief = TaskTrace::Create(&env, t, TaskSpec{"chief", 0});
+  auto chief = TaskTrace::Create(&env, "/j", "1:2", TracedTask{"chief", 0});
   ASSERT_TRUE(chief.ok());
   (*chief)->recorder()->SetStep(1);
   (*chief)->recorder()->Complete("checkpoint", "save", 1, 2);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "common/cluster_trace.h"
 #include "common/env.h"
@@ -28,6 +29,19 @@ void InitProcess(int* argc, char*** argv, const char* usage) {
   google::InitGoogleLogging((*argv)[0]);
 }
 
+namespace {
+
+// Every task of `cluster`, as the traces name them.
+std::vector<TracedTask> TracedTasks(const ClusterSpec& cluster) {
+  std::vector<TracedTask> tasks;
+  for (const char* job : {"chief", "worker", "ps"}) {
+    for (int i = 0; i < cluster.num_tasks(job); ++i) tasks.push_back({job, i});
+  }
+  return tasks;
+}
+
+}  // namespace
+
 int ComputeThreads(int threads) {
   return threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
 }
@@ -52,7 +66,8 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
   }
   role->job.wire = *std::move(wire);
   absl::StatusOr<std::unique_ptr<TaskTrace>> trace =
-      TaskTrace::Create(env, role->job.training, role->task);
+      TaskTrace::Create(env, role->job.training.job_dir, role->job.training.trace_steps,
+                        TracedTask{role->task.job_name, role->task.task_index});
   if (!trace.ok()) {
     LOG(ERROR) << trace.status().message();
     return 2;
@@ -70,7 +85,7 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
   absl::Status status = run(*role, context);
   // The chief waits a little for the other tasks' traces (they write theirs
   // as they end) to merge them.
-  if (*trace != nullptr) (*trace)->Finish(role->job.cluster, absl::Seconds(15));
+  if (*trace != nullptr) (*trace)->Finish(TracedTasks(role->job.cluster), absl::Seconds(15));
   if (absl::IsUnavailable(status)) {
     LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status << " (exit "
                << kExitRestartable << ": starting the task again may resume the job)";

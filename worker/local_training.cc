@@ -64,7 +64,7 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   model->set_trace(nullptr);
   if (trace_steps.enabled()) {
     const std::string dir = ProfileRunDir(config.job_dir, TraceRunName(trace_steps));
-    const std::string path = absl::StrCat(dir, "/", TraceFileName(TaskSpec{"worker", 0}));
+    const std::string path = absl::StrCat(dir, "/", TraceFileName(TracedTask{"worker", 0}));
     PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
     PSTRAIN_RETURN_IF_ERROR(trace.Write(env, path));
     LOG(INFO) << "trace (" << trace.size() << " events) written to " << path;
