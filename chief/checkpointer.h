@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/job_monitor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "common/termination.h"
 #include "common/trace.h"

@@ -6,8 +6,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/role_context.h"
-#include "common/role_flags.h"
+#include "config/role_context.h"
+#include "config/role_flags.h"
 #include "ps/shard_layout.h"
 #include "worker/parameter_client.h"
 #include "worker/parameter_servers.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/termination.h"
 #include "ps/ps_status.h"
 

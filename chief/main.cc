@@ -3,7 +3,7 @@
 //   pstrain-chief --config cluster.yaml --job_name chief   (or TF_CONFIG)
 #include "chief/coordinator.h"
 #include "cloud/gcs_env.h"
-#include "common/role_main.h"
+#include "config/role_process.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "data/dataset.h"
 #include "io/event_writer.h"
 #include "models/model.h"

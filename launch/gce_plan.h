@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace pstrain {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "launch/spawn.h"
 
 namespace pstrain {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "models/model.h"
 #include "models/registry.h"
 

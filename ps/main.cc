@@ -2,7 +2,7 @@
 //   pstrain-ps --config cluster.yaml --job_name ps --task_index 0
 // or with TF_CONFIG set ({"cluster": ..., "task": {"type": "ps", "index": 0}}).
 #include "cloud/gcs_env.h"
-#include "common/role_main.h"
+#include "config/role_process.h"
 #include "common/version.h"
 #include "ps/ps_runner.h"
 

@@ -2,7 +2,7 @@
 #define PSTRAIN_PS_OPTIMIZER_CONFIG_H_
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "ps/optimizer.h"
 
 namespace pstrain {

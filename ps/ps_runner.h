@@ -2,8 +2,8 @@
 #define PSTRAIN_PS_PS_RUNNER_H_
 
 #include "absl/status/status.h"
-#include "common/role_context.h"
-#include "common/role_flags.h"
+#include "config/role_context.h"
+#include "config/role_flags.h"
 
 namespace pstrain {
 

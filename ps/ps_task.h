@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/wire_security.h"
+#include "config/wire_security.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace pstrain {
 

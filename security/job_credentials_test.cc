@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "security/grpc_security.h"

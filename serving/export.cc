@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "io/checkpoint.h"

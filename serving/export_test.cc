@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "proto/checkpoint.pb.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"

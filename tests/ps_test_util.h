@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/env.h"
-#include "common/wire_security.h"
+#include "config/wire_security.h"
 #include "grpcpp/grpcpp.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"

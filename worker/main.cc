@@ -5,7 +5,7 @@
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
 #include "cloud/gcs_env.h"
 #include "common/env.h"
-#include "common/role_main.h"
+#include "config/role_process.h"
 #include "common/version.h"
 #include "glog/logging.h"
 #include "models/model_options.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "common/trace.h"
 #include "data/batcher.h"

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 #include "launch/supervisor.h"
 #include "models/registry.h"

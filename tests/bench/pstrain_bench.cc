@@ -195,7 +195,7 @@ int Run() {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  // As every pstrain process does (common/role_main.cc): keep large buffers
+  // As every pstrain process does (config/role_process.cc): keep large buffers
   // mapped between steps instead of faulting fresh pages in each time.
   pstrain::TuneMallocForLargeBuffers();
   pstrain::NormalizeFlagSpellings(argc, argv);

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_CONFIG_TEST_UTIL_H_
-#define PSTRAIN_COMMON_CONFIG_TEST_UTIL_H_
+#ifndef PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_
+#define PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_
 
 // Helpers shared by the job-config tests (cluster YAML, trainingInput,
 // TF_CONFIG).
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,4 +44,4 @@ inline void ExpectInvalid(const absl::Status& status, const std::vector<std::str
 }  // namespace config_test
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_CONFIG_TEST_UTIL_H_
+#endif  // PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_

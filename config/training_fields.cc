@@ -1,4 +1,4 @@
-#include "common/training_fields.h"
+#include "config/training_fields.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/config_yaml_util.h"
+#include "config/config_yaml_util.h"
 #include "common/flags.h"
 
 namespace pstrain {

@@ -1,4 +1,4 @@
-#include "common/role_flags.h"
+#include "config/role_flags.h"
 
 #include <cstdlib>
 

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_
-#define PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_
+#ifndef PSTRAIN_CONFIG_CONFIG_YAML_UTIL_H_
+#define PSTRAIN_CONFIG_CONFIG_YAML_UTIL_H_
 
 // Internal to the job-config parsers (cluster YAML, Cloud ML Engine
 // trainingInput, TF_CONFIG): YAML helpers that turn yaml-cpp's nodes and
@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -119,4 +119,4 @@ bool TierTaskCounts(const std::string& tier, int cores, int* workers, int* ps);
 }  // namespace config_internal
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_CONFIG_YAML_UTIL_H_
+#endif  // PSTRAIN_CONFIG_CONFIG_YAML_UTIL_H_

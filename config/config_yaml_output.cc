@@ -1,6 +1,6 @@
 #include "absl/strings/str_cat.h"
-#include "common/cluster_config.h"
-#include "common/training_fields.h"
+#include "config/cluster_config.h"
+#include "config/training_fields.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pstrain {

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "absl/strings/numbers.h"
-#include "common/config_yaml_util.h"
-#include "common/training_fields.h"
+#include "config/config_yaml_util.h"
+#include "config/training_fields.h"
 
 // Cloud ML Engine's job form (trainingInput): a loopback cluster of the
 // asked-for task counts, jobDir and args.

@@ -1,4 +1,4 @@
-#include "common/role_main.h"
+#include "config/role_process.h"
 
 #include <cstdio>
 #include <thread>

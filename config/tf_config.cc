@@ -2,8 +2,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "common/cluster_config.h"
-#include "common/config_yaml_util.h"
+#include "config/cluster_config.h"
+#include "config/config_yaml_util.h"
 
 // TensorFlow's TF_CONFIG JSON (read with the YAML parser: JSON is YAML).
 

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_TRAINING_FIELDS_H_
-#define PSTRAIN_COMMON_TRAINING_FIELDS_H_
+#ifndef PSTRAIN_CONFIG_TRAINING_FIELDS_H_
+#define PSTRAIN_CONFIG_TRAINING_FIELDS_H_
 
 // Internal to common/: the table of TrainingSpec fields behind
 // SetTrainingField / GetTrainingField, for the YAML parsers and writer.
@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 
 namespace pstrain {
 namespace config_internal {
@@ -47,4 +47,4 @@ bool IsStringField(const Field& field);
 }  // namespace config_internal
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_TRAINING_FIELDS_H_
+#endif  // PSTRAIN_CONFIG_TRAINING_FIELDS_H_

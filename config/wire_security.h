@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_WIRE_SECURITY_H_
-#define PSTRAIN_COMMON_WIRE_SECURITY_H_
+#ifndef PSTRAIN_CONFIG_WIRE_SECURITY_H_
+#define PSTRAIN_CONFIG_WIRE_SECURITY_H_
 
 // What one task needs to speak to the others securely: the job's CA, its own
 // certificate and key (mutual TLS), and the job token every RPC carries.
@@ -31,4 +31,4 @@ bool TokenEquals(std::string_view expected, std::string_view given);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_WIRE_SECURITY_H_
+#endif  // PSTRAIN_CONFIG_WIRE_SECURITY_H_

@@ -1,11 +1,11 @@
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 
 #include <random>
 #include <string>
 #include <vector>
 
-#include "common/config_test_util.h"
-#include "common/config_yaml_util.h"
+#include "config/config_test_util.h"
+#include "config/config_yaml_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,11 +1,11 @@
-#ifndef PSTRAIN_COMMON_ROLE_MAIN_H_
-#define PSTRAIN_COMMON_ROLE_MAIN_H_
+#ifndef PSTRAIN_CONFIG_ROLE_PROCESS_H_
+#define PSTRAIN_CONFIG_ROLE_PROCESS_H_
 
 #include <functional>
 
 #include "absl/status/status.h"
-#include "common/role_context.h"
-#include "common/role_flags.h"
+#include "config/role_context.h"
+#include "config/role_flags.h"
 
 namespace pstrain {
 
@@ -35,4 +35,4 @@ int ComputeThreads(int threads);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_ROLE_MAIN_H_
+#endif  // PSTRAIN_CONFIG_ROLE_PROCESS_H_

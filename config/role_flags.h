@@ -1,12 +1,12 @@
-#ifndef PSTRAIN_COMMON_ROLE_FLAGS_H_
-#define PSTRAIN_COMMON_ROLE_FLAGS_H_
+#ifndef PSTRAIN_CONFIG_ROLE_FLAGS_H_
+#define PSTRAIN_CONFIG_ROLE_FLAGS_H_
 
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/env.h"
 
 // The command-line flags every pstrain binary shares: where the process
@@ -57,4 +57,4 @@ absl::StatusOr<TrainingSpec> TrainingSpecFromFlags();
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_ROLE_FLAGS_H_
+#endif  // PSTRAIN_CONFIG_ROLE_FLAGS_H_

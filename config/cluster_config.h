@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_CLUSTER_CONFIG_H_
-#define PSTRAIN_COMMON_CLUSTER_CONFIG_H_
+#ifndef PSTRAIN_CONFIG_CLUSTER_CONFIG_H_
+#define PSTRAIN_CONFIG_CLUSTER_CONFIG_H_
 
 // The job configuration: where every task of the cluster listens (TensorFlow's
 // ClusterSpec), which task this process is (TF's task type and index), and the
@@ -15,7 +15,7 @@
 // runnable is ValidateJobConfig's job, so flags can fix a config file first.
 //
 // Implemented by concern: training_fields.cc (the TrainingSpec field table),
-// cluster_yaml.cc (the cluster YAML form), ml_engine_config.cc (Cloud ML
+// cluster_config.cc (the cluster YAML form), ml_engine_config.cc (Cloud ML
 // Engine's trainingInput), tf_config.cc (TF_CONFIG), config_validation.cc,
 // config_yaml_output.cc (JobConfigToYaml). Model-specific rules (a model's
 // default optimizer, its valid depths) live with the models
@@ -33,7 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/env.h"
-#include "common/wire_security.h"
+#include "config/wire_security.h"
 
 namespace pstrain {
 
@@ -291,4 +291,4 @@ std::string JobConfigToYaml(const JobConfig& config);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_CLUSTER_CONFIG_H_
+#endif  // PSTRAIN_CONFIG_CLUSTER_CONFIG_H_

@@ -4,11 +4,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/cluster_config.h"
-#include "common/config_yaml_util.h"
+#include "config/cluster_config.h"
+#include "config/config_yaml_util.h"
 #include "common/status_macros.h"
 #include "common/trace.h"
-#include "common/training_fields.h"
+#include "config/training_fields.h"
 
 // What makes a job config runnable, and the task counts derived from it.
 

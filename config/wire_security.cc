@@ -1,8 +1,8 @@
-#include "common/wire_security.h"
+#include "config/wire_security.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/cluster_config.h"
+#include "config/cluster_config.h"
 #include "common/status_macros.h"
 
 namespace pstrain {

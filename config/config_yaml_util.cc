@@ -1,4 +1,4 @@
-#include "common/config_yaml_util.h"
+#include "config/config_yaml_util.h"
 
 #include <algorithm>
 

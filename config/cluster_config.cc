@@ -1,9 +1,9 @@
 #include <optional>
 #include <set>
 
-#include "common/cluster_config.h"
-#include "common/config_yaml_util.h"
-#include "common/training_fields.h"
+#include "config/cluster_config.h"
+#include "config/config_yaml_util.h"
+#include "config/training_fields.h"
 
 // The cluster YAML form (TensorFlow's ClusterSpec plus a training section);
 // trainingInput is in ml_engine_config.cc.

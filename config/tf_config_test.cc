@@ -2,9 +2,9 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_config.h"
-#include "common/config_test_util.h"
-#include "common/config_yaml_util.h"
+#include "config/cluster_config.h"
+#include "config/config_test_util.h"
+#include "config/config_yaml_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
