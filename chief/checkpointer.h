@@ -12,14 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/job_monitor.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
 #include "common/termination.h"
 #include "common/trace.h"
+#include "config/cluster_config.h"
 #include "io/checkpoint.h"
 #include "models/model.h"
-#include "ps/ps_status.h"
-#include "worker/parameter_servers.h"
+#include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 

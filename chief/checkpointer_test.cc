@@ -7,9 +7,9 @@
 #include "models/dense.h"
 #include "models/flatten.h"
 #include "models/registry.h"
+#include "ps/in_process_parameter_servers.h"
 #include "ps/ps_task.h"
-#include "ps/shard_layout.h"
-#include "worker/in_process_parameter_servers.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 namespace {

@@ -8,9 +8,9 @@
 #include "absl/time/time.h"
 #include "config/role_context.h"
 #include "config/role_flags.h"
-#include "ps/shard_layout.h"
-#include "worker/parameter_client.h"
-#include "worker/parameter_servers.h"
+#include "ps_protocol/parameter_client.h"
+#include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "config/cluster_config.h"
 #include "common/termination.h"
-#include "ps/ps_status.h"
+#include "config/cluster_config.h"
+#include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 

@@ -3,8 +3,8 @@
 //   pstrain-chief --config cluster.yaml --job_name chief   (or TF_CONFIG)
 #include "chief/coordinator.h"
 #include "cloud/gcs_env.h"
-#include "config/role_process.h"
 #include "common/version.h"
+#include "config/role_process.h"
 
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-chief")) return 0;

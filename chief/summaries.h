@@ -15,8 +15,8 @@
 #include "models/model.h"
 #include "proto/event.pb.h"
 #include "ps/learning_rate.h"
-#include "ps/ps_status.h"
-#include "worker/parameter_servers.h"
+#include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 

@@ -1,7 +1,8 @@
+#include "config/cluster_config.h"
+
 #include <optional>
 #include <set>
 
-#include "config/cluster_config.h"
 #include "config/config_yaml_util.h"
 #include "config/training_fields.h"
 

@@ -4,10 +4,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "config/cluster_config.h"
-#include "config/config_yaml_util.h"
 #include "common/status_macros.h"
 #include "common/trace.h"
+#include "config/cluster_config.h"
+#include "config/config_yaml_util.h"
 #include "config/training_fields.h"
 
 // What makes a job config runnable, and the task counts derived from it.

@@ -21,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "config/cluster_config.h"
 #include "common/status_macros.h"
+#include "config/cluster_config.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pstrain {

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 
 // The command-line flags every pstrain binary shares: where the process
 // stands in the job (--config, --job_name, --task_index, or TF_CONFIG) and

@@ -9,8 +9,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "config/config_yaml_util.h"
 #include "common/flags.h"
+#include "config/config_yaml_util.h"
 
 namespace pstrain {
 namespace config_internal {

@@ -2,8 +2,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "config/cluster_config.h"
 #include "common/status_macros.h"
+#include "config/cluster_config.h"
 
 namespace pstrain {
 

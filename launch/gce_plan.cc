@@ -7,9 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "config/config_yaml_util.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "config/config_yaml_util.h"
 
 namespace pstrain {
 namespace {

@@ -2,8 +2,8 @@
 //   pstrain-ps --config cluster.yaml --job_name ps --task_index 0
 // or with TF_CONFIG set ({"cluster": ..., "task": {"type": "ps", "index": 0}}).
 #include "cloud/gcs_env.h"
-#include "config/role_process.h"
 #include "common/version.h"
+#include "config/role_process.h"
 #include "ps/ps_runner.h"
 
 int main(int argc, char** argv) {

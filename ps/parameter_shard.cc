@@ -5,16 +5,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/bf16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps_protocol/bf16.h"
 
 namespace pstrain {
 
-std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards) {
-  std::vector<std::pair<int64_t, int64_t>> ranges;
-  for (int i = 0; i < shards; ++i) ranges.emplace_back(n * i / shards, n * (i + 1) / shards);
-  return ranges;
+std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t end) {
+  std::vector<Segment> segments;
+  for (const VariableInfo& v : model.variables()) {
+    if (!v.trainable) continue;
+    const int64_t lo = std::max(begin, v.offset);
+    const int64_t hi = std::min(end, v.offset + v.size);
+    if (lo < hi) segments.push_back({v.name, lo - begin, hi - begin});
+  }
+  if (segments.empty()) segments.push_back({"", 0, end - begin});
+  return segments;
 }
 
 absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/trace.h"
+#include "models/model.h"
 #include "ps/optimizer.h"
 #include "ps/staleness_bound.h"
 
@@ -238,8 +239,9 @@ class ParameterShard {
   std::thread timer_;
 };
 
-// Splits [0, n) into `shards` contiguous ranges balanced by element count.
-std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards);
+// The variables (or parts of them) in [begin, end), relative to `begin`: the
+// segment table a ps uses for per-variable rules (no weight decay on biases).
+std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t end);
 
 }  // namespace pstrain
 

@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_util.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -12,6 +11,7 @@
 #include "models/model_options.h"
 #include "ps/ps_service.h"
 #include "ps/ps_task.h"
+#include "ps_protocol/grpc_util.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {

@@ -4,9 +4,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/bf16.h"
-#include "common/grpc_util.h"
-#include "common/sparse_gradients.h"
+#include "ps_protocol/bf16.h"
+#include "ps_protocol/grpc_util.h"
+#include "ps_protocol/ps_proto.h"
+#include "ps_protocol/sparse_gradients.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {
@@ -37,42 +38,6 @@ absl::Status GradientView(const std::string& bytes, Dtype dtype, std::vector<flo
   Bf16ToFloats(packed.data(), n, scratch->data());
   *out = absl::Span<const float>(scratch->data(), n);
   return absl::OkStatus();
-}
-
-void ToProto(const PsStatus& s, StatusResponse* r) {
-  r->set_ps_task(s.ps_task);
-  r->set_model(s.model);
-  r->set_initialized(s.initialized);
-  r->set_global_step(s.global_step);
-  r->set_max_global_step(s.max_global_step);
-  r->set_begin(s.begin);
-  r->set_end(s.end);
-  r->set_applied_updates(s.applied_updates);
-  r->set_stale_pushes(s.stale_pushes);
-  r->set_shutting_down(s.shutting_down);
-  r->set_job_done(s.job_done);
-  r->set_preempting(s.preempting);
-  r->set_departures(s.departures);
-  r->set_loss_sum(s.loss_sum);
-  r->set_loss_batches(s.loss_batches);
-  r->set_examples(s.examples);
-  r->set_unix_micros(s.unix_micros);
-}
-
-void ToProto(const ShardSaved& s, SaveResponse* r) {
-  r->set_file(s.file);
-  r->set_begin(s.begin);
-  r->set_end(s.end);
-  r->set_num_state(s.num_state);
-  r->set_size_bytes(s.size_bytes);
-  r->set_crc32c(s.crc32c);
-  r->set_min_step(s.min_step);
-  r->set_max_step(s.max_step);
-  for (const std::string& name : s.slot_names) r->add_slot_names(name);
-  r->set_optimizer(s.optimizer);
-  r->set_snapshot_micros(absl::ToInt64Microseconds(s.snapshot_time));
-  r->set_write_micros(absl::ToInt64Microseconds(s.write_time));
-  r->set_longest_copy_micros(absl::ToInt64Microseconds(s.longest_copy));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include "glog/logging.h"
 #include "ps/checkpoint_paths.h"
 #include "ps/optimizer_config.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 namespace {

@@ -11,12 +11,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"
-#include "ps/ps_status.h"
 #include "ps/shard_checkpoint.h"
+#include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 

@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
 #include "common/version.h"
+#include "config/cluster_config.h"
 #include "gflags/gflags.h"
 #include "security/job_credentials.h"
 

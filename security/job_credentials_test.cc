@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <string>
 
-#include "config/cluster_config.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 #include "gtest/gtest.h"
 #include "security/grpc_security.h"
 

@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env.h"
+#include "io/export.h"
 #include "nlohmann/json.hpp"
-#include "serving/export.h"
 
 namespace pstrain {
 

@@ -5,17 +5,17 @@
 #include <memory>
 #include <vector>
 
-#include "common/grpc_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
 #include "ps/ps_task.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/grpc_parameter_servers.h"
+#include "ps_protocol/grpc_util.h"
+#include "ps_protocol/ps_client.h"
+#include "ps_protocol/shard_layout.h"
 #include "tests/ps_test_util.h"
-#include "worker/grpc_parameter_servers.h"
-#include "worker/ps_client.h"
 
 namespace pstrain {
 namespace {

@@ -9,16 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "config/cluster_config.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/grpc_parameter_servers.h"
+#include "ps_protocol/ps_client.h"
+#include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
 #include "security/job_credentials.h"
 #include "tests/ps_test_util.h"
-#include "worker/grpc_parameter_servers.h"
-#include "worker/ps_client.h"
 
 namespace pstrain {
 namespace {

@@ -3,9 +3,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/grpc_util.h"
 #include "gtest/gtest.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/grpc_util.h"
+#include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {

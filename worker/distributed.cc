@@ -7,42 +7,12 @@
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
-#include "worker/grpc_parameter_servers.h"
-#include "worker/ps_client.h"
+#include "ps_protocol/job_clients.h"
+#include "ps_protocol/ps_client.h"
 #include "worker/replica.h"
 
 namespace pstrain {
 namespace {
-
-// The deadline of a call: a sync PushPull returns when its step completes,
-// which can take up to the sync timeout (plus a slow replica's step).
-absl::Duration RpcTimeout(const JobConfig& job) {
-  absl::Duration timeout = absl::Seconds(60);
-  // An ssp push waits for the slowest replica, or sync_timeout for a silent one.
-  if (job.training.update != UpdateMode::kAsync) {
-    timeout += absl::Seconds(job.training.sync_timeout);
-  }
-  return timeout;
-}
-
-absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
-                                                      const ShardLayout& layout, int replica,
-                                                      absl::Duration retry_budget,
-                                                      TraceRecorder* trace) {
-  PsClientOptions options;
-  options.ps_addresses = job.cluster.ps;
-  options.layout = layout;
-  options.replica = replica;
-  options.bf16 = job.training.wire_format == "bf16";
-  options.sync = job.training.update == UpdateMode::kSync;
-  options.rpc_timeout = RpcTimeout(job);
-  options.retry_budget = retry_budget;
-  options.wire = job.wire;
-  options.trace = trace;
-  options.compression_ratio =
-      job.training.compression == "topk" ? job.training.compression_ratio : 0;
-  return PsClient::Create(options);
-}
 
 void LogTraffic(int task, const PsClient& client) {
   const size_t steps = client.exposed_millis().size();
@@ -79,32 +49,6 @@ absl::StatusOr<bool> WaitForParameterServers(ParameterServers* servers, const Tr
 }
 
 }  // namespace
-
-int ReplicaId(const JobConfig& job, const TaskSpec& task) {
-  const int chief = job.training.chief_trains ? 1 : 0;
-  if (task.job_name == "chief") return job.training.chief_trains ? 0 : -1;
-  if (task.job_name == "worker") return chief + task.task_index;
-  return -1;
-}
-
-absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
-                                                              const ShardLayout& layout,
-                                                              int replica,
-                                                              absl::Duration retry_budget,
-                                                              TraceRecorder* trace) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, replica, retry_budget, trace));
-  return client;
-}
-
-absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
-    const JobConfig& job, const ShardLayout& layout, const CallPatience& patience) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterServers> servers,
-                           GrpcParameterServers::Create(job.cluster.ps, layout,
-                                                        patience.deadline.value_or(RpcTimeout(job)),
-                                                        patience.retry_budget, job.wire));
-  return servers;
-}
 
 absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   const JobConfig& job = role.job;

@@ -6,8 +6,8 @@
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps/in_process_client.h"
 #include "worker/evaluation.h"
-#include "worker/in_process_client.h"
 #include "worker/replica.h"
 
 namespace pstrain {

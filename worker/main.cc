@@ -5,8 +5,8 @@
 //   pstrain-worker --job_dir DIR --train_steps N [--model --data_dir --batch_size ...]
 #include "cloud/gcs_env.h"
 #include "common/env.h"
-#include "config/role_process.h"
 #include "common/version.h"
+#include "config/role_process.h"
 #include "glog/logging.h"
 #include "models/model_options.h"
 #include "ps/optimizer_config.h"

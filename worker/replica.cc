@@ -6,6 +6,13 @@
 
 namespace pstrain {
 
+int ReplicaId(const JobConfig& job, const TaskSpec& task) {
+  const int chief = job.training.chief_trains ? 1 : 0;
+  if (task.job_name == "chief") return job.training.chief_trains ? 0 : -1;
+  if (task.job_name == "worker") return chief + task.task_index;
+  return -1;
+}
+
 ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
   const TrainingSpec& t = job.training;
   ReplicaSpec spec;

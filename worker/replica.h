@@ -6,14 +6,14 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
 #include "common/trace.h"
+#include "config/cluster_config.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "data/load.h"
 #include "models/model.h"
-#include "worker/parameter_servers.h"
+#include "ps_protocol/parameter_servers.h"
 #include "worker/trainer.h"
 
 namespace pstrain {
@@ -37,6 +37,10 @@ struct ReplicaSpec {
 
 // Replica `replica` of `job`.
 ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
+
+// Training replica id of a task: the chief is replica 0 when it trains, and
+// worker j follows it. -1 for a task that does not train.
+int ReplicaId(const JobConfig& job, const TaskSpec& task);
 
 // Loads `split` of `data_dir` and checks its examples are `model`'s input.
 absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,

@@ -12,7 +12,7 @@
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "models/model.h"
-#include "worker/parameter_client.h"
+#include "ps_protocol/parameter_client.h"
 
 namespace pstrain {
 

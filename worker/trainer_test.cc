@@ -5,8 +5,8 @@
 
 #include "gtest/gtest.h"
 #include "models/registry.h"
+#include "ps/in_process_client.h"
 #include "worker/evaluation.h"
-#include "worker/in_process_client.h"
 #include "worker/local_training.h"
 
 namespace pstrain {

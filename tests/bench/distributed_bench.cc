@@ -10,13 +10,13 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "config/cluster_config.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 #include "launch/supervisor.h"
 #include "models/registry.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/job_clients.h"
+#include "ps_protocol/shard_layout.h"
 #include "security/job_credentials.h"
-#include "worker/distributed.h"
 
 namespace pstrain {
 namespace {

@@ -16,10 +16,10 @@
 #include "models/gemm.h"
 #include "models/random.h"
 #include "models/registry.h"
+#include "ps/in_process_client.h"
 #include "tbb/global_control.h"
 #include "tests/bench/distributed_bench.h"
 #include "tests/bench/ps_rates_bench.h"
-#include "worker/in_process_client.h"
 
 DEFINE_string(model, "mnist_cnn", "Model to time.");
 DEFINE_int32(batch_size, 100, "Examples per step.");

@@ -1,4 +1,4 @@
-#include "common/sparse_gradients.h"
+#include "ps_protocol/sparse_gradients.h"
 
 #include <cstring>
 #include <random>

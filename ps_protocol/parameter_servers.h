@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_PARAMETER_SERVERS_H_
-#define PSTRAIN_WORKER_PARAMETER_SERVERS_H_
+#ifndef PSTRAIN_PS_PROTOCOL_PARAMETER_SERVERS_H_
+#define PSTRAIN_PS_PROTOCOL_PARAMETER_SERVERS_H_
 
 #include <cstdint>
 #include <optional>
@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/termination.h"
-#include "ps/ps_status.h"
-#include "worker/parameter_client.h"
+#include "ps_protocol/parameter_client.h"
+#include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 
@@ -87,4 +87,4 @@ class ParameterServers {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_PARAMETER_SERVERS_H_
+#endif  // PSTRAIN_PS_PROTOCOL_PARAMETER_SERVERS_H_

@@ -1,4 +1,4 @@
-#include "common/sparse_gradients.h"
+#include "ps_protocol/sparse_gradients.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "common/bf16.h"
+#include "ps_protocol/bf16.h"
 
 namespace pstrain {
 

@@ -1,4 +1,4 @@
-#include "worker/in_process_parameter_servers.h"
+#include "ps/in_process_parameter_servers.h"
 
 #include <cstring>
 #include <thread>

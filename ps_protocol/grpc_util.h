@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_GRPC_UTIL_H_
-#define PSTRAIN_COMMON_GRPC_UTIL_H_
+#ifndef PSTRAIN_PS_PROTOCOL_GRPC_UTIL_H_
+#define PSTRAIN_PS_PROTOCOL_GRPC_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -28,4 +28,4 @@ constexpr int kMaxMessageBytes = 1 << 30;
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_GRPC_UTIL_H_
+#endif  // PSTRAIN_PS_PROTOCOL_GRPC_UTIL_H_

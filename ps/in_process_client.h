@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_IN_PROCESS_CLIENT_H_
-#define PSTRAIN_WORKER_IN_PROCESS_CLIENT_H_
+#ifndef PSTRAIN_PS_IN_PROCESS_CLIENT_H_
+#define PSTRAIN_PS_IN_PROCESS_CLIENT_H_
 
 #include <memory>
 #include <vector>
@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"
-#include "worker/parameter_client.h"
+#include "ps_protocol/parameter_client.h"
 
 namespace pstrain {
 
@@ -34,4 +34,4 @@ class InProcessClient : public ParameterClient {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_IN_PROCESS_CLIENT_H_
+#endif  // PSTRAIN_PS_IN_PROCESS_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "common/bf16.h"
+#include "ps_protocol/bf16.h"
 
 namespace pstrain {
 

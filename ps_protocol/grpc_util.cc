@@ -1,4 +1,4 @@
-#include "common/grpc_util.h"
+#include "ps_protocol/grpc_util.h"
 
 #include <cstring>
 

@@ -1,12 +1,11 @@
-#ifndef PSTRAIN_PS_SHARD_LAYOUT_H_
-#define PSTRAIN_PS_SHARD_LAYOUT_H_
+#ifndef PSTRAIN_PS_PROTOCOL_SHARD_LAYOUT_H_
+#define PSTRAIN_PS_PROTOCOL_SHARD_LAYOUT_H_
 
 #include <cstdint>
 #include <utility>
 #include <vector>
 
 #include "models/model.h"
-#include "ps/optimizer.h"
 
 namespace pstrain {
 
@@ -45,10 +44,9 @@ ShardLayout ComputeShardLayout(const Model& model, int num_ps);
 ShardLayout ComputeShardLayout(int64_t num_params, int64_t num_state,
                                const std::vector<int64_t>& layer_starts, int num_ps);
 
-// The variables (or parts of them) in [begin, end), relative to `begin`: the
-// segment table a ps uses for per-variable rules (no weight decay on biases).
-std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t end);
+// Splits [0, n) into `shards` contiguous ranges balanced by element count.
+std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PS_SHARD_LAYOUT_H_
+#endif  // PSTRAIN_PS_PROTOCOL_SHARD_LAYOUT_H_

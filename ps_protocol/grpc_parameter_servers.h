@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_GRPC_PARAMETER_SERVERS_H_
-#define PSTRAIN_WORKER_GRPC_PARAMETER_SERVERS_H_
+#ifndef PSTRAIN_PS_PROTOCOL_GRPC_PARAMETER_SERVERS_H_
+#define PSTRAIN_PS_PROTOCOL_GRPC_PARAMETER_SERVERS_H_
 
 #include <memory>
 #include <string>
@@ -7,9 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "ps/shard_layout.h"
-#include "worker/parameter_servers.h"
-#include "worker/ps_connections.h"
+#include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/ps_connections.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 
@@ -53,4 +53,4 @@ class GrpcParameterServers : public ParameterServers {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_GRPC_PARAMETER_SERVERS_H_
+#endif  // PSTRAIN_PS_PROTOCOL_GRPC_PARAMETER_SERVERS_H_

@@ -1,7 +1,7 @@
-#include "worker/in_process_client.h"
+#include "ps/in_process_client.h"
 
 #include "common/status_macros.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 

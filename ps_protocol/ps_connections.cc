@@ -1,13 +1,13 @@
-#include "worker/ps_connections.h"
+#include "ps_protocol/ps_connections.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_util.h"
 #include "common/status_macros.h"
 #include "grpcpp/create_channel.h"
+#include "ps_protocol/grpc_util.h"
 
 namespace pstrain {
 

@@ -1,4 +1,4 @@
-#include "worker/ps_client.h"
+#include "ps_protocol/ps_client.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/bf16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps_protocol/bf16.h"
 
 namespace pstrain {
 

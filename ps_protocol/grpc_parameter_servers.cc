@@ -1,4 +1,4 @@
-#include "worker/grpc_parameter_servers.h"
+#include "ps_protocol/grpc_parameter_servers.h"
 
 #include <optional>
 
@@ -6,51 +6,12 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps_protocol/ps_proto.h"
 
 namespace pstrain {
 namespace {
 
 using Done = std::function<void(grpc::Status)>;
-
-PsStatus FromProto(const StatusResponse& r) {
-  PsStatus s;
-  s.ps_task = r.ps_task();
-  s.model = r.model();
-  s.initialized = r.initialized();
-  s.global_step = r.global_step();
-  s.max_global_step = r.max_global_step();
-  s.begin = r.begin();
-  s.end = r.end();
-  s.applied_updates = r.applied_updates();
-  s.stale_pushes = r.stale_pushes();
-  s.shutting_down = r.shutting_down();
-  s.job_done = r.job_done();
-  s.preempting = r.preempting();
-  s.departures = r.departures();
-  s.loss_sum = r.loss_sum();
-  s.loss_batches = r.loss_batches();
-  s.examples = r.examples();
-  s.unix_micros = r.unix_micros();
-  return s;
-}
-
-ShardSaved FromProto(const SaveResponse& r) {
-  ShardSaved s;
-  s.file = r.file();
-  s.begin = r.begin();
-  s.end = r.end();
-  s.num_state = r.num_state();
-  s.size_bytes = r.size_bytes();
-  s.crc32c = r.crc32c();
-  s.min_step = r.min_step();
-  s.max_step = r.max_step();
-  s.optimizer = r.optimizer();
-  s.slot_names.assign(r.slot_names().begin(), r.slot_names().end());
-  s.snapshot_time = absl::Microseconds(r.snapshot_micros());
-  s.write_time = absl::Microseconds(r.write_micros());
-  s.longest_copy = absl::Microseconds(r.longest_copy_micros());
-  return s;
-}
 
 // Sends requests[i] to ps task i for every task at once (one broadcast) and
 // returns the answers in task order. `method(async_stub, context, request,

@@ -1,4 +1,4 @@
-#include "serving/export.h"
+#include "io/export.h"
 
 #include <random>
 

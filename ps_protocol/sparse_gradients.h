@@ -7,8 +7,8 @@
 //
 // Wire form (PushRequest.indices): little-endian uint32 offsets within the
 // chunk, strictly increasing, one per value in PushRequest.gradients.
-#ifndef PSTRAIN_COMMON_SPARSE_GRADIENTS_H_
-#define PSTRAIN_COMMON_SPARSE_GRADIENTS_H_
+#ifndef PSTRAIN_PS_PROTOCOL_SPARSE_GRADIENTS_H_
+#define PSTRAIN_PS_PROTOCOL_SPARSE_GRADIENTS_H_
 
 #include <cstdint>
 #include <string>
@@ -57,4 +57,4 @@ absl::Status ScatterSparse(std::string_view index_bytes, absl::Span<const float>
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_SPARSE_GRADIENTS_H_
+#endif  // PSTRAIN_PS_PROTOCOL_SPARSE_GRADIENTS_H_

@@ -1,9 +1,7 @@
-#include "ps/shard_layout.h"
+#include "ps_protocol/shard_layout.h"
 
 #include <algorithm>
 #include <set>
-
-#include "ps/parameter_shard.h"
 
 namespace pstrain {
 namespace {
@@ -16,6 +14,12 @@ constexpr int64_t kMinChunk = 1 << 18;
 constexpr int64_t kMaxChunk = 1 << 20;
 
 }  // namespace
+
+std::vector<std::pair<int64_t, int64_t>> BalancedRanges(int64_t n, int shards) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int i = 0; i < shards; ++i) ranges.emplace_back(n * i / shards, n * (i + 1) / shards);
+  return ranges;
+}
 
 ShardLayout ComputeShardLayout(int64_t num_params, int64_t num_state,
                                const std::vector<int64_t>& layer_starts, int num_ps) {
@@ -67,18 +71,6 @@ ShardLayout ComputeShardLayout(const Model& model, int num_ps) {
     last_layer = layer;
   }
   return ComputeShardLayout(model.num_params(), model.num_state(), starts, num_ps);
-}
-
-std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t end) {
-  std::vector<Segment> segments;
-  for (const VariableInfo& v : model.variables()) {
-    if (!v.trainable) continue;
-    const int64_t lo = std::max(begin, v.offset);
-    const int64_t hi = std::min(end, v.offset + v.size);
-    if (lo < hi) segments.push_back({v.name, lo - begin, hi - begin});
-  }
-  if (segments.empty()) segments.push_back({"", 0, end - begin});
-  return segments;
 }
 
 }  // namespace pstrain

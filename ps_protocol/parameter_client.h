@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_PARAMETER_CLIENT_H_
-#define PSTRAIN_WORKER_PARAMETER_CLIENT_H_
+#ifndef PSTRAIN_PS_PROTOCOL_PARAMETER_CLIENT_H_
+#define PSTRAIN_PS_PROTOCOL_PARAMETER_CLIENT_H_
 
 #include <cstdint>
 
@@ -55,4 +55,4 @@ class ParameterClient {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_PARAMETER_CLIENT_H_
+#endif  // PSTRAIN_PS_PROTOCOL_PARAMETER_CLIENT_H_

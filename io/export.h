@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_SERVING_EXPORT_H_
-#define PSTRAIN_SERVING_EXPORT_H_
+#ifndef PSTRAIN_IO_EXPORT_H_
+#define PSTRAIN_IO_EXPORT_H_
 
 // A trained model, exported for serving: TensorFlow's `export/<name>/<ts>`
 // habit. Each version is a directory named by its Unix time under the export
@@ -85,4 +85,4 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_SERVING_EXPORT_H_
+#endif  // PSTRAIN_IO_EXPORT_H_

@@ -13,7 +13,7 @@
 #include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "serving/export.h"
+#include "io/export.h"
 
 DEFINE_string(export_dir, "", "Where the versions go (default: <job_dir>/export).");
 DEFINE_int32(keep, 5, "Versions kept in the export dir, the new one included (0: all).");

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_PS_PS_STATUS_H_
-#define PSTRAIN_PS_PS_STATUS_H_
+#ifndef PSTRAIN_PS_PROTOCOL_PS_STATUS_H_
+#define PSTRAIN_PS_PROTOCOL_PS_STATUS_H_
 
 #include <cstdint>
 #include <string>
@@ -59,4 +59,4 @@ struct ShardSaved {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PS_PS_STATUS_H_
+#endif  // PSTRAIN_PS_PROTOCOL_PS_STATUS_H_

@@ -1,11 +1,11 @@
-#ifndef PSTRAIN_WORKER_IN_PROCESS_PARAMETER_SERVERS_H_
-#define PSTRAIN_WORKER_IN_PROCESS_PARAMETER_SERVERS_H_
+#ifndef PSTRAIN_PS_IN_PROCESS_PARAMETER_SERVERS_H_
+#define PSTRAIN_PS_IN_PROCESS_PARAMETER_SERVERS_H_
 
 #include <vector>
 
 #include "ps/ps_task.h"
-#include "ps/shard_layout.h"
-#include "worker/parameter_servers.h"
+#include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 
@@ -40,4 +40,4 @@ class InProcessParameterServers : public ParameterServers {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_IN_PROCESS_PARAMETER_SERVERS_H_
+#endif  // PSTRAIN_PS_IN_PROCESS_PARAMETER_SERVERS_H_

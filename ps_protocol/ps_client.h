@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_PS_CLIENT_H_
-#define PSTRAIN_WORKER_PS_CLIENT_H_
+#ifndef PSTRAIN_PS_PROTOCOL_PS_CLIENT_H_
+#define PSTRAIN_PS_PROTOCOL_PS_CLIENT_H_
 
 #include <cstdint>
 #include <deque>
@@ -12,12 +12,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/sparse_gradients.h"
 #include "common/trace.h"
 #include "proto/parameter_server.grpc.pb.h"
-#include "ps/shard_layout.h"
-#include "worker/parameter_client.h"
-#include "worker/ps_connections.h"
+#include "ps_protocol/parameter_client.h"
+#include "ps_protocol/ps_connections.h"
+#include "ps_protocol/shard_layout.h"
+#include "ps_protocol/sparse_gradients.h"
 
 namespace pstrain {
 
@@ -139,4 +139,4 @@ class PsClient : public ParameterClient {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_PS_CLIENT_H_
+#endif  // PSTRAIN_PS_PROTOCOL_PS_CLIENT_H_

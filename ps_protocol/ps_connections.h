@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_PS_CONNECTIONS_H_
-#define PSTRAIN_WORKER_PS_CONNECTIONS_H_
+#ifndef PSTRAIN_PS_PROTOCOL_PS_CONNECTIONS_H_
+#define PSTRAIN_PS_PROTOCOL_PS_CONNECTIONS_H_
 
 #include <cstdint>
 #include <functional>
@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/parameter_server.grpc.pb.h"
-#include "ps/shard_layout.h"
+#include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {
@@ -82,4 +82,4 @@ absl::Status CallError(const char* what, const std::string& target, const grpc::
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_PS_CONNECTIONS_H_
+#endif  // PSTRAIN_PS_PROTOCOL_PS_CONNECTIONS_H_

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_COMMON_BF16_H_
-#define PSTRAIN_COMMON_BF16_H_
+#ifndef PSTRAIN_PS_PROTOCOL_BF16_H_
+#define PSTRAIN_PS_PROTOCOL_BF16_H_
 
 #include <cstdint>
 #include <cstring>
@@ -34,4 +34,4 @@ void Bf16ToFloats(const uint16_t* in, int64_t n, float* out);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_COMMON_BF16_H_
+#endif  // PSTRAIN_PS_PROTOCOL_BF16_H_

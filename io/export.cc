@@ -1,4 +1,4 @@
-#include "serving/export.h"
+#include "io/export.h"
 
 #include <algorithm>
 
@@ -7,9 +7,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "config/cluster_config.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
+#include "config/cluster_config.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "nlohmann/json.hpp"
