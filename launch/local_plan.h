@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_LAUNCH_LAUNCH_PLAN_H_
-#define PSTRAIN_LAUNCH_LAUNCH_PLAN_H_
+#ifndef PSTRAIN_LAUNCH_LOCAL_PLAN_H_
+#define PSTRAIN_LAUNCH_LOCAL_PLAN_H_
 
 #include <string>
 #include <vector>
@@ -23,4 +23,4 @@ int ThreadsPerProcess(const JobConfig& job, int cores);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_LAUNCH_LAUNCH_PLAN_H_
+#endif  // PSTRAIN_LAUNCH_LOCAL_PLAN_H_

@@ -22,7 +22,7 @@
 #include "config/role_flags.h"
 #include "config/role_process.h"
 #include "gflags/gflags.h"
-#include "launch/launch_plan.h"
+#include "launch/local_plan.h"
 #include "launch/supervisor.h"
 #include "models/model_options.h"
 #include "security/job_credentials.h"

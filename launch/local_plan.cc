@@ -1,4 +1,4 @@
-#include "launch/launch_plan.h"
+#include "launch/local_plan.h"
 
 #include <algorithm>
 
