@@ -132,8 +132,7 @@ absl::StatusOr<int64_t> Checkpointer::RestoreNewest() {
     PSTRAIN_RETURN_IF_ERROR(CheckCheckpointMatchesModel(*index, *model_, index_path));
     const absl::Time start = absl::Now();
     // The ps is told the checkpoint's name; it reads only from its job dir.
-    absl::StatusOr<int64_t> restored =
-        servers_->Restore(t.model, IndexFileName(CheckpointPrefix(step)));
+    absl::StatusOr<int64_t> restored = servers_->Restore(t.model, step);
     if (absl::IsDataLoss(restored.status()) || absl::IsNotFound(restored.status())) {
       LOG(WARNING) << "skipping damaged checkpoint " << CheckpointPrefix(step) << ": "
                    << restored.status().message();
@@ -180,8 +179,7 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
   const int64_t trace_begin = TraceRecorder::NowMicros();
   const absl::Time start = absl::Now();
   // The ps is told the checkpoint's name; it writes only into its job dir.
-  absl::StatusOr<std::vector<ShardSaved>> shards =
-      servers_->Save(CheckpointPrefix(step), step, step, wait);
+  absl::StatusOr<std::vector<ShardSaved>> shards = servers_->Save(step, step, wait);
   if (absl::IsFailedPrecondition(shards.status())) {
     // A ps with nothing to save: it restarted since the last poll.
     return absl::UnavailableError(absl::StrCat(shards.status().message(),

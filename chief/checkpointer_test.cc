@@ -104,14 +104,12 @@ class CheckpointerTest : public ::testing::Test {
                             int64_t global_step) override {
       return Now()->Initialize(model, params, state, global_step);
     }
-    absl::StatusOr<std::vector<ShardSaved>> Save(const std::string& prefix, int64_t step,
-                                                 int64_t global_step,
+    absl::StatusOr<std::vector<ShardSaved>> Save(int64_t step, int64_t global_step,
                                                  absl::Duration wait) override {
-      return Now()->Save(prefix, step, global_step, wait);
+      return Now()->Save(step, global_step, wait);
     }
-    absl::StatusOr<int64_t> Restore(const std::string& model,
-                                    const std::string& index_path) override {
-      return Now()->Restore(model, index_path);
+    absl::StatusOr<int64_t> Restore(const std::string& model, int64_t step) override {
+      return Now()->Restore(model, step);
     }
     absl::Status Shutdown(const std::string& reason) override { return Now()->Shutdown(reason); }
     absl::Status Leave(int replica, const std::string& reason, absl::Duration budget) override {

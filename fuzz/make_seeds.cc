@@ -164,11 +164,10 @@ int main(int argc, char** argv) {
   push.set_examples(20);
   PullRequest pull;
   SaveRequest save;
-  save.set_prefix("model.ckpt-1");
   save.set_step(1);
   save.set_global_step(1);
   RestoreRequest restore;
-  restore.set_index_path("model.ckpt-1.index");
+  restore.set_step(1);
   restore.set_model("tiny");
   restore.set_num_params(testing_util::kNumParams);
   LeaveRequest leave;

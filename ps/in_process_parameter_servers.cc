@@ -58,14 +58,13 @@ absl::Status InProcessParameterServers::Initialize(const std::string& model, con
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<ShardSaved>> InProcessParameterServers::Save(const std::string& prefix,
-                                                                        int64_t step,
+absl::StatusOr<std::vector<ShardSaved>> InProcessParameterServers::Save(int64_t step,
                                                                         int64_t global_step,
                                                                         absl::Duration wait) {
   std::vector<absl::StatusOr<ShardSaved>> results(tasks_.size(), absl::UnknownError("not run"));
   std::vector<std::thread> threads;
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    threads.emplace_back([&, i] { results[i] = tasks_[i]->Save(prefix, step, global_step, wait); });
+    threads.emplace_back([&, i] { results[i] = tasks_[i]->Save(step, global_step, wait); });
   }
   for (std::thread& t : threads) t.join();
   std::vector<ShardSaved> saved;
@@ -80,21 +79,20 @@ absl::StatusOr<std::vector<ShardSaved>> InProcessParameterServers::Save(const st
   return saved;
 }
 
-absl::StatusOr<int64_t> InProcessParameterServers::Restore(const std::string& model,
-                                                           const std::string& index_path) {
-  int64_t step = 0;
+absl::StatusOr<int64_t> InProcessParameterServers::Restore(const std::string& model, int64_t step) {
+  int64_t restored_step = 0;
   const int64_t generation = NewGeneration();
   for (size_t i = 0; i < tasks_.size(); ++i) {
     absl::StatusOr<int64_t> restored =
-        tasks_[i]->Restore(model, layout_.num_params, index_path, generation);
+        tasks_[i]->Restore(model, layout_.num_params, step, generation);
     if (!restored.ok()) {
       return absl::Status(
           restored.status().code(),
           absl::StrCat("Restore to ps ", i, " failed: ", restored.status().message()));
     }
-    if (i == 0) step = *restored;
+    if (i == 0) restored_step = *restored;
   }
-  return step;
+  return restored_step;
 }
 
 absl::Status InProcessParameterServers::Shutdown(const std::string& reason) {

@@ -40,6 +40,22 @@ absl::Status GradientView(const std::string& bytes, Dtype dtype, std::vector<flo
   return absl::OkStatus();
 }
 
+// A Save or Restore request names its checkpoint by step alone. One that
+// carries fields this ps does not know (a client from before 0.13 still
+// sending a path in field 1) is refused rather than half-read: saving
+// model.ckpt-0 where the client meant a path would be wrong.
+absl::Status NoUnknownFields(const google::protobuf::Message& request, const std::string& job_dir) {
+  const google::protobuf::UnknownFieldSet& unknown =
+      request.GetReflection()->GetUnknownFields(request);
+  if (unknown.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      request.GetDescriptor()->name(), " carries field ", unknown.field(0).number(),
+      ", which this ps does not read (until 0.12 it was a checkpoint path); a ps saves and "
+      "restores only model.ckpt-<step> in its job dir ",
+      job_dir.empty() ? "(none was given to it)" : job_dir,
+      ", named by the request's step: update the client (nothing was read or written)"));
+}
+
 }  // namespace
 
 ParameterServerService::~ParameterServerService() {
@@ -195,16 +211,13 @@ grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerConte
                                                        const SaveRequest* request,
                                                        SaveResponse* response) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (request->prefix().empty() || request->step() < 0 || request->wait_ms() < 0) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
-        "Save needs a checkpoint prefix, a step >= 0 and wait_ms >= 0")));
-    return reactor;
+  if (absl::Status s = NoUnknownFields(*request, task_->job_dir()); !s.ok()) {
+    return Finish(context, s);
   }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
-    absl::StatusOr<ShardSaved> saved =
-        task_->Save(request->prefix(), request->step(), request->global_step(),
-                    absl::Milliseconds(request->wait_ms()));
+    absl::StatusOr<ShardSaved> saved = task_->Save(request->step(), request->global_step(),
+                                                   absl::Milliseconds(request->wait_ms()));
     if (saved.ok()) ToProto(*saved, response);
     reactor->Finish(ToGrpcStatus(saved.status()));
   });
@@ -215,10 +228,13 @@ grpc::ServerUnaryReactor* ParameterServerService::Restore(grpc::CallbackServerCo
                                                           const RestoreRequest* request,
                                                           RestoreResponse* response) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  if (absl::Status s = NoUnknownFields(*request, task_->job_dir()); !s.ok()) {
+    return Finish(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
     absl::StatusOr<int64_t> step = task_->Restore(request->model(), request->num_params(),
-                                                  request->index_path(), request->generation());
+                                                  request->step(), request->generation());
     if (step.ok()) response->set_global_step(*step);
     reactor->Finish(ToGrpcStatus(step.status()));
   });

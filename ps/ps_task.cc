@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "ps/checkpoint_paths.h"
+#include "io/checkpoint.h"
 #include "ps/optimizer_config.h"
 #include "ps_protocol/shard_layout.h"
 
@@ -222,15 +222,14 @@ void PsTask::Shutdown(const std::string& reason) {
   for (ParameterShard* shard : shard_ptrs_) shard->Shutdown();
 }
 
-absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
-                                        int64_t global_step, absl::Duration wait) {
-  if (prefix.empty() || step < 0 || wait < absl::ZeroDuration()) {
+absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl::Duration wait) {
+  if (step < 0 || wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "Save needs a checkpoint prefix, a step >= 0 and wait_ms >= 0");
+        absl::StrCat("Save needs a checkpoint step >= 0 and wait_ms >= 0, got step ", step,
+                     " and wait_ms ", absl::ToInt64Milliseconds(wait), " (nothing was written)"));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(const std::string path,
-                           CheckpointPathInJobDir(identity_.job_dir, prefix,
-                                                  CheckpointPathKind::kPrefix, "the Save prefix"));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/false));
+  const std::string prefix = CheckpointPrefix(step);
   absl::MutexLock file_lock(&file_mu_);
   const int64_t trace_begin = TraceRecorder::NowMicros();
   absl::StatusOr<ShardSaveResult> r =
@@ -261,23 +260,35 @@ absl::StatusOr<ShardSaved> PsTask::Save(const std::string& prefix, int64_t step,
   return saved;
 }
 
-absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_params,
-                                        const std::string& index_path, int64_t generation) {
+absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_params, int64_t step,
+                                        int64_t generation) {
   if (model != identity_.model || num_params != identity_.num_params) {
     return absl::InvalidArgumentError(absl::StrCat(
         "restore of model \"", model, "\" with ", num_params, " parameters reached a ps serving \"",
         identity_.model, "\" with ", identity_.num_params));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(
-      const std::string path,
-      CheckpointPathInJobDir(identity_.job_dir, index_path, CheckpointPathKind::kIndex,
-                             "the Restore index path"));
+  if (step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Restore needs a checkpoint step >= 0, got ", step, " (nothing was read)"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/true));
   absl::MutexLock file_lock(&file_mu_);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t step,
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t restored,
                            RestoreShards(env_, identity_, shard_ptrs_, path, generation));
-  LOG(INFO) << "ps " << identity_.ps_index << " restored from " << index_path << " at global step "
-            << step;
-  return step;
+  LOG(INFO) << "ps " << identity_.ps_index << " restored from " << path << " at global step "
+            << restored;
+  return restored;
+}
+
+absl::StatusOr<std::string> PsTask::CheckpointInJobDir(int64_t step, bool index) const {
+  if (identity_.job_dir.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps ", identity_.ps_index,
+                     " was started without a job dir, so it has no checkpoints to save or "
+                     "restore: give every task the job's --job_dir (nothing was read or written)"));
+  }
+  const std::string prefix = CheckpointPrefix(step);
+  return JoinPath(identity_.job_dir, index ? IndexFileName(prefix) : prefix);
 }
 
 absl::Status PsTask::Leave(int replica, const std::string& reason) {

@@ -69,14 +69,16 @@ class PsTask {
   PsStatus Status() const;
   // Ends the job on this task: later pushes answer job_done. Logs `reason`.
   void Shutdown(const std::string& reason);
-  // Writes the task's range to <prefix>.shard-<i>-of-<P> (ShardSaveResult).
-  absl::StatusOr<ShardSaved> Save(const std::string& prefix, int64_t step, int64_t global_step,
-                                  absl::Duration wait);
-  // Loads the task's chunks from the checkpoint whose index is at
-  // `index_path`; `model` and `num_params` must be the task's. Returns the
-  // restored global step.
-  absl::StatusOr<int64_t> Restore(const std::string& model, int64_t num_params,
-                                  const std::string& index_path, int64_t generation = 0);
+  // Writes the task's range to model.ckpt-<step>.shard-<i>-of-<P> in its job
+  // dir (ShardSaveResult); the file records `global_step`.
+  absl::StatusOr<ShardSaved> Save(int64_t step, int64_t global_step, absl::Duration wait);
+  // Loads the task's chunks from the checkpoint model.ckpt-<step> in its job
+  // dir; `model` and `num_params` must be the task's. Returns the restored
+  // global step.
+  absl::StatusOr<int64_t> Restore(const std::string& model, int64_t num_params, int64_t step,
+                                  int64_t generation = 0);
+  // Where the task's checkpoints are (empty if it was given none).
+  const std::string& job_dir() const { return identity_.job_dir; }
   // Replica `replica` is stopping: sync steps stop waiting for it.
   absl::Status Leave(int replica, const std::string& reason);
 
@@ -99,6 +101,9 @@ class PsTask {
 
  private:
   absl::StatusOr<ParameterShard*> FindShard(int chunk) const;
+  // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
+  // in the task's job dir; FailedPrecondition if it was given none.
+  absl::StatusOr<std::string> CheckpointInJobDir(int64_t step, bool index) const;
 
   const PsIdentity identity_;
   const std::vector<std::unique_ptr<ParameterShard>> shards_;

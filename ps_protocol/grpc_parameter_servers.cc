@@ -153,12 +153,10 @@ absl::Status GrpcParameterServers::Shutdown(const std::string& reason) {
       .status();
 }
 
-absl::StatusOr<std::vector<ShardSaved>> GrpcParameterServers::Save(const std::string& prefix,
-                                                                   int64_t step,
+absl::StatusOr<std::vector<ShardSaved>> GrpcParameterServers::Save(int64_t step,
                                                                    int64_t global_step,
                                                                    absl::Duration wait) {
   SaveRequest request;
-  request.set_prefix(prefix);
   request.set_step(step);
   request.set_global_step(global_step);
   request.set_wait_ms(absl::ToInt64Milliseconds(wait));
@@ -171,10 +169,9 @@ absl::StatusOr<std::vector<ShardSaved>> GrpcParameterServers::Save(const std::st
   return saved;
 }
 
-absl::StatusOr<int64_t> GrpcParameterServers::Restore(const std::string& model,
-                                                      const std::string& index_path) {
+absl::StatusOr<int64_t> GrpcParameterServers::Restore(const std::string& model, int64_t step) {
   RestoreRequest request;
-  request.set_index_path(index_path);
+  request.set_step(step);
   request.set_model(model);
   request.set_num_params(layout_.num_params);
   request.set_generation(NewGeneration());

@@ -30,9 +30,9 @@ class GrpcParameterServers : public ParameterServers {
   absl::StatusOr<std::vector<PsStatus>> Statuses() override;
   absl::Status Initialize(const std::string& model, const float* params, const float* state,
                           int64_t global_step) override;
-  absl::StatusOr<std::vector<ShardSaved>> Save(const std::string& prefix, int64_t step,
-                                               int64_t global_step, absl::Duration wait) override;
-  absl::StatusOr<int64_t> Restore(const std::string& model, const std::string& index_path) override;
+  absl::StatusOr<std::vector<ShardSaved>> Save(int64_t step, int64_t global_step,
+                                               absl::Duration wait) override;
+  absl::StatusOr<int64_t> Restore(const std::string& model, int64_t step) override;
   absl::Status Shutdown(const std::string& reason) override;
   absl::Status Leave(int replica, const std::string& reason, absl::Duration retry_budget) override;
   absl::StatusOr<ParameterView> Read() override;

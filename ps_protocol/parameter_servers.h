@@ -58,18 +58,16 @@ class ParameterServers {
   virtual absl::Status Initialize(const std::string& model, const float* params, const float* state,
                                   int64_t global_step) = 0;
 
-  // Every ps task writes its range to <prefix>.shard-<i>-of-<P>; the results
-  // in task order. A sync task waits up to `wait` for its chunks to reach
-  // `step`; `global_step` is recorded in the files.
-  virtual absl::StatusOr<std::vector<ShardSaved>> Save(const std::string& prefix, int64_t step,
-                                                       int64_t global_step,
+  // Every ps task writes its range to model.ckpt-<step>.shard-<i>-of-<P> in
+  // its job dir; the results in task order. A sync task waits up to `wait`
+  // for its chunks to reach `step`; `global_step` is recorded in the files.
+  virtual absl::StatusOr<std::vector<ShardSaved>> Save(int64_t step, int64_t global_step,
                                                        absl::Duration wait) = 0;
 
-  // Every ps task loads its range from the checkpoint whose index is at
-  // `index_path`; returns the restored global step. DataLoss or NotFound for
-  // a damaged or missing checkpoint.
-  virtual absl::StatusOr<int64_t> Restore(const std::string& model,
-                                          const std::string& index_path) = 0;
+  // Every ps task loads its range from the checkpoint model.ckpt-<step> in
+  // its job dir; returns the restored global step. DataLoss or NotFound for a
+  // damaged or missing checkpoint.
+  virtual absl::StatusOr<int64_t> Restore(const std::string& model, int64_t step) = 0;
 
   // Tells every ps task the job is over.
   virtual absl::Status Shutdown(const std::string& reason) = 0;

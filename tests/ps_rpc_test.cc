@@ -321,8 +321,7 @@ TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
   ASSERT_TRUE(before.ok());
   const std::vector<float> expected(before->params, before->params + kNumParams);
 
-  absl::StatusOr<std::vector<ShardSaved>> saved =
-      servers_->Save("/job/model.ckpt-2", 2, 2, absl::ZeroDuration());
+  absl::StatusOr<std::vector<ShardSaved>> saved = servers_->Save(2, 2, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
   ASSERT_EQ(saved->size(), 2u);
   EXPECT_EQ((*saved)[0].file, "model.ckpt-2.shard-0-of-2");
@@ -336,7 +335,7 @@ TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
   auto single = StartPs(0, 1, &env_);
   auto one = ClientFor({single->address});
   auto one_servers = ServersFor({single->address});
-  absl::StatusOr<int64_t> step = one_servers->Restore("tiny", "/job/model.ckpt-2.index");
+  absl::StatusOr<int64_t> step = one_servers->Restore("tiny", 2);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 2);
   absl::StatusOr<ParameterView> restored = one->PullLatest();
@@ -349,12 +348,12 @@ TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {
   ASSERT_TRUE(one->Push(2, grads.data(), &stats).ok());
   absl::StatusOr<ParameterView> moved = one->PullLatest();
   const std::vector<float> expected3(moved->params, moved->params + kNumParams);
-  saved = one_servers->Save("/job/model.ckpt-3", 3, 3, absl::ZeroDuration());
+  saved = one_servers->Save(3, 3, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
   EXPECT_EQ((*saved)[0].file, "model.ckpt-3.shard-0-of-1");
   WriteIndex(&env_, "/job/model.ckpt-3.index", 3, *saved);
   Initialize();
-  step = servers_->Restore("tiny", "/job/model.ckpt-3.index");
+  step = servers_->Restore("tiny", 3);
   ASSERT_TRUE(step.ok()) << step.status();
   absl::StatusOr<ParameterView> back = client_->PullLatest();
   EXPECT_EQ(std::vector<float>(back->params, back->params + kNumParams), expected3);
@@ -374,31 +373,34 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
     return stub_->Restore(&ctx, r, &response);
   };
   SaveRequest good_save;
-  good_save.set_prefix("/job/model.ckpt-0");
+  good_save.set_step(0);
   // Nothing to save before initialization.
   EXPECT_EQ(save(good_save).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   Initialize();
   SaveRequest r = good_save;
-  r.set_prefix("");
+  r.set_step(-1);
   EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   r = good_save;
   r.set_wait_ms(-1);
   EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  // Only checkpoints of the ps's job dir (/job): nothing written elsewhere.
+  // A checkpoint is named by its step, in the ps's job dir (/job). A request
+  // that still carries a path (field 1, before 0.13) is refused, and nothing
+  // is written anywhere.
   for (const char* outside : {"/tmp/elsewhere/evil", "/tmp/elsewhere/model.ckpt-0",
                               "/job/../tmp/model.ckpt-0", "/job/sub/model.ckpt-0"}) {
     r = good_save;
-    r.set_prefix(outside);
+    r.GetReflection()->MutableUnknownFields(&r)->AddLengthDelimited(1, outside);
     const grpc::Status s = save(r);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << outside;
     EXPECT_NE(s.error_message().find("job dir /job"), std::string::npos) << s.error_message();
   }
   EXPECT_TRUE(env_.ListDir("/tmp").value_or(std::vector<std::string>{}).empty());
+  EXPECT_FALSE(env_.FileExists("/job/model.ckpt-0.shard-0-of-2"));
 
   RestoreRequest good_restore;
   good_restore.set_model("tiny");
   good_restore.set_num_params(kNumParams);
-  good_restore.set_index_path("/job/model.ckpt-0.index");
+  good_restore.set_step(0);
   // An index the chief found but this ps cannot: a job dir not shared.
   grpc::Status missing = restore(good_restore);
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
@@ -406,9 +408,12 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
       << missing.error_message();
   for (const char* outside : {"/etc/passwd", "../../../../etc/shadow", "/tmp/model.ckpt-0.index"}) {
     RestoreRequest elsewhere = good_restore;
-    elsewhere.set_index_path(outside);
+    elsewhere.GetReflection()->MutableUnknownFields(&elsewhere)->AddLengthDelimited(1, outside);
     EXPECT_EQ(restore(elsewhere).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << outside;
   }
+  RestoreRequest negative = good_restore;
+  negative.set_step(-1);
+  EXPECT_EQ(restore(negative).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   RestoreRequest bad = good_restore;
   bad.set_model("other");
   EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -417,8 +422,7 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   EXPECT_EQ(restore(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   // A damaged shard file: DATA_LOSS naming it, and nothing changes.
-  absl::StatusOr<std::vector<ShardSaved>> saved =
-      servers_->Save("/job/model.ckpt-0", 0, 0, absl::ZeroDuration());
+  absl::StatusOr<std::vector<ShardSaved>> saved = servers_->Save(0, 0, absl::ZeroDuration());
   ASSERT_TRUE(saved.ok()) << saved.status();
   WriteIndex(&env_, "/job/model.ckpt-0.index", 0, *saved);
   std::string bytes = *env_.ReadFile("/job/model.ckpt-0.shard-0-of-2");
@@ -483,7 +487,7 @@ TEST_F(PsRpcTest, ClientWithAnotherModelSizeGetsClearErrors) {
   EXPECT_NE(message.find("which holds 5 parameters"), std::string::npos) << message;
   auto servers =
       *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
-  absl::StatusOr<int64_t> restored = servers->Restore("tiny", "/job/model.ckpt-9.index");
+  absl::StatusOr<int64_t> restored = servers->Restore("tiny", 9);
   EXPECT_TRUE(absl::IsInvalidArgument(restored.status())) << restored.status();
   EXPECT_NE(restored.status().message().find("with 12 parameters reached a ps serving"),
             std::string::npos)

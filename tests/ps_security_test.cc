@@ -170,7 +170,7 @@ TEST_F(PsSecurityTest, CallsWithoutTheJobTokenAreRefused) {
   // Every other call too, Save and Shutdown included.
   grpc::ClientContext save_context;
   SaveRequest save;
-  save.set_prefix("model.ckpt-1");
+  save.set_step(1);
   SaveResponse saved;
   EXPECT_EQ(stub->Save(&save_context, save, &saved).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);

@@ -13,9 +13,11 @@ one. The ps runs with mutual TLS and a job token (pstrain-certs). Checks:
     counts and a message larger than the ps takes are refused with a
     clear status, and change nothing;
   - Save and Restore stay inside the ps's job dir, with the token and
-    without TLS and token alike: a path outside it, a "..", a symlink in the
-    job dir to a directory outside, a symlink planted where a shard file
-    goes, /etc/passwd: refused or harmless, nothing written outside;
+    without TLS and token alike: they name a checkpoint by its step; a
+    request that still carries a path (field 1 before 0.13: outside the job
+    dir, a "..", a symlink in the job dir to a directory outside,
+    /etc/passwd) is refused, a negative step too, and a symlink planted where
+    a shard file goes is replaced, not followed: nothing written outside;
   - pushes after the job was shut down advance nothing;
   - the ps keeps serving throughout and exits 0.
 
@@ -74,6 +76,21 @@ class Ps:
             return grpc.StatusCode.OK, ""
         except grpc.RpcError as e:
             return e.code(), e.details() or ""
+
+
+def with_old_path(path, request):
+    """`request`'s bytes with `path` in field 1, as clients before 0.13 sent
+    a checkpoint's path (the field is reserved now)."""
+    data = path.encode()
+    length = bytearray()
+    n = len(data)
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        length.append(byte | (0x80 if n else 0))
+        if not n:
+            break
+    return b"\x0a" + bytes(length) + data + request.SerializeToString()
 
 
 def floats(values):
@@ -198,22 +215,30 @@ def job_dir_checks(pb, ps, job, outside, label):
                    "../../../../" + outside.lstrip("/") + "/model.ckpt-1",
                    os.path.join(job, "..", os.path.basename(job), "model.ckpt-1"),
                    "link/model.ckpt-1", os.path.join(link, "model.ckpt-1"), "/model.ckpt-1"]:
-        code, message = ps.code("Save", pb.SaveRequest(prefix=prefix, step=0),
-                                pb.SaveResponse)
+        request = with_old_path(prefix, pb.SaveRequest(step=0))
+        code, message = ps.code("Save", request, pb.SaveResponse)
         check(code == grpc.StatusCode.INVALID_ARGUMENT and job in message,
-              "%s: Save to %s refused, naming the job dir (%s: %s)" % (label, prefix, code,
-                                                                      message[:200]))
+              "%s: Save with the old path %s refused, naming the job dir (%s: %s)" % (
+                  label, prefix, code, message[:200]))
+    code, message = ps.code("Save", pb.SaveRequest(step=-1), pb.SaveResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT,
+          "%s: Save of step -1 refused (%s: %s)" % (label, code, message[:200]))
     for path in ["/etc/passwd", "../../../../etc/shadow", "link/model.ckpt-1.index",
                  os.path.join(outside, "model.ckpt-1.index")]:
-        code, message = ps.code("Restore", pb.RestoreRequest(index_path=path, model="mnist_cnn",
-                                                             num_params=3274634),
-                                pb.RestoreResponse)
+        request = with_old_path(path, pb.RestoreRequest(step=1, model="mnist_cnn",
+                                                        num_params=3274634))
+        code, message = ps.code("Restore", request, pb.RestoreResponse)
         check(code == grpc.StatusCode.INVALID_ARGUMENT and job in message,
-              "%s: Restore of %s refused, naming the job dir (%s: %s)" % (label, path, code,
-                                                                         message[:200]))
+              "%s: Restore with the old path %s refused, naming the job dir (%s: %s)" % (
+                  label, path, code, message[:200]))
+    code, message = ps.code("Restore", pb.RestoreRequest(step=-1, model="mnist_cnn",
+                                                         num_params=3274634),
+                            pb.RestoreResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT,
+          "%s: Restore of step -1 refused (%s: %s)" % (label, code, message[:200]))
     # A save of a checkpoint whose shard name is a planted symlink replaces
     # the link; the file it pointed to is not written.
-    saved = ps.call("Save", pb.SaveRequest(prefix="model.ckpt-9", step=0), pb.SaveResponse)
+    saved = ps.call("Save", pb.SaveRequest(step=9), pb.SaveResponse)
     check(saved.file == "model.ckpt-9.shard-0-of-1" and
           os.path.isfile(planted) and not os.path.islink(planted),
           "%s: Save model.ckpt-9 writes its shard in the job dir, over the planted link" % label)
@@ -246,8 +271,8 @@ def run_checks(pb, address, token, ours, theirs, job, outside):
     requests = [("Status", pb.StatusRequest(), pb.StatusResponse),
                 ("Pull", pb.PullRequest(chunk=0), pb.PullResponse),
                 ("Push", pb.PushRequest(chunk=0, gradients=floats([1.0])), pb.PushResponse),
-                ("Save", pb.SaveRequest(prefix="model.ckpt-1"), pb.SaveResponse),
-                ("Restore", pb.RestoreRequest(index_path="/etc/passwd"), pb.RestoreResponse),
+                ("Save", pb.SaveRequest(step=1), pb.SaveResponse),
+                ("Restore", pb.RestoreRequest(step=1), pb.RestoreResponse),
                 ("Shutdown", pb.ShutdownRequest(), pb.ShutdownResponse),
                 ("Initialize", pb.InitializeRequest(chunk=0), pb.InitializeResponse)]
     for label, caller in [("no token", Ps(pb, good)),
