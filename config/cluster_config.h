@@ -153,7 +153,7 @@ struct TrainingSpec {
   // Profiling: "A:B" makes every task write a Chrome trace of global steps
   // A..B to <job_dir>/plugins/profile/steps_A_B/ (see common/cluster_trace.h).
   std::string trace_steps;
-  // Wire security (README "Security"): mutual TLS with the job's certificates
+  // Wire security (docs/security.md): mutual TLS with the job's certificates
   // in tls_dir (ca.crt, and <job>-<index>.crt/.key for each task, as
   // pstrain-certs makes them) and the shared job token in token_file, which
   // every RPC carries and the ps checks. A cluster task refuses to start
@@ -171,10 +171,11 @@ struct TrainingSpec {
 // value). `key` may use underscores or TF-tutorial hyphens ("train-steps").
 // Integers are decimal and must fit the field (seed: not negative); doubles
 // are decimal or exponent form and finite; bools true/false in any case (also
-// 1/0, yes/no); update async/sync; strings are taken as they are. InvalidArgument for an unknown
-// key ("unknown key training.X", with "(did you mean Y?)" when a known key is within edit distance
-// 2) or a value that does not parse ("training.batch_size: \"abc\" is not an integer"). On error
-// `*spec` is unchanged.
+// 1/0, yes/no); update async/sync/ssp; strings are taken as they are.
+// InvalidArgument for an unknown key ("unknown key training.X", with "(did
+// you mean Y?)" when a known key is within edit distance 2) or a value that
+// does not parse ("training.batch_size: \"abc\" is not an integer"). On
+// error `*spec` is unchanged.
 absl::Status SetTrainingField(TrainingSpec* spec, std::string_view key, std::string_view value);
 
 // The string form of one field, which SetTrainingField parses back to the same

@@ -1,5 +1,5 @@
 // pstrain-certs: makes a job's certificate authority, a certificate and key
-// per task, and the job token (README "Security").
+// per task, and the job token (docs/security.md).
 //
 //   pstrain-certs --config job.yaml --out DIR     # every task of the cluster
 //   pstrain-certs --names chief-0,worker-0,ps-0 --out DIR
