@@ -20,8 +20,6 @@ namespace pstrain {
 namespace {
 
 using testing_util::Background;
-using testing_util::FindProcesses;
-using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -42,33 +40,21 @@ double LastMatch(const std::string& text, const std::string& pattern) {
   return value;
 }
 
-class CheckpointClusterTest : public ::testing::Test {
+class CheckpointClusterTest : public testing_util::ClusterTestBase {
  protected:
-  void SetUp() override {
-    dir_ = testing_util::MakeTempDir("ckpt");
-    data_ = JoinPath(dir_, "data");
-    job_dir_ = JoinPath(dir_, "job");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
-  }
-  void TearDown() override {
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
-    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
-  }
+  CheckpointClusterTest() : ClusterTestBase("ckpt") {}
 
   std::string WriteConfig(int ps, int workers, const std::string& update, int train_steps,
                           const std::string& extra = "") {
-    const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(workers),
-        "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
-        "\n  job_dir: ", job_dir_, "\n  update: ", update,
-        "\n  batch_size: 20\n  train_steps: ", train_steps,
-        "\n  eval_steps: 0\n  log_every_n_steps: 1\n  chief_trains: false",
-        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1",
-        testing_util::JobCredentialsYaml(dir_), "\n", extra);
-    const std::string path = JoinPath(dir_, absl::StrCat("cluster-", ++configs_, ".yaml"));
-    EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
-    return path;
+    return WriteClusterConfig(
+        {.ps = ps,
+         .workers = workers,
+         .training =
+             absl::StrCat("  data_dir: ", data_, "\n  job_dir: ", job_dir(), "\n  update: ", update,
+                          "\n  batch_size: 20\n  train_steps: ", train_steps,
+                          "\n  eval_steps: 0\n  log_every_n_steps: 1\n  chief_trains: false",
+                          "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra),
+         .file = absl::StrCat("cluster-", ++configs_, ".yaml")});
   }
 
   // Starts every task of `config` as its own process (no launcher), logs
@@ -88,13 +74,13 @@ class CheckpointClusterTest : public ::testing::Test {
 
   // The newest checkpoint that exists (its index is written last), or -1.
   int64_t NewestCheckpoint() {
-    absl::StatusOr<std::vector<int64_t>> steps = ListCheckpointSteps(Env::Default(), job_dir_);
+    absl::StatusOr<std::vector<int64_t>> steps = ListCheckpointSteps(Env::Default(), job_dir());
     return steps.ok() && !steps->empty() ? steps->front() : -1;
   }
 
   // Names of the temp files in the job dir, space-separated.
   std::string TempFiles() {
-    absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(job_dir_);
+    absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(job_dir());
     std::string temps;
     if (!names.ok()) return temps;
     for (const std::string& n : *names) {
@@ -104,7 +90,6 @@ class CheckpointClusterTest : public ::testing::Test {
   }
   bool TempFilesPresent() { return !TempFiles().empty(); }
 
-  std::string dir_, data_, job_dir_;
   int configs_ = 0;
 };
 
@@ -138,7 +123,7 @@ TEST_F(CheckpointClusterTest, SigkillEverythingAtRandomThenResumeFromTheLastChec
     ASSERT_LT(newest, kTrainSteps) << "the job finished before the kill; nothing to test";
     committed = newest;
     // The checkpoint verifies (every shard file against the index's CRC).
-    ProcessResult check = RunProcess({kBin + "/pstrain-ckpt", job_dir_}, 60);
+    ProcessResult check = RunProcess({kBin + "/pstrain-ckpt", job_dir()}, 60);
     EXPECT_EQ(check.exit_code, 0) << check.output;
   }
   // The last start runs to the end.
@@ -157,7 +142,7 @@ TEST_F(CheckpointClusterTest, SigkillEverythingAtRandomThenResumeFromTheLastChec
                                               ": accuracy = ([0-9.]+)")),
             0.8)
       << chief_log;
-  EXPECT_TRUE(Env::Default()->FileExists(CompletionMarkerPath(job_dir_)));
+  EXPECT_TRUE(Env::Default()->FileExists(CompletionMarkerPath(job_dir())));
 }
 
 TEST_F(CheckpointClusterTest, SigkillDuringASaveLeavesThePreviousCheckpointUsable) {
@@ -174,7 +159,7 @@ TEST_F(CheckpointClusterTest, SigkillDuringASaveLeavesThePreviousCheckpointUsabl
   for (Background& p : procs) WaitProcess(&p, 10);
   const int64_t newest = NewestCheckpoint();
   ASSERT_GE(newest, 0);
-  ProcessResult check = RunProcess({kBin + "/pstrain-ckpt", job_dir_}, 60);
+  ProcessResult check = RunProcess({kBin + "/pstrain-ckpt", job_dir()}, 60);
   EXPECT_EQ(check.exit_code, 0) << check.output;
   // A restart resumes from it (and a later save clears the temp files).
   const std::string resume = WriteConfig(1, 1, "async", static_cast<int>(newest) + 5);
@@ -201,7 +186,7 @@ TEST_F(CheckpointClusterTest, SigtermToTheLauncherSavesAndAFinishedJobIsNotTrain
   const double saved = LastMatch(out, R"(checkpoint saved at global step ([0-9]+))");
   ASSERT_GT(saved, 0) << out;
   EXPECT_EQ(NewestCheckpoint(), static_cast<int64_t>(saved));
-  EXPECT_FALSE(Env::Default()->FileExists(CompletionMarkerPath(job_dir_)));
+  EXPECT_FALSE(Env::Default()->FileExists(CompletionMarkerPath(job_dir())));
 
   // Restarted, it resumes at saved + 1 and finishes 5 steps later.
   const int target = static_cast<int>(saved) + 5;
@@ -213,7 +198,7 @@ TEST_F(CheckpointClusterTest, SigtermToTheLauncherSavesAndAFinishedJobIsNotTrain
       << r.output;
   EXPECT_NE(r.output.find(absl::StrCat("Saving dict for global step ", target)), std::string::npos)
       << r.output;
-  EXPECT_TRUE(Env::Default()->FileExists(CompletionMarkerPath(job_dir_)));
+  EXPECT_TRUE(Env::Default()->FileExists(CompletionMarkerPath(job_dir())));
 
   // Once more: the job is complete, every process says so and exits 0.
   r = RunProcess(
@@ -236,7 +221,7 @@ TEST_F(CheckpointClusterTest, ADamagedNewestCheckpointIsSkippedAndOnePsRestoresO
   ASSERT_EQ(NewestCheckpoint(), 12);
 
   // The same parameters restored on 2 ps evaluate the same, to the last digit.
-  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir_)).ok());
+  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir())).ok());
   config = WriteConfig(2, 1, "sync", 12, "  checkpoint_steps: 6\n");
   r = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 180);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -245,8 +230,8 @@ TEST_F(CheckpointClusterTest, ADamagedNewestCheckpointIsSkippedAndOnePsRestoresO
 
   // A flipped bit in checkpoint 12's shard: restore skips it, naming it, and
   // uses checkpoint 6.
-  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir_)).ok());
-  const std::string shard = JoinPath(job_dir_, "model.ckpt-12.shard-0-of-1");
+  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir())).ok());
+  const std::string shard = JoinPath(job_dir(), "model.ckpt-12.shard-0-of-1");
   std::string bytes = *Env::Default()->ReadFile(shard);
   bytes[bytes.size() / 2] ^= 0x04;
   ASSERT_TRUE(Env::Default()->WriteFileAtomic(shard, bytes).ok());
@@ -263,8 +248,8 @@ TEST_F(CheckpointClusterTest, ADamagedNewestCheckpointIsSkippedAndOnePsRestoresO
   EXPECT_NE(r.output.find("Saving dict for global step 14"), std::string::npos) << r.output;
 
   // A checkpoint of another model shape is refused, naming the variable.
-  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir_)).ok());
-  const std::string index_path = JoinPath(job_dir_, "model.ckpt-14.index");
+  ASSERT_TRUE(Env::Default()->DeleteFile(CompletionMarkerPath(job_dir())).ok());
+  const std::string index_path = JoinPath(job_dir(), "model.ckpt-14.index");
   absl::StatusOr<CheckpointIndex> index = ReadCheckpointIndex(Env::Default(), index_path);
   ASSERT_TRUE(index.ok()) << index.status();
   index->mutable_variables(0)->set_shape(0, 3);

@@ -33,36 +33,21 @@ using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 
-class ClusterTest : public ::testing::Test {
+class ClusterTest : public testing_util::ClusterTestBase {
  protected:
-  void SetUp() override {
-    dir_ = testing_util::MakeTempDir("cluster");
-    data_ = JoinPath(dir_, "data");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
-  }
-  void TearDown() override {
-    // Nothing of this test may outlive it.
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
-    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
-  }
+  ClusterTest() : ClusterTestBase("cluster") {}
 
   // Writes a config and returns its path.
   std::string WriteConfig(int ps, int workers, const std::string& update,
                           const std::string& extra = "", int log_every = 10) {
-    const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(workers),
-        "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
-        "\n  job_dir: ", JoinPath(dir_, "job"), "\n  update: ", update,
-        "\n  batch_size: 20\n  train_steps: 40\n  eval_steps: 20\n  log_every_n_steps: ", log_every,
-        "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1",
-        testing_util::JobCredentialsYaml(dir_), "\n", extra);
-    const std::string path = JoinPath(dir_, "cluster.yaml");
-    EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
-    return path;
+    return WriteClusterConfig(
+        {.ps = ps,
+         .workers = workers,
+         .training = absl::StrCat(
+             "  data_dir: ", data_, "\n  job_dir: ", job_dir(), "\n  update: ", update,
+             "\n  batch_size: 20\n  train_steps: 40\n  eval_steps: 20\n  log_every_n_steps: ",
+             log_every, "\n  sync_timeout: 3\n  startup_timeout: 60\n  threads: 1\n", extra)});
   }
-
-  std::string dir_, data_;
 };
 
 double FinalAccuracy(const std::string& output, int step) {
@@ -110,14 +95,13 @@ TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
   EXPECT_GT(FinalAccuracy(r.output, 40), 0.8) << r.output;  // chance is 0.25
   EXPECT_GT(FinalAccuracy(r.output, 20), 0.0) << "no evaluation at eval_steps\n" << r.output;
   // The evaluations are in an event file under eval/, as TensorBoard reads them.
-  const std::string job_dir = JoinPath(dir_, "job");
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"accuracy", 20}, {"loss", 20}, {"accuracy", 40}, {"loss", 40}};
-  EXPECT_EQ(SummaryValues(JoinPath(job_dir, "eval")), expected);
+  EXPECT_EQ(SummaryValues(JoinPath(job_dir(), "eval")), expected);
   // Training scalars at least every 10 steps, at increasing steps, and the
   // variables' histograms.
   std::map<std::string, std::vector<int64_t>> steps;
-  for (const auto& [tag, step] : SummaryValues(job_dir)) steps[tag].push_back(step);
+  for (const auto& [tag, step] : SummaryValues(job_dir())) steps[tag].push_back(step);
   for (const char* tag : {"loss", "learning_rate", "global_step/sec", "examples/sec"}) {
     ASSERT_GE(steps[tag].size(), 2u) << tag;
     EXPECT_TRUE(std::is_sorted(steps[tag].begin(), steps[tag].end())) << tag;
@@ -135,7 +119,7 @@ TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
   }
   EXPECT_EQ(steps["input_images/image/0"], std::vector<int64_t>{0});
   // pstrain-events verifies every record and decodes the images and hparams.
-  ProcessResult events = RunProcess({kBin + "/pstrain-events", job_dir}, 60);
+  ProcessResult events = RunProcess({kBin + "/pstrain-events", job_dir()}, 60);
   ASSERT_EQ(events.exit_code, 0) << events.output;
   EXPECT_TRUE(std::regex_search(
       events.output, std::regex(R"(input_images/image/2 +image +1 points.*28x28x1 PNG)")))

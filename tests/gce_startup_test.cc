@@ -5,7 +5,6 @@
 // dir. The package is the real .deb (cpack), unpacked into a per-VM root.
 // `gcloud` is a recorded-command stub on PATH here: the group-stop path is
 // checked by the command it would run.
-#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,7 +24,6 @@ namespace {
 using testing_util::Background;
 using testing_util::FakeGcs;
 using testing_util::FakeMetadata;
-using testing_util::FindProcesses;
 using testing_util::FreePort;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
@@ -37,20 +35,19 @@ using testing_util::WaitProcess;
 const std::string kSourceDir = PSTRAIN_SOURCE_DIR;
 const std::string kPackage = PSTRAIN_PACKAGE;
 
-class GceStartupTest : public ::testing::Test {
+class GceStartupTest : public testing_util::ClusterTestBase {
  protected:
+  GceStartupTest() : ClusterTestBase("gce") {}
+
   void SetUp() override {
-    dir_ = testing_util::MakeTempDir("gce");
+    ASSERT_NO_FATAL_FAILURE(ClusterTestBase::SetUp());
     ASSERT_GT(gcs_.Start(), 0);
     gcs_.CreateBucket("bkt");
     std::string deb = *Env::Default()->ReadFile(kPackage);
     gcs_.PutObject("bkt", "pkg/pstrain.deb", deb);
-    const std::string data = JoinPath(dir_, "data");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "t10k", 200, 2));
-    const std::vector<std::string> names = *Env::Default()->ListDir(data);
+    const std::vector<std::string> names = *Env::Default()->ListDir(data_);
     for (const std::string& name : names) {
-      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data, name)));
+      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data_, name)));
     }
     // A gcloud that records what it is asked to do.
     const std::string bin = JoinPath(dir_, "bin");
@@ -59,10 +56,6 @@ class GceStartupTest : public ::testing::Test {
     ASSERT_TRUE(testing_util::WriteRecordingGcloud(JoinPath(bin, "gcloud"), gcloud_log_));
     setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
     ports_ = {FreePort(), FreePort(), FreePort()};
-  }
-  void TearDown() override {
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
-    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
   }
 
   // A VM of the job: its metadata server and root. Returns the metadata.
@@ -99,7 +92,7 @@ class GceStartupTest : public ::testing::Test {
   }
 
   FakeGcs gcs_;
-  std::string dir_, gcloud_log_;
+  std::string gcloud_log_;
   std::vector<int> ports_;
 };
 

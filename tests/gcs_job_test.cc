@@ -2,7 +2,6 @@
 // (--job-dir gs://bucket/job, as TensorFlow users pass it): real processes on
 // loopback against our fake Cloud Storage server, found through
 // STORAGE_EMULATOR_HOST as Google's client libraries find an emulator.
-#include <signal.h>
 #include <stdlib.h>
 
 #include <string>
@@ -19,40 +18,32 @@ namespace pstrain {
 namespace {
 
 using testing_util::FakeGcs;
-using testing_util::FindProcesses;
-using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::RunProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 
-class GcsJobTest : public ::testing::Test {
+class GcsJobTest : public testing_util::ClusterTestBase {
  protected:
+  GcsJobTest() : ClusterTestBase("gcsjob") {}
+
   void SetUp() override {
-    dir_ = testing_util::MakeTempDir("gcsjob");
+    ASSERT_NO_FATAL_FAILURE(ClusterTestBase::SetUp());
     ASSERT_GT(gcs_.Start(), 0);
     gcs_.CreateBucket("bkt");
     setenv("STORAGE_EMULATOR_HOST", gcs_.endpoint().c_str(), 1);
     // The data, uploaded as a user would (gsutil cp data/* gs://bkt/data/).
-    const std::string data = JoinPath(dir_, "data");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "t10k", 200, 2));
-    const std::vector<std::string> names = *Env::Default()->ListDir(data);
+    const std::vector<std::string> names = *Env::Default()->ListDir(data_);
     for (const std::string& name : names) {
-      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data, name)));
+      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data_, name)));
     }
-    const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(1),
-        "\n  ps: ", LoopbackAddresses(1),
-        "\ntraining:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0",
-        "\n  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1",
-        testing_util::JobCredentialsYaml(dir_), "\n");
-    config_ = JoinPath(dir_, "cluster.yaml");
-    ASSERT_TRUE(Env::Default()->WriteFileAtomic(config_, yaml).ok());
+    config_ = WriteClusterConfig(
+        {.training = "  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
+                     "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n"});
   }
   void TearDown() override {
     unsetenv("STORAGE_EMULATOR_HOST");
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
+    ClusterTestBase::TearDown();
   }
 
   ProcessResult Launch(int train_steps) {
@@ -62,7 +53,7 @@ class GcsJobTest : public ::testing::Test {
   }
 
   FakeGcs gcs_;
-  std::string dir_, config_;
+  std::string config_;
 };
 
 TEST_F(GcsJobTest, TrainsFromABucketIntoABucketAndResumesFromIt) {

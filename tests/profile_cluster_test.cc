@@ -24,7 +24,6 @@ namespace {
 using Json = nlohmann::json;
 using testing_util::Background;
 using testing_util::FindProcesses;
-using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -34,33 +33,18 @@ using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 
-class ProfileClusterTest : public ::testing::Test {
+class ProfileClusterTest : public testing_util::ClusterTestBase {
  protected:
-  void SetUp() override {
-    dir_ = testing_util::MakeTempDir("profile");
-    data_ = JoinPath(dir_, "data");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
-  }
-  void TearDown() override {
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
-    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
-  }
+  ProfileClusterTest() : ClusterTestBase("profile") {}
 
   std::string WriteConfig(int ps, int workers, const std::string& training) {
-    const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(workers),
-        "\n  ps: ", LoopbackAddresses(ps), "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
-        "\n  job_dir: ", job_dir(), "\n  batch_size: 20\n  eval_steps: 0\n  log_every_n_steps: 10",
-        "\n  startup_timeout: 60\n  threads: 1", testing_util::JobCredentialsYaml(dir_), "\n",
-        training);
-    const std::string path = JoinPath(dir_, "cluster.yaml");
-    EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
-    return path;
+    return WriteClusterConfig(
+        {.ps = ps,
+         .workers = workers,
+         .training = absl::StrCat("  data_dir: ", data_, "\n  job_dir: ", job_dir(),
+                                  "\n  batch_size: 20\n  eval_steps: 0\n  log_every_n_steps: 10",
+                                  "\n  startup_timeout: 60\n  threads: 1\n", training)});
   }
-  std::string job_dir() const { return JoinPath(dir_, "job"); }
-
-  std::string dir_, data_;
 };
 
 double FinalAccuracy(const std::string& output) {

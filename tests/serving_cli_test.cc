@@ -22,7 +22,6 @@ namespace {
 using nlohmann::json;
 using testing_util::Background;
 using testing_util::FreePort;
-using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -31,15 +30,9 @@ using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 
-class ServingCliTest : public ::testing::Test {
+class ServingCliTest : public testing_util::ClusterTestBase {
  protected:
-  void SetUp() override {
-    dir_ = testing_util::MakeTempDir("serving");
-    data_ = JoinPath(dir_, "data");
-    job_ = JoinPath(dir_, "job");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
-  }
+  ServingCliTest() : ClusterTestBase("serving") {}
 
   // curl METHOD URL [BODY_FILE]: {status, body}.
   std::pair<int, std::string> Curl(const std::string& method, const std::string& url,
@@ -58,23 +51,15 @@ class ServingCliTest : public ::testing::Test {
     }
     return {status, r.output.substr(0, nl)};
   }
-
-  std::string dir_, data_, job_;
 };
 
 TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) {
-  const std::string config = JoinPath(dir_, "cluster.yaml");
-  ASSERT_TRUE(Env::Default()
-                  ->WriteFileAtomic(
-                      config, absl::StrCat("cluster:\n  chief: ", LoopbackAddresses(1),
-                                           "\n  worker: ", LoopbackAddresses(1),
-                                           "\n  ps: ", LoopbackAddresses(1),
-                                           "\ntraining:\n  model: mnist_cnn\n  data_dir: ", data_,
-                                           "\n  job_dir: ", job_,
-                                           "\n  update: sync\n  batch_size: 20\n  train_steps: 30"
-                                           "\n  eval_steps: 0\n  log_every_n_steps: 10\n  "
-                                           "threads: 1\n  exports_to_keep: 2\n"))
-                  .ok());
+  const std::string config = WriteClusterConfig(
+      {.training = absl::StrCat("  data_dir: ", data_, "\n  job_dir: ", job_dir(),
+                                "\n  update: sync\n  batch_size: 20\n  train_steps: 30"
+                                "\n  eval_steps: 0\n  log_every_n_steps: 10\n  "
+                                "threads: 1\n  exports_to_keep: 2\n"),
+       .credentials = false});
   ProcessResult train = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 300);
   ASSERT_EQ(train.exit_code, 0) << train.output;
   std::smatch m;
@@ -82,7 +67,7 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
                                 std::regex("Saving dict for global step 30: accuracy = ([0-9.]+)")))
       << train.output;
   const std::string chief_accuracy = m[1];
-  EXPECT_NE(train.output.find("Exported the model for serving to " + job_ + "/export/"),
+  EXPECT_NE(train.output.find("Exported the model for serving to " + job_dir() + "/export/"),
             std::string::npos)
       << train.output;
 
@@ -110,7 +95,7 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   };
 
   // The CLI: JSON, then gcloud's table with the same classes.
-  ProcessResult predict = RunProcess({kBin + "/pstrain-predict", "--model-dir=" + job_,
+  ProcessResult predict = RunProcess({kBin + "/pstrain-predict", "--model-dir=" + job_dir(),
                                       "--json-instances=" + instances, "--format=json"},
                                      120);
   ASSERT_EQ(predict.exit_code, 0) << predict.output;
@@ -120,7 +105,8 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   ASSERT_EQ(cli_classes.size(), static_cast<size_t>(test->size()));
   EXPECT_EQ(accuracy(cli_classes), chief_accuracy);
   ProcessResult table = RunProcess(
-      {kBin + "/pstrain-predict", "--model_dir=" + job_, "--json_instances=" + instances}, 120);
+      {kBin + "/pstrain-predict", "--model_dir=" + job_dir(), "--json_instances=" + instances},
+      120);
   ASSERT_EQ(table.exit_code, 0) << table.output;
   std::vector<std::string> rows = absl::StrSplit(table.output, '\n', absl::SkipEmpty());
   ASSERT_EQ(rows.size(), cli_classes.size() + 1);
@@ -131,7 +117,7 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   const int port = FreePort();
   const std::string base = absl::StrCat("http://127.0.0.1:", port, "/v1/models/mnist");
   Background serve =
-      StartProcess({kBin + "/pstrain-serve", "--model_base_path=" + job_ + "/export",
+      StartProcess({kBin + "/pstrain-serve", "--model_base_path=" + job_dir() + "/export",
                     "--model_name=mnist", "--host=127.0.0.1", absl::StrCat("--port=", port),
                     "--file_system_poll_wait_seconds=1", "--max_request_bytes=3000000"},
                    JoinPath(dir_, "serve.log"));
@@ -164,7 +150,7 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   // A new version (pstrain-export of the last checkpoint) is picked up.
   const std::string first =
       json::parse(Curl("GET", base).second)["model_version_status"][0]["version"];
-  ProcessResult exported = RunProcess({kBin + "/pstrain-export", job_}, 120);
+  ProcessResult exported = RunProcess({kBin + "/pstrain-export", job_dir()}, 120);
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   std::string now = first;
   for (int i = 0; i < 100 && now == first; ++i) {

@@ -43,8 +43,10 @@ const std::string kVmnet = kSourceDir + "/tests/hosts/vmnet.sh";
 // The job's VMs: instance names as a managed instance group gives them.
 const std::vector<std::string> kHosts = {"job-ps-0", "job-chief-0", "job-worker-0", "job-worker-1"};
 
-class SimulatedHostsTest : public ::testing::Test {
+class SimulatedHostsTest : public testing_util::ClusterTestBase {
  protected:
+  SimulatedHostsTest() : ClusterTestBase("hosts") {}
+
   void SetUp() override {
     ProcessResult check = RunProcess({"/bin/bash", kVmnet, "check"}, 30);
     if (check.exit_code != 0) {
@@ -52,7 +54,7 @@ class SimulatedHostsTest : public ::testing::Test {
                       "simulated-hosts test cannot run: "
                    << check.output << " ***";
     }
-    dir_ = testing_util::MakeTempDir("hosts");
+    ASSERT_NO_FATAL_FAILURE(ClusterTestBase::SetUp());
     net_ = absl::StrCat("ph", getpid() % 10000);
     subnet_ = 20 + getpid() % 200;
     ProcessResult r = RunProcess({"/bin/bash", kVmnet, "destroy", net_}, 30);
@@ -68,12 +70,9 @@ class SimulatedHostsTest : public ::testing::Test {
     ASSERT_GT(gcs_.Start(bridge), 0);
     gcs_.CreateBucket("bkt");
     gcs_.PutObject("bkt", "pkg/pstrain.deb", *Env::Default()->ReadFile(kPackage));
-    const std::string data = JoinPath(dir_, "data");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data, "t10k", 200, 2));
-    const std::vector<std::string> names = *Env::Default()->ListDir(data);
+    const std::vector<std::string> names = *Env::Default()->ListDir(data_);
     for (const std::string& name : names) {
-      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data, name)));
+      gcs_.PutObject("bkt", "data/" + name, *Env::Default()->ReadFile(JoinPath(data_, name)));
     }
     // A gcloud that records what it is asked to do.
     const std::string bin = JoinPath(dir_, "bin");
@@ -92,6 +91,8 @@ class SimulatedHostsTest : public ::testing::Test {
       ProcessResult r = RunProcess({"/bin/bash", kVmnet, "destroy", net_}, 60);
       EXPECT_EQ(r.exit_code, 0) << r.output;
     }
+    // The VMs' processes are gone with their namespaces.
+    ClusterTestBase::TearDown();
   }
 
   struct Vm {
@@ -168,7 +169,7 @@ class SimulatedHostsTest : public ::testing::Test {
   }
 
   FakeGcs gcs_;
-  std::string dir_, net_, gcloud_log_;
+  std::string net_, gcloud_log_;
   int subnet_ = 0;
   bool created_ = false;
   // Enough steps after the worker VM's preemption (at 30) for its recreated

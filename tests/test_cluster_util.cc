@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
@@ -223,6 +224,39 @@ bool WriteRecordingGcloud(const std::string& path, const std::string& log) {
              ->WriteFileAtomic(path, "#!/bin/sh\necho \"gcloud $*\" >> " + log + "\n")
              .ok() &&
          ::chmod(path.c_str(), 0755) == 0;
+}
+
+ClusterTestBase::ClusterTestBase(std::string name) : name_(std::move(name)) {}
+
+void ClusterTestBase::SetUp() {
+  dir_ = MakeTempDir(name_);
+  data_ = JoinPath(dir_, "data");
+  ASSERT_TRUE(WriteQuadrantData(data_, "train", 800, 1));
+  ASSERT_TRUE(WriteQuadrantData(data_, "t10k", 200, 2));
+}
+
+void ClusterTestBase::TearDown() {
+  // SetUp skipped (or failed) before making the dir: every command line
+  // contains "", so there is nothing to look for.
+  if (dir_.empty()) return;
+  // Nothing of this test may outlive it.
+  EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
+  for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
+}
+
+std::string ClusterTestBase::job_dir() const { return JoinPath(dir_, "job"); }
+
+std::string ClusterTestBase::WriteClusterConfig(const LoopbackConfig& config) {
+  std::string yaml = absl::StrCat(
+      "cluster:\n  chief: ", LoopbackAddresses(1),
+      "\n  worker: ", LoopbackAddresses(config.workers),
+      "\n  ps: ", config.ps_addresses.empty() ? LoopbackAddresses(config.ps) : config.ps_addresses,
+      "\ntraining:\n  model: mnist_cnn\n", config.training);
+  // JobCredentialsYaml's keys each start with "\n".
+  if (config.credentials) absl::StrAppend(&yaml, JobCredentialsYaml(dir_).substr(1), "\n");
+  const std::string path = JoinPath(dir_, config.file);
+  EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok()) << path;
+  return path;
 }
 
 }  // namespace testing_util

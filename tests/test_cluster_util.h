@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
+
 namespace pstrain {
 namespace testing_util {
 
@@ -69,6 +71,55 @@ bool WriteRecordingGcloud(const std::string& path, const std::string& log);
 
 // Pids of live processes whose command line contains every one of `parts`.
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& parts);
+
+// A job config on loopback, for ClusterTestBase::WriteClusterConfig. (Every
+// member has an initializer: designated initializers may leave any out
+// without -Wmissing-field-initializers.)
+struct LoopbackConfig {
+  int ps = 1;
+  int workers = 1;                    // and one chief
+  std::string ps_addresses{};         // a YAML list, instead of `ps` free ports
+  std::string training{};             // keys after model: mnist_cnn, "  key: value\n" each
+  bool credentials = true;            // the job's TLS credentials and token
+  std::string file = "cluster.yaml";  // in the test's dir
+};
+
+// The fixture of tests that start real pstrain processes: SetUp makes a
+// fresh temp dir `dir_` and, in `data_` (`dir_`/data), quadrant data (800
+// training examples of seed 1, 200 test examples of seed 2); TearDown fails
+// the test if a process whose command line names `dir_` outlives it, and
+// SIGKILLs them. A fixture with more to set up overrides SetUp and calls
+// ClusterTestBase::SetUp first (or later, after a GTEST_SKIP check: with no
+// `dir_`, TearDown does nothing).
+class ClusterTestBase : public ::testing::Test {
+ protected:
+  // `name` is in the temp dir's name.
+  explicit ClusterTestBase(std::string name);
+
+  void SetUp() override;
+  void TearDown() override;
+
+  // `dir_`/job: the job dir tests usually give their jobs.
+  std::string job_dir() const;
+
+  // Writes `config` to `dir_`/`config.file` and returns its path:
+  //   cluster:
+  //     chief: ["127.0.0.1:P"]
+  //     worker: [`config.workers` addresses]
+  //     ps: [`config.ps` addresses, or `config.ps_addresses`]
+  //   training:
+  //     model: mnist_cnn
+  //   `config.training`
+  //     tls_dir: ...      (the job's credentials, JobCredentialsYaml, unless
+  //     token_file: ...    `config.credentials` is false)
+  // Every address is on loopback with a port nobody listens on.
+  std::string WriteClusterConfig(const LoopbackConfig& config);
+
+  std::string dir_, data_;
+
+ private:
+  std::string name_;
+};
 
 }  // namespace testing_util
 }  // namespace pstrain

@@ -3,7 +3,6 @@
 // failure) instead of hanging, and the MNIST seed trainer's and Cloud ML
 // Engine's command lines as they are.
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -24,9 +23,7 @@
 namespace pstrain {
 namespace {
 
-using testing_util::FindProcesses;
 using testing_util::FreePort;
-using testing_util::LoopbackAddresses;
 using testing_util::ProcessResult;
 using testing_util::RunProcess;
 
@@ -60,35 +57,22 @@ std::map<std::string, std::vector<int64_t>> ScalarSteps(const std::string& dir) 
   return steps;
 }
 
-class WorkflowTest : public ::testing::Test {
+class WorkflowTest : public testing_util::ClusterTestBase {
  protected:
-  void SetUp() override {
-    dir_ = testing_util::MakeTempDir("workflow");
-    data_ = JoinPath(dir_, "data");
-    job_dir_ = JoinPath(dir_, "job");
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "train", 800, 1));
-    ASSERT_TRUE(testing_util::WriteQuadrantData(data_, "t10k", 200, 2));
-  }
-  void TearDown() override {
-    EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
-    for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
-  }
+  WorkflowTest() : ClusterTestBase("workflow") {}
 
   // 1 ps, a chief that trains and 1 worker; `extra` training keys.
   std::string WriteConfig(const std::string& extra = "", const std::string& ps = "") {
-    const std::string yaml = absl::StrCat(
-        "cluster:\n  chief: ", LoopbackAddresses(1), "\n  worker: ", LoopbackAddresses(1),
-        "\n  ps: ", ps.empty() ? LoopbackAddresses(1) : ps, "\ntraining:\n  model: mnist_cnn",
-        "\n  data_dir: ", data_, "\n  job_dir: ", job_dir_,
-        "\n  update: sync\n  batch_size: 20\n  train_steps: 10\n  eval_steps: 50",
-        "\n  save_summary_steps: 20\n  log_every_n_steps: 10\n  sync_timeout: 5", "\n  threads: 1",
-        testing_util::JobCredentialsYaml(dir_), "\n", extra);
-    const std::string path = JoinPath(dir_, absl::StrCat("cluster-", ++configs_, ".yaml"));
-    EXPECT_TRUE(Env::Default()->WriteFileAtomic(path, yaml).ok());
-    return path;
+    return WriteClusterConfig(
+        {.ps_addresses = ps,
+         .training =
+             absl::StrCat("  data_dir: ", data_, "\n  job_dir: ", job_dir(),
+                          "\n  update: sync\n  batch_size: 20\n  train_steps: 10\n  eval_steps: 50",
+                          "\n  save_summary_steps: 20\n  log_every_n_steps: 10\n  sync_timeout: 5",
+                          "\n  threads: 1\n", extra),
+         .file = absl::StrCat("cluster-", ++configs_, ".yaml")});
   }
 
-  std::string dir_, data_, job_dir_;
   int configs_ = 0;
 };
 
@@ -109,7 +93,7 @@ TEST_F(WorkflowTest, ALargerTrainStepsTrainsAFinishedJobFurther) {
       RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=40"}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("Saving dict for global step 40:"), std::string::npos) << r.output;
-  ASSERT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 40);
+  ASSERT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir())), 40);
 
   r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--train-steps=80"}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -121,11 +105,11 @@ TEST_F(WorkflowTest, ALargerTrainStepsTrainsAFinishedJobFurther) {
   EXPECT_NE(r.output.find("Saving dict for global step 60:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Saving dict for global step 80:"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("step = 10,"), std::string::npos) << "trained from 0 again\n" << r.output;
-  EXPECT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir_)), 80);
+  EXPECT_EQ(CompletionMarkerStep(*ReadCompletionMarker(Env::Default(), job_dir())), 80);
 
   // TensorBoard's step axis: every scalar's steps rise, none repeated, and
   // the second run's pick up after the first's.
-  for (const std::string& run : {job_dir_, JoinPath(job_dir_, "eval")}) {
+  for (const std::string& run : {job_dir(), JoinPath(job_dir(), "eval")}) {
     const std::map<std::string, std::vector<int64_t>> steps = ScalarSteps(run);
     ASSERT_FALSE(steps.empty()) << run;
     for (const auto& [tag, series] : steps) {
@@ -134,11 +118,11 @@ TEST_F(WorkflowTest, ALargerTrainStepsTrainsAFinishedJobFurther) {
       }
       EXPECT_EQ(series.back(), 80) << run << " " << tag;
     }
-    if (run == job_dir_) {
+    if (run == job_dir()) {
       EXPECT_GE(steps.at("loss").size(), 8u);  // every 10 steps
     }
   }
-  EXPECT_EQ(ScalarSteps(JoinPath(job_dir_, "eval")).at("accuracy"),
+  EXPECT_EQ(ScalarSteps(JoinPath(job_dir(), "eval")).at("accuracy"),
             (std::vector<int64_t>{20, 40, 60, 80}));
 
   // The same target again (a recreated preemptible VM): nothing to do.
@@ -247,7 +231,7 @@ TEST_F(WorkflowTest, Seed001FlagsWork) {
                                300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Env::Default()->FileExists(CompletionMarkerPath(out))) << r.output;
-  EXPECT_FALSE(Env::Default()->FileExists(CompletionMarkerPath(job_dir_)));
+  EXPECT_FALSE(Env::Default()->FileExists(CompletionMarkerPath(job_dir())));
 
   // In one process (no cluster), too.
   const std::string local = JoinPath(dir_, "local");
@@ -268,7 +252,7 @@ TEST_F(WorkflowTest, Seed001FlagsWork) {
 // A job config written for Cloud ML Engine's STANDARD_1 tier runs as it is.
 TEST_F(WorkflowTest, AStandard1TrainingInputConfigRuns) {
   const std::string yaml = absl::StrCat(
-      "trainingInput:\n  scaleTier: STANDARD_1\n  region: us-central1\n  jobDir: ", job_dir_,
+      "trainingInput:\n  scaleTier: STANDARD_1\n  region: us-central1\n  jobDir: ", job_dir(),
       "\n  args: [\"--data-dir=", data_,
       "\", \"--train-steps=20\", \"--batch-size=20\", \"--eval-steps=0\", \"--threads=1\"]\n");
   const std::string path = JoinPath(dir_, "standard1.yaml");
