@@ -2,7 +2,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "proto/parameter_server.grpc.pb.h"
 #include "proto/parameter_server.pb.h"
 
 namespace pstrain {
