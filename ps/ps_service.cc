@@ -41,17 +41,17 @@ absl::Status GradientView(const std::string& bytes, Dtype dtype, std::vector<flo
 }
 
 // A Save or Restore request names its checkpoint by step alone. One that
-// carries fields this ps does not know (a client from before 0.13 still
-// sending a path in field 1) is refused rather than half-read: saving
-// model.ckpt-0 where the client meant a path would be wrong.
+// carries fields this ps does not know (an older client still sending a path
+// in field 1) is refused rather than half-read: saving model.ckpt-0 where the
+// client meant a path would be wrong.
 absl::Status NoUnknownFields(const google::protobuf::Message& request, const std::string& job_dir) {
   const google::protobuf::UnknownFieldSet& unknown =
       request.GetReflection()->GetUnknownFields(request);
   if (unknown.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       request.GetDescriptor()->name(), " carries field ", unknown.field(0).number(),
-      ", which this ps does not read (until 0.12 it was a checkpoint path); a ps saves and "
-      "restores only model.ckpt-<step> in its job dir ",
+      ", which this ps does not read (older clients sent a checkpoint path in it); a ps "
+      "saves and restores only model.ckpt-<step> in its job dir ",
       job_dir.empty() ? "(none was given to it)" : job_dir,
       ", named by the request's step: update the client (nothing was read or written)"));
 }

@@ -384,8 +384,8 @@ TEST_F(PsRpcTest, BadSaveRestoreAndLeaveRequestsAreRefused) {
   r.set_wait_ms(-1);
   EXPECT_EQ(save(r).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   // A checkpoint is named by its step, in the ps's job dir (/job). A request
-  // that still carries a path (field 1, before 0.13) is refused, and nothing
-  // is written anywhere.
+  // that still carries a path (field 1, as older clients sent it) is refused,
+  // and nothing is written anywhere.
   for (const char* outside : {"/tmp/elsewhere/evil", "/tmp/elsewhere/model.ckpt-0",
                               "/job/../tmp/model.ckpt-0", "/job/sub/model.ckpt-0"}) {
     r = good_save;

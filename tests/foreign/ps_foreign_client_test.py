@@ -14,10 +14,11 @@ one. The ps runs with mutual TLS and a job token (pstrain-certs). Checks:
     clear status, and change nothing;
   - Save and Restore stay inside the ps's job dir, with the token and
     without TLS and token alike: they name a checkpoint by its step; a
-    request that still carries a path (field 1 before 0.13: outside the job
-    dir, a "..", a symlink in the job dir to a directory outside,
-    /etc/passwd) is refused, a negative step too, and a symlink planted where
-    a shard file goes is replaced, not followed: nothing written outside;
+    request that still carries a path (field 1, as older clients sent it:
+    outside the job dir, a "..", a symlink in the job dir to a directory
+    outside, /etc/passwd) is refused, a negative step too, and a symlink
+    planted where a shard file goes is replaced, not followed: nothing is
+    written outside;
   - pushes after the job was shut down advance nothing;
   - the ps keeps serving throughout and exits 0.
 
@@ -79,7 +80,7 @@ class Ps:
 
 
 def with_old_path(path, request):
-    """`request`'s bytes with `path` in field 1, as clients before 0.13 sent
+    """`request`'s bytes with `path` in field 1, as older clients sent
     a checkpoint's path (the field is reserved now)."""
     data = path.encode()
     length = bytearray()
