@@ -79,7 +79,7 @@ TEST_F(GcsJobTest, TrainsFromABucketIntoABucketAndResumesFromIt) {
   // The tools read the bucket too.
   ProcessResult ckpt = RunProcess({kBin + "/pstrain-ckpt", "gs://bkt/job"}, 60);
   EXPECT_EQ(ckpt.exit_code, 0) << ckpt.output;
-  EXPECT_NE(ckpt.output.find("20"), std::string::npos) << ckpt.output;
+  EXPECT_NE(ckpt.output.find("global step: 20\n"), std::string::npos) << ckpt.output;
   ProcessResult ev = RunProcess({kBin + "/pstrain-events", "gs://bkt/job"}, 60);
   EXPECT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NE(ev.output.find("accuracy"), std::string::npos) << ev.output;
