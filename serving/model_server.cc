@@ -1,6 +1,7 @@
 #include "serving/model_server.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -16,21 +17,27 @@
 namespace pstrain {
 namespace {
 
-HttpAnswer Error(int status, const std::string& message) {
-  return {status, nlohmann::json({{"error", message}}).dump()};
+// Messages echo what the client sent (a path, a value), which may be any
+// bytes: what is not UTF-8 is replaced, never thrown on.
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-HttpAnswer Ok(const nlohmann::json& body) { return {200, body.dump()}; }
+HttpAnswer Error(int status, const std::string& message) {
+  return {status, Dump(nlohmann::json({{"error", message}}))};
+}
+
+HttpAnswer Ok(const nlohmann::json& body) { return {200, Dump(body)}; }
 
 nlohmann::json Dim(int64_t size) { return {{"size", std::to_string(size)}, {"name", ""}}; }
 
 // The parsed parts of /v1/models/<name>[/versions/<v>][/metadata][:predict].
-struct Route {
+struct ParsedRoute {
   std::string name, version;
   bool metadata = false, predict = false;
 };
 
-bool ParseRoute(absl::string_view path, Route* route) {
+bool ParseRoute(absl::string_view path, ParsedRoute* route) {
   if (!absl::ConsumePrefix(&path, "/v1/models/")) return false;
   route->predict = absl::ConsumeSuffix(&path, ":predict");
   route->metadata = absl::ConsumeSuffix(&path, "/metadata");
@@ -129,11 +136,23 @@ std::shared_ptr<Predictor> ModelServer::Current(const std::string& version, Http
 
 HttpAnswer ModelServer::Handle(const std::string& method, const std::string& path,
                                const std::string& body) {
+  // Every refusal of a request is a 4xx made below; an exception here is a
+  // fault of the server (a bug, or out of memory), so it is a 500 and logged.
+  try {
+    return Route(method, path, body);
+  } catch (const std::exception& e) {
+    LOG(ERROR) << method << " " << path << ": " << e.what();
+    return Error(500, absl::StrCat("internal error: ", e.what()));
+  }
+}
+
+HttpAnswer ModelServer::Route(const std::string& method, const std::string& path,
+                              const std::string& body) {
   if (path == "/healthz") {
     if (method != "GET") return Error(405, "use GET for /healthz");
     return Ok({{"status", "ok"}, {"model", options_.model_name}, {"version", version()}});
   }
-  Route route;
+  ParsedRoute route;
   if (!ParseRoute(path, &route)) {
     return Error(404, absl::StrCat("no such endpoint: ", path, " (try /v1/models/",
                                    options_.model_name, ":predict)"));

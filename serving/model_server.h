@@ -57,6 +57,9 @@ class ModelServer {
   static absl::StatusOr<std::unique_ptr<ModelServer>> Create(Env* env, ModelServerOptions options);
   ~ModelServer();
 
+  // Any method, path and body: a 4xx with {"error": ...} saying what is
+  // wrong for anything it cannot answer; 500 only for a fault of the server.
+  // Thread-safe.
   HttpAnswer Handle(const std::string& method, const std::string& path, const std::string& body);
 
   // Loads a newer version if one appeared; true if it did. A version that
@@ -76,6 +79,7 @@ class ModelServer {
     std::promise<std::vector<Prediction>> done;
   };
 
+  HttpAnswer Route(const std::string& method, const std::string& path, const std::string& body);
   HttpAnswer Predict(const std::string& version, const std::string& body);
   HttpAnswer Status(const std::string& version);
   HttpAnswer Metadata(const std::string& version);

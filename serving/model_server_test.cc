@@ -150,6 +150,37 @@ TEST_F(ModelServerTest, BadRequestsAreRefusedAndServingGoesOn) {
   EXPECT_EQ(ok["predictions"][0]["classes"], Expected(4));
 }
 
+TEST_F(ModelServerTest, BodiesThatAreNotUtf8AndBytesInThePathAre400sNot500s) {
+  const std::string request = json({{"instances", {Image(1)}}}).dump();
+  std::string utf16 = "\xFF\xFE";  // UTF-16LE with its byte-order mark
+  for (char c : request) utf16 += std::string{c, '\0'};
+  struct Case {
+    std::string body;
+    std::string says;
+  };
+  const Case cases[] = {
+      {utf16, "UTF-16, not UTF-8 (it starts with the byte-order mark FF FE)"},
+      {utf16.substr(2), "looks like UTF-16"},
+      {std::string("\x00\x00\xFE\xFF", 4) + utf16.substr(2), "UTF-32"},
+      {"{\"instances\": [[0.5]], \"note\": \"caf\xE9\"}", "not UTF-8: byte 35 is 0xe9"},
+      {"{\"instances\": [\"\xC0\xAF\"]}", "not UTF-8: byte 16 is 0xc0"},  // an overlong '/'
+  };
+  for (const Case& c : cases) {
+    HttpAnswer a = server_->Handle("POST", "/v1/models/mnist:predict", c.body);
+    EXPECT_EQ(a.status, 400) << a.body;
+    const std::string error = json::parse(a.body)["error"];
+    EXPECT_NE(error.find(c.says), std::string::npos) << c.says << " vs " << error;
+    EXPECT_NE(error.find("send the JSON as UTF-8"), std::string::npos) << error;
+  }
+  // A UTF-8 byte-order mark is allowed (JSON parsers may skip it).
+  HttpAnswer bom = server_->Handle("POST", "/v1/models/mnist:predict", "\xEF\xBB\xBF" + request);
+  EXPECT_EQ(bom.status, 200) << bom.body;
+  // The path is echoed in the 404; its bytes that are not UTF-8 are replaced.
+  HttpAnswer path = server_->Handle("GET", "/v1/models/\xFF\xFE:predict/x", "");
+  EXPECT_EQ(path.status, 404) << path.body;
+  EXPECT_TRUE(json::accept(path.body)) << path.body;
+}
+
 TEST_F(ModelServerTest, PicksUpANewVersionAndSkipsADamagedOne) {
   const int64_t first = server_->version();
   EXPECT_FALSE(server_->PollOnce());

@@ -12,6 +12,70 @@
 namespace pstrain {
 namespace {
 
+// The offset of the first byte that does not belong to well-formed UTF-8
+// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF), or npos.
+size_t FirstInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + extra >= s.size()) return i;
+    for (int k = 1; k <= extra; ++k) {
+      const unsigned char b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += extra + 1;
+  }
+  return std::string_view::npos;
+}
+
+// InvalidArgument if `body` is not UTF-8 (RFC 8259: JSON exchanged between
+// systems is UTF-8), naming the encoding it looks like.
+absl::Status CheckUtf8(std::string_view body) {
+  constexpr char kSend[] = "; send the JSON as UTF-8";
+  auto starts = [&](std::string_view prefix) { return body.substr(0, prefix.size()) == prefix; };
+  if (starts(std::string_view("\x00\x00\xFE\xFF", 4)) ||
+      starts(std::string_view("\xFF\xFE\x00\x00", 4))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body is UTF-32, not UTF-8 (it starts with a UTF-32 byte-order mark)", kSend));
+  }
+  if (starts("\xFF\xFE") || starts("\xFE\xFF")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body is UTF-16, not UTF-8 (it starts with the byte-order mark ",
+                     starts("\xFF\xFE") ? "FF FE" : "FE FF", ")", kSend));
+  }
+  if (body.size() >= 2 && body[0] != '\0' && body[1] == '\0') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body looks like UTF-16, not UTF-8 (its second byte is 0)", kSend));
+  }
+  const size_t bad = FirstInvalidUtf8(body);
+  if (bad != std::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body is not UTF-8: byte ", bad, " is 0x",
+                     absl::Hex(static_cast<unsigned char>(body[bad]), absl::kZeroPad2),
+                     " (Latin-1 or another 8-bit encoding?)", kSend));
+  }
+  return absl::OkStatus();
+}
+
 // Numbers nested exactly as `dims` (from `depth` on), each in [0, 1],
 // appended to `out`; false at the first thing that is not.
 bool ReadNumbers(simdjson::dom::element v, const int64_t* dims, int depth, int levels,
@@ -115,6 +179,9 @@ absl::Status ReadGeneralRequest(std::string_view body, const std::vector<int64_t
   if (absl::StripAsciiWhitespace(absl::string_view(body.data(), body.size())).empty()) {
     return absl::InvalidArgumentError("empty request body: send {\"instances\": [...]}");
   }
+  // The fast reader refuses what is not UTF-8 (simdjson validates it), so
+  // only bodies that come this way are checked.
+  if (absl::Status utf8 = CheckUtf8(body); !utf8.ok()) return utf8;
   nlohmann::json request;
   try {
     request = nlohmann::json::parse(body);

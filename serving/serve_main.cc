@@ -3,11 +3,14 @@
 // Serves the newest version under the base path and picks up newer ones as
 // they appear (every --file_system_poll_wait_seconds); batches concurrent
 // requests (--max_batch_size instances, waiting --batch_timeout_micros for
-// more). SIGTERM or SIGINT: stops accepting, finishes what is in flight,
-// exits 0. See serving/model_server.h for the endpoints.
+// more). Slow or stalled clients cost a connection, never a handler thread
+// (serving/http_server.h; the limits below). SIGTERM or SIGINT: stops
+// accepting, finishes what is in flight, exits 0. See serving/model_server.h
+// for the endpoints.
 #include <signal.h>
+#include <sys/resource.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -19,11 +22,8 @@
 #include "common/version.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "serving/http_server.h"
 #include "serving/model_server.h"
-
-// After every Eigen header: httplib.h brings <resolv.h>, whose `_res` macro
-// breaks Eigen's parameter names.
-#include "httplib.h"
 
 DEFINE_string(model_base_path, "", "The export dir: numbered version directories (required).");
 DEFINE_string(model_name, "default", "The name in /v1/models/<name>.");
@@ -35,55 +35,82 @@ DEFINE_int64(batch_timeout_micros, 1000, "How long a batch waits for more reques
 DEFINE_int32(file_system_poll_wait_seconds, 1, "How often to look for a new version (0: never).");
 DEFINE_int64(max_request_bytes, 64 << 20, "Larger request bodies get 413.");
 DEFINE_int64(max_instances, 4096, "More instances in one request get 413.");
+DEFINE_int32(rest_api_num_threads, 0,
+             "Threads running requests (TensorFlow Serving's name); 0: 4 per core, at least 4. "
+             "Connections are read and written by one more thread whatever their number.");
+DEFINE_int32(max_connections, 1024,
+             "Open connections at most; one more is answered 503 and closed.");
+DEFINE_int32(header_timeout_ms, 10000,
+             "A request's line and headers must arrive within this (from the connection's "
+             "start, or from the first byte of a later request on it); else 408 and close.");
+DEFINE_int32(body_timeout_ms, 60000,
+             "A request's body must arrive within this after its headers; else 408 and close.");
+DEFINE_int32(keep_alive_timeout_ms, 5000, "An idle keep-alive connection closes after this.");
+DEFINE_int32(keep_alive_max_requests, 1000, "Requests per connection; then it closes.");
+DEFINE_int32(write_timeout_ms, 10000,
+             "A response the client has not taken within this: the connection closes.");
 
 namespace {
 
 volatile sig_atomic_t stop_signal = 0;
 void OnSignal(int signal) { stop_signal = signal; }
 
-// Every request goes to `server`. Bodies are read here whatever their
-// Content-Type (curl -d sends application/x-www-form-urlencoded, which
-// httplib would parse as a form and refuse over 8 KiB), up to
-// --max_request_bytes.
-void Route(pstrain::ModelServer* server, httplib::Server* http) {
-  // Small answers go out at once (no Nagle delay behind the client's ACK).
-  http->set_tcp_nodelay(true);
-  auto answer = [server](const httplib::Request& req, const std::string& body,
-                         httplib::Response& res) {
-    pstrain::HttpAnswer a = server->Handle(req.method, req.path, body);
-    res.status = a.status;
-    res.set_content(a.body, "application/json");
-  };
-  http->Get(".*", [answer](const httplib::Request& req, httplib::Response& res) {
-    answer(req, "", res);
-  });
-  auto with_body = [answer](const httplib::Request& req, httplib::Response& res,
-                            const httplib::ContentReader& reader) {
-    std::string body;
-    bool too_big = false;
-    reader([&](const char* data, size_t n) {
-      too_big = body.size() + n > static_cast<size_t>(FLAGS_max_request_bytes);
-      if (!too_big) body.append(data, n);
-      return !too_big;
-    });
-    if (too_big) {
-      res.status = 413;
-      res.set_content(absl::StrCat("{\"error\": \"the request body is over --max_request_bytes (",
-                                   FLAGS_max_request_bytes, ")\"}"),
-                      "application/json");
-      return;
+// The limits from the flags; an error naming the flag for a value that cannot work.
+absl::StatusOr<pstrain::HttpServerOptions> ServerOptions() {
+  const std::pair<const char*, int> positive[] = {
+      {"max_connections", FLAGS_max_connections},
+      {"header_timeout_ms", FLAGS_header_timeout_ms},
+      {"body_timeout_ms", FLAGS_body_timeout_ms},
+      {"keep_alive_timeout_ms", FLAGS_keep_alive_timeout_ms},
+      {"keep_alive_max_requests", FLAGS_keep_alive_max_requests},
+      {"write_timeout_ms", FLAGS_write_timeout_ms}};
+  for (const auto& [name, value] : positive) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, "=", value, " must be at least 1"));
     }
-    answer(req, body, res);
-  };
-  http->Post(".*", with_body);
-  http->Put(".*", with_body);
-  http->Delete(".*", with_body);
-  // httplib's own refusals (a request it cannot read) get TensorFlow
-  // Serving's error form too.
-  http->set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    res.set_content(absl::StrCat("{\"error\": \"HTTP ", res.status, "\"}"), "application/json");
-  });
+  }
+  if (FLAGS_rest_api_num_threads < 0 || FLAGS_max_request_bytes < 1) {
+    return absl::InvalidArgumentError(
+        "--rest_api_num_threads must be 0 (automatic) or more, --max_request_bytes at least 1");
+  }
+  pstrain::HttpServerOptions o;
+  o.num_threads = FLAGS_rest_api_num_threads > 0
+                      ? FLAGS_rest_api_num_threads
+                      : std::max(4, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+  o.max_connections = FLAGS_max_connections;
+  o.header_timeout = absl::Milliseconds(FLAGS_header_timeout_ms);
+  o.body_timeout = absl::Milliseconds(FLAGS_body_timeout_ms);
+  o.keep_alive_timeout = absl::Milliseconds(FLAGS_keep_alive_timeout_ms);
+  o.keep_alive_max_requests = FLAGS_keep_alive_max_requests;
+  o.write_timeout = absl::Milliseconds(FLAGS_write_timeout_ms);
+  o.limits.max_body_bytes = FLAGS_max_request_bytes;
+  return o;
+}
+
+// Each connection is a descriptor: the soft limit goes up to the hard one,
+// and a --max_connections the limit cannot hold is said at the start.
+void RaiseDescriptorLimit(int max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  if (limit.rlim_cur != RLIM_INFINITY &&
+      limit.rlim_cur < static_cast<rlim_t>(max_connections) * 2 + 64) {
+    LOG(WARNING) << "--max_connections=" << max_connections << " but the process may open "
+                 << limit.rlim_cur << " descriptors (`ulimit -n`): connections beyond it wait "
+                 << "in the kernel's backlog";
+  }
+}
+
+// HEAD is GET without the body (the server drops it).
+pstrain::HttpServerResponse Answer(pstrain::ModelServer* server,
+                                   const pstrain::HttpServerRequest& req) {
+  const std::string& method = req.method == "HEAD" ? std::string("GET") : req.method;
+  pstrain::HttpAnswer a = server->Handle(method, req.path, req.body);
+  return {a.status, std::move(a.body), "application/json"};
 }
 
 }  // namespace
@@ -112,11 +139,18 @@ int main(int argc, char** argv) {
     LOG(ERROR) << "pstrain-serve: " << server.status();
     return 1;
   }
-  httplib::Server http;
-  Route(server->get(), &http);
-  if (!http.bind_to_port(FLAGS_host.c_str(), port)) {
-    LOG(ERROR) << "pstrain-serve: cannot listen on " << FLAGS_host << ":" << port
-               << " (in use? choose another with --port)";
+  absl::StatusOr<pstrain::HttpServerOptions> http_options = ServerOptions();
+  if (!http_options.ok()) {
+    LOG(ERROR) << "pstrain-serve: " << http_options.status().message();
+    return 2;
+  }
+  RaiseDescriptorLimit(http_options->max_connections);
+  pstrain::ModelServer* model_server = server->get();
+  absl::StatusOr<std::unique_ptr<pstrain::HttpServer>> http = pstrain::HttpServer::Create(
+      FLAGS_host, port, *http_options,
+      [model_server](const pstrain::HttpServerRequest& req) { return Answer(model_server, req); });
+  if (!http.ok()) {
+    LOG(ERROR) << "pstrain-serve: " << http.status().message();
     return 1;
   }
   signal(SIGTERM, OnSignal);
@@ -133,12 +167,14 @@ int main(int argc, char** argv) {
       }
     }
     LOG(INFO) << "signal " << stop_signal << ": stopping (finishing requests in flight)";
-    http.stop();
+    (*http)->Stop();
   });
   LOG(INFO) << "serving model " << FLAGS_model_name << " version " << (*server)->version()
-            << " from " << FLAGS_model_base_path << " at http://" << FLAGS_host << ":" << port
-            << "/v1/models/" << FLAGS_model_name << " (TensorFlow Serving's REST API)";
-  http.listen_after_bind();
+            << " from " << FLAGS_model_base_path << " at http://" << FLAGS_host << ":"
+            << (*http)->port() << "/v1/models/" << FLAGS_model_name
+            << " (TensorFlow Serving's REST API; " << http_options->num_threads
+            << " request threads, at most " << http_options->max_connections << " connections)";
+  (*http)->Run();
   watcher.join();
   LOG(INFO) << "stopped";
   return 0;
