@@ -20,23 +20,26 @@
 
 namespace {
 
+// Made once; destroyed at exit (its batcher thread joined) before the leak
+// check runs.
 pstrain::ModelServer* Server() {
-  static pstrain::MemEnv* env = new pstrain::MemEnv();
-  static pstrain::ModelServer* server = [] {
+  static pstrain::MemEnv env;
+  static std::unique_ptr<pstrain::ModelServer> server = [] {
     std::unique_ptr<pstrain::Model> model =
         *pstrain::BuildModel("mnist_cnn", pstrain::ModelOptions());
     std::vector<float> params(model->num_params()), state(model->num_state());
     model->InitializeVariables(1, params.data(), state.data());
-    if (!pstrain::WriteExport(env, "/export", *model, pstrain::ModelOptions(), 1, "", params, state)
+    if (!pstrain::WriteExport(&env, "/export", *model, pstrain::ModelOptions(), 1, "", params,
+                              state)
              .ok()) {
       std::abort();
     }
     pstrain::ModelServerOptions options;
     options.model_base_path = "/export";
     options.max_instances = 4;
-    return pstrain::ModelServer::Create(env, options)->release();
+    return *std::move(pstrain::ModelServer::Create(&env, options));
   }();
-  return server;
+  return server.get();
 }
 
 void CheckAnswer(const pstrain::HttpAnswer& a) {
