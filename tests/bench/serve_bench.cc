@@ -5,16 +5,29 @@
 // client threads (cpp-httplib clients, keep-alive), each sending requests of
 // B instances for --seconds. The model is --model_dir's export, or mnist_cnn
 // with its initial values exported to a temporary dir.
+//
+// --stalled=N: each REST run is run again beside N stalled uploads
+// (connections that sent a :predict request's headers and a few bytes of its
+// body, then nothing, open for the whole run), printed as
+//   rest-stalled batch=B clients=C stalled=N: R req/s, I instances/s, p50 X ms, p99 Y ms
+// (compare_serving.sh reads only the "rest batch=" lines).
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -36,6 +49,8 @@ DEFINE_string(model_dir, "", "An export dir (default: mnist_cnn's initial values
 DEFINE_string(runs, "1x1,1x8,32x1,32x8", "REST runs: <batch>x<clients>, comma-separated.");
 DEFINE_double(seconds, 5, "Seconds per REST run.");
 DEFINE_int32(port, 18501, "Port for pstrain-serve on 127.0.0.1.");
+DEFINE_int32(stalled, 0,
+             "Also run each REST run beside this many stalled uploads (0: only without).");
 
 extern char** environ;
 
@@ -82,7 +97,71 @@ void Compute(pstrain::Predictor* predictor, int batch) {
   std::fflush(stdout);
 }
 
-void Rest(int batch, int clients, const std::string& body_instance) {
+// Stalled uploads: connections to the server that sent the headers of a
+// 1 MB :predict body and a few bytes of it, then nothing. Their fds, closed
+// by the destructor.
+class StalledUploads {
+ public:
+  explicit StalledUploads(int n) {
+    const std::string head =
+        "POST /v1/models/default:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+        "{\"instances\": [[0.5, ";
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(FLAGS_port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < n; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+          send(fd, head.data(), head.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(head.size())) {
+        std::fprintf(stderr, "stalled upload %d of %d: %s\n", i, n, std::strerror(errno));
+        if (fd >= 0) close(fd);
+        continue;
+      }
+      fds_.push_back(fd);
+    }
+    // Time for the server to take them in before the clients start.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ~StalledUploads() {
+    for (int fd : fds_) close(fd);
+  }
+  int size() const { return static_cast<int>(fds_.size()); }
+  // How many the server answered or closed (a timeout, a refusal).
+  int Answered() const {
+    int n = 0;
+    for (int fd : fds_) {
+      pollfd p{fd, POLLIN, 0};
+      n += poll(&p, 1, 0) > 0;
+    }
+    return n;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Enough file descriptors for `n` stalled uploads here and in the server
+// (which inherits the limit): the soft limit raised to the hard one if needed.
+bool RaiseFileLimit(int n) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return false;
+  const rlim_t need = static_cast<rlim_t>(n) + 256;
+  if (limit.rlim_cur >= need) return true;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < need) {
+    std::fprintf(stderr, "--stalled=%d needs %llu file descriptors; the hard limit is %llu\n", n,
+                 static_cast<unsigned long long>(need),
+                 static_cast<unsigned long long>(limit.rlim_max));
+    return false;
+  }
+  limit.rlim_cur = limit.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
+void Rest(int batch, int clients, const std::string& body_instance, int stalled) {
+  std::unique_ptr<StalledUploads> uploads;
+  if (stalled > 0) uploads = std::make_unique<StalledUploads>(stalled);
   std::string body = "{\"instances\": [";
   for (int i = 0; i < batch; ++i) absl::StrAppend(&body, i ? "," : "", body_instance);
   body += "]}";
@@ -113,11 +192,19 @@ void Rest(int batch, int clients, const std::string& body_instance) {
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  std::printf(
-      "rest batch=%d clients=%d: %.1f req/s, %.1f instances/s, p50 %.3f ms, p99 %.3f ms%s\n", batch,
-      clients, all.size() / secs, all.size() * batch / secs, Percentile(all, 0.5),
-      Percentile(all, 0.99),
-      errors > 0 ? absl::StrCat(" (", errors.load(), " errors)").c_str() : "");
+  const std::string label = uploads == nullptr
+                                ? absl::StrCat("rest batch=", batch, " clients=", clients)
+                                : absl::StrCat("rest-stalled batch=", batch, " clients=", clients,
+                                               " stalled=", uploads->size());
+  std::string notes;
+  if (errors > 0) absl::StrAppend(&notes, " (", errors.load(), " errors)");
+  if (uploads != nullptr && uploads->Answered() > 0) {
+    absl::StrAppend(&notes, " (", uploads->Answered(), " of ", uploads->size(),
+                    " stalled uploads answered or closed during the run)");
+  }
+  std::printf("%s: %.1f req/s, %.1f instances/s, p50 %.3f ms, p99 %.3f ms%s\n", label.c_str(),
+              all.size() / secs, all.size() * batch / secs, Percentile(all, 0.5),
+              Percentile(all, 0.99), notes.c_str());
   std::fflush(stdout);
 }
 
@@ -125,6 +212,7 @@ void Rest(int batch, int clients, const std::string& body_instance) {
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (FLAGS_stalled < 0 || (FLAGS_stalled > 0 && !RaiseFileLimit(FLAGS_stalled))) return 1;
   const std::string dir = ExportDir();
   absl::StatusOr<std::unique_ptr<pstrain::Predictor>> predictor =
       pstrain::Predictor::Load(pstrain::Env::Default(), dir);
@@ -144,6 +232,12 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> args = {serve, "--model_base_path=" + dir, "--host=127.0.0.1",
                                    absl::StrCat("--port=", FLAGS_port), "--minloglevel=1"};
+  if (FLAGS_stalled > 0) {
+    // The stalled uploads stay stalled for the whole bench and within the
+    // connection limit.
+    args.insert(args.end(), {"--body_timeout_ms=86400000",
+                             absl::StrCat("--max_connections=", FLAGS_stalled + 1024)});
+  }
   std::vector<char*> argv_c;
   for (std::string& a : args) argv_c.push_back(a.data());
   argv_c.push_back(nullptr);
@@ -205,7 +299,8 @@ int main(int argc, char** argv) {
   }
   for (absl::string_view run : absl::StrSplit(FLAGS_runs, ',', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(run, 'x');
-    Rest(std::stoi(parts[0]), std::stoi(parts[1]), instance);
+    Rest(std::stoi(parts[0]), std::stoi(parts[1]), instance, 0);
+    if (FLAGS_stalled > 0) Rest(std::stoi(parts[0]), std::stoi(parts[1]), instance, FLAGS_stalled);
   }
   kill(pid, SIGTERM);
   int status = 0;
