@@ -1,0 +1,484 @@
+#include "config/model_spec.h"
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "config/config_yaml_util.h"
+#include "yaml-cpp/yaml.h"
+
+namespace pstrain {
+namespace {
+
+using config_internal::ErrorAt;
+using config_internal::Source;
+using config_internal::Sv;
+
+// One key of a layer type: how to read it into a LayerSpec, and how to
+// describe it.
+struct KeySpec {
+  std::string name;
+  std::string default_text;  // "" for a required key
+  std::string accepts;
+  // Reads `text` into `layer`; an error message (without the key) or "".
+  std::function<std::string(const std::string& text, LayerSpec* layer)> set;
+  // The value as ModelSpecToYaml writes it.
+  std::function<std::string(const LayerSpec& layer)> get;
+};
+
+struct TypeSpec {
+  std::string type;
+  std::string keras_name;  // the default layer name
+  std::string what;
+  std::vector<KeySpec> keys;
+};
+
+// Enough digits that reading the text back gives the same float.
+std::string FloatText(float v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.9g", static_cast<double>(v));
+  return buffer;
+}
+
+// A whole number in [min, max].
+KeySpec IntKey(std::string name, int LayerSpec::*field, int min, int max, std::string default_text,
+               std::string accepts) {
+  return {std::move(name), std::move(default_text), std::move(accepts),
+          [field, min, max](const std::string& text, LayerSpec* layer) -> std::string {
+            int v = 0;
+            if (!absl::SimpleAtoi(Sv(text), &v)) return "is a whole number";
+            if (v < min || v > max) return absl::StrCat("must be in [", min, ", ", max, "]");
+            layer->*field = v;
+            return "";
+          },
+          [field](const LayerSpec& layer) { return absl::StrCat(layer.*field); }};
+}
+
+// A number in [min, max) (or [min, max] when `max_inclusive`), or > min when
+// `min_exclusive`.
+KeySpec FloatKey(std::string name, float LayerSpec::*field, float min, bool min_exclusive,
+                 float max, bool max_inclusive, std::string default_text, std::string accepts) {
+  return {std::move(name), std::move(default_text), std::move(accepts),
+          [=](const std::string& text, LayerSpec* layer) -> std::string {
+            float v = 0;
+            if (!absl::SimpleAtof(Sv(text), &v) || !(v == v)) return "is a number";
+            const bool low = min_exclusive ? !(v > min) : !(v >= min);
+            const bool high = max_inclusive ? !(v <= max) : !(v < max);
+            if (low || high) {
+              return absl::StrCat("must be in ", min_exclusive ? "(" : "[", min, ", ", max,
+                                  max_inclusive ? "]" : ")");
+            }
+            layer->*field = v;
+            return "";
+          },
+          [field](const LayerSpec& layer) { return FloatText(layer.*field); }};
+}
+
+KeySpec BoolKey(std::string name, bool LayerSpec::*field, std::string default_text,
+                std::string accepts) {
+  return {std::move(name), std::move(default_text), std::move(accepts),
+          [field](const std::string& text, LayerSpec* layer) -> std::string {
+            if (text == "true") {
+              layer->*field = true;
+            } else if (text == "false") {
+              layer->*field = false;
+            } else {
+              return "is true or false";
+            }
+            return "";
+          },
+          [field](const LayerSpec& layer) { return std::string(layer.*field ? "true" : "false"); }};
+}
+
+KeySpec ChoiceKey(std::string name, std::string LayerSpec::*field, std::vector<std::string> choices,
+                  std::string default_text, std::string accepts) {
+  return {std::move(name), std::move(default_text), std::move(accepts),
+          [field, choices](const std::string& text, LayerSpec* layer) -> std::string {
+            for (const std::string& c : choices) {
+              if (text == c) {
+                layer->*field = text;
+                return "";
+              }
+            }
+            return absl::StrCat("is one of ", absl::StrJoin(choices, ", "));
+          },
+          [field](const LayerSpec& layer) { return layer.*field; }};
+}
+
+// Sizes are capped well below what would overflow a shape's product.
+constexpr int kMaxSize = 1 << 20;
+
+const std::vector<TypeSpec>& Types() {
+  static const std::vector<TypeSpec>* types = [] {
+    const KeySpec padding = ChoiceKey("padding", &LayerSpec::padding, {"same", "valid"}, "valid",
+                                      "same (output size = input / strides) or valid (no padding)");
+    const KeySpec activation = ChoiceKey(
+        "activation", &LayerSpec::activation, {"none", "relu", "sigmoid", "tanh", "leaky_relu"},
+        "none", "none, relu (fused into the layer), sigmoid, tanh or leaky_relu");
+    const KeySpec use_bias = BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false");
+    const KeySpec initializer =
+        ChoiceKey("kernel_initializer", &LayerSpec::kernel_initializer,
+                  {"glorot_uniform", "he_normal", "zeros"}, "glorot_uniform",
+                  "glorot_uniform, he_normal or zeros (the bias starts at zero)");
+    const KeySpec strides =
+        IntKey("strides", &LayerSpec::strides, 1, 64, "1", "a whole number in [1, 64]");
+    const KeySpec pool =
+        IntKey("pool", &LayerSpec::pool, 1, 1024, "2", "a whole number in [1, 1024]: the window");
+    const KeySpec pool_strides = IntKey("strides", &LayerSpec::strides, 1, 1024, "the pool size",
+                                        "a whole number in [1, 1024]");
+    const KeySpec alpha = FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
+                                   "a number in [0, 1]: the slope below zero");
+    return new std::vector<TypeSpec>{
+        {"conv2d",
+         "conv2d",
+         "2-D convolution, as tf.keras.layers.Conv2D; variables kernel [k, k, in, filters] and "
+         "bias [filters]",
+         {IntKey("filters", &LayerSpec::filters, 1, kMaxSize, "", "a whole number >= 1"),
+          IntKey("kernel", &LayerSpec::kernel, 1, 64, "", "a whole number in [1, 64]"), strides,
+          padding, activation, use_bias, initializer,
+          FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
+                   "with activation: leaky_relu, its slope below zero")}},
+        {"dense",
+         "dense",
+         "fully connected, as tf.keras.layers.Dense, on a flat input; variables kernel [in, "
+         "units] and bias [units]",
+         {IntKey("units", &LayerSpec::units, 1, kMaxSize, "", "a whole number >= 1"), activation,
+          use_bias, initializer,
+          FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
+                   "with activation: leaky_relu, its slope below zero")}},
+        {"max_pool",
+         "max_pooling2d",
+         "max pooling, as tf.keras.layers.MaxPool2D",
+         {pool, pool_strides, padding}},
+        {"average_pool",
+         "average_pooling2d",
+         "average pooling, as tf.keras.layers.AveragePooling2D (with padding: same, the inputs a "
+         "window covers are averaged, not the padding)",
+         {pool, pool_strides, padding}},
+        {"global_average_pool",
+         "global_average_pooling2d",
+         "the mean over height and width: [h, w, c] -> [c]",
+         {}},
+        {"flatten", "flatten", "[h, w, c] -> [h * w * c]", {}},
+        {"dropout",
+         "dropout",
+         "in training, zeroes a fraction `rate` of its inputs and scales the rest by 1 / (1 - "
+         "rate); nothing in evaluation",
+         {FloatKey("rate", &LayerSpec::rate, 0, false, 1, false, "",
+                   "a number in [0, 1): the fraction dropped")}},
+        {"batch_norm",
+         "batch_normalization",
+         "batch normalization over the channels, as tf.keras.layers.BatchNormalization; variables "
+         "gamma, beta (trained) and moving_mean, moving_variance (the job's batch_norm_decay "
+         "updates them)",
+         {FloatKey("epsilon", &LayerSpec::epsilon, 0, true, 1, true, "0.001", "a number in (0, 1]"),
+          BoolKey("relu", &LayerSpec::relu, "false", "true: a ReLU fused after it")}},
+        {"relu", "re_lu", "max(x, 0)", {}},
+        {"sigmoid", "activation", "1 / (1 + e^-x)", {}},
+        {"tanh", "activation", "tanh(x)", {}},
+        {"leaky_relu", "leaky_re_lu", "x if x > 0, else alpha * x", {alpha}},
+    };
+  }();
+  return *types;
+}
+
+const TypeSpec* FindType(const std::string& type) {
+  for (const TypeSpec& t : Types()) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name.front() == '/' || name.back() == '/' ||
+      name.find("//") != std::string::npos) {
+    return false;
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+        c != '/') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> Scalar(const Source& source, const YAML::Node& node,
+                                   std::string_view path) {
+  return config_internal::ScalarOf(source, node, path);
+}
+
+// One entry of `layers`: "type" or {type: {options}}.
+absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& node, int index) {
+  const std::string where = absl::StrCat("layers[", index, "]");
+  LayerSpec layer;
+  layer.line = node.Mark().is_null() ? 0 : node.Mark().line + 1;
+  YAML::Node options;
+  if (node.IsScalar()) {
+    layer.type = node.Scalar();
+  } else if (node.IsMap() && node.size() == 1) {
+    const auto entry = *node.begin();
+    if (!entry.first.IsScalar()) return ErrorAt(source, node, where + ": the layer type is a name");
+    layer.type = entry.first.Scalar();
+    options = entry.second;
+  } else {
+    return ErrorAt(source, node,
+                   absl::StrCat(where,
+                                " is a layer: its type alone (flatten) or its type with its "
+                                "options ({dense: {units: 10}})"));
+  }
+  const TypeSpec* type = FindType(layer.type);
+  if (type == nullptr) {
+    std::vector<std::string> names;
+    for (const TypeSpec& t : Types()) names.push_back(t.type);
+    return ErrorAt(
+        source, node,
+        absl::StrCat(where, ": unknown layer type ",
+                     absl::StripPrefix(config_internal::UnknownKeyMessage("", layer.type, names),
+                                       "unknown key "),
+                     "; the types: ", absl::StrJoin(names, ", ")));
+  }
+  // Defaults that differ by type.
+  if (layer.type == "max_pool" || layer.type == "average_pool") layer.strides = 0;
+  std::set<std::string> given;
+  PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
+      source, options, absl::StrCat(where, " ", layer.type),
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        const std::string path = absl::StrCat(where, " ", layer.type, ".", key);
+        PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, path));
+        if (!given.insert(key).second) return ErrorAt(source, key_node, path + " is given twice");
+        if (key == "name") {
+          if (!ValidName(text)) {
+            return ErrorAt(source, value,
+                           absl::StrCat(path, " = ", config_internal::Quoted(text),
+                                        ": a name is letters, digits, _ - . and / (not "
+                                        "leading, trailing or doubled), at most 128"));
+          }
+          layer.name = text;
+          return absl::OkStatus();
+        }
+        for (const KeySpec& k : type->keys) {
+          if (k.name != key) continue;
+          const std::string error = k.set(text, &layer);
+          if (error.empty()) return absl::OkStatus();
+          return ErrorAt(
+              source, value,
+              absl::StrCat(path, " = ", config_internal::Quoted(text), ": ", key, " ", error));
+        }
+        std::vector<std::string> known = {"name"};
+        for (const KeySpec& k : type->keys) known.push_back(k.name);
+        return ErrorAt(source, key_node,
+                       absl::StrCat(where, " ",
+                                    config_internal::UnknownKeyMessage(
+                                        absl::StrCat(layer.type, "."), key, known),
+                                    "; ", layer.type, " takes ", absl::StrJoin(known, ", ")));
+      }));
+  for (const KeySpec& k : type->keys) {
+    if (k.default_text.empty() && !given.count(k.name)) {
+      return ErrorAt(source, node,
+                     absl::StrCat(where, " ", layer.type, " needs ", k.name, " (", k.accepts, ")"));
+    }
+  }
+  if (layer.strides == 0) layer.strides = layer.pool;
+  return layer;
+}
+
+// Names the layers without one, Keras' way (conv2d, conv2d_1, ...), skipping
+// names given explicitly; refuses a name given twice.
+absl::Status NameLayers(const Source& source, std::vector<LayerSpec>* layers) {
+  std::map<std::string, int> taken;  // name -> line
+  for (const LayerSpec& layer : *layers) {
+    if (layer.name.empty()) continue;
+    auto [it, inserted] = taken.emplace(layer.name, layer.line);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source.name, ": two layers are named ", layer.name, " (lines ", it->second,
+                       " and ", layer.line, "); every layer's name is its own"));
+    }
+  }
+  std::map<std::string, int> next;  // keras name -> next number
+  for (LayerSpec& layer : *layers) {
+    if (!layer.name.empty()) continue;
+    const std::string base = FindType(layer.type)->keras_name;
+    int& n = next[base];
+    std::string name;
+    do {
+      name = n == 0 ? base : absl::StrCat(base, "_", n);
+      ++n;
+    } while (taken.count(name));
+    layer.name = name;
+    taken.emplace(name, layer.line);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, ModelSpec* spec) {
+  static const std::vector<std::string> kKeys = {"crop_padding", "random_flip",
+                                                 "per_image_standardization"};
+  return config_internal::ForEachEntry(
+      source, node, "preprocessing",
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        const std::string path = absl::StrCat("preprocessing.", key);
+        PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, path));
+        if (key == "crop_padding") {
+          if (!absl::SimpleAtoi(Sv(text), &spec->crop_padding) || spec->crop_padding < 0 ||
+              spec->crop_padding > 1024) {
+            return ErrorAt(source, value,
+                           absl::StrCat(path, " = ", config_internal::Quoted(text),
+                                        ": a whole number in [0, 1024]"));
+          }
+          return absl::OkStatus();
+        }
+        bool* flag = key == "random_flip"                 ? &spec->random_flip
+                     : key == "per_image_standardization" ? &spec->per_image_standardization
+                                                          : nullptr;
+        if (flag == nullptr) {
+          return ErrorAt(source, key_node,
+                         config_internal::UnknownKeyMessage("preprocessing.", key, kKeys));
+        }
+        if (text != "true" && text != "false") {
+          return ErrorAt(
+              source, value,
+              absl::StrCat(path, " = ", config_internal::Quoted(text), ": true or false"));
+        }
+        *flag = text == "true";
+        return absl::OkStatus();
+      });
+}
+
+absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* spec) {
+  bool have_input = false, have_classes = false, have_layers = false;
+  static const std::vector<std::string> kKeys = {"name", "input", "classes", "preprocessing",
+                                                 "layers"};
+  PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
+      source, root, "",
+      [&](const std::string& key, const YAML::Node& key_node,
+          const YAML::Node& value) -> absl::Status {
+        if (key == "name") {
+          PSTRAIN_ASSIGN_OR_RETURN(spec->name, Scalar(source, value, "name"));
+        } else if (key == "input") {
+          have_input = true;
+          if (!value.IsSequence() || value.size() != 3) {
+            return ErrorAt(source, value,
+                           "input is [height, width, channels] of one example, e.g. [28, 28, 1]");
+          }
+          for (const YAML::Node& d : value) {
+            int64_t v = 0;
+            if (!d.IsScalar() || !absl::SimpleAtoi(d.Scalar(), &v) || v < 1 || v > kMaxSize) {
+              return ErrorAt(
+                  source, d,
+                  absl::StrCat("input: every size is a whole number in [1, ", kMaxSize, "]"));
+            }
+            spec->input.push_back(v);
+          }
+        } else if (key == "classes") {
+          have_classes = true;
+          PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, "classes"));
+          if (!absl::SimpleAtoi(Sv(text), &spec->classes) || spec->classes < 2 ||
+              spec->classes > kMaxSize) {
+            return ErrorAt(source, value,
+                           absl::StrCat("classes = ", config_internal::Quoted(text),
+                                        ": a whole number in [2, ", kMaxSize, "]"));
+          }
+        } else if (key == "preprocessing") {
+          return ParsePreprocessing(source, value, spec);
+        } else if (key == "layers") {
+          have_layers = true;
+          if (!value.IsSequence() || value.size() == 0) {
+            return ErrorAt(source, value, "layers is a non-empty list of layers");
+          }
+          if (value.size() > static_cast<size_t>(kMaxSpecLayers)) {
+            return ErrorAt(source, value,
+                           absl::StrCat("layers: ", value.size(), " layers, over the limit of ",
+                                        kMaxSpecLayers));
+          }
+          int index = 0;
+          for (const YAML::Node& entry : value) {
+            PSTRAIN_ASSIGN_OR_RETURN(LayerSpec layer, ParseLayer(source, entry, index++));
+            spec->layers.push_back(std::move(layer));
+          }
+        } else {
+          return ErrorAt(source, key_node, config_internal::UnknownKeyMessage("", key, kKeys));
+        }
+        return absl::OkStatus();
+      }));
+  if (!have_input || !have_classes || !have_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source.name, ": a model spec has input ([height, width, channels]), classes and layers",
+        !have_input ? "; input is missing" : "", !have_classes ? "; classes is missing" : "",
+        !have_layers ? "; layers is missing" : ""));
+  }
+  return NameLayers(source, &spec->layers);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source_name) {
+  const Source source{std::string(source_name), /*show_lines=*/true};
+  return config_internal::CatchYamlExceptions<ModelSpec>(
+      source_name, [&]() -> absl::StatusOr<ModelSpec> {
+        PSTRAIN_ASSIGN_OR_RETURN(YAML::Node root,
+                                 config_internal::LoadYaml(yaml, source_name, "YAML"));
+        ModelSpec spec;
+        PSTRAIN_RETURN_IF_ERROR(ParseTop(source, root, &spec));
+        return spec;
+      });
+}
+
+std::string ModelSpecToYaml(const ModelSpec& spec) {
+  std::string out;
+  if (!spec.name.empty()) absl::StrAppend(&out, "name: ", spec.name, "\n");
+  absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
+  absl::StrAppend(&out, "classes: ", spec.classes, "\n");
+  if (spec.crop_padding != 0 || spec.random_flip || spec.per_image_standardization) {
+    absl::StrAppend(
+        &out, "preprocessing: {crop_padding: ", spec.crop_padding,
+        ", random_flip: ", spec.random_flip ? "true" : "false",
+        ", per_image_standardization: ", spec.per_image_standardization ? "true" : "false", "}\n");
+  }
+  absl::StrAppend(&out, "layers:\n");
+  for (const LayerSpec& layer : spec.layers) {
+    const TypeSpec* type = FindType(layer.type);
+    std::vector<std::string> options = {absl::StrCat("name: ", layer.name)};
+    if (type != nullptr) {
+      for (const KeySpec& k : type->keys)
+        options.push_back(absl::StrCat(k.name, ": ", k.get(layer)));
+    }
+    absl::StrAppend(&out, "  - ", layer.type, ": {", absl::StrJoin(options, ", "), "}\n");
+  }
+  return out;
+}
+
+const std::vector<std::string>& ModelSpecLayerTypes() {
+  static const std::vector<std::string>* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const TypeSpec& t : Types()) v->push_back(t.type);
+    return v;
+  }();
+  return *names;
+}
+
+std::string LayerReference() {
+  std::string out;
+  for (const TypeSpec& t : Types()) {
+    absl::StrAppend(&out, t.type, ": ", t.what, ". Default name ", t.keras_name, ".\n");
+    absl::StrAppend(&out, "  name: the layer's name (variables are <name>/<variable>)\n");
+    for (const KeySpec& k : t.keys) {
+      absl::StrAppend(
+          &out, "  ", k.name, ": ", k.accepts,
+          k.default_text.empty() ? " (required)" : absl::StrCat(" (default ", k.default_text, ")"),
+          "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,97 @@
+#ifndef PSTRAIN_CONFIG_MODEL_SPEC_H_
+#define PSTRAIN_CONFIG_MODEL_SPEC_H_
+
+// A network as data: the text a job's `model:` section or a net.yaml file
+// holds, read into plain structs (no layer code here; models/spec_builder.h
+// builds a Model from a ModelSpec). The format:
+//
+//   name: fashion_cnn          # optional
+//   input: [28, 28, 1]         # height, width, channels of one example
+//   classes: 10                # the last layer's output
+//   preprocessing:             # optional, all off by default
+//     crop_padding: 4          # training: pad and randomly crop back
+//     random_flip: true        # training: random left-right flips
+//     per_image_standardization: true
+//   layers:                    # applied in order
+//     - conv2d: {filters: 32, kernel: 5, padding: same, activation: relu}
+//     - max_pool: {pool: 2}
+//     - flatten
+//     - dense: {units: 10}
+//
+// A layer is its type alone, or its type mapping to its options; `name` is
+// one of every layer's options (default: the type's Keras name, numbered from
+// the second on: conv2d, conv2d_1, ...), and names its variables
+// ("conv2d_1/kernel"). Every key, its default and what it accepts is in
+// LayerReference() (and the README's layer reference).
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pstrain {
+
+struct LayerSpec {
+  std::string type;  // "conv2d", "max_pool", ... (ModelSpecLayerTypes())
+  std::string name;  // unique in the model
+  int line = 0;      // where it is in the spec text (1-based), 0 if unknown
+
+  // conv2d, dense
+  int filters = 0;                  // conv2d
+  int units = 0;                    // dense
+  int kernel = 0;                   // conv2d: square kernel size
+  int strides = 1;                  // conv2d, pools
+  int pool = 2;                     // max_pool, average_pool: square window
+  std::string padding = "valid";    // "same" or "valid" (Keras' default)
+  std::string activation = "none";  // conv2d, dense: none, relu, sigmoid, tanh, leaky_relu
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";  // glorot_uniform, he_normal, zeros
+  // dropout
+  float rate = 0.0f;
+  // batch_norm
+  float epsilon = 1e-3f;
+  bool relu = false;  // batch_norm: a ReLU fused after it
+  // leaky_relu (and activation: leaky_relu)
+  float alpha = 0.3f;
+
+  bool operator==(const LayerSpec&) const = default;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<int64_t> input;  // {height, width, channels}
+  int classes = 0;
+  int crop_padding = 0;
+  bool random_flip = false;
+  bool per_image_standardization = false;
+  std::vector<LayerSpec> layers;
+
+  bool operator==(const ModelSpec&) const = default;
+};
+
+// At most this many layers in a spec (a larger one is refused, naming it).
+inline constexpr int kMaxSpecLayers = 10000;
+
+// Reads a spec from YAML text. `source` (a file name, "model") begins every
+// message. InvalidArgument, with the line, for a syntax error, an unknown
+// layer type or key (with "did you mean"), a value of the wrong type, a zero
+// or negative size, a duplicate name, or more than kMaxSpecLayers layers.
+// Shapes are checked when the spec is built (models/spec_builder.h).
+absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source);
+
+// The spec as YAML that ParseModelSpec reads back to the same spec, every
+// option written out (what a checkpoint or an export stores).
+std::string ModelSpecToYaml(const ModelSpec& spec);
+
+// The layer types a spec accepts.
+const std::vector<std::string>& ModelSpecLayerTypes();
+
+// Every layer type with each of its keys, the key's default and what it
+// accepts, as text (for --help and the README).
+std::string LayerReference();
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_CONFIG_MODEL_SPEC_H_

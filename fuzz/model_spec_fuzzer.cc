@@ -1,0 +1,68 @@
+// Model specs from any text: parsed, built, and (when small enough to run
+// quickly) one training step and one evaluation on a tiny batch. Nothing may
+// crash; a spec that is refused says why; a built model's loss is a number.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
+
+#include "config/model_spec.h"
+#include "models/spec_builder.h"
+
+namespace {
+
+// Specs whose passes would take long or much memory are parsed and built,
+// not run.
+bool SmallEnough(const pstrain::ModelSpec& spec) {
+  int64_t input = 1;
+  for (int64_t d : spec.input) input *= d;
+  if (input > 4096 || spec.classes > 64 || spec.layers.size() > 64) return false;
+  for (const pstrain::LayerSpec& l : spec.layers) {
+    if (l.filters > 64 || l.units > 1024) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<pstrain::ModelSpec> spec = pstrain::ParseModelSpec(text, "fuzz.yaml");
+  if (!spec.ok()) {
+    if (spec.status().message().empty()) std::abort();
+    return 0;
+  }
+  // What a spec writes out, it reads back the same.
+  absl::StatusOr<pstrain::ModelSpec> again =
+      pstrain::ParseModelSpec(pstrain::ModelSpecToYaml(*spec), "again.yaml");
+  if (!again.ok()) std::abort();
+  for (pstrain::LayerSpec& l : again->layers) l.line = 0;
+  pstrain::ModelSpec original = *spec;
+  for (pstrain::LayerSpec& l : original.layers) l.line = 0;
+  if (!(*again == original)) std::abort();
+  if (!SmallEnough(*spec)) return 0;
+  absl::StatusOr<std::unique_ptr<pstrain::Model>> model =
+      pstrain::BuildModelFromSpec(*spec, "fuzz.yaml");
+  if (!model.ok()) {
+    if (model.status().message().empty()) std::abort();
+    return 0;
+  }
+  pstrain::Model& m = **model;
+  if (m.num_params() > (1 << 22)) return 0;
+  std::vector<float> params(m.num_params()), state(m.num_state()), grads(m.num_params()),
+      stats(m.num_state());
+  m.InitializeVariables(1, params.data(), state.data());
+  int64_t example = 1;
+  for (int64_t d : m.input_shape()) example *= d;
+  constexpr int kBatch = 2;
+  std::vector<float> images(kBatch * example, 0.5f);
+  std::vector<int32_t> labels = {0, 1};
+  const pstrain::LossResult train =
+      m.TrainStep(params.data(), state.data(), images.data(), labels.data(), kBatch, 1,
+                  grads.data(), stats.data());
+  const pstrain::LossResult eval =
+      m.Evaluate(params.data(), state.data(), images.data(), labels.data(), kBatch);
+  if (std::isnan(train.loss_sum) || std::isnan(eval.loss_sum)) std::abort();
+  return 0;
+}

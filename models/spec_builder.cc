@@ -1,0 +1,147 @@
+#include "models/spec_builder.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "models/activation.h"
+#include "models/avg_pool2d.h"
+#include "models/batch_norm.h"
+#include "models/conv2d.h"
+#include "models/dense.h"
+#include "models/dropout.h"
+#include "models/flatten.h"
+#include "models/global_avg_pool.h"
+#include "models/max_pool2d.h"
+#include "models/relu.h"
+
+namespace pstrain {
+namespace {
+
+Padding PaddingOf(const LayerSpec& l) {
+  return l.padding == "same" ? Padding::kSame : Padding::kValid;
+}
+
+Initializer InitializerOf(const LayerSpec& l) {
+  if (l.kernel_initializer == "he_normal") return Initializer::kHeNormal;
+  if (l.kernel_initializer == "zeros") return Initializer::kZeros;
+  return Initializer::kGlorotUniform;
+}
+
+// The activation layer for a type or an `activation` option other than relu.
+std::unique_ptr<Layer> ActivationLayer(const std::string& kind, std::string name, float alpha) {
+  if (kind == "sigmoid") {
+    return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kSigmoid);
+  }
+  if (kind == "tanh") {
+    return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kTanh);
+  }
+  if (kind == "leaky_relu") {
+    return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kLeakyRelu,
+                                                   alpha);
+  }
+  return nullptr;
+}
+
+// The layers computing `l`, appended to `layers`; false for a type it does
+// not know.
+bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layers) {
+  const Activation fused = l.activation == "relu" ? Activation::kRelu : Activation::kNone;
+  if (l.type == "conv2d") {
+    Conv2DOptions o;
+    o.filters = l.filters;
+    o.kernel_size = l.kernel;
+    o.stride = l.strides;
+    o.padding = PaddingOf(l);
+    o.activation = fused;
+    o.use_bias = l.use_bias;
+    o.kernel_initializer = InitializerOf(l);
+    layers->push_back(std::make_unique<Conv2D>(l.name, o));
+  } else if (l.type == "dense") {
+    DenseOptions o;
+    o.units = l.units;
+    o.activation = fused;
+    o.use_bias = l.use_bias;
+    o.kernel_initializer = InitializerOf(l);
+    layers->push_back(std::make_unique<Dense>(l.name, o));
+  } else if (l.type == "max_pool") {
+    layers->push_back(std::make_unique<MaxPool2D>(l.name, l.pool, l.strides, PaddingOf(l)));
+  } else if (l.type == "average_pool") {
+    layers->push_back(std::make_unique<AvgPool2D>(l.name, l.pool, l.strides, PaddingOf(l)));
+  } else if (l.type == "global_average_pool") {
+    layers->push_back(std::make_unique<GlobalAvgPool>(l.name));
+  } else if (l.type == "flatten") {
+    layers->push_back(std::make_unique<Flatten>(l.name));
+  } else if (l.type == "dropout") {
+    layers->push_back(std::make_unique<Dropout>(l.name, l.rate));
+  } else if (l.type == "batch_norm") {
+    layers->push_back(std::make_unique<BatchNorm>(l.name, l.epsilon, l.relu));
+  } else if (l.type == "relu") {
+    layers->push_back(std::make_unique<ReLU>(l.name));
+  } else {
+    std::unique_ptr<Layer> activation = ActivationLayer(l.type, l.name, l.alpha);
+    if (activation == nullptr) return false;
+    layers->push_back(std::move(activation));
+  }
+  if ((l.type == "conv2d" || l.type == "dense") && fused == Activation::kNone &&
+      l.activation != "none") {
+    std::unique_ptr<Layer> activation =
+        ActivationLayer(l.activation, l.name + "/activation", l.alpha);
+    if (activation == nullptr) return false;
+    layers->push_back(std::move(activation));
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
+                                                          std::string_view source) {
+  const std::string where(source);
+  if (spec.input.size() != 3 || spec.layers.empty() || spec.classes < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": a model spec has input [h, w, c], classes and layers"));
+  }
+  // Shapes layer by layer, so that an error can name the spec's layer and
+  // line; Model::Create builds them again for its own bookkeeping.
+  std::vector<std::unique_ptr<Layer>> layers;
+  Shape shape(spec.input.begin(), spec.input.end());
+  for (const LayerSpec& l : spec.layers) {
+    const size_t first = layers.size();
+    if (!AppendLayers(l, &layers)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": layer ", l.name, " has type ",
+                                                     l.type, " or activation ", l.activation,
+                                                     ", which this build cannot make"));
+    }
+    for (size_t i = first; i < layers.size(); ++i) {
+      const Shape input = shape;
+      absl::StatusOr<Shape> out = layers[i]->Build(input);
+      if (!out.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": layer ", l.name, " (", l.type, ", line ", l.line, ") cannot take its input ",
+            ShapeToString(input), ": ", out.status().message()));
+      }
+      shape = *out;
+    }
+  }
+  if (shape != Shape{spec.classes}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the last layer (", spec.layers.back().name, ") gives ", ShapeToString(shape),
+        " but the model has classes: ", spec.classes,
+        "; end with a flat layer of that many outputs (dense: {units: ", spec.classes, "})"));
+  }
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Create(spec.name.empty() ? "model" : spec.name,
+                    Shape(spec.input.begin(), spec.input.end()), spec.classes, std::move(layers));
+  if (!model.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
+  }
+  InputPreprocessing input;
+  input.crop_padding = spec.crop_padding;
+  input.random_flip = spec.random_flip;
+  input.per_image_standardization = spec.per_image_standardization;
+  (*model)->set_input_preprocessing(input);
+  return model;
+}
+
+}  // namespace pstrain
