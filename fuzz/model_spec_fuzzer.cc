@@ -19,7 +19,7 @@ bool SmallEnough(const pstrain::ModelSpec& spec) {
   for (int64_t d : spec.input) input *= d;
   if (input > 4096 || spec.classes > 64 || spec.layers.size() > 64) return false;
   for (const pstrain::LayerSpec& l : spec.layers) {
-    if (l.filters > 64 || l.units > 1024) return false;
+    if (l.filters > 32 || l.units > 256) return false;
   }
   return true;
 }
@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   pstrain::Model& m = **model;
-  if (m.num_params() > (1 << 22)) return 0;
+  if (m.num_params() > (1 << 18)) return 0;
   std::vector<float> params(m.num_params()), state(m.num_state()), grads(m.num_params()),
       stats(m.num_state());
   m.InitializeVariables(1, params.data(), state.data());
