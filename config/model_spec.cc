@@ -179,6 +179,17 @@ const std::vector<TypeSpec>& Types() {
          "updates them)",
          {FloatKey("epsilon", &LayerSpec::epsilon, 0, true, 1, true, "0.001", "a number in (0, 1]"),
           BoolKey("relu", &LayerSpec::relu, "false", "true: a ReLU fused after it")}},
+        {"add",
+         "add",
+         "the sum of the previous output (or input's) and the outputs named in inputs, all of "
+         "one shape",
+         {}},
+        {"concat",
+         "concatenate",
+         "the previous output (or input's) and the outputs named in inputs, joined along the "
+         "last (channel) dimension; the other dimensions equal",
+         {}},
+        {"identity", "identity", "its input unchanged: a named junction", {}},
         {"relu", "re_lu", "max(x, 0)", {}},
         {"sigmoid", "activation", "1 / (1 + e^-x)", {}},
         {"tanh", "activation", "tanh(x)", {}},
@@ -252,14 +263,38 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
       [&](const std::string& key, const YAML::Node& key_node,
           const YAML::Node& value) -> absl::Status {
         const std::string path = absl::StrCat(where, " ", layer.type, ".", key);
-        PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, path));
         if (!given.insert(key).second) return ErrorAt(source, key_node, path + " is given twice");
+        if (key == "inputs") {
+          if (layer.type != "add" && layer.type != "concat") {
+            return ErrorAt(source, key_node,
+                           absl::StrCat(path,
+                                        ": only add and concat take inputs (any layer "
+                                        "takes input: <name>)"));
+          }
+          if (!value.IsSequence() || value.size() == 0) {
+            return ErrorAt(source, value,
+                           path + " is a list of the names of earlier layers, e.g. [conv2d]");
+          }
+          for (const YAML::Node& n : value) {
+            if (!n.IsScalar()) return ErrorAt(source, n, path + ": each is a layer's name");
+            layer.inputs.push_back(n.Scalar());
+          }
+          return absl::OkStatus();
+        }
+        PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, path));
+        if (key == "input") {
+          layer.input = text;
+          return absl::OkStatus();
+        }
         if (key == "name") {
           if (!ValidName(text)) {
             return ErrorAt(source, value,
                            absl::StrCat(path, " = ", config_internal::Quoted(text),
                                         ": a name is letters, digits, _ - . and / (not "
                                         "leading, trailing or doubled), at most 128"));
+          }
+          if (text == "input") {
+            return ErrorAt(source, value, path + ": input names the model's input, not a layer");
           }
           layer.name = text;
           return absl::OkStatus();
@@ -272,7 +307,8 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
               source, value,
               absl::StrCat(path, " = ", config_internal::Quoted(text), ": ", key, " ", error));
         }
-        std::vector<std::string> known = {"name"};
+        std::vector<std::string> known = {"name", "input"};
+        if (layer.type == "add" || layer.type == "concat") known.push_back("inputs");
         for (const KeySpec& k : type->keys) known.push_back(k.name);
         return ErrorAt(source, key_node,
                        absl::StrCat(where, " ",
@@ -285,6 +321,12 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
       return ErrorAt(source, node,
                      absl::StrCat(where, " ", layer.type, " needs ", k.name, " (", k.accepts, ")"));
     }
+  }
+  if ((layer.type == "add" || layer.type == "concat") && layer.inputs.empty()) {
+    return ErrorAt(source, node,
+                   absl::StrCat(where, " ", layer.type,
+                                " needs inputs: [<name>, ...], the layers whose outputs it takes "
+                                "with the previous one's"));
   }
   if (layer.strides == 0) layer.strides = layer.pool;
   return layer;
@@ -315,6 +357,51 @@ absl::Status NameLayers(const Source& source, std::vector<LayerSpec>* layers) {
     } while (taken.count(name));
     layer.name = name;
     taken.emplace(name, layer.line);
+  }
+  return absl::OkStatus();
+}
+
+// Every name a layer takes is "input" or an earlier layer's, and every
+// layer's output but the last is taken by a later one.
+absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& layers) {
+  std::map<std::string, int> index;  // name -> position
+  for (size_t i = 0; i < layers.size(); ++i) index[layers[i].name] = static_cast<int>(i);
+  std::vector<std::string> names = {"input"};
+  std::vector<int> uses(layers.size(), 0);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerSpec& l = layers[i];
+    std::vector<std::string> taken = l.inputs;
+    taken.insert(taken.begin(), l.input);
+    for (const std::string& name : taken) {
+      if (name.empty()) {  // the previous layer's output
+        if (i > 0) ++uses[i - 1];
+        continue;
+      }
+      if (name == "input") continue;
+      auto it = index.find(name);
+      if (it == index.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source.name, ": layer ", l.name, " (line ", l.line, ") takes ",
+            absl::StripPrefix(config_internal::UnknownKeyMessage("", name, names), "unknown key "),
+            ", which is no layer's name"));
+      }
+      if (it->second >= static_cast<int>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source.name, ": layer ", l.name, " (line ", l.line, ") takes ", name, ", which ",
+            it->second == static_cast<int>(i) ? "is itself" : "comes after it",
+            "; a layer takes the outputs of layers before it"));
+      }
+      ++uses[it->second];
+    }
+    names.push_back(l.name);
+  }
+  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+    if (uses[i] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, ": the output of layer ", layers[i].name, " (line ", layers[i].line,
+          ") is not taken by any later layer (the next one takes input: ", layers[i + 1].input,
+          "); remove it or take it"));
+    }
   }
   return absl::OkStatus();
 }
@@ -416,7 +503,8 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
         !have_input ? "; input is missing" : "", !have_classes ? "; classes is missing" : "",
         !have_layers ? "; layers is missing" : ""));
   }
-  return NameLayers(source, &spec->layers);
+  PSTRAIN_RETURN_IF_ERROR(NameLayers(source, &spec->layers));
+  return CheckGraph(source, spec->layers);
 }
 
 }  // namespace
@@ -448,6 +536,10 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   for (const LayerSpec& layer : spec.layers) {
     const TypeSpec* type = FindType(layer.type);
     std::vector<std::string> options = {absl::StrCat("name: ", layer.name)};
+    if (!layer.input.empty()) options.push_back(absl::StrCat("input: ", layer.input));
+    if (!layer.inputs.empty()) {
+      options.push_back(absl::StrCat("inputs: [", absl::StrJoin(layer.inputs, ", "), "]"));
+    }
     if (type != nullptr) {
       for (const KeySpec& k : type->keys)
         options.push_back(absl::StrCat(k.name, ": ", k.get(layer)));
@@ -471,6 +563,14 @@ std::string LayerReference() {
   for (const TypeSpec& t : Types()) {
     absl::StrAppend(&out, t.type, ": ", t.what, ". Default name ", t.keras_name, ".\n");
     absl::StrAppend(&out, "  name: the layer's name (variables are <name>/<variable>)\n");
+    absl::StrAppend(&out,
+                    "  input: the name of an earlier layer whose output it takes, or input "
+                    "(default: the previous layer's output)\n");
+    if (t.type == "add" || t.type == "concat") {
+      absl::StrAppend(&out,
+                      "  inputs: the names of the other layers whose outputs it takes "
+                      "(required)\n");
+    }
     for (const KeySpec& k : t.keys) {
       absl::StrAppend(
           &out, "  ", k.name, ": ", k.accepts,

@@ -21,8 +21,14 @@
 // A layer is its type alone, or its type mapping to its options; `name` is
 // one of every layer's options (default: the type's Keras name, numbered from
 // the second on: conv2d, conv2d_1, ...), and names its variables
-// ("conv2d_1/kernel"). Every key, its default and what it accepts is in
-// LayerReference() (and the README's layer reference).
+// ("conv2d_1/kernel"). A layer takes the previous layer's output, or with
+// `input: <name>` the output of an earlier layer (or `input`, the model's);
+// add and concat take it together with `inputs: [<name>, ...]`, so layers
+// form a graph: residual connections, Inception-style blocks, two towers:
+//     - conv2d: {filters: 16, kernel: 3, padding: same, name: a}
+//     - conv2d: {filters: 16, kernel: 3, padding: same}
+//     - add: {inputs: [a]}            # the previous output + a's
+// Every key, its default and what it accepts is in LayerReference().
 
 #include <cstdint>
 #include <string>
@@ -37,6 +43,11 @@ struct LayerSpec {
   std::string type;  // "conv2d", "max_pool", ... (ModelSpecLayerTypes())
   std::string name;  // unique in the model
   int line = 0;      // where it is in the spec text (1-based), 0 if unknown
+  // What the layer takes: the output of the layer named `input` ("input" is
+  // the model's input), or when empty the previous layer's output (the
+  // model's input for the first layer). add and concat also take `inputs`.
+  std::string input;
+  std::vector<std::string> inputs;
 
   // conv2d, dense
   int filters = 0;                  // conv2d

@@ -96,7 +96,7 @@ TEST(ModelSpecTest, BadSpecsAreRefusedNamingWhatAndWhere) {
       {head + "  - conv2: {filters: 3, kernel: 3}\n",
        {"net.yaml: layers[0]: unknown layer type conv2 (did you mean conv2d?)", "line 4"}},
       {head + "  - dense: {units: 10, unit: 3}\n",
-       {"layers[0] unknown key dense.unit (did you mean units?)", "dense takes name, units"}},
+       {"layers[0] unknown key dense.unit (did you mean units?)", "dense takes name, input, units"}},
       {head + "  - dense: {units: 0}\n", {"layers[0] dense.units = \"0\": units must be in [1, "}},
       {head + "  - dense: {units: -4}\n", {"units must be in [1,"}},
       {head + "  - dense: {units: many}\n", {"units is a whole number"}},

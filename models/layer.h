@@ -92,6 +92,27 @@ class Layer {
   std::vector<int64_t> offsets_;
 };
 
+// A layer of several inputs (add, concat) in a model whose layers form a
+// graph. The model hands it every input; the single-input entry points are
+// never called (they fail a CHECK).
+class MergeLayer : public Layer {
+ public:
+  using Layer::Layer;
+
+  // Every input's shape (one example each); the output's, or InvalidArgument
+  // naming the shapes that do not fit together.
+  virtual absl::StatusOr<Shape> BuildMerge(const std::vector<Shape>& inputs) = 0;
+  virtual void ForwardMerge(const std::vector<const Tensor*>& in, Tensor* out) = 0;
+  // dL/d(in[k]) into din[k] (each resized by the layer).
+  virtual void BackwardMerge(const std::vector<const Tensor*>& in, const Tensor& dout,
+                             const std::vector<Tensor*>& din) = 0;
+
+  absl::StatusOr<Shape> Build(const Shape& input) final;
+  void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) final;
+  void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                const BackwardArgs& args) final;
+};
+
 // Shape of a batch of `batch` examples of per-example shape `example`.
 inline Shape Batched(int64_t batch, const Shape& example) {
   Shape s{batch};

@@ -49,13 +49,48 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
                                                      int num_classes,
                                                      std::vector<std::unique_ptr<Layer>> layers) {
+  return Create(std::move(name), std::move(input_shape), num_classes, std::move(layers), {});
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
+                                                     int num_classes,
+                                                     std::vector<std::unique_ptr<Layer>> layers,
+                                                     std::vector<std::vector<int>> inputs) {
   std::unique_ptr<Model> model(new Model);
   model->name_ = std::move(name);
   model->input_shape_ = input_shape;
   model->num_classes_ = num_classes;
-  Shape shape = input_shape;
-  for (auto& layer : layers) {
-    absl::StatusOr<Shape> out = layer->Build(shape);
+  if (inputs.empty()) {
+    for (size_t i = 0; i < layers.size(); ++i) inputs.push_back({static_cast<int>(i)});
+  }
+  if (inputs.size() != layers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": ", layers.size(),
+                                                   " layers but ", inputs.size(), " input lists"));
+  }
+  std::vector<Shape> shapes = {input_shape};  // per activation
+  std::vector<int> uses(layers.size() + 1, 0);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Layer* layer = layers[i].get();
+    auto* merge = dynamic_cast<MergeLayer*>(layer);
+    const std::vector<int>& in = inputs[i];
+    const size_t want = merge != nullptr ? 2 : 1;
+    if (in.size() < want || (merge == nullptr && in.size() != 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model ", model->name_, ": layer ", layer->name(), " takes ",
+                       merge != nullptr ? "two inputs or more" : "one input", ", got ", in.size()));
+    }
+    std::vector<Shape> in_shapes;
+    for (int a : in) {
+      if (a < 0 || a > static_cast<int>(i)) {
+        return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": layer ",
+                                                       layer->name(), " takes activation ", a,
+                                                       ", which is not before it"));
+      }
+      in_shapes.push_back(shapes[a]);
+      ++uses[a];
+    }
+    absl::StatusOr<Shape> out =
+        merge != nullptr ? merge->BuildMerge(in_shapes) : layer->Build(in_shapes[0]);
     if (!out.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("model ", model->name_, ": ", out.status().message()));
@@ -78,14 +113,23 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
     }
     layer->BindOffsets(std::move(offsets));
     model->layer_first_param_.push_back(first_param);
-    shape = *out;
+    shapes.push_back(*out);
+    if (in != std::vector<int>{static_cast<int>(i)}) model->chain_ = false;
   }
-  if (shape != Shape{num_classes}) {
+  for (size_t a = 1; a < layers.size(); ++a) {
+    if (uses[a] == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model ", model->name_, ": the output of layer ", layers[a - 1]->name(),
+                       " is not taken by any later layer"));
+    }
+  }
+  if (shapes.back() != Shape{num_classes}) {
     return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": output shape ",
-                                                   ShapeToString(shape), " is not [", num_classes,
-                                                   "] logits"));
+                                                   ShapeToString(shapes.back()), " is not [",
+                                                   num_classes, "] logits"));
   }
   model->layers_ = std::move(layers);
+  model->inputs_ = std::move(inputs);
   model->acts_.resize(model->layers_.size() + 1);
   return model;
 }
@@ -112,7 +156,15 @@ void Model::Forward(const float* params, const float* state, const float* images
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "forward",
                            trace_ != nullptr ? std::string_view(forward_names_[i]) : "");
-    layers_[i]->Forward(acts_[i], &acts_[i + 1], args);
+    if (chain_) {
+      layers_[i]->Forward(acts_[i], &acts_[i + 1], args);
+    } else if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
+      std::vector<const Tensor*> in;
+      for (int a : inputs_[i]) in.push_back(&acts_[a]);
+      merge->ForwardMerge(in, &acts_[i + 1]);
+    } else {
+      layers_[i]->Forward(acts_[inputs_[i][0]], &acts_[i + 1], args);
+    }
     if (profiling_) timings_[i].forward_secs += SecondsSince(start);
   }
 }
@@ -122,12 +174,18 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
                             float* batch_stats, const std::function<void(int64_t)>& grads_ready) {
   if (num_state_ > 0) std::memcpy(batch_stats, state, num_state_ * sizeof(float));
   Forward(params, state, images, batch, /*training=*/true, seed, batch_stats);
-  Tensor* dout = &grad_a_;
-  Tensor* din = &grad_b_;
-  LossResult result = SoftmaxCrossEntropy(acts_.back(), labels, dout);
   BackwardArgs args;
   args.params = params;
   args.grads = grads;
+  if (!chain_) {
+    act_grads_.resize(acts_.size());
+    LossResult result = SoftmaxCrossEntropy(acts_.back(), labels, &act_grads_.back());
+    GraphBackward(args, grads_ready);
+    return result;
+  }
+  Tensor* dout = &grad_a_;
+  Tensor* din = &grad_b_;
+  LossResult result = SoftmaxCrossEntropy(acts_.back(), labels, dout);
   for (size_t i = layers_.size(); i-- > 0;) {
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "backward",
@@ -138,6 +196,53 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
     std::swap(dout, din);
   }
   return result;
+}
+
+void Model::GraphBackward(const BackwardArgs& args,
+                          const std::function<void(int64_t)>& grads_ready) {
+  act_grad_set_.assign(acts_.size(), false);
+  act_grad_set_.back() = true;
+  // Where layer i's gradient for its input activation `a` goes: straight into
+  // act_grads_[a] for the first layer to reach it (layers run from the last
+  // back), into the scratch tensor to be added for the others; none for the
+  // model's input.
+  auto target = [this](int a) -> Tensor* {
+    if (a == 0) return nullptr;
+    return act_grad_set_[a] ? &grad_scratch_ : &act_grads_[a];
+  };
+  auto land = [this](int a, Tensor* written) {
+    if (a == 0) return;
+    if (written == &grad_scratch_) {
+      float* sum = act_grads_[a].data();
+      const float* g = grad_scratch_.data();
+      for (int64_t k = 0; k < grad_scratch_.size(); ++k) sum[k] += g[k];
+    }
+    act_grad_set_[a] = true;
+  };
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const auto start = std::chrono::steady_clock::now();
+    ScopedTraceEvent event(trace_, "backward",
+                           trace_ != nullptr ? std::string_view(backward_names_[i]) : "");
+    const Tensor& dout = act_grads_[i + 1];
+    const std::vector<int>& in = inputs_[i];
+    if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
+      // One input at a time, so that the scratch tensor serves them all.
+      std::vector<const Tensor*> ins;
+      for (int a : in) ins.push_back(&acts_[a]);
+      for (size_t k = 0; k < in.size(); ++k) {
+        std::vector<Tensor*> din(in.size(), nullptr);
+        din[k] = target(in[k]);
+        merge->BackwardMerge(ins, dout, din);
+        land(in[k], din[k]);
+      }
+    } else {
+      Tensor* din = target(in[0]);
+      layers_[i]->Backward(acts_[in[0]], acts_[i + 1], dout, din, args);
+      land(in[0], din);
+    }
+    if (profiling_) timings_[i].backward_secs += SecondsSince(start);
+    if (grads_ready && layer_first_param_[i] >= 0) grads_ready(layer_first_param_[i]);
+  }
 }
 
 void Model::set_trace(TraceRecorder* trace) {

@@ -56,6 +56,16 @@ class Model {
                                                        int num_classes,
                                                        std::vector<std::unique_ptr<Layer>> layers);
 
+  // A graph of layers: inputs[i] lists the activations layer i takes, 0 for
+  // the model's input and j + 1 for the output of layer j < i (so the order
+  // of `layers` is an order of evaluation). A MergeLayer takes two or more,
+  // any other layer one. Every layer's output but the last must be taken by a
+  // later layer. InvalidArgument, naming the layer, for anything else.
+  static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
+                                                       int num_classes,
+                                                       std::vector<std::unique_ptr<Layer>> layers,
+                                                       std::vector<std::vector<int>> inputs);
+
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
   int num_classes() const { return num_classes_; }
@@ -105,6 +115,9 @@ class Model {
   Model() = default;
   void Forward(const float* params, const float* state, const float* images, int64_t batch,
                bool training, uint64_t seed, float* batch_stats);
+  // The backward pass of a graph (not a chain of layers): each activation's
+  // gradient summed over the layers that take it.
+  void GraphBackward(const BackwardArgs& args, const std::function<void(int64_t)>& grads_ready);
 
   std::string name_;
   Shape input_shape_;
@@ -117,7 +130,13 @@ class Model {
 
   std::vector<int64_t> layer_first_param_;  // Per layer: lowest trainable offset, or -1.
   std::vector<Tensor> acts_;                // acts_[0] = input, acts_[i + 1] = output of layer i.
-  Tensor grad_a_, grad_b_;                  // Ping-pong buffers for activation gradients.
+  // Per layer: the activations it takes (acts_ indices); {i} in a chain.
+  std::vector<std::vector<int>> inputs_;
+  bool chain_ = true;               // every layer takes the previous one's output
+  std::vector<Tensor> act_grads_;   // a graph's: per activation, dL/d(activation)
+  std::vector<bool> act_grad_set_;  // act_grads_[j] holds a sum already
+  Tensor grad_scratch_;             // one input's gradient before it is added
+  Tensor grad_a_, grad_b_;          // Ping-pong buffers for activation gradients.
   bool profiling_ = false;
   std::vector<LayerTiming> timings_;
   TraceRecorder* trace_ = nullptr;

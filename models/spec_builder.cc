@@ -1,9 +1,11 @@
 #include "models/spec_builder.h"
 
+#include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "models/activation.h"
 #include "models/avg_pool2d.h"
 #include "models/batch_norm.h"
@@ -13,6 +15,7 @@
 #include "models/flatten.h"
 #include "models/global_avg_pool.h"
 #include "models/max_pool2d.h"
+#include "models/merge.h"
 #include "models/relu.h"
 
 namespace pstrain {
@@ -76,6 +79,12 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     layers->push_back(std::make_unique<Dropout>(l.name, l.rate));
   } else if (l.type == "batch_norm") {
     layers->push_back(std::make_unique<BatchNorm>(l.name, l.epsilon, l.relu));
+  } else if (l.type == "add") {
+    layers->push_back(std::make_unique<Add>(l.name));
+  } else if (l.type == "concat") {
+    layers->push_back(std::make_unique<Concat>(l.name));
+  } else if (l.type == "identity") {
+    layers->push_back(std::make_unique<Identity>(l.name));
   } else if (l.type == "relu") {
     layers->push_back(std::make_unique<ReLU>(l.name));
   } else {
@@ -105,8 +114,26 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
   // Shapes layer by layer, so that an error can name the spec's layer and
   // line; Model::Create builds them again for its own bookkeeping.
   std::vector<std::unique_ptr<Layer>> layers;
-  Shape shape(spec.input.begin(), spec.input.end());
+  std::vector<std::vector<int>> inputs;  // per model layer: the activations it takes
+  std::vector<Shape> shapes = {Shape(spec.input.begin(), spec.input.end())};  // per activation
+  std::map<std::string, int> activation_of = {{"input", 0}};  // spec layer -> its output
   for (const LayerSpec& l : spec.layers) {
+    std::vector<int> taken;
+    std::vector<std::string> names = l.inputs;
+    names.insert(names.begin(), l.input);
+    for (const std::string& name : names) {
+      if (name.empty()) {
+        taken.push_back(static_cast<int>(shapes.size()) - 1);
+        continue;
+      }
+      auto it = activation_of.find(name);
+      if (it == activation_of.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": layer ", l.name, " (line ", l.line,
+                                                       ") takes ", name,
+                                                       ", which is not a layer before it"));
+      }
+      taken.push_back(it->second);
+    }
     const size_t first = layers.size();
     if (!AppendLayers(l, &layers)) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": layer ", l.name, " has type ",
@@ -114,25 +141,36 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
                                                      ", which this build cannot make"));
     }
     for (size_t i = first; i < layers.size(); ++i) {
-      const Shape input = shape;
-      absl::StatusOr<Shape> out = layers[i]->Build(input);
+      // A fused activation's layer takes what its layer gave.
+      std::vector<int> in =
+          i == first ? taken : std::vector<int>{static_cast<int>(shapes.size()) - 1};
+      std::vector<Shape> in_shapes;
+      for (int a : in) in_shapes.push_back(shapes[a]);
+      auto* merge = dynamic_cast<MergeLayer*>(layers[i].get());
+      absl::StatusOr<Shape> out =
+          merge != nullptr ? merge->BuildMerge(in_shapes) : layers[i]->Build(in_shapes[0]);
       if (!out.ok()) {
+        std::vector<std::string> got;
+        for (const Shape& shape : in_shapes) got.push_back(ShapeToString(shape));
         return absl::InvalidArgumentError(absl::StrCat(
-            where, ": layer ", l.name, " (", l.type, ", line ", l.line, ") cannot take its input ",
-            ShapeToString(input), ": ", out.status().message()));
+            where, ": layer ", l.name, " (", l.type, ", line ", l.line, ") cannot take its input",
+            got.size() > 1 ? "s " : " ", absl::StrJoin(got, ", "), ": ", out.status().message()));
       }
-      shape = *out;
+      shapes.push_back(*out);
+      inputs.push_back(std::move(in));
     }
+    activation_of[l.name] = static_cast<int>(shapes.size()) - 1;
   }
+  const Shape& shape = shapes.back();
   if (shape != Shape{spec.classes}) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the last layer (", spec.layers.back().name, ") gives ", ShapeToString(shape),
         " but the model has classes: ", spec.classes,
         "; end with a flat layer of that many outputs (dense: {units: ", spec.classes, "})"));
   }
-  absl::StatusOr<std::unique_ptr<Model>> model =
-      Model::Create(spec.name.empty() ? "model" : spec.name,
-                    Shape(spec.input.begin(), spec.input.end()), spec.classes, std::move(layers));
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
+      spec.name.empty() ? "model" : spec.name, Shape(spec.input.begin(), spec.input.end()),
+      spec.classes, std::move(layers), std::move(inputs));
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
   }

@@ -9,7 +9,9 @@
 // leaky_relu follow it as a layer of their own ("<name>/activation", no
 // variables). Shapes are checked here, layer by layer: an error names the
 // layer, its line in the spec, the input shape it got and what it needs.
-// Specs are sequential for now: each layer takes the previous one's output.
+// Layers that take other layers' outputs (input, add, concat) make the
+// model a graph (Model::Create's inputs); a chain of layers keeps the chain's
+// backward pass with its two gradient buffers.
 
 #include <memory>
 #include <string_view>

@@ -1,0 +1,292 @@
+#include "models/spec_builder.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "models/random.h"
+#include "models/registry.h"
+
+namespace pstrain {
+namespace {
+
+std::string ReadSource(const std::string& path) {
+  std::ifstream in(std::string(PSTRAIN_SOURCE_DIR) + "/" + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Build(const std::string& yaml) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(yaml, "net.yaml");
+  if (!spec.ok()) return spec.status();
+  return BuildModelFromSpec(*spec, "net.yaml");
+}
+
+// A batch of `n` images in [0, 1] and labels for `model`.
+void RandomBatch(const Model& model, int n, std::vector<float>* images,
+                 std::vector<int32_t>* labels) {
+  int64_t size = 1;
+  for (int64_t d : model.input_shape()) size *= d;
+  SplitMix64 rng(11);
+  images->resize(n * size);
+  for (float& x : *images) x = rng.Uniform();
+  labels->resize(n);
+  for (int32_t& y : *labels) y = static_cast<int32_t>(rng.Next() % model.num_classes());
+}
+
+TEST(SpecBuilderTest, TheMnistCnnSpecIsTheCompiledMnistCnn) {
+  const std::string yaml = ReadSource("models/specs/mnist_cnn.yaml");
+  ASSERT_FALSE(yaml.empty());
+  absl::StatusOr<std::unique_ptr<Model>> spec_model = Build(yaml);
+  ASSERT_TRUE(spec_model.ok()) << spec_model.status();
+  absl::StatusOr<std::unique_ptr<Model>> compiled = BuildModel("mnist_cnn", ModelOptions());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  Model& a = **spec_model;
+  Model& b = **compiled;
+  EXPECT_EQ(a.name(), b.name());
+  ASSERT_EQ(a.variables().size(), b.variables().size());
+  for (size_t i = 0; i < a.variables().size(); ++i) {
+    const VariableInfo &va = a.variables()[i], &vb = b.variables()[i];
+    EXPECT_EQ(va.name, vb.name);
+    EXPECT_EQ(va.shape, vb.shape) << va.name;
+    EXPECT_EQ(va.offset, vb.offset) << va.name;
+    EXPECT_EQ(va.trainable, vb.trainable) << va.name;
+    EXPECT_EQ(va.spec.initializer, vb.spec.initializer) << va.name;
+  }
+  ASSERT_EQ(a.num_params(), b.num_params());
+  ASSERT_EQ(a.num_state(), b.num_state());
+  // The same initial values for a seed, the same loss and gradients for a batch.
+  std::vector<float> pa(a.num_params()), pb(b.num_params()), sa(a.num_state()), sb(b.num_state());
+  a.InitializeVariables(7, pa.data(), sa.data());
+  b.InitializeVariables(7, pb.data(), sb.data());
+  ASSERT_EQ(pa, pb);
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(a, 4, &images, &labels);
+  std::vector<float> ga(a.num_params()), gb(b.num_params()), ba(1), bb(1);
+  const LossResult la =
+      a.TrainStep(pa.data(), sa.data(), images.data(), labels.data(), 4, 3, ga.data(), ba.data());
+  const LossResult lb =
+      b.TrainStep(pb.data(), sb.data(), images.data(), labels.data(), 4, 3, gb.data(), bb.data());
+  EXPECT_EQ(la.loss_sum, lb.loss_sum);
+  EXPECT_EQ(ga, gb);
+}
+
+TEST(SpecBuilderTest, EveryLayerTypeBuildsAndTrainsAStep) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Build(R"(name: all_layers
+input: [12, 12, 3]
+classes: 4
+preprocessing: {crop_padding: 2, random_flip: true, per_image_standardization: true}
+layers:
+  - conv2d: {filters: 4, kernel: 3, padding: same, activation: tanh}
+  - batch_norm: {relu: true}
+  - average_pool: {pool: 2}
+  - conv2d: {filters: 6, kernel: 3, strides: 2, use_bias: false, kernel_initializer: he_normal}
+  - leaky_relu: {alpha: 0.1}
+  - max_pool: {pool: 3, strides: 1, padding: same}
+  - sigmoid
+  - relu
+  - tanh
+  - global_average_pool
+  - dense: {units: 8, activation: leaky_relu}
+  - dropout: {rate: 0.25}
+  - dense: {units: 4, activation: sigmoid}
+)");
+  ASSERT_TRUE(model.ok()) << model.status();
+  Model& m = **model;
+  EXPECT_EQ(m.input_preprocessing().crop_padding, 2);
+  EXPECT_TRUE(m.input_preprocessing().random_flip);
+  EXPECT_TRUE(m.input_preprocessing().per_image_standardization);
+  std::vector<std::string> names;
+  for (const VariableInfo& v : m.variables()) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "conv2d/kernel", "conv2d/bias", "batch_normalization/gamma",
+                       "batch_normalization/beta", "batch_normalization/moving_mean",
+                       "batch_normalization/moving_variance", "conv2d_1/kernel", "dense/kernel",
+                       "dense/bias", "dense_1/kernel", "dense_1/bias"}));
+  std::vector<float> params(m.num_params()), state(m.num_state()), grads(m.num_params()),
+      stats(m.num_state());
+  m.InitializeVariables(1, params.data(), state.data());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(m, 3, &images, &labels);
+  const LossResult r = m.TrainStep(params.data(), state.data(), images.data(), labels.data(), 3, 1,
+                                   grads.data(), stats.data());
+  EXPECT_TRUE(std::isfinite(r.loss_sum));
+  double norm = 0;
+  for (float g : grads) norm += static_cast<double>(g) * g;
+  EXPECT_GT(norm, 0.0);
+}
+
+TEST(SpecBuilderTest, ShapesThatDoNotFitNameTheLayerItsLineAndItsInput) {
+  const std::string head = "input: [8, 8, 1]\nclasses: 3\nlayers:\n";
+  struct Case {
+    std::string layers;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"  - dense: {units: 3}\n",
+       {"net.yaml: layer dense (dense, line 4) cannot take its input [8, 8, 1]", "Flatten"}},
+      {"  - conv2d: {filters: 2, kernel: 9}\n  - flatten\n  - dense: {units: 3}\n",
+       {"layer conv2d (conv2d, line 4) cannot take its input [8, 8, 1]"}},
+      {"  - max_pool: {pool: 16}\n", {"layer max_pooling2d (max_pool, line 4)", "does not fit"}},
+      {"  - flatten\n  - dense: {units: 5}\n",
+       {"the last layer (dense) gives [5] but the model has classes: 3", "dense: {units: 3}"}},
+      {"  - global_average_pool\n  - flatten\n", {"gives [1] but the model has classes: 3"}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::unique_ptr<Model>> model = Build(head + c.layers);
+    ASSERT_FALSE(model.ok()) << c.layers;
+    EXPECT_TRUE(absl::IsInvalidArgument(model.status()));
+    for (const std::string& s : c.says) {
+      EXPECT_NE(model.status().message().find(s), std::string::npos)
+          << c.layers << " -> " << model.status().message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
+
+namespace pstrain {
+namespace {
+
+// Central differences of the summed loss against the analytic gradient, for
+// `samples` parameters spread over the vector.
+void ExpectModelGradientsMatchNumeric(Model& m, int samples) {
+  std::vector<float> params(m.num_params()), state(m.num_state()), grads(m.num_params()),
+      stats(m.num_state());
+  m.InitializeVariables(5, params.data(), state.data());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(m, 3, &images, &labels);
+  m.TrainStep(params.data(), state.data(), images.data(), labels.data(), 3, 1, grads.data(),
+              stats.data());
+  auto loss = [&]() {
+    std::vector<float> g(m.num_params()), s(m.num_state());
+    return m
+        .TrainStep(params.data(), state.data(), images.data(), labels.data(), 3, 1, g.data(),
+                   s.data())
+        .loss_sum;
+  };
+  const int64_t step = std::max<int64_t>(1, m.num_params() / samples);
+  for (int64_t i = 0; i < m.num_params(); i += step) {
+    const float saved = params[i];
+    const float eps = 1e-2f;
+    params[i] = saved + eps;
+    const double up = loss();
+    params[i] = saved - eps;
+    const double down = loss();
+    params[i] = saved;
+    // TrainStep's gradient is of the mean loss; the differences are of the sum.
+    const double numeric = (up - down) / (2 * eps) / 3;
+    EXPECT_NEAR(grads[i], numeric, 1e-2 * std::max(1.0, std::abs(numeric))) << "param " << i;
+  }
+}
+
+TEST(SpecGraphTest, ResidualAndConcatGraphsMatchNumericGradients) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Build(R"(name: graph
+input: [5, 5, 2]
+classes: 3
+layers:
+  - conv2d: {filters: 3, kernel: 3, padding: same, activation: tanh, name: stem}
+  - conv2d: {filters: 3, kernel: 3, padding: same, activation: sigmoid}
+  - add: {inputs: [stem]}
+  - conv2d: {filters: 2, kernel: 1, input: input, name: side}
+  - tanh
+  - concat: {inputs: [add, stem], name: joined}
+  - identity
+  - average_pool: {pool: 2, strides: 1, padding: same}
+  - add: {inputs: [joined, joined]}
+  - global_average_pool
+  - dense: {units: 3}
+)");
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<std::string> names;
+  for (const VariableInfo& v : (*model)->variables()) names.push_back(v.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"stem/kernel", "stem/bias", "conv2d/kernel", "conv2d/bias",
+                                      "side/kernel", "side/bias", "dense/kernel", "dense/bias"}));
+  ExpectModelGradientsMatchNumeric(**model, 60);
+}
+
+TEST(SpecGraphTest, AChainWrittenWithInputIsTheSameComputation) {
+  const std::string chain =
+      "input: [6, 6, 1]\nclasses: 2\nlayers:\n  - conv2d: {filters: 2, kernel: 3}\n"
+      "  - flatten\n  - dense: {units: 2}\n";
+  const std::string named =
+      "input: [6, 6, 1]\nclasses: 2\nlayers:\n  - conv2d: {filters: 2, kernel: 3, input: input}\n"
+      "  - identity: {name: j}\n  - flatten: {input: j}\n  - dense: {units: 2}\n";
+  absl::StatusOr<std::unique_ptr<Model>> a = Build(chain), b = Build(named);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  std::vector<float> pa((*a)->num_params()), ga(pa.size()), gb(pa.size()), none;
+  ASSERT_EQ((*a)->num_params(), (*b)->num_params());
+  (*a)->InitializeVariables(3, pa.data(), none.data());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(**a, 2, &images, &labels);
+  const double la = (*a)->TrainStep(pa.data(), none.data(), images.data(), labels.data(), 2, 1,
+                                    ga.data(), none.data())
+                        .loss_sum;
+  const double lb = (*b)->TrainStep(pa.data(), none.data(), images.data(), labels.data(), 2, 1,
+                                    gb.data(), none.data())
+                        .loss_sum;
+  EXPECT_DOUBLE_EQ(la, lb);
+  EXPECT_EQ(ga, gb);
+}
+
+TEST(SpecGraphTest, BadGraphsAreRefusedNamingTheLayerAndLine) {
+  const std::string head = "input: [4, 4, 2]\nclasses: 2\nlayers:\n";
+  struct Case {
+    std::string layers;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"  - conv2d: {filters: 2, kernel: 1, name: a}\n  - add: {inputs: [b]}\n  - flatten\n"
+       "  - dense: {units: 2}\n",
+       "layer add (line 5) takes b (did you mean a?), which is no layer's name"},
+      {"  - conv2d: {filters: 2, kernel: 1, name: a}\n  - add: {inputs: [stme]}\n", "takes stme"},
+      {"  - conv2d: {filters: 2, kernel: 1, name: stem}\n  - add: {inputs: [stme]}\n",
+       "(did you mean stem?)"},
+      {"  - flatten: {input: d}\n  - dense: {units: 2, name: d}\n",
+       "layer flatten (line 4) takes d, which comes after it"},
+      {"  - conv2d: {filters: 2, kernel: 1, name: a}\n  - conv2d: {filters: 3, kernel: 1}\n"
+       "  - flatten: {input: a}\n  - dense: {units: 2}\n",
+       "the output of layer conv2d (line 5) is not taken by any later layer"},
+      {"  - add\n", "add needs inputs"},
+      {"  - flatten: {inputs: [input]}\n", "only add and concat take inputs"},
+      {"  - identity: {name: input}\n", "input names the model's input"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<ModelSpec> spec = ParseModelSpec(head + c.layers, "net.yaml");
+    ASSERT_FALSE(spec.ok()) << c.layers;
+    EXPECT_NE(spec.status().message().find(c.says), std::string::npos)
+        << c.layers << " -> " << spec.status().message();
+  }
+  // Shapes that do not go together are the builder's to find.
+  struct Shapes {
+    std::string layers;
+    std::string says;
+  };
+  for (const Shapes& c : std::vector<Shapes>{
+           {"  - conv2d: {filters: 2, kernel: 1, name: a}\n  - conv2d: {filters: 3, kernel: 1}\n"
+            "  - add: {inputs: [a]}\n  - flatten\n  - dense: {units: 2}\n",
+            "layer add (add, line 6) cannot take its inputs [4, 4, 3], [4, 4, 2]: add: add "
+            "takes inputs of one shape"},
+           {"  - conv2d: {filters: 2, kernel: 3, name: a}\n  - concat: {inputs: [input]}\n"
+            "  - flatten\n  - dense: {units: 2}\n",
+            "layer concatenate (concat, line 5) cannot take its inputs [2, 2, 2], [4, 4, 2]"},
+       }) {
+    absl::StatusOr<std::unique_ptr<Model>> model = Build(head + c.layers);
+    ASSERT_FALSE(model.ok()) << c.layers;
+    EXPECT_NE(model.status().message().find(c.says), std::string::npos)
+        << c.layers << " -> " << model.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
