@@ -84,6 +84,13 @@ HttpRequestParser::State HttpRequestParser::Append(std::string_view bytes) {
   if (state_ == State::kError) return state_;
   buffer_.append(bytes.data(), bytes.size());
   if (state_ != State::kComplete) Parse();
+  // A body's bytes are copied into the request as they come: drop them from
+  // the buffer, so a large body is not held twice. (In these states scanned_
+  // is not a position in the buffer.)
+  if ((state_ == State::kBody || state_ == State::kComplete) && pos_ >= (64 << 10)) {
+    buffer_.erase(0, pos_);
+    pos_ = 0;
+  }
   return state_;
 }
 
@@ -307,6 +314,11 @@ bool HttpRequestParser::StartBody() {
       request_.expect_continue = request_.minor_version == 1;
     }
   }
+  if (chunked && request_.minor_version == 0) {
+    // HTTP/1.0 has no chunked framing: a 1.0 proxy in front would read the
+    // body differently (RFC 9112 6.1), so the connection ends with this request.
+    request_.keep_alive = false;
+  }
   if (chunked && length >= 0) {
     // Two ways to read one body: a proxy and this server could disagree.
     return Fail(400, "both Content-Length and Transfer-Encoding: send one of them"), false;
@@ -359,7 +371,10 @@ bool HttpRequestParser::ReadChunkSize() {
   absl::string_view line(buffer_.data() + pos_, nl - pos_);
   pos_ = nl + 1;
   absl::ConsumeSuffix(&line, "\r");
-  line = TrimOws(line.substr(0, line.find(';')));  // chunk extensions are ignored
+  // Chunk extensions are ignored; whitespace may come before them, not before
+  // the size.
+  line = line.substr(0, line.find(';'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
   int64_t size = 0;
   if (line.empty() || line.size() > 15) {
     Fail(400, absl::StrCat("bad chunk size \"", Printable(line), "\""));

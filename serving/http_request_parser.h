@@ -71,6 +71,9 @@ class HttpRequestParser {
 
   // Bytes buffered and not yet part of a complete request.
   size_t buffered() const { return buffer_.size() - pos_; }
+  // Bytes the buffer holds, consumed ones included (a body's are dropped as
+  // they are copied into the request).
+  size_t buffer_bytes() const { return buffer_.size(); }
 
  private:
   enum class Body { kNone, kLength, kChunkSize, kChunkData, kChunkEnd, kTrailers };

@@ -91,6 +91,30 @@ TEST(HttpRequestParserTest, ChunkedBodiesAreDecoded) {
   EXPECT_EQ(p.requests[0].body, "hello world");
 }
 
+TEST(HttpRequestParserTest, ChunkedFramingOnHttp10EndsTheConnection) {
+  Parsed p = ParseBothWays(
+      "POST /x HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "2\r\nhi\r\n0\r\n\r\n");
+  ASSERT_EQ(p.requests.size(), 1u);
+  EXPECT_EQ(p.requests[0].body, "hi");
+  EXPECT_FALSE(p.requests[0].keep_alive);
+}
+
+TEST(HttpRequestParserTest, ALargeBodyIsNotHeldTwice) {
+  HttpLimits limits;
+  HttpRequestParser parser(limits);
+  parser.Append("POST /x HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n");
+  const std::string chunk(100000, 'x');
+  for (int i = 0; i < 9; ++i) {
+    parser.Append(chunk);
+    EXPECT_LT(parser.buffer_bytes(), chunk.size() + 100) << "after " << i + 1 << " pieces";
+  }
+  EXPECT_EQ(parser.state(), HttpRequestParser::State::kBody);
+  EXPECT_EQ(parser.request().body.size(), 900000u);
+  EXPECT_EQ(parser.Append(chunk), HttpRequestParser::State::kComplete);
+  EXPECT_EQ(parser.TakeRequest().body.size(), 1000000u);
+}
+
 TEST(HttpRequestParserTest, HeadersCompleteBeforeTheBodySaysExpectContinue) {
   HttpRequestParser parser(SmallLimits());
   EXPECT_EQ(parser.Append("POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n"),
@@ -134,6 +158,7 @@ TEST(HttpRequestParserTest, EveryMalformedRequestIsA4xxOr5xxWithAMessage) {
       {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413,
        "over --max_request_bytes"},
       {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n", 400, "bad chunk size"},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n 2\r\nab\r\n", 400, "bad chunk size"},
       {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", 400,
        "not followed by CRLF"},
       {"GET / HTTP/1.1\r\n" + std::string(1100, 'a'), 431, "over 1024 bytes"},

@@ -286,8 +286,10 @@ void HttpServer::Impl::Run() {
   conns_.clear();
   stat_open_ = 0;
   {
+    // Requests still queued after the grace have no connection to answer.
     absl::MutexLock lock(&mu_);
     workers_stop_ = true;
+    tasks_.clear();
   }
   for (std::thread& t : workers_) t.join();
   workers_.clear();
@@ -408,8 +410,10 @@ void HttpServer::Impl::ReadRequest(Conn* conn, Clock::time_point now) {
     }
     const HttpRequestParser::State before = conn->parser.state();
     conn->parser.Append(std::string_view(buffer, static_cast<size_t>(n)));
+    const uint64_t id = conn->id;
     Advance(conn, before, now);
-    if (conn->phase != Phase::kReading) return;
+    // Advance may have closed (and freed) the connection.
+    if (conns_.find(id) == conns_.end() || conn->phase != Phase::kReading) return;
   }
 }
 
@@ -433,7 +437,12 @@ void HttpServer::Impl::Advance(Conn* conn, HttpRequestParser::State before, Cloc
     // being written on the connection now, so the socket's buffer has room.
     conn->continue_sent = true;
     static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    const ssize_t sent = ::send(conn->fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL);
+    ssize_t sent;
+    do {
+      sent = ::send(conn->fd, kContinue, sizeof(kContinue) - 1, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    // A client that pipelines and leaves its answers unread can have filled
+    // the socket's buffer: it is closed rather than waited for.
     if (sent != static_cast<ssize_t>(sizeof(kContinue) - 1)) return Close(conn);
   }
   if (state != State::kComplete) return;
@@ -487,7 +496,9 @@ void HttpServer::Impl::Write(Conn* conn, Clock::time_point now) {
   }
   conn->out.clear();
   conn->out.shrink_to_fit();
-  if (conn->close_after_write) {
+  // Stopping: a keep-alive connection whose answer was still going out when
+  // the stop began closes too.
+  if (conn->close_after_write || stopping_loop_) {
     ::shutdown(conn->fd, SHUT_WR);
     // Stopping: the request was read whole, nothing is left to drain.
     if (stopping_loop_ && conn->counted) return Close(conn);
