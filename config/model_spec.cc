@@ -1,5 +1,6 @@
 #include "config/model_spec.h"
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -111,6 +112,50 @@ KeySpec ChoiceKey(std::string name, std::string LayerSpec::*field, std::vector<s
           [field](const LayerSpec& layer) { return layer.*field; }};
 }
 
+// "name" or "name(number)" for the initializers InitializerSetting lists.
+KeySpec InitializerKey(std::string name, InitializerSetting LayerSpec::*field,
+                       std::string default_text) {
+  return {std::move(name), std::move(default_text),
+          "glorot_uniform, he_normal, zeros, ones, truncated_normal, truncated_normal(<stddev>) "
+          "or constant(<value>)",
+          [field](const std::string& text, LayerSpec* layer) -> std::string {
+            constexpr char kAccepts[] =
+                "is glorot_uniform, he_normal, zeros, ones, truncated_normal, "
+                "truncated_normal(<stddev>) or constant(<value>)";
+            InitializerSetting setting;
+            const size_t open = text.find('(');
+            setting.kind = text.substr(0, open);
+            if (open == std::string::npos) {
+              if (setting.kind == "constant") return "constant takes its value: constant(0.1)";
+              if (setting.kind == "truncated_normal") setting.arg = 0.05f;
+            } else {
+              if (text.back() != ')' ||
+                  (setting.kind != "truncated_normal" && setting.kind != "constant")) {
+                return kAccepts;
+              }
+              const std::string number = text.substr(open + 1, text.size() - open - 2);
+              if (!absl::SimpleAtof(Sv(number), &setting.arg) || !std::isfinite(setting.arg)) {
+                return absl::StrCat("has ", number, " where a number goes");
+              }
+              if (setting.kind == "truncated_normal" && !(setting.arg > 0)) {
+                return "truncated_normal's stddev must be positive";
+              }
+            }
+            static const std::set<std::string> kKinds = {
+                "glorot_uniform", "he_normal", "zeros", "ones", "truncated_normal", "constant"};
+            if (!kKinds.count(setting.kind)) return kAccepts;
+            layer->*field = setting;
+            return "";
+          },
+          [field](const LayerSpec& layer) {
+            const InitializerSetting& i = layer.*field;
+            if (i.kind == "truncated_normal" || i.kind == "constant") {
+              return absl::StrCat(i.kind, "(", FloatText(i.arg), ")");
+            }
+            return i.kind;
+          }};
+}
+
 // Sizes are capped well below what would overflow a shape's product.
 constexpr int kMaxSize = 1 << 20;
 
@@ -123,9 +168,9 @@ const std::vector<TypeSpec>& Types() {
         "none", "none, relu (fused into the layer), sigmoid, tanh or leaky_relu");
     const KeySpec use_bias = BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false");
     const KeySpec initializer =
-        ChoiceKey("kernel_initializer", &LayerSpec::kernel_initializer,
-                  {"glorot_uniform", "he_normal", "zeros"}, "glorot_uniform",
-                  "glorot_uniform, he_normal or zeros (the bias starts at zero)");
+        InitializerKey("kernel_initializer", &LayerSpec::kernel_initializer, "glorot_uniform");
+    const KeySpec bias_initializer =
+        InitializerKey("bias_initializer", &LayerSpec::bias_initializer, "zeros");
     const KeySpec strides =
         IntKey("strides", &LayerSpec::strides, 1, 64, "1", "a whole number in [1, 64]");
     const KeySpec pool =
@@ -141,7 +186,7 @@ const std::vector<TypeSpec>& Types() {
          "bias [filters]",
          {IntKey("filters", &LayerSpec::filters, 1, kMaxSize, "", "a whole number >= 1"),
           IntKey("kernel", &LayerSpec::kernel, 1, 64, "", "a whole number in [1, 64]"), strides,
-          padding, activation, use_bias, initializer,
+          padding, activation, use_bias, initializer, bias_initializer,
           FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
                    "with activation: leaky_relu, its slope below zero")}},
         {"dense",
@@ -149,7 +194,7 @@ const std::vector<TypeSpec>& Types() {
          "fully connected, as tf.keras.layers.Dense, on a flat input; variables kernel [in, "
          "units] and bias [units]",
          {IntKey("units", &LayerSpec::units, 1, kMaxSize, "", "a whole number >= 1"), activation,
-          use_bias, initializer,
+          use_bias, initializer, bias_initializer,
           FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
                    "with activation: leaky_relu, its slope below zero")}},
         {"max_pool",

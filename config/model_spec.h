@@ -39,6 +39,15 @@
 
 namespace pstrain {
 
+// An initializer as a spec writes it: glorot_uniform, he_normal, zeros,
+// ones, truncated_normal (stddev 0.05), truncated_normal(<stddev>) or
+// constant(<value>).
+struct InitializerSetting {
+  std::string kind;
+  float arg = 0.0f;  // truncated_normal: its stddev; constant: its value
+  bool operator==(const InitializerSetting&) const = default;
+};
+
 struct LayerSpec {
   std::string type;  // "conv2d", "max_pool", ... (ModelSpecLayerTypes())
   std::string name;  // unique in the model
@@ -58,7 +67,8 @@ struct LayerSpec {
   std::string padding = "valid";    // "same" or "valid" (Keras' default)
   std::string activation = "none";  // conv2d, dense: none, relu, sigmoid, tanh, leaky_relu
   bool use_bias = true;
-  std::string kernel_initializer = "glorot_uniform";  // glorot_uniform, he_normal, zeros
+  InitializerSetting kernel_initializer = {"glorot_uniform", 0.0f};
+  InitializerSetting bias_initializer = {"zeros", 0.0f};
   // dropout
   float rate = 0.0f;
   // batch_norm

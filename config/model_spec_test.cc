@@ -21,7 +21,7 @@ layers:
   - flatten
   - dense: {units: 128, activation: leaky_relu, alpha: 0.1, kernel_initializer: he_normal}
   - dropout: {rate: 0.4}
-  - dense: {units: 10, name: logits}
+  - dense: {units: 10, name: logits, kernel_initializer: truncated_normal(0.1), bias_initializer: constant(0.25)}
 )";
 
 std::string Error(std::string_view yaml) {
@@ -50,14 +50,15 @@ TEST(ModelSpecTest, ReadsLayersWithTheirOptionsDefaultsAndKerasNames) {
   EXPECT_EQ(conv.padding, "same");
   EXPECT_EQ(conv.activation, "relu");
   EXPECT_TRUE(conv.use_bias);
-  EXPECT_EQ(conv.kernel_initializer, "glorot_uniform");
+  EXPECT_EQ(conv.kernel_initializer.kind, "glorot_uniform");
+  EXPECT_EQ(conv.bias_initializer.kind, "zeros");
   EXPECT_EQ(spec->layers[1].strides, 2);  // a pool's strides default to its size
   EXPECT_EQ(spec->layers[1].padding, "valid");
   EXPECT_EQ(spec->layers[3].pool, 2);
   EXPECT_FLOAT_EQ(spec->layers[4].epsilon, 1e-5f);
   EXPECT_TRUE(spec->layers[4].relu);
   EXPECT_FLOAT_EQ(spec->layers[6].alpha, 0.1f);
-  EXPECT_EQ(spec->layers[6].kernel_initializer, "he_normal");
+  EXPECT_EQ(spec->layers[6].kernel_initializer.kind, "he_normal");
   EXPECT_FLOAT_EQ(spec->layers[7].rate, 0.4f);
   EXPECT_EQ(spec->layers[0].line, 5);
 }
@@ -96,7 +97,8 @@ TEST(ModelSpecTest, BadSpecsAreRefusedNamingWhatAndWhere) {
       {head + "  - conv2: {filters: 3, kernel: 3}\n",
        {"net.yaml: layers[0]: unknown layer type conv2 (did you mean conv2d?)", "line 4"}},
       {head + "  - dense: {units: 10, unit: 3}\n",
-       {"layers[0] unknown key dense.unit (did you mean units?)", "dense takes name, input, units"}},
+       {"layers[0] unknown key dense.unit (did you mean units?)",
+        "dense takes name, input, units"}},
       {head + "  - dense: {units: 0}\n", {"layers[0] dense.units = \"0\": units must be in [1, "}},
       {head + "  - dense: {units: -4}\n", {"units must be in [1,"}},
       {head + "  - dense: {units: many}\n", {"units is a whole number"}},
@@ -105,6 +107,14 @@ TEST(ModelSpecTest, BadSpecsAreRefusedNamingWhatAndWhere) {
       {head + "  - conv2d: {filters: 8, kernel: 3, padding: full}\n",
        {"padding is one of same, valid"}},
       {head + "  - dropout: {rate: 1}\n", {"rate must be in [0, 1)"}},
+      {head + "  - dense: {units: 2, kernel_initializer: normal}\n",
+       {"kernel_initializer is glorot_uniform, he_normal, zeros, ones, truncated_normal"}},
+      {head + "  - dense: {units: 2, kernel_initializer: constant}\n",
+       {"constant takes its value: constant(0.1)"}},
+      {head + "  - dense: {units: 2, kernel_initializer: truncated_normal(-1)}\n",
+       {"stddev must be positive"}},
+      {head + "  - dense: {units: 2, bias_initializer: constant(x)}\n",
+       {"has x where a number goes"}},
       {head + "  - batch_norm: {epsilon: 0}\n", {"epsilon must be in (0, 1]"}},
       {head + "  - batch_norm: {relu: yes please}\n", {"relu is true or false"}},
       {head + "  - flatten: {name: a b}\n", {"a name is letters, digits"}},

@@ -85,7 +85,8 @@ std::vector<VariableSpec> Conv2D::Variables() const {
                   options_.kernel_initializer,
                   k_,
                   ks * ks * options_.filters});
-  if (options_.use_bias) vars.push_back({"bias", {options_.filters}, true, Initializer::kZeros});
+  if (options_.use_bias)
+    vars.push_back({"bias", {options_.filters}, true, options_.bias_initializer});
   return vars;
 }
 

@@ -21,7 +21,8 @@ struct Conv2DOptions {
   Padding padding = Padding::kSame;
   Activation activation = Activation::kNone;  // Fused into the layer's passes.
   bool use_bias = true;
-  Initializer kernel_initializer = Initializer::kGlorotUniform;
+  InitializerSpec kernel_initializer = Initializer::kGlorotUniform;
+  InitializerSpec bias_initializer = Initializer::kZeros;
 };
 
 // 2-D convolution over NHWC inputs with an HWIO kernel ("kernel", "bias"), as

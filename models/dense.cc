@@ -35,7 +35,8 @@ std::vector<VariableSpec> Dense::Variables() const {
                   options_.kernel_initializer,
                   in_features_,
                   options_.units});
-  if (options_.use_bias) vars.push_back({"bias", {options_.units}, true, Initializer::kZeros});
+  if (options_.use_bias)
+    vars.push_back({"bias", {options_.units}, true, options_.bias_initializer});
   return vars;
 }
 

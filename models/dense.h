@@ -10,7 +10,8 @@ struct DenseOptions {
   int units = 0;
   Activation activation = Activation::kNone;  // Fused into the layer's passes.
   bool use_bias = true;
-  Initializer kernel_initializer = Initializer::kGlorotUniform;
+  InitializerSpec kernel_initializer = Initializer::kGlorotUniform;
+  InitializerSpec bias_initializer = Initializer::kZeros;
 };
 
 // Fully connected layer on [batch, features] inputs with a [features, units]

@@ -13,8 +13,20 @@ namespace pstrain {
 enum class Initializer {
   kZeros,
   kOnes,
-  kGlorotUniform,  // TensorFlow's default kernel initializer.
-  kHeNormal,       // Truncated-free He et al. normal, for ReLU nets.
+  kGlorotUniform,    // TensorFlow's default kernel initializer.
+  kHeNormal,         // Truncated-free He et al. normal, for ReLU nets.
+  kTruncatedNormal,  // normal(0, stddev), redrawn beyond 2 stddev (tf.truncated_normal)
+  kConstant,         // `value` everywhere
+};
+
+// An initializer with its parameters. Converts from a bare Initializer.
+struct InitializerSpec {
+  InitializerSpec() = default;
+  InitializerSpec(Initializer k) : kind(k) {}  // NOLINT(google-explicit-constructor)
+  Initializer kind = Initializer::kZeros;
+  float stddev = 0.05f;  // kTruncatedNormal (Keras' default)
+  float value = 0.0f;    // kConstant
+  bool operator==(const InitializerSpec&) const = default;
 };
 
 // A variable a layer declares. Trainable variables are concatenated into the
@@ -24,7 +36,7 @@ struct VariableSpec {
   std::string name;  // Relative to the layer ("kernel"); the model prefixes the layer name.
   Shape shape;
   bool trainable = true;
-  Initializer initializer = Initializer::kZeros;
+  InitializerSpec initializer = Initializer::kZeros;
   // Glorot/He fan sizes for kernels; ignored by the constant initializers.
   int64_t fan_in = 0;
   int64_t fan_out = 0;

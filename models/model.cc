@@ -20,7 +20,7 @@ float Normal(SplitMix64& rng) {
 
 void InitializeVariable(const VariableSpec& spec, uint64_t seed, float* out, int64_t n) {
   SplitMix64 rng(seed);
-  switch (spec.initializer) {
+  switch (spec.initializer.kind) {
     case Initializer::kZeros:
       std::fill_n(out, n, 0.0f);
       break;
@@ -37,6 +37,16 @@ void InitializeVariable(const VariableSpec& spec, uint64_t seed, float* out, int
       for (int64_t i = 0; i < n; ++i) out[i] = Normal(rng) * stddev;
       break;
     }
+    case Initializer::kTruncatedNormal:
+      for (int64_t i = 0; i < n; ++i) {
+        float z = Normal(rng);
+        while (std::abs(z) > 2.0f) z = Normal(rng);  // P(redraw) = 4.6%
+        out[i] = z * spec.initializer.stddev;
+      }
+      break;
+    case Initializer::kConstant:
+      std::fill_n(out, n, spec.initializer.value);
+      break;
   }
 }
 

@@ -25,10 +25,20 @@ Padding PaddingOf(const LayerSpec& l) {
   return l.padding == "same" ? Padding::kSame : Padding::kValid;
 }
 
-Initializer InitializerOf(const LayerSpec& l) {
-  if (l.kernel_initializer == "he_normal") return Initializer::kHeNormal;
-  if (l.kernel_initializer == "zeros") return Initializer::kZeros;
-  return Initializer::kGlorotUniform;
+InitializerSpec InitializerOf(const InitializerSetting& setting) {
+  InitializerSpec out;
+  if (setting.kind == "glorot_uniform") out.kind = Initializer::kGlorotUniform;
+  if (setting.kind == "he_normal") out.kind = Initializer::kHeNormal;
+  if (setting.kind == "ones") out.kind = Initializer::kOnes;
+  if (setting.kind == "truncated_normal") {
+    out.kind = Initializer::kTruncatedNormal;
+    out.stddev = setting.arg;
+  }
+  if (setting.kind == "constant") {
+    out.kind = Initializer::kConstant;
+    out.value = setting.arg;
+  }
+  return out;  // zeros
 }
 
 // The activation layer for a type or an `activation` option other than relu.
@@ -58,14 +68,16 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     o.padding = PaddingOf(l);
     o.activation = fused;
     o.use_bias = l.use_bias;
-    o.kernel_initializer = InitializerOf(l);
+    o.kernel_initializer = InitializerOf(l.kernel_initializer);
+    o.bias_initializer = InitializerOf(l.bias_initializer);
     layers->push_back(std::make_unique<Conv2D>(l.name, o));
   } else if (l.type == "dense") {
     DenseOptions o;
     o.units = l.units;
     o.activation = fused;
     o.use_bias = l.use_bias;
-    o.kernel_initializer = InitializerOf(l);
+    o.kernel_initializer = InitializerOf(l.kernel_initializer);
+    o.bias_initializer = InitializerOf(l.bias_initializer);
     layers->push_back(std::make_unique<Dense>(l.name, o));
   } else if (l.type == "max_pool") {
     layers->push_back(std::make_unique<MaxPool2D>(l.name, l.pool, l.strides, PaddingOf(l)));

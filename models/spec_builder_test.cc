@@ -122,6 +122,40 @@ layers:
   EXPECT_GT(norm, 0.0);
 }
 
+TEST(SpecBuilderTest, InitializersTakeTheirParameters) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Build(R"(input: [1, 1, 400]
+classes: 2
+layers:
+  - flatten
+  - dense: {units: 50, kernel_initializer: truncated_normal(0.2), bias_initializer: constant(0.5)}
+  - dense: {units: 2, kernel_initializer: ones, bias_initializer: truncated_normal}
+)");
+  ASSERT_TRUE(model.ok()) << model.status();
+  Model& m = **model;
+  std::vector<float> params(m.num_params()), none;
+  m.InitializeVariables(9, params.data(), none.data());
+  const VariableInfo& kernel = m.variables()[0];
+  double sum = 0, squares = 0, largest = 0;
+  for (int64_t i = 0; i < kernel.size; ++i) {
+    const double x = params[kernel.offset + i];
+    sum += x;
+    squares += x * x;
+    largest = std::max(largest, std::abs(x));
+  }
+  // Truncated at 2 stddev: the spread is 0.88 stddev, nothing beyond 0.4.
+  const double mean = sum / kernel.size;
+  const double stddev = std::sqrt(squares / kernel.size - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(stddev, 0.2 * 0.88, 0.01);
+  EXPECT_LE(largest, 0.4);
+  const VariableInfo& bias = m.variables()[1];
+  for (int64_t i = 0; i < bias.size; ++i) EXPECT_EQ(params[bias.offset + i], 0.5f);
+  const VariableInfo& ones = m.variables()[2];
+  for (int64_t i = 0; i < ones.size; ++i) EXPECT_EQ(params[ones.offset + i], 1.0f);
+  const VariableInfo& small = m.variables()[3];
+  for (int64_t i = 0; i < small.size; ++i) EXPECT_LE(std::abs(params[small.offset + i]), 0.1f);
+}
+
 TEST(SpecBuilderTest, ShapesThatDoNotFitNameTheLayerItsLineAndItsInput) {
   const std::string head = "input: [8, 8, 1]\nclasses: 3\nlayers:\n";
   struct Case {
