@@ -25,7 +25,7 @@ class AvgPool2D : public Layer {
   int pool_size_;
   int stride_;
   Padding padding_;
-  int64_t in_h_ = 0, in_w_ = 0, c_ = 0, out_h_ = 0, out_w_ = 0, pad_top_ = 0, pad_left_ = 0;
+  PoolGeometry g_;
 };
 
 }  // namespace pstrain

@@ -40,6 +40,34 @@ PaddedDim ComputePadding(int64_t in, int64_t kernel, int64_t stride, Padding pad
   return d;
 }
 
+absl::StatusOr<PoolGeometry> ComputePoolGeometry(const std::string& layer, const char* kind,
+                                                 const Shape& input, int pool, int stride,
+                                                 Padding padding) {
+  if (input.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        layer, ": ", kind, " needs height x width x channels inputs, got ", ShapeToString(input)));
+  }
+  if (pool <= 0 || stride <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(layer, ": pool size and stride must be positive"));
+  }
+  PoolGeometry g;
+  g.in_h = input[0];
+  g.in_w = input[1];
+  g.c = input[2];
+  const PaddedDim h = ComputePadding(g.in_h, pool, stride, padding);
+  const PaddedDim w = ComputePadding(g.in_w, pool, stride, padding);
+  if (h.out <= 0 || w.out <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(layer, ": pool ", pool, " does not fit in ", ShapeToString(input)));
+  }
+  g.out_h = h.out;
+  g.out_w = w.out;
+  g.pad_top = h.pad_before;
+  g.pad_left = w.pad_before;
+  return g;
+}
+
 Conv2D::Conv2D(std::string name, const Conv2DOptions& options)
     : Layer(std::move(name)), options_(options) {}
 

@@ -89,6 +89,17 @@ struct PaddedDim {
 };
 PaddedDim ComputePadding(int64_t in, int64_t kernel, int64_t stride, Padding padding);
 
+// Where a square `pool`-sized window moved by `stride` goes over an HWC input
+// (max and average pooling).
+struct PoolGeometry {
+  int64_t in_h = 0, in_w = 0, c = 0, out_h = 0, out_w = 0, pad_top = 0, pad_left = 0;
+};
+// InvalidArgument naming `layer` and its `kind` ("MaxPool2D") for an input
+// that is not HWC, a size that is not positive or a window that does not fit.
+absl::StatusOr<PoolGeometry> ComputePoolGeometry(const std::string& layer, const char* kind,
+                                                 const Shape& input, int pool, int stride,
+                                                 Padding padding);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_MODELS_CONV2D_H_
