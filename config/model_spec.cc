@@ -568,7 +568,9 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view
 
 std::string ModelSpecToYaml(const ModelSpec& spec) {
   std::string out;
-  if (!spec.name.empty()) absl::StrAppend(&out, "name: ", spec.name, "\n");
+  // Names are quoted: "null", "true" or "1e3" would read back as something else.
+  using config_internal::Quoted;
+  if (!spec.name.empty()) absl::StrAppend(&out, "name: ", Quoted(spec.name), "\n");
   absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
   absl::StrAppend(&out, "classes: ", spec.classes, "\n");
   if (spec.crop_padding != 0 || spec.random_flip || spec.per_image_standardization) {
@@ -580,10 +582,12 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   absl::StrAppend(&out, "layers:\n");
   for (const LayerSpec& layer : spec.layers) {
     const TypeSpec* type = FindType(layer.type);
-    std::vector<std::string> options = {absl::StrCat("name: ", layer.name)};
-    if (!layer.input.empty()) options.push_back(absl::StrCat("input: ", layer.input));
+    std::vector<std::string> options = {absl::StrCat("name: ", Quoted(layer.name))};
+    if (!layer.input.empty()) options.push_back(absl::StrCat("input: ", Quoted(layer.input)));
     if (!layer.inputs.empty()) {
-      options.push_back(absl::StrCat("inputs: [", absl::StrJoin(layer.inputs, ", "), "]"));
+      std::vector<std::string> quoted;
+      for (const std::string& name : layer.inputs) quoted.push_back(Quoted(name));
+      options.push_back(absl::StrCat("inputs: [", absl::StrJoin(quoted, ", "), "]"));
     }
     if (type != nullptr) {
       for (const KeySpec& k : type->keys)

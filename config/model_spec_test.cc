@@ -77,6 +77,20 @@ TEST(ModelSpecTest, WrittenOutItReadsBackTheSame) {
   EXPECT_EQ(ModelSpecToYaml(*again), yaml);
 }
 
+TEST(ModelSpecTest, NamesThatYamlWouldReadAsOtherValuesRoundTrip) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(
+      "name: \"a: b # c\"\ninput: [4, 4, 1]\nclasses: 2\nlayers:\n"
+      "  - identity: {name: \"null\"}\n  - identity: {name: \"1e3\", input: \"null\"}\n"
+      "  - concat: {inputs: [\"null\"]}\n  - flatten\n  - dense: {units: 2, name: \"true\"}\n",
+      "n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(ModelSpecToYaml(*spec), "again");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << ModelSpecToYaml(*spec);
+  for (LayerSpec& l : again->layers) l.line = 0;
+  for (LayerSpec& l : spec->layers) l.line = 0;
+  EXPECT_EQ(*again, *spec) << ModelSpecToYaml(*spec);
+}
+
 TEST(ModelSpecTest, ExplicitNamesAreSkippedByTheAutomaticOnes) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(
       "input: [4, 4, 1]\nclasses: 2\nlayers:\n  - flatten\n  - dense: {units: 3, name: dense}\n"
