@@ -496,6 +496,12 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
           const YAML::Node& value) -> absl::Status {
         if (key == "name") {
           PSTRAIN_ASSIGN_OR_RETURN(spec->name, Scalar(source, value, "name"));
+          if (!ValidName(spec->name)) {
+            return ErrorAt(source, value,
+                           absl::StrCat("name = ", config_internal::Quoted(spec->name),
+                                        ": a name is letters, digits, _ - . and / (not "
+                                        "leading, trailing or doubled), at most 128"));
+          }
         } else if (key == "input") {
           have_input = true;
           if (!value.IsSequence() || value.size() != 3) {

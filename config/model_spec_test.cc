@@ -79,7 +79,7 @@ TEST(ModelSpecTest, WrittenOutItReadsBackTheSame) {
 
 TEST(ModelSpecTest, NamesThatYamlWouldReadAsOtherValuesRoundTrip) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(
-      "name: \"a: b # c\"\ninput: [4, 4, 1]\nclasses: 2\nlayers:\n"
+      "name: \"a.b-c\"\ninput: [4, 4, 1]\nclasses: 2\nlayers:\n"
       "  - identity: {name: \"null\"}\n  - identity: {name: \"1e3\", input: \"null\"}\n"
       "  - concat: {inputs: [\"null\"]}\n  - flatten\n  - dense: {units: 2, name: \"true\"}\n",
       "n");
@@ -142,6 +142,8 @@ TEST(ModelSpecTest, BadSpecsAreRefusedNamingWhatAndWhere) {
       {"input: [28, 28, 1]\nclasses: 1\nlayers: [flatten]\n", {"classes = \"1\""}},
       {"input: [28, 28, 1]\nlayers: [flatten]\n", {"classes is missing"}},
       {"inptu: [28, 28, 1]\n", {"unknown key inptu (did you mean input?)"}},
+      {"name: \"caf\xEE\"\ninput: [28, 28, 1]\nclasses: 10\nlayers: [flatten]\n",
+       {"name = \"caf\\xee\": a name is letters"}},
       {"input: [28, 28, 1]\nclasses: 10\npreprocessing: {flip: true}\nlayers: [flatten]\n",
        {"unknown key preprocessing.flip"}},
       {"input: [28, 28, 1\nclasses: 10\n", {"YAML syntax error at line", "column"}},
