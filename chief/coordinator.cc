@@ -340,7 +340,11 @@ class Chief {
 
 }  // namespace
 
-absl::Status RunChiefWith(const JobConfig& job, int replica, const ChiefDependencies& deps) {
+absl::Status RunChiefWith(const JobConfig& given, int replica, const ChiefDependencies& deps) {
+  // The model's spec written out in the job the chief keeps, so that the
+  // checkpoints and exports, which carry the job's YAML, hold the model.
+  JobConfig job = given;
+  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&job.training));
   if (JobAlreadyFinished(deps.env, job.training.job_dir, job.training.train_steps))
     return absl::OkStatus();
   Chief chief(job, replica, deps);

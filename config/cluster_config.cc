@@ -3,7 +3,9 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/str_split.h"
 #include "config/config_yaml_util.h"
+#include "config/model_spec.h"
 #include "config/training_fields.h"
 
 // The cluster YAML form (TensorFlow's ClusterSpec plus a training section);
@@ -56,6 +58,48 @@ absl::Status ParseCluster(const Source& source, const YAML::Node& node, std::str
       });
 }
 
+// The text of the model spec map `node` as it stands in source.text, with
+// the lines before it left blank, so that a message about the spec names
+// the line of the job's file; the node emitted as YAML when the text is not
+// known or the map is not a block map.
+std::string NestedMapText(const Source& source, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  const std::vector<absl::string_view> lines = absl::StrSplit(Sv(source.text), '\n');
+  if (source.text.empty() || mark.is_null() || mark.line >= static_cast<int>(lines.size()) ||
+      mark.column >= static_cast<int>(lines[mark.line].size()) ||
+      lines[mark.line][mark.column] == '{') {
+    YAML::Emitter out;
+    out << node;
+    return absl::StrCat(std::string(mark.is_null() ? 0 : mark.line, '\n'), out.c_str(), "\n");
+  }
+  // A block map: its first line from the key on, then every line indented
+  // as far (blank lines and comments too), up to the first one that is not.
+  std::string text(mark.line, '\n');
+  absl::StrAppend(&text, std::string(mark.column, ' '), lines[mark.line].substr(mark.column), "\n");
+  for (size_t i = mark.line + 1; i < lines.size(); ++i) {
+    const absl::string_view line = lines[i];
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first != absl::string_view::npos && line[first] != '#' &&
+        first < static_cast<size_t>(mark.column)) {
+      break;
+    }
+    absl::StrAppend(&text, line, "\n");
+  }
+  return text;
+}
+
+// A model spec given in the job's YAML (`model:` at the top or in training):
+// read and checked now, kept as ModelSpecToYaml writes it, and `model` set to
+// its name.
+absl::Status SetInlineModelSpec(const Source& source, const YAML::Node& node,
+                                TrainingSpec* training) {
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
+                           ParseModelSpec(NestedMapText(source, node), source.name));
+  training->model = spec.name;
+  training->model_spec = ModelSpecToYaml(spec);
+  return absl::OkStatus();
+}
+
 // Sets training fields from a YAML map, recording each in `set_keys` (a
 // field given twice, e.g. as train_steps and train-steps, is an error).
 absl::Status ParseTraining(const Source& source, const YAML::Node& node, TrainingSpec* training,
@@ -70,6 +114,9 @@ absl::Status ParseTraining(const Source& source, const YAML::Node& node, Trainin
         }
         if (!set_keys->insert(field->name).second) {
           return ErrorAt(source, key_node, absl::StrCat("training.", field->name, " is set twice"));
+        }
+        if (value.IsMap() && std::string_view(field->name) == "model") {
+          return SetInlineModelSpec(source, value, training);
         }
         PSTRAIN_ASSIGN_OR_RETURN(std::string text,
                                  ScalarOf(source, value, absl::StrCat("training.", key)));
@@ -91,8 +138,8 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
         absl::StrCat(source.name, ": is empty; it needs a cluster or trainingInput section"));
   }
   static const std::vector<std::string>* const kKeys =
-      new std::vector<std::string>{"cluster", "training", "trainingInput", "gce"};
-  std::optional<YAML::Node> cluster, training, training_input, gce;
+      new std::vector<std::string>{"cluster", "training", "trainingInput", "gce", "model"};
+  std::optional<YAML::Node> cluster, training, training_input, gce, model;
   PSTRAIN_RETURN_IF_ERROR(
       ForEachEntry(source, root, "",
                    [&](const std::string& key, const YAML::Node& key_node,
@@ -102,6 +149,7 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
                                                           : key == "training"      ? &training
                                                           : key == "trainingInput" ? &training_input
                                                           : key == "gce"           ? &gce
+                                                          : key == "model"         ? &model
                                                                                    : nullptr;
                      if (section == nullptr) {
                        return ErrorAt(source, key_node, UnknownKeyMessage("", key, *kKeys));
@@ -131,6 +179,21 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
     PSTRAIN_RETURN_IF_ERROR(
         ParseTrainingInput(source, *training_input, base_port, &config, &set_keys));
   }
+  // The model section: a spec, or the name or file training.model takes.
+  if (model) {
+    if (set_keys.count("model") != 0) {
+      return ErrorAt(source, *model,
+                     "the model is given twice, as the model section and as training.model "
+                     "(or --model in trainingInput.args); keep one");
+    }
+    if (model->IsMap()) {
+      PSTRAIN_RETURN_IF_ERROR(SetInlineModelSpec(source, *model, &config.training));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(std::string name, ScalarOf(source, *model, "model"));
+      absl::Status status = SetTrainingField(&config.training, "model", name);
+      if (!status.ok()) return ErrorAt(source, *model, status.message());
+    }
+  }
   return config;
 }
 
@@ -142,7 +205,7 @@ using config_internal::Source;
 
 absl::StatusOr<JobConfig> ParseJobConfig(std::string_view yaml_text, std::string_view source,
                                          int base_port) {
-  const Source src{std::string(source), /*show_lines=*/true};
+  const Source src{std::string(source), /*show_lines=*/true, yaml_text};
   return CatchYamlExceptions<JobConfig>(
       source, [&] { return config_internal::ParseJobConfigImpl(yaml_text, src, base_port); });
 }

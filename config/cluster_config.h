@@ -82,7 +82,15 @@ std::string_view UpdateModeName(UpdateMode mode);
 // The training section. Every field has a key of the same name in the YAML
 // "training" map and a command-line flag of the same name.
 struct TrainingSpec {
+  // A built-in model's name (models/registry.h), or a model spec file
+  // (local or gs://, read by LoadModelSpecFile in config/model_source.h).
   std::string model = "mnist_cnn";
+  // The model spec (config/model_spec.h) as ModelSpecToYaml writes it, when
+  // the job has one: given inline (a `model:` map in the job YAML) or read
+  // from the file `model` named; `model` is then the spec's name. Empty: the
+  // registry's spec for `model`. Not a training key of its own: the YAML
+  // writes it as the job's `model:` section.
+  std::string model_spec;
   // cifar10_resnet: depth (6n + 2), batch norm's moving-average decay and
   // epsilon, and the training augmentation (pad 4, random crop, flip), with
   // the CIFAR-10 estimator's flag names and defaults.

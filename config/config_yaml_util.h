@@ -43,6 +43,9 @@ std::string UnknownKeyMessage(std::string_view path_prefix, std::string_view key
 struct Source {
   std::string name;  // begins every message
   bool show_lines;   // append ", line N" for nodes with a position
+  // The document's text when known, so that a document nested in it (an
+  // inline model spec) is read with the lines it has there.
+  std::string_view text = {};
 };
 
 absl::Status ErrorAt(const Source& source, const YAML::Node& node, absl::string_view message);

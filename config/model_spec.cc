@@ -112,6 +112,29 @@ KeySpec ChoiceKey(std::string name, std::string LayerSpec::*field, std::vector<s
           [field](const LayerSpec& layer) { return layer.*field; }};
 }
 
+// batch_norm's momentum: a number in [0, 1), or "job" (kept as -1): the
+// job's batch_norm_decay.
+KeySpec MomentumKey() {
+  return {"momentum", "job",
+          "a number in [0, 1): the moving statistics' decay (Keras' momentum), or job: the job's "
+          "batch_norm_decay",
+          [](const std::string& text, LayerSpec* layer) -> std::string {
+            if (text == "job") {
+              layer->momentum = -1.0f;
+              return "";
+            }
+            float v = 0;
+            if (!absl::SimpleAtof(Sv(text), &v) || !(v >= 0 && v < 1)) {
+              return "is a number in [0, 1) or job";
+            }
+            layer->momentum = v;
+            return "";
+          },
+          [](const LayerSpec& layer) {
+            return layer.momentum < 0 ? std::string("job") : FloatText(layer.momentum);
+          }};
+}
+
 // "name" or "name(number)" for the initializers InitializerSetting lists.
 KeySpec InitializerKey(std::string name, InitializerSetting LayerSpec::*field,
                        std::string default_text) {
@@ -163,6 +186,11 @@ const std::vector<TypeSpec>& Types() {
   static const std::vector<TypeSpec>* types = [] {
     const KeySpec padding = ChoiceKey("padding", &LayerSpec::padding, {"same", "valid"}, "valid",
                                       "same (output size = input / strides) or valid (no padding)");
+    const KeySpec conv_padding =
+        ChoiceKey("padding", &LayerSpec::padding, {"same", "valid", "fixed"}, "valid",
+                  "same (output size = input / strides), valid (no padding) or fixed ((kernel - "
+                  "1) / 2 before and the rest after whatever the stride, then valid: "
+                  "TensorFlow's conv2d_fixed_padding)");
     const KeySpec activation = ChoiceKey(
         "activation", &LayerSpec::activation, {"none", "relu", "sigmoid", "tanh", "leaky_relu"},
         "none", "none, relu (fused into the layer), sigmoid, tanh or leaky_relu");
@@ -179,6 +207,10 @@ const std::vector<TypeSpec>& Types() {
                                         "a whole number in [1, 1024]");
     const KeySpec alpha = FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
                                    "a number in [0, 1]: the slope below zero");
+    const KeySpec trainable =
+        BoolKey("trainable", &LayerSpec::trainable, "true",
+                "false: the optimizer leaves the layer's variables as they are (no update, no "
+                "weight decay); batch_norm's moving statistics still follow the batches");
     return new std::vector<TypeSpec>{
         {"conv2d",
          "conv2d",
@@ -186,9 +218,10 @@ const std::vector<TypeSpec>& Types() {
          "bias [filters]",
          {IntKey("filters", &LayerSpec::filters, 1, kMaxSize, "", "a whole number >= 1"),
           IntKey("kernel", &LayerSpec::kernel, 1, 64, "", "a whole number in [1, 64]"), strides,
-          padding, activation, use_bias, initializer, bias_initializer,
+          conv_padding, activation, use_bias, initializer, bias_initializer,
           FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
-                   "with activation: leaky_relu, its slope below zero")}},
+                   "with activation: leaky_relu, its slope below zero"),
+          trainable}},
         {"dense",
          "dense",
          "fully connected, as tf.keras.layers.Dense, on a flat input; variables kernel [in, "
@@ -196,7 +229,8 @@ const std::vector<TypeSpec>& Types() {
          {IntKey("units", &LayerSpec::units, 1, kMaxSize, "", "a whole number >= 1"), activation,
           use_bias, initializer, bias_initializer,
           FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
-                   "with activation: leaky_relu, its slope below zero")}},
+                   "with activation: leaky_relu, its slope below zero"),
+          trainable}},
         {"max_pool",
          "max_pooling2d",
          "max pooling, as tf.keras.layers.MaxPool2D",
@@ -220,10 +254,11 @@ const std::vector<TypeSpec>& Types() {
         {"batch_norm",
          "batch_normalization",
          "batch normalization over the channels, as tf.keras.layers.BatchNormalization; variables "
-         "gamma, beta (trained) and moving_mean, moving_variance (the job's batch_norm_decay "
-         "updates them)",
+         "gamma, beta (trained) and moving_mean, moving_variance (moving averages of the "
+         "batches' statistics, with decay momentum)",
          {FloatKey("epsilon", &LayerSpec::epsilon, 0, true, 1, true, "0.001", "a number in (0, 1]"),
-          BoolKey("relu", &LayerSpec::relu, "false", "true: a ReLU fused after it")}},
+          BoolKey("relu", &LayerSpec::relu, "false", "true: a ReLU fused after it"), MomentumKey(),
+          trainable}},
         {"add",
          "add",
          "the sum of the previous output (or input's) and the outputs named in inputs, all of "
@@ -234,6 +269,12 @@ const std::vector<TypeSpec>& Types() {
          "the previous output (or input's) and the outputs named in inputs, joined along the "
          "last (channel) dimension; the other dimensions equal",
          {}},
+        {"pad_channels",
+         "pad_channels",
+         "zero channels added evenly on both sides of the last dimension, no variables: ResNet's "
+         "parameter-free \"option A\" shortcut (after an average_pool when the block is strided)",
+         {IntKey("filters", &LayerSpec::filters, 1, kMaxSize, "",
+                 "a whole number >= 1: the output's channels, the input's plus an even number")}},
         {"identity", "identity", "its input unchanged: a named junction", {}},
         {"relu", "re_lu", "max(x, 0)", {}},
         {"sigmoid", "activation", "1 / (1 + e^-x)", {}},

@@ -58,13 +58,16 @@ struct LayerSpec {
   std::string input;
   std::vector<std::string> inputs;
 
-  // conv2d, dense
-  int filters = 0;                  // conv2d
-  int units = 0;                    // dense
-  int kernel = 0;                   // conv2d: square kernel size
-  int strides = 1;                  // conv2d, pools
-  int pool = 2;                     // max_pool, average_pool: square window
-  std::string padding = "valid";    // "same" or "valid" (Keras' default)
+  // conv2d, dense, pad_channels
+  int filters = 0;  // conv2d; pad_channels: the output's channels
+  int units = 0;    // dense
+  int kernel = 0;   // conv2d: square kernel size
+  int strides = 1;  // conv2d, pools
+  int pool = 2;     // max_pool, average_pool: square window
+  // "same" or "valid" (Keras' default); conv2d also "fixed": (kernel - 1) / 2
+  // before and the rest after whatever the stride, then valid (TensorFlow's
+  // conv2d_fixed_padding, the CIFAR-10 estimator's strided convolutions)
+  std::string padding = "valid";
   std::string activation = "none";  // conv2d, dense: none, relu, sigmoid, tanh, leaky_relu
   bool use_bias = true;
   InitializerSetting kernel_initializer = {"glorot_uniform", 0.0f};
@@ -73,7 +76,10 @@ struct LayerSpec {
   float rate = 0.0f;
   // batch_norm
   float epsilon = 1e-3f;
-  bool relu = false;  // batch_norm: a ReLU fused after it
+  bool relu = false;       // batch_norm: a ReLU fused after it
+  float momentum = -1.0f;  // batch_norm: moving-average decay; < 0: the job's
+  // conv2d, dense, batch_norm: false freezes the layer's variables.
+  bool trainable = true;
   // leaky_relu (and activation: leaky_relu)
   float alpha = 0.3f;
 

@@ -1,5 +1,7 @@
 #include "config/model_spec.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -175,6 +177,89 @@ TEST(ModelSpecTest, TheReferenceNamesEveryTypeAndKey) {
   EXPECT_NE(reference.find("  filters: a whole number >= 1 (required)"), std::string::npos)
       << reference;
   EXPECT_NE(reference.find("  padding: same"), std::string::npos) << reference;
+}
+
+TEST(ModelSpecTest, FixedPaddingAndPadChannelsReadAndWriteBack) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(R"(input: [8, 8, 2]
+classes: 2
+layers:
+  - conv2d: {filters: 4, kernel: 3, strides: 2, padding: fixed, use_bias: false}
+  - average_pool: {pool: 2, input: input}
+  - pad_channels: {filters: 4}
+  - add: {inputs: [conv2d]}
+  - flatten
+  - dense: {units: 2}
+)",
+                                                  "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->layers[0].padding, "fixed");
+  EXPECT_EQ(spec->layers[2].type, "pad_channels");
+  EXPECT_EQ(spec->layers[2].name, "pad_channels");
+  EXPECT_EQ(spec->layers[2].filters, 4);
+  const std::string yaml = ModelSpecToYaml(*spec);
+  EXPECT_NE(yaml.find("pad_channels: {name: \"pad_channels\", filters: 4}"), std::string::npos)
+      << yaml;
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(yaml, "written");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  for (LayerSpec& l : again->layers) l.line = 0;
+  for (LayerSpec& l : spec->layers) l.line = 0;
+  EXPECT_EQ(*again, *spec) << yaml;
+
+  const std::string head = "input: [8, 8, 2]\nclasses: 2\nlayers:\n";
+  // Fixed padding is the convolutions' only.
+  EXPECT_NE(Error(head + "  - max_pool: {pool: 2, padding: fixed}\n").find("is one of same, valid"),
+            std::string::npos);
+  EXPECT_NE(Error(head + "  - pad_channels\n").find("pad_channels needs filters"),
+            std::string::npos);
+  EXPECT_NE(Error(head + "  - pad_channels: {filters: 0}\n").find("filters must be in [1, "),
+            std::string::npos);
+  const std::string reference = LayerReference();
+  EXPECT_NE(reference.find("or fixed ((kernel - 1) / 2 before"), std::string::npos) << reference;
+  EXPECT_NE(reference.find("pad_channels: zero channels"), std::string::npos) << reference;
+}
+
+TEST(ModelSpecTest, FrozenLayersAndBatchNormMomentumReadAndWriteBack) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(R"(input: [4, 4, 1]
+classes: 2
+layers:
+  - conv2d: {filters: 2, kernel: 3, trainable: false}
+  - batch_norm: {momentum: 0.9}
+  - batch_norm: {momentum: job, trainable: false}
+  - flatten
+  - dense: {units: 2}
+)",
+                                                  "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->layers[0].trainable);
+  EXPECT_FLOAT_EQ(spec->layers[1].momentum, 0.9f);
+  EXPECT_TRUE(spec->layers[1].trainable);
+  EXPECT_LT(spec->layers[2].momentum, 0);
+  EXPECT_FALSE(spec->layers[2].trainable);
+  EXPECT_TRUE(spec->layers[4].trainable);
+  const std::string yaml = ModelSpecToYaml(*spec);
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(yaml, "written");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  for (LayerSpec& l : again->layers) l.line = 0;
+  for (LayerSpec& l : spec->layers) l.line = 0;
+  EXPECT_EQ(*again, *spec) << yaml;
+
+  const std::string head = "input: [8, 8, 2]\nclasses: 2\nlayers:\n";
+  EXPECT_NE(Error(head + "  - batch_norm: {momentum: 1}\n").find("is a number in [0, 1) or job"),
+            std::string::npos);
+  EXPECT_NE(Error(head + "  - max_pool: {trainable: false}\n").find("unknown key"),
+            std::string::npos);
+  EXPECT_NE(Error(head + "  - dense: {units: 2, trainable: no}\n").find("is true or false"),
+            std::string::npos);
+}
+
+// The README's "Your own model" holds the reference as it is.
+TEST(ModelSpecTest, TheReadmeHoldsTheLayerReference) {
+  std::ifstream file(PSTRAIN_SOURCE_DIR "/README.md");
+  std::stringstream readme;
+  readme << file.rdbuf();
+  EXPECT_NE(readme.str().find("```\n" + LayerReference() + "```\n"), std::string::npos)
+      << "paste LayerReference() into README.md's \"Your own model\":\n"
+      << LayerReference();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "config/model_source.h"
 #include "gflags/gflags.h"
 
 DEFINE_string(config, "", "Cluster config YAML (cluster and training sections).");
@@ -13,7 +14,9 @@ DEFINE_int32(task_index, 0, "This task's index within its job (with --config).")
 
 // One flag per training field; a flag given on the command line overrides the
 // config file. Defaults shown here are TrainingSpec's.
-DEFINE_string(model, "mnist_cnn", "Model to train: mnist_cnn or cifar10_resnet.");
+DEFINE_string(model, "mnist_cnn",
+              "Model to train: a built-in (mnist_cnn, cifar10_resnet) or a model spec file "
+              "(net.yaml, local or gs://).");
 DEFINE_int32(num_layers, 44, "cifar10_resnet: layers, 6n + 2 (20, 32, 44, 56, 110).");
 DEFINE_double(batch_norm_decay, 0.997, "Decay of batch norm's moving averages.");
 DEFINE_double(batch_norm_epsilon, 1e-5, "Batch norm's epsilon.");
@@ -137,6 +140,7 @@ absl::StatusOr<RoleConfig> ResolveRole(
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateJobConfig(role.job));
   PSTRAIN_RETURN_IF_ERROR(ValidateTask(role.job.cluster, role.task));
+  PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &role.job.training));
   return role;
 }
 
@@ -188,13 +192,14 @@ absl::StatusOr<RoleConfig> ResolveRoleFromFlags(Env* env) {
                      FLAGS_config.empty() && tf_config != nullptr ? tf_config : "", overrides);
 }
 
-absl::StatusOr<TrainingSpec> TrainingSpecFromFlags() {
+absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env) {
   TrainingSpec spec;
   PSTRAIN_ASSIGN_OR_RETURN(auto overrides, TrainingOverridesFromFlags());
   for (const auto& [name, value] : overrides) {
     absl::Status s = SetTrainingField(&spec, name, value);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
   }
+  PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &spec));
   return spec;
 }
 

@@ -40,8 +40,9 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> TrainingOverrid
 bool HasClusterFlags();
 
 // Resolves the role from --config (with --job_name and --task_index) or from
-// TF_CONFIG, applies the explicit training flags on top, and validates the
-// result. Errors say which source and key was wrong.
+// TF_CONFIG, applies the explicit training flags on top, validates the
+// result and reads the model spec file training.model names, if it names one. Errors say which
+// source and key was wrong.
 absl::StatusOr<RoleConfig> ResolveRoleFromFlags(Env* env);
 
 // The same from explicit inputs (for tests): `config_path` may be empty when
@@ -52,8 +53,8 @@ absl::StatusOr<RoleConfig> ResolveRole(
     const std::vector<std::pair<std::string, std::string>>& overrides);
 
 // A training spec for a process with no cluster: defaults plus the explicit
-// training flags.
-absl::StatusOr<TrainingSpec> TrainingSpecFromFlags();
+// training flags, with a model spec file --model names read through `env`.
+absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env);
 
 }  // namespace pstrain
 

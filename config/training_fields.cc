@@ -199,6 +199,8 @@ absl::Status SetTrainingField(TrainingSpec* spec, std::string_view key, std::str
               "training.", field->name, ": ", Quoted(value), " is not ", Description(&parsed)));
         }
         spec->*member = std::move(parsed);
+        // A model named anew replaces the spec the job had.
+        if (std::string_view(field->name) == "model") spec->model_spec.clear();
         return absl::OkStatus();
       },
       field->ptr);

@@ -45,6 +45,7 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
   return {{"format", kFormat},
           {"format_version", kFormatVersion},
           {"model", model.name()},
+          {"model_spec", model.spec_yaml()},
           {"model_options",
            {{"dropout_rate", options.dropout_rate},
             {"num_layers", options.num_layers},
@@ -87,6 +88,7 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
                        " is newer than this pstrain reads (", kFormatVersion, ")"));
     }
     out->model = m.at("model").get<std::string>();
+    out->model_spec = m.value("model_spec", "");
     const nlohmann::json& o = m.at("model_options");
     out->options.dropout_rate = o.at("dropout_rate").get<float>();
     out->options.num_layers = o.at("num_layers").get<int>();

@@ -9,7 +9,7 @@
 //                                               batch-norm statistics
 //                                               (float32, little-endian)
 //   <job_dir>/export/1795478400/model.json     the manifest, written last:
-//                                               model name and options,
+//                                               model name, spec and options,
 //                                               input spec, class count,
 //                                               variables, size and CRC-32C
 //                                               of variables.bin, hparams
@@ -31,10 +31,14 @@ namespace pstrain {
 
 // What a loaded export holds.
 struct ExportedModel {
-  std::string dir;       // the version directory it was read from
-  int64_t version = 0;   // its name
-  std::string model;     // registry name, e.g. "mnist_cnn"
-  ModelOptions options;  // what BuildModel takes
+  std::string dir;      // the version directory it was read from
+  int64_t version = 0;  // its name
+  std::string model;    // the model's name, e.g. "mnist_cnn"
+  // Its model spec (ModelSpecToYaml's text), what a loader builds; empty in
+  // exports written before specs, which name a built-in: BuildModel(model,
+  // options).
+  std::string model_spec;
+  ModelOptions options;
   int64_t global_step = 0;
   std::vector<int64_t> input_shape;  // HWC
   int num_classes = 0;

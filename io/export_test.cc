@@ -45,6 +45,9 @@ TEST(ExportTest, RoundTripsEveryValueAndTheSpec) {
   EXPECT_EQ(e->num_classes, 10);
   EXPECT_FALSE(e->per_image_standardization);
   EXPECT_EQ(e->hparams_yaml, "model: mnist_cnn\n");
+  // The model's spec itself, so a loader needs no registry.
+  EXPECT_FALSE(e->model_spec.empty());
+  EXPECT_EQ(e->model_spec, t.model->spec_yaml());
   EXPECT_EQ(e->params, t.params);
   EXPECT_EQ(e->state, t.state);
   EXPECT_EQ(*dir, std::string(kBase) + "/" + std::to_string(e->version));

@@ -14,10 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
+#include "config/model_source.h"
 #include "gflags/gflags.h"
 #include "launch/gce_plan.h"
 
@@ -109,7 +111,16 @@ int main(int argc, char** argv) {
     }
     return verb == "down" && failures > 0 ? 1 : 0;
   }
-  // up: the job config every VM gets, in a file for --metadata-from-file.
+  // up: the job config every VM gets, in a file for --metadata-from-file. A
+  // model spec file on this machine goes inside it (one in gs:// the VMs
+  // read themselves).
+  if (!absl::StartsWith(plan->job.training.model, "gs://")) {
+    if (absl::Status s = pstrain::LoadModelSpecFile(pstrain::Env::Default(), &plan->job.training);
+        !s.ok()) {
+      std::fprintf(stderr, "pstrain-gce: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   const std::string config_file =
       std::filesystem::temp_directory_path() / ("pstrain-gce-" + plan->spec.job + "-config.yaml");
   if (absl::Status s = pstrain::Env::Default()->WriteFileAtomic(

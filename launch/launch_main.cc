@@ -19,6 +19,7 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "config/model_source.h"
 #include "config/role_flags.h"
 #include "config/role_process.h"
 #include "gflags/gflags.h"
@@ -117,11 +118,12 @@ int Launch() {
       return 2;
     }
   }
+  // The model is read and built now (a spec file is read once, here, and the
+  // children get it in the effective config), so a bad spec or setting stops
+  // the job before any process starts or anything is written.
   absl::Status valid = pstrain::ValidateJobConfig(*job);
-  if (valid.ok()) {
-    valid = pstrain::CheckModelOptions(job->training.model,
-                                       pstrain::ModelOptionsFromSpec(job->training));
-  }
+  if (valid.ok()) valid = pstrain::LoadModelSpecFile(env, &job->training);
+  if (valid.ok()) valid = pstrain::BuildJobModel(job->training).status();
   if (!valid.ok()) {
     WriteLineToStdout(absl::StrCat("[launcher] ", FLAGS_config, ": ", valid.message()));
     return 2;

@@ -1,5 +1,8 @@
 #include "models/cifar10_resnet.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "absl/strings/str_cat.h"
 #include "models/batch_norm.h"
 #include "models/conv2d.h"
@@ -9,6 +12,19 @@
 #include "models/residual_block.h"
 
 namespace pstrain {
+namespace {
+
+// The shortest text that reads back (as a spec reads it, a float) as `v`.
+std::string ShortestFloatText(float v) {
+  char buffer[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buffer, nullptr) == v) break;
+  }
+  return buffer;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Model>> BuildCifar10ResNet(const ResNetOptions& options) {
   if (options.num_layers < 8 || (options.num_layers - 2) % 6 != 0) {
@@ -53,6 +69,67 @@ absl::StatusOr<std::unique_ptr<Model>> BuildCifar10ResNet(const ResNetOptions& o
     (*model)->set_input_preprocessing(input);
   }
   return model;
+}
+
+std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon) {
+  const float epsilon = static_cast<float>(batch_norm_epsilon);
+  if (num_layers < 8 || (num_layers - 2) % 6 != 0 || !(epsilon > 0 && epsilon <= 1)) return "";
+  const int blocks = (num_layers - 2) / 6;
+  const std::string eps = ShortestFloatText(epsilon);
+  // A 3x3 convolution as the estimator's: no bias, tf.layers' default kernel
+  // initializer, fixed padding when strided.
+  const auto conv = [](const std::string& name, int filters, int stride) {
+    return absl::StrCat("  - conv2d: {name: ", name, ", filters: ", filters, ", kernel: 3",
+                        stride > 1 ? absl::StrCat(", strides: ", stride, ", padding: fixed")
+                                   : std::string(", padding: same"),
+                        ", use_bias: false, kernel_initializer: glorot_uniform}\n");
+  };
+  const auto batch_norm = [&](const std::string& name, bool relu) {
+    return absl::StrCat("  - batch_norm: {name: ", name, ", epsilon: ", eps,
+                        relu ? ", relu: true" : "", "}\n");
+  };
+  std::string out = absl::StrCat(
+      "name: cifar10_resnet\n"
+      "input: [32, 32, 3]\n"
+      "classes: 10\n"
+      "preprocessing: {crop_padding: 4, random_flip: true, per_image_standardization: true}\n"
+      "layers:\n",
+      conv("conv2d", 16, 1), batch_norm("batch_normalization", true));
+  std::string previous = "batch_normalization";  // the last block's output
+  int channels = 16;
+  const int filters[] = {16, 32, 64};
+  const int strides[] = {1, 2, 2};
+  for (int stage = 0; stage < 3; ++stage) {
+    for (int b = 0; b < blocks; ++b) {
+      const std::string block = absl::StrCat("stage", stage + 1, "/block", b);
+      const int stride = b == 0 ? strides[stage] : 1;
+      const bool identity = stride == 1 && channels == filters[stage];
+      absl::StrAppend(&out, "  # ", block,
+                      identity ? ""
+                               : absl::StrCat(": stride ", stride, ", ", channels, " -> ",
+                                              filters[stage], " filters"),
+                      "\n");
+      absl::StrAppend(&out, conv(block + "/conv1", filters[stage], stride),
+                      batch_norm(block + "/bn1", true), conv(block + "/conv2", filters[stage], 1),
+                      batch_norm(block + "/bn2", false));
+      if (identity) {
+        absl::StrAppend(&out, "  - add: {name: ", block, "/add, inputs: [", previous, "]}\n");
+      } else {
+        absl::StrAppend(&out, "  - average_pool: {name: ", block,
+                        "/shortcut_pool, input: ", previous, ", pool: ", stride,
+                        ", strides: ", stride, "}\n", "  - pad_channels: {name: ", block,
+                        "/shortcut, filters: ", filters[stage], "}\n", "  - add: {name: ", block,
+                        "/add, inputs: [", block, "/bn2]}\n");
+      }
+      absl::StrAppend(&out, "  - relu: {name: ", block, "/relu}\n");
+      previous = block + "/relu";
+      channels = filters[stage];
+    }
+  }
+  absl::StrAppend(&out,
+                  "  - global_average_pool: {name: global_average_pooling}\n"
+                  "  - dense: {name: dense, units: 10}\n");
+  return out;
 }
 
 }  // namespace pstrain

@@ -40,6 +40,12 @@ struct VariableSpec {
   // Glorot/He fan sizes for kernels; ignored by the constant initializers.
   int64_t fan_in = 0;
   int64_t fan_out = 0;
+  // Trainable variables of a layer with `trainable: false` in its spec: kept
+  // as they are by the optimizer (no update, no weight decay).
+  bool frozen = false;
+  // State (trainable false): the moving-average decay of its statistics
+  // (batch_norm's momentum); < 0: the job's batch_norm_decay.
+  float decay = -1.0f;
 };
 
 // What a forward pass reads and writes besides activations.
@@ -73,6 +79,14 @@ class Layer {
 
   const std::string& name() const { return name_; }
 
+  // Set from the spec before the model is made (Model::Create applies them
+  // to the layer's variables): `trainable: false` freezes its trainable
+  // variables; a state decay >= 0 is its statistics' moving-average decay.
+  void set_frozen(bool frozen) { frozen_ = frozen; }
+  bool frozen() const { return frozen_; }
+  void set_state_decay(float decay) { state_decay_ = decay; }
+  float state_decay() const { return state_decay_; }
+
   // Fixes variable shapes for inputs of shape `input` (one example, no batch
   // dimension) and returns the shape of one output example. InvalidArgument if
   // the layer cannot take that input.
@@ -102,6 +116,8 @@ class Layer {
  private:
   std::string name_;
   std::vector<int64_t> offsets_;
+  bool frozen_ = false;
+  float state_decay_ = -1.0f;
 };
 
 // A layer of several inputs (add, concat) in a model whose layers form a

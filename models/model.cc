@@ -107,7 +107,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
     }
     std::vector<int64_t> offsets;
     int64_t first_param = -1;
-    for (const VariableSpec& spec : layer->Variables()) {
+    for (VariableSpec spec : layer->Variables()) {
+      if (spec.trainable && layer->frozen()) spec.frozen = true;
+      if (!spec.trainable && layer->state_decay() >= 0) spec.decay = layer->state_decay();
       VariableInfo info;
       info.name = absl::StrCat(layer->name(), "/", spec.name);
       info.shape = spec.shape;

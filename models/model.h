@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,6 +75,10 @@ class Model {
   int64_t num_state() const { return num_state_; }
   const InputPreprocessing& input_preprocessing() const { return input_preprocessing_; }
   void set_input_preprocessing(const InputPreprocessing& p) { input_preprocessing_ = p; }
+  // The model spec it was built from, as ModelSpecToYaml writes it (what
+  // checkpoints and exports store); empty for a model built in code.
+  const std::string& spec_yaml() const { return spec_yaml_; }
+  void set_spec_yaml(std::string yaml) { spec_yaml_ = std::move(yaml); }
 
   // Fills params[num_params()] and state[num_state()] with the variables'
   // initial values; the same seed gives the same values.
@@ -127,6 +132,7 @@ class Model {
   int64_t num_params_ = 0;
   int64_t num_state_ = 0;
   InputPreprocessing input_preprocessing_;
+  std::string spec_yaml_;
 
   std::vector<int64_t> layer_first_param_;  // Per layer: lowest trainable offset, or -1.
   std::vector<Tensor> acts_;                // acts_[0] = input, acts_[i + 1] = output of layer i.

@@ -1,6 +1,9 @@
 #include "models/model_options.h"
 
+#include <utility>
+
 #include "common/status_macros.h"
+#include "config/model_spec.h"
 
 namespace pstrain {
 
@@ -16,10 +19,23 @@ std::string EffectiveOptimizer(const TrainingSpec& spec) {
   return DefaultOptimizer(spec.model);
 }
 
+absl::StatusOr<std::string> JobModelSpec(const TrainingSpec& t) {
+  if (!t.model_spec.empty()) return t.model_spec;
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, BuiltinModelSpec(t.model, ModelOptionsFromSpec(t)));
+  // As ModelSpecToYaml writes it, the form a spec in the job has.
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(text, t.model));
+  return ModelSpecToYaml(spec);
+}
+
+absl::Status ResolveJobModel(TrainingSpec* t) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string spec, JobModelSpec(*t));
+  t->model_spec = std::move(spec);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
-  const ModelOptions options = ModelOptionsFromSpec(t);
-  PSTRAIN_RETURN_IF_ERROR(CheckModelOptions(t.model, options));
-  return BuildModel(t.model, options);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string spec, JobModelSpec(t));
+  return BuildModelFromSpecText(spec, t.model);
 }
 
 }  // namespace pstrain

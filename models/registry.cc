@@ -4,15 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "config/model_spec.h"
+#include "models/builtin_specs.h"
 #include "models/cifar10_resnet.h"
-#include "models/mnist_cnn.h"
+#include "models/spec_builder.h"
 
 namespace pstrain {
 namespace {
 
 struct Entry {
   const char* name;
-  absl::StatusOr<std::unique_ptr<Model>> (*build)(const ModelOptions&);
+  std::string (*spec)(const ModelOptions&);
   const char* optimizer;
   // nullptr: a constant learning rate.
   std::string (*schedule)(int batch_size, int replicas);
@@ -36,16 +39,15 @@ absl::Status CheckResNetOptions(const ModelOptions& options) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Model>> BuildResNet(const ModelOptions& options) {
-  ResNetOptions resnet;
-  resnet.num_layers = options.num_layers;
-  resnet.batch_norm_epsilon = options.batch_norm_epsilon;
-  return BuildCifar10ResNet(resnet);
+std::string MnistCnnSpec(const ModelOptions&) { return kMnistCnnSpecYaml; }
+
+std::string ResNetSpec(const ModelOptions& options) {
+  return Cifar10ResNetSpecYaml(options.num_layers, options.batch_norm_epsilon);
 }
 
 constexpr Entry kModels[] = {
-    {"mnist_cnn", &BuildMnistCnn, "adam", nullptr, nullptr},
-    {"cifar10_resnet", &BuildResNet, "momentum", &Cifar10EstimatorSchedule, &CheckResNetOptions},
+    {"mnist_cnn", &MnistCnnSpec, "adam", nullptr, nullptr},
+    {"cifar10_resnet", &ResNetSpec, "momentum", &Cifar10EstimatorSchedule, &CheckResNetOptions},
 };
 
 const Entry* FindEntry(const std::string& name) {
@@ -63,11 +65,38 @@ std::vector<std::string> ModelNames() {
   return names;
 }
 
+absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name, const ModelOptions& options) {
+  const Entry* e = FindEntry(name);
+  if (e == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown model \"", name, "\"; known models: ", absl::StrJoin(ModelNames(), ", "),
+        ", or a model spec file (net.yaml)"));
+  }
+  if (e->check != nullptr) PSTRAIN_RETURN_IF_ERROR(e->check(options));
+  return e->spec(options);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpecText(std::string_view yaml,
+                                                              std::string_view source) {
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(yaml, source));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModelFromSpec(spec, source));
+  const bool learns =
+      std::any_of(model->variables().begin(), model->variables().end(),
+                  [](const VariableInfo& v) { return v.trainable && !v.spec.frozen; });
+  if (!learns) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::string_view(source.data(), source.size()), ": model ", model->name(),
+        " has no trainable variable, so training cannot change it; add a conv2d or dense layer "
+        "(or drop trainable: false from one)"));
+  }
+  model->set_spec_yaml(ModelSpecToYaml(spec));
+  return model;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name,
                                                   const ModelOptions& options) {
-  if (const Entry* e = FindEntry(name)) return e->build(options);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown model \"", name, "\"; known models: ", absl::StrJoin(ModelNames(), ", ")));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string spec, BuiltinModelSpec(name, options));
+  return BuildModelFromSpecText(spec, name);
 }
 
 std::string DefaultOptimizer(const std::string& model) {

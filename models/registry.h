@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,7 +18,22 @@ struct ModelOptions {
   float batch_norm_epsilon = 1e-5f;
 };
 
-// Builds the model registered under `name` ("mnist_cnn"). InvalidArgument for
+// The built-in models are model specs (config/model_spec.h): the files in
+// models/specs/, compiled into the binaries; cifar10_resnet's at any 6n + 2
+// depth is written out from a template. This table is the one place that
+// names them.
+
+// The spec text of the built-in `name` with `options` (cifar10_resnet's
+// num_layers and batch_norm_epsilon). InvalidArgument for an unknown name,
+// listing the known ones.
+absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name, const ModelOptions& options);
+
+// Reads a spec's text and builds it (models/spec_builder.h); the model keeps
+// the spec (Model::spec_yaml). `source` begins every message.
+absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpecText(std::string_view yaml,
+                                                              std::string_view source);
+
+// Builds the built-in `name` ("mnist_cnn") from its spec. InvalidArgument for
 // an unknown name, listing the known ones.
 absl::StatusOr<std::unique_ptr<Model>> BuildModel(const std::string& name,
                                                   const ModelOptions& options);

@@ -6,27 +6,50 @@
 namespace pstrain {
 namespace {
 
-Conv2DOptions ConvOptions(int filters, int stride) {
+Conv2DOptions ConvOptions(int filters, int stride, Padding padding,
+                          const InitializerSpec& initializer) {
   Conv2DOptions o;
   o.filters = filters;
   o.kernel_size = 3;
   o.stride = stride;
-  o.padding = stride > 1 ? Padding::kFixed : Padding::kSame;
+  o.padding = padding;
   o.use_bias = false;
-  o.kernel_initializer = Initializer::kGlorotUniform;  // tf.layers.conv2d's default
+  o.kernel_initializer = initializer;
+  return o;
+}
+
+ResidualBlockOptions EstimatorOptions(int filters, int stride, float bn_epsilon) {
+  ResidualBlockOptions o;
+  o.filters = filters;
+  o.stride = stride;
+  o.conv1_padding = stride > 1 ? Padding::kFixed : Padding::kSame;
+  o.bn1_epsilon = bn_epsilon;
+  o.bn2_epsilon = bn_epsilon;
   return o;
 }
 
 }  // namespace
 
-ResidualBlock::ResidualBlock(std::string name, int filters, int stride, float bn_epsilon)
+ResidualBlock::ResidualBlock(std::string name, const ResidualBlockOptions& options)
     : Layer(std::move(name)),
-      filters_(filters),
-      stride_(stride),
-      conv1_("conv1", ConvOptions(filters, stride)),
-      conv2_("conv2", ConvOptions(filters, 1)),
-      bn1_("bn1", bn_epsilon, /*relu=*/true),
-      bn2_("bn2", bn_epsilon) {}
+      filters_(options.filters),
+      stride_(options.stride),
+      conv1_(options.conv1_name, ConvOptions(options.filters, options.stride, options.conv1_padding,
+                                             options.conv1_initializer)),
+      conv2_(options.conv2_name,
+             ConvOptions(options.filters, 1, options.conv2_padding, options.conv2_initializer)),
+      bn1_(options.bn1_name, options.bn1_epsilon, /*relu=*/true),
+      bn2_(options.bn2_name, options.bn2_epsilon) {
+  conv1_.set_frozen(options.conv1_frozen);
+  bn1_.set_frozen(options.bn1_frozen);
+  conv2_.set_frozen(options.conv2_frozen);
+  bn2_.set_frozen(options.bn2_frozen);
+  bn1_.set_state_decay(options.bn1_decay);
+  bn2_.set_state_decay(options.bn2_decay);
+}
+
+ResidualBlock::ResidualBlock(std::string name, int filters, int stride, float bn_epsilon)
+    : ResidualBlock(std::move(name), EstimatorOptions(filters, stride, bn_epsilon)) {}
 
 std::vector<Layer*> ResidualBlock::Sublayers() { return {&conv1_, &bn1_, &conv2_, &bn2_}; }
 
@@ -73,6 +96,9 @@ std::vector<VariableSpec> ResidualBlock::Variables() const {
   const Layer* const sublayers[] = {&conv1_, &bn1_, &conv2_, &bn2_};  // as Sublayers()
   for (const Layer* layer : sublayers) {
     for (VariableSpec v : layer->Variables()) {
+      // What Model::Create does for a layer of its own.
+      if (v.trainable && layer->frozen()) v.frozen = true;
+      if (!v.trainable && layer->state_decay() >= 0) v.decay = layer->state_decay();
       v.name = absl::StrCat(layer->name(), "/", v.name);
       all.push_back(std::move(v));
     }

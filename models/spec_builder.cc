@@ -1,6 +1,7 @@
 #include "models/spec_builder.h"
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -16,30 +17,13 @@
 #include "models/global_avg_pool.h"
 #include "models/max_pool2d.h"
 #include "models/merge.h"
+#include "models/pad_channels.h"
 #include "models/relu.h"
+#include "models/residual_block.h"
+#include "models/residual_fusion.h"
 
 namespace pstrain {
 namespace {
-
-Padding PaddingOf(const LayerSpec& l) {
-  return l.padding == "same" ? Padding::kSame : Padding::kValid;
-}
-
-InitializerSpec InitializerOf(const InitializerSetting& setting) {
-  InitializerSpec out;
-  if (setting.kind == "glorot_uniform") out.kind = Initializer::kGlorotUniform;
-  if (setting.kind == "he_normal") out.kind = Initializer::kHeNormal;
-  if (setting.kind == "ones") out.kind = Initializer::kOnes;
-  if (setting.kind == "truncated_normal") {
-    out.kind = Initializer::kTruncatedNormal;
-    out.stddev = setting.arg;
-  }
-  if (setting.kind == "constant") {
-    out.kind = Initializer::kConstant;
-    out.value = setting.arg;
-  }
-  return out;  // zeros
-}
 
 // The activation layer for a type or an `activation` option other than relu.
 std::unique_ptr<Layer> ActivationLayer(const std::string& kind, std::string name, float alpha) {
@@ -65,24 +49,24 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     o.filters = l.filters;
     o.kernel_size = l.kernel;
     o.stride = l.strides;
-    o.padding = PaddingOf(l);
+    o.padding = SpecPadding(l);
     o.activation = fused;
     o.use_bias = l.use_bias;
-    o.kernel_initializer = InitializerOf(l.kernel_initializer);
-    o.bias_initializer = InitializerOf(l.bias_initializer);
+    o.kernel_initializer = SpecInitializer(l.kernel_initializer);
+    o.bias_initializer = SpecInitializer(l.bias_initializer);
     layers->push_back(std::make_unique<Conv2D>(l.name, o));
   } else if (l.type == "dense") {
     DenseOptions o;
     o.units = l.units;
     o.activation = fused;
     o.use_bias = l.use_bias;
-    o.kernel_initializer = InitializerOf(l.kernel_initializer);
-    o.bias_initializer = InitializerOf(l.bias_initializer);
+    o.kernel_initializer = SpecInitializer(l.kernel_initializer);
+    o.bias_initializer = SpecInitializer(l.bias_initializer);
     layers->push_back(std::make_unique<Dense>(l.name, o));
   } else if (l.type == "max_pool") {
-    layers->push_back(std::make_unique<MaxPool2D>(l.name, l.pool, l.strides, PaddingOf(l)));
+    layers->push_back(std::make_unique<MaxPool2D>(l.name, l.pool, l.strides, SpecPadding(l)));
   } else if (l.type == "average_pool") {
-    layers->push_back(std::make_unique<AvgPool2D>(l.name, l.pool, l.strides, PaddingOf(l)));
+    layers->push_back(std::make_unique<AvgPool2D>(l.name, l.pool, l.strides, SpecPadding(l)));
   } else if (l.type == "global_average_pool") {
     layers->push_back(std::make_unique<GlobalAvgPool>(l.name));
   } else if (l.type == "flatten") {
@@ -91,10 +75,13 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     layers->push_back(std::make_unique<Dropout>(l.name, l.rate));
   } else if (l.type == "batch_norm") {
     layers->push_back(std::make_unique<BatchNorm>(l.name, l.epsilon, l.relu));
+    layers->back()->set_state_decay(l.momentum);
   } else if (l.type == "add") {
     layers->push_back(std::make_unique<Add>(l.name));
   } else if (l.type == "concat") {
     layers->push_back(std::make_unique<Concat>(l.name));
+  } else if (l.type == "pad_channels") {
+    layers->push_back(std::make_unique<PadChannels>(l.name, l.filters));
   } else if (l.type == "identity") {
     layers->push_back(std::make_unique<Identity>(l.name));
   } else if (l.type == "relu") {
@@ -104,6 +91,7 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     if (activation == nullptr) return false;
     layers->push_back(std::move(activation));
   }
+  if (!l.trainable) layers->back()->set_frozen(true);
   if ((l.type == "conv2d" || l.type == "dense") && fused == Activation::kNone &&
       l.activation != "none") {
     std::unique_ptr<Layer> activation =
@@ -116,8 +104,31 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
 
 }  // namespace
 
+Padding SpecPadding(const LayerSpec& l) {
+  if (l.padding == "same") return Padding::kSame;
+  if (l.padding == "fixed") return Padding::kFixed;
+  return Padding::kValid;
+}
+
+InitializerSpec SpecInitializer(const InitializerSetting& setting) {
+  InitializerSpec out;
+  if (setting.kind == "glorot_uniform") out.kind = Initializer::kGlorotUniform;
+  if (setting.kind == "he_normal") out.kind = Initializer::kHeNormal;
+  if (setting.kind == "ones") out.kind = Initializer::kOnes;
+  if (setting.kind == "truncated_normal") {
+    out.kind = Initializer::kTruncatedNormal;
+    out.stddev = setting.arg;
+  }
+  if (setting.kind == "constant") {
+    out.kind = Initializer::kConstant;
+    out.value = setting.arg;
+  }
+  return out;  // zeros
+}
+
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
-                                                          std::string_view source) {
+                                                          std::string_view source,
+                                                          const SpecBuildOptions& options) {
   const std::string where(source);
   if (spec.input.size() != 3 || spec.layers.empty() || spec.classes < 2) {
     return absl::InvalidArgumentError(
@@ -129,7 +140,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
   std::vector<std::vector<int>> inputs;  // per model layer: the activations it takes
   std::vector<Shape> shapes = {Shape(spec.input.begin(), spec.input.end())};  // per activation
   std::map<std::string, int> activation_of = {{"input", 0}};  // spec layer -> its output
-  for (const LayerSpec& l : spec.layers) {
+  const ResidualFusionMatcher fusion(spec);
+  for (size_t index = 0; index < spec.layers.size(); ++index) {
+    const LayerSpec& l = spec.layers[index];
     std::vector<int> taken;
     std::vector<std::string> names = l.inputs;
     names.insert(names.begin(), l.input);
@@ -145,6 +158,21 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
                                                        ", which is not a layer before it"));
       }
       taken.push_back(it->second);
+    }
+    if (options.fuse_residual_blocks && taken.size() == 1) {
+      std::optional<ResidualFusion> block = fusion.Match(static_cast<int>(index), shapes[taken[0]]);
+      if (block.has_value()) {
+        auto layer = std::make_unique<ResidualBlock>(block->name, block->options);
+        absl::StatusOr<Shape> out = layer->Build(shapes[taken[0]]);
+        if (out.ok()) {  // else the plain layers say what does not fit
+          layers.push_back(std::move(layer));
+          inputs.push_back(taken);
+          shapes.push_back(*out);
+          activation_of[spec.layers[block->last].name] = static_cast<int>(shapes.size()) - 1;
+          index = block->last;
+          continue;
+        }
+      }
     }
     const size_t first = layers.size();
     if (!AppendLayers(l, &layers)) {

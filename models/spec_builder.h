@@ -11,20 +11,38 @@
 // layer, its line in the spec, the input shape it got and what it needs.
 // Layers that take other layers' outputs (input, add, concat) make the
 // model a graph (Model::Create's inputs); a chain of layers keeps the chain's
-// backward pass with its two gradient buffers.
+// backward pass with its two gradient buffers. A residual block written out
+// layer by layer (conv2d, batch_norm + relu, conv2d, batch_norm, add the
+// shortcut, relu; models/residual_fusion.h says exactly which) becomes one
+// ResidualBlock, the fast path, with the same variables in the same order;
+// the choice comes from the layers' types, options, connections and shapes.
 
 #include <memory>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "config/model_spec.h"
+#include "models/conv2d.h"
+#include "models/layer.h"
 #include "models/model.h"
 
 namespace pstrain {
 
+struct SpecBuildOptions {
+  // Residual blocks become ResidualBlock layers. Off, every spec layer is
+  // built as itself: for tests that compare the two.
+  bool fuse_residual_blocks = true;
+};
+
 // `source` (the spec's file name) begins every message.
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
-                                                          std::string_view source);
+                                                          std::string_view source,
+                                                          const SpecBuildOptions& options = {});
+
+// What a spec's settings are as layer options: padding (same, valid, fixed)
+// and an initializer.
+Padding SpecPadding(const LayerSpec& layer);
+InitializerSpec SpecInitializer(const InitializerSetting& setting);
 
 }  // namespace pstrain
 

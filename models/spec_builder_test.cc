@@ -6,7 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "models/conv2d.h"
+#include "models/dense.h"
+#include "models/flatten.h"
 #include "models/random.h"
 #include "models/registry.h"
 
@@ -20,10 +24,11 @@ std::string ReadSource(const std::string& path) {
   return text.str();
 }
 
-absl::StatusOr<std::unique_ptr<Model>> Build(const std::string& yaml) {
+absl::StatusOr<std::unique_ptr<Model>> Build(const std::string& yaml,
+                                             const SpecBuildOptions& options = {}) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(yaml, "net.yaml");
   if (!spec.ok()) return spec.status();
-  return BuildModelFromSpec(*spec, "net.yaml");
+  return BuildModelFromSpec(*spec, "net.yaml", options);
 }
 
 // A batch of `n` images in [0, 1] and labels for `model`.
@@ -320,6 +325,226 @@ TEST(SpecGraphTest, BadGraphsAreRefusedNamingTheLayerAndLine) {
     EXPECT_NE(model.status().message().find(c.says), std::string::npos)
         << c.layers << " -> " << model.status().message();
   }
+}
+
+// Two residual blocks written out: an identity one (r) and a widening,
+// strided one with its shortcut first (w), with initializers and epsilons of
+// their own.
+constexpr char kResidualSpec[] = R"(input: [6, 6, 4]
+classes: 3
+layers:
+  - conv2d: {filters: 4, kernel: 3, padding: same, name: stem}
+  - conv2d: {name: r/a, filters: 4, kernel: 3, padding: same, use_bias: false, kernel_initializer: he_normal}
+  - batch_norm: {name: r/b, epsilon: 0.01, relu: true}
+  - conv2d: {name: r/c, filters: 4, kernel: 3, padding: fixed, use_bias: false, kernel_initializer: truncated_normal(0.1)}
+  - batch_norm: {name: r/d}
+  - add: {name: sum, inputs: [stem]}
+  - relu: {name: r/out}
+  - average_pool: {name: w/pool, pool: 2}
+  - pad_channels: {name: w/pad, filters: 8}
+  - conv2d: {name: w/conv1, input: r/out, filters: 8, kernel: 3, strides: 2, padding: fixed, use_bias: false}
+  - batch_norm: {name: w/bn1, relu: true}
+  - conv2d: {name: w/conv2, filters: 8, kernel: 3, padding: same, use_bias: false}
+  - batch_norm: {name: w/bn2, epsilon: 0.0001}
+  - add: {name: w/add, inputs: [w/pad]}
+  - relu: {name: w/out}
+  - global_average_pool
+  - dense: {units: 3}
+)";
+
+// The model's layers by name (what profiling reports).
+std::vector<std::string> LayerNames(Model& m) {
+  m.EnableProfiling(true);
+  std::vector<std::string> names;
+  for (const LayerTiming& t : m.timings()) names.push_back(t.layer);
+  return names;
+}
+
+struct StepResult {
+  std::vector<float> params, grads, stats;
+  double loss = 0;
+};
+
+StepResult OneStep(Model& m) {
+  StepResult r;
+  r.params.resize(m.num_params());
+  std::vector<float> state(m.num_state());
+  r.grads.resize(m.num_params());
+  r.stats.resize(m.num_state());
+  m.InitializeVariables(4, r.params.data(), state.data());
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  RandomBatch(m, 3, &images, &labels);
+  r.loss = m.TrainStep(r.params.data(), state.data(), images.data(), labels.data(), 3, 2,
+                       r.grads.data(), r.stats.data())
+               .loss_sum;
+  return r;
+}
+
+TEST(ResidualFusionTest, BlocksBecomeResidualBlocksComputingWhatTheLayersDo) {
+  absl::StatusOr<std::unique_ptr<Model>> fused = Build(kResidualSpec);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  SpecBuildOptions no_fusion;
+  no_fusion.fuse_residual_blocks = false;
+  absl::StatusOr<std::unique_ptr<Model>> plain = Build(kResidualSpec, no_fusion);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  Model &f = **fused, &p = **plain;
+  EXPECT_EQ(LayerNames(f),
+            (std::vector<std::string>{"stem", "r", "w", "global_average_pooling2d", "dense"}));
+  EXPECT_EQ(LayerNames(p).size(), 17u);
+  // The same variables in the same places, with the spec's initializers.
+  ASSERT_EQ(f.variables().size(), p.variables().size());
+  for (size_t i = 0; i < f.variables().size(); ++i) {
+    const VariableInfo &a = f.variables()[i], &b = p.variables()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape) << b.name;
+    EXPECT_EQ(a.offset, b.offset) << b.name;
+    EXPECT_EQ(a.trainable, b.trainable) << b.name;
+    EXPECT_EQ(a.spec.initializer, b.spec.initializer) << b.name;
+  }
+  EXPECT_EQ(f.variables()[2].name, "r/a/kernel");
+  EXPECT_EQ(f.variables()[2].spec.initializer.kind, Initializer::kHeNormal);
+  EXPECT_EQ(f.variables()[7].name, "r/c/kernel");
+  EXPECT_EQ(f.variables()[7].spec.initializer.kind, Initializer::kTruncatedNormal);
+  // The same loss, gradients and batch statistics (to rounding: the fused
+  // shortcut sums in another order). The epsilons are the spec's: 0.01 on
+  // a batch of 3 would show.
+  const StepResult a = OneStep(f), b = OneStep(p);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::abs(b.loss));
+  double largest = 0;
+  for (float g : b.grads) largest = std::max(largest, static_cast<double>(std::abs(g)));
+  ASSERT_GT(largest, 0);
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    ASSERT_NEAR(a.grads[i], b.grads[i], 1e-5 * largest) << i;
+  }
+  for (size_t i = 0; i < a.stats.size(); ++i) {
+    ASSERT_NEAR(a.stats[i], b.stats[i], 1e-5 * (1 + std::abs(b.stats[i]))) << i;
+  }
+}
+
+TEST(ResidualFusionTest, AnythingButThePatternIsLeftToThePlainLayers) {
+  struct Case {
+    std::string what;
+    std::vector<std::pair<std::string, std::string>> edits;
+    std::vector<std::string> fused;  // the blocks still fused
+  };
+  const std::vector<Case> cases = {
+      {"a bias",
+       {{"r/c, filters: 4, kernel: 3, padding: fixed, use_bias: false",
+         "r/c, filters: 4, kernel: 3, padding: fixed"}},
+       {"w"}},
+      {"no relu after the first batch norm",
+       {{"epsilon: 0.01, relu: true", "epsilon: 0.01"}},
+       {"w"}},
+      {"a relu after the second batch norm", {{"name: r/d}", "name: r/d, relu: true}"}}, {"w"}},
+      {"a 5x5 kernel",
+       {{"name: r/a, filters: 4, kernel: 3", "name: r/a, filters: 4, kernel: 5"}},
+       {"w"}},
+      {"an activation",
+       {{"kernel: 3, padding: same, use_bias: false}",
+         "kernel: 3, padding: same, use_bias: false, activation: tanh}"}},
+       {"r"}},
+      {"no common name prefix", {{"name: r/a", "name: ra"}}, {"w"}},
+      {"a shortcut from elsewhere", {{"inputs: [stem]", "inputs: [input]"}}, {"w"}},
+      {"a third input to add", {{"inputs: [stem]", "inputs: [stem, stem]"}}, {"w"}},
+      {"a layer in between",
+       {{"  - batch_norm: {name: r/d}", "  - identity: {name: r/i}\n  - batch_norm: {name: r/d}"}},
+       {"w"}},
+      {"an inner output taken twice",
+       {{"  - global_average_pool",
+         "  - concat: {name: j, inputs: [w/bn1]}\n  - global_average_pool"}},
+       {"r"}},
+      {"a pool that is not the stride",
+       {{"w/pool, pool: 2", "w/pool, pool: 3, strides: 2, padding: same"}},
+       {"r"}},
+      {"same padding for the shortcut pool and the strided conv",
+       {{"w/pool, pool: 2", "w/pool, pool: 2, padding: same"},
+        {"strides: 2, padding: fixed", "strides: 2, padding: same"}},
+       {"r", "w"}},
+      {"a relu of its own name",
+       {{"name: r/out", "name: out"}, {"input: r/out", "input: out"}},
+       {"r", "w"}},
+  };
+  for (const Case& c : cases) {
+    std::string yaml = kResidualSpec;
+    for (const auto& [from, to] : c.edits) {
+      ASSERT_NE(yaml.find(from), std::string::npos) << c.what << ": " << from;
+      yaml = absl::StrReplaceAll(yaml, {{from, to}});
+    }
+    absl::StatusOr<std::unique_ptr<Model>> model = Build(yaml);
+    ASSERT_TRUE(model.ok()) << c.what << ": " << model.status();
+    std::vector<std::string> fused;
+    for (const std::string& name : LayerNames(**model)) {
+      if (name == "r" || name == "w") fused.push_back(name);
+    }
+    EXPECT_EQ(fused, c.fused) << c.what;
+    // Fused or not, the variables are the plain layers'.
+    SpecBuildOptions no_fusion;
+    no_fusion.fuse_residual_blocks = false;
+    absl::StatusOr<std::unique_ptr<Model>> plain = Build(yaml, no_fusion);
+    ASSERT_TRUE(plain.ok()) << c.what << ": " << plain.status();
+    ASSERT_EQ((*model)->variables().size(), (*plain)->variables().size()) << c.what;
+    for (size_t i = 0; i < (*plain)->variables().size(); ++i) {
+      EXPECT_EQ((*model)->variables()[i].name, (*plain)->variables()[i].name) << c.what;
+    }
+    const StepResult a = OneStep(**model), b = OneStep(**plain);
+    EXPECT_NEAR(a.loss, b.loss, 1e-5 * std::abs(b.loss)) << c.what;
+  }
+}
+
+TEST(PadChannelsSpecTest, PadsAloneAndRefusesAnOddIncrease) {
+  absl::StatusOr<std::unique_ptr<Model>> model = Build(R"(input: [4, 4, 2]
+classes: 3
+layers:
+  - pad_channels: {filters: 6}
+  - conv2d: {filters: 3, kernel: 1}
+  - global_average_pool
+  - dense: {units: 3}
+)");
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->variables()[0].shape, (Shape{1, 1, 6, 3}));
+  EXPECT_TRUE(std::isfinite(OneStep(**model).loss));
+  absl::StatusOr<std::unique_ptr<Model>> odd = Build(
+      "input: [4, 4, 2]\nclasses: 3\nlayers:\n  - pad_channels: {filters: 5}\n  - flatten\n"
+      "  - dense: {units: 3}\n");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find(
+                "layer pad_channels (pad_channels, line 4) cannot take its input [4, 4, 2]"),
+            std::string::npos)
+      << odd.status();
+  EXPECT_NE(odd.status().message().find("plus an even number"), std::string::npos) << odd.status();
+}
+
+TEST(SpecBuilderTest, FixedPaddingIsTheConvolutionsFixedPadding) {
+  // Stride 2 on 6x6: "same" pads 0 before and 1 after, "fixed" 1 and 1.
+  const std::string yaml =
+      "input: [6, 6, 2]\nclasses: 2\nlayers:\n"
+      "  - conv2d: {filters: 3, kernel: 3, strides: 2, padding: fixed}\n  - flatten\n"
+      "  - dense: {units: 2}\n";
+  absl::StatusOr<std::unique_ptr<Model>> spec_model = Build(yaml);
+  ASSERT_TRUE(spec_model.ok()) << spec_model.status();
+  const auto compiled = [](Padding padding) {
+    Conv2DOptions conv;
+    conv.filters = 3;
+    conv.kernel_size = 3;
+    conv.stride = 2;
+    conv.padding = padding;
+    DenseOptions dense;
+    dense.units = 2;
+    std::vector<std::unique_ptr<Layer>> layers;
+    layers.push_back(std::make_unique<Conv2D>("conv2d", conv));
+    layers.push_back(std::make_unique<Flatten>("flatten"));
+    layers.push_back(std::make_unique<Dense>("dense", dense));
+    return Model::Create("model", {6, 6, 2}, 2, std::move(layers));
+  };
+  absl::StatusOr<std::unique_ptr<Model>> fixed = compiled(Padding::kFixed);
+  absl::StatusOr<std::unique_ptr<Model>> same = compiled(Padding::kSame);
+  ASSERT_TRUE(fixed.ok() && same.ok());
+  const StepResult a = OneStep(**spec_model), b = OneStep(**fixed), c = OneStep(**same);
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.grads, b.grads);
+  EXPECT_NE(a.loss, c.loss);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
 // The layers model specs add to the ones the built-in models use: average
-// pooling and the element-wise activations, each against numeric gradients
-// and a value worked by hand.
+// pooling, zero channel padding and the element-wise activations, each
+// against numeric gradients and a value worked by hand.
 #include <cmath>
 
 #include "gtest/gtest.h"
 #include "models/activation.h"
 #include "models/avg_pool2d.h"
 #include "models/gradient_check.h"
+#include "models/pad_channels.h"
 #include "models/random.h"
 
 namespace pstrain {
@@ -89,6 +90,45 @@ TEST(AvgPool2DTest, RefusesWhatItCannotPool) {
   EXPECT_FALSE(pool.Build({4, 4}).ok());
   AvgPool2D zero("z", 0, 1);
   EXPECT_FALSE(zero.Build({4, 4, 1}).ok());
+}
+
+TEST(PadChannelsTest, GradientsMatchNumeric) {
+  PadChannels pad("pad_channels", 8);
+  EXPECT_TRUE(CheckGradients(&pad, {2, 3, 4, 2}, {}));
+  PadChannels same("pad_channels_1", 3);
+  EXPECT_TRUE(CheckGradients(&same, {3, 2, 2, 3}, {}));
+  PadChannels flat("pad_channels_2", 9);
+  EXPECT_TRUE(CheckGradients(&flat, {2, 5}, {}));
+}
+
+TEST(PadChannelsTest, ZerosGoEvenlyOnBothSides) {
+  PadChannels pad("p", 6);
+  ASSERT_EQ(*pad.Build({1, 2, 2}), (Shape{1, 2, 6}));
+  EXPECT_TRUE(pad.Variables().empty());
+  Tensor in({2, 1, 2, 2});
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i + 1);
+  Tensor out;
+  pad.Forward(in, &out, {});
+  ASSERT_EQ(out.shape(), (Shape{2, 1, 2, 6}));
+  for (int64_t row = 0; row < 4; ++row) {
+    const float* y = out.data() + row * 6;
+    EXPECT_EQ(y[0], 0.0f);
+    EXPECT_EQ(y[1], 0.0f);
+    EXPECT_EQ(y[2], in[row * 2]);
+    EXPECT_EQ(y[3], in[row * 2 + 1]);
+    EXPECT_EQ(y[4], 0.0f);
+    EXPECT_EQ(y[5], 0.0f);
+  }
+}
+
+TEST(PadChannelsTest, RefusesAnOddOrNegativeIncrease) {
+  EXPECT_FALSE(PadChannels("odd", 5).Build({4, 4, 2}).ok());
+  EXPECT_FALSE(PadChannels("fewer", 2).Build({4, 4, 4}).ok());
+  EXPECT_FALSE(PadChannels("scalar", 2).Build({}).ok());
+  absl::StatusOr<Shape> odd = PadChannels("odd", 5).Build({4, 4, 2});
+  EXPECT_NE(odd.status().message().find("odd: pad_channels pads channels evenly"),
+            std::string::npos)
+      << odd.status();
 }
 
 }  // namespace

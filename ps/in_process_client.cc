@@ -12,6 +12,7 @@ absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
   options.segments = SegmentsForRange(model, 0, model.num_params());
   options.num_state = model.num_state();
   options.state_decay = state_decay;
+  options.state_decays = StateDecays(model, state_decay);
   options.optimizer = config;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard, ParameterShard::Create(options));
   std::vector<float> params(model.num_params()), state(model.num_state());

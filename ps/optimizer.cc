@@ -1,5 +1,7 @@
 #include "ps/optimizer.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -148,9 +150,16 @@ absl::Status ValidateSegments(const std::vector<Segment>& segments, int64_t size
   return absl::OkStatus();
 }
 
+// An exclusion with a wildcard (* ? [) is a pattern the whole name must
+// match, as the shell's ("*/kernel" but not "stage1/*/kernel/x"; '*'
+// crosses '/'); any other is a part of the name ("bias").
 bool Excluded(const std::string& variable, const std::vector<std::string>& exclusions) {
-  return std::any_of(exclusions.begin(), exclusions.end(),
-                     [&](const std::string& e) { return absl::StrContains(variable, e); });
+  return std::any_of(exclusions.begin(), exclusions.end(), [&](const std::string& e) {
+    if (e.find_first_of("*?[") != std::string::npos) {
+      return fnmatch(e.c_str(), variable.c_str(), 0) == 0;
+    }
+    return absl::StrContains(variable, e);
+  });
 }
 
 }  // namespace
@@ -189,10 +198,11 @@ absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConf
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Segment> segments, int64_t size)
     : config_(config), segments_(std::move(segments)), size_(size) {
   for (const Segment& s : segments_) {
-    if (s.begin == s.end) continue;
+    // A frozen variable is in no run: nothing updates it.
+    if (s.begin == s.end || s.frozen) continue;
     const bool decay =
         config_.weight_decay > 0.0f && !Excluded(s.variable, config_.weight_decay_exclusions);
-    if (!runs_.empty() && runs_.back().decay == decay) {
+    if (!runs_.empty() && runs_.back().decay == decay && runs_.back().end == s.begin) {
       runs_.back().end = s.end;
     } else {
       runs_.push_back({s.begin, s.end, decay});

@@ -41,8 +41,10 @@ struct OptimizerConfig {
   // the gradient of weight_decay * tf.nn.l2_loss(param). Finite, >= 0. It
   // goes through the optimizer's rule (for Adam this is L2, not AdamW).
   float weight_decay = 0.0f;
-  // A variable whose name contains any of these substrings gets no weight
-  // decay, e.g. {"bias", "batch_norm"}. Entries must be non-empty.
+  // A variable whose name contains any of these substrings, or matches any
+  // of them that is a shell pattern (has * ? or [: "*/gamma",
+  // "conv2d_*/kernel"), gets no weight decay, e.g. {"bias", "batch_norm"}.
+  // Entries must be non-empty.
   std::vector<std::string> weight_decay_exclusions;
 };
 
@@ -52,6 +54,9 @@ struct Segment {
   std::string variable;
   int64_t begin = 0;
   int64_t end = 0;
+  // A layer with `trainable: false`: its values stay as they are (no
+  // update, no weight decay, no slot change).
+  bool frozen = false;
 };
 
 // Applies gradient updates to one contiguous slice of the flat parameter

@@ -235,6 +235,50 @@ TEST(OptimizerTest, WeightDecaySkipsExcludedVariables) {
   }
 }
 
+TEST(OptimizerTest, WeightDecayExclusionsMayBeShellPatterns) {
+  const std::vector<Segment> segments = {{"conv2d/kernel", 0, 2},
+                                         {"conv2d_1/kernel", 2, 4},
+                                         {"stage1/block0/bn1/gamma", 4, 6},
+                                         {"dense/kernel", 6, 8},
+                                         {"dense/kernel_extra", 8, 10}};
+  // conv2d_*/kernel: conv2d_1 only; */gamma: the whole name; dense/kernel?:
+  // exactly one more character: neither dense/kernel nor dense/kernel_extra.
+  const std::vector<bool> decayed = {1, 1, 0, 0, 0, 0, 1, 1, 1, 1};
+  OptimizerConfig config = MakeConfig(OptimizerType::kSgd, 0.5f);
+  config.weight_decay = 0.1f;
+  config.weight_decay_exclusions = {"conv2d_*/kernel", "*/gamma", "dense/kernel?"};
+  std::unique_ptr<Optimizer> optimizer = MustCreate(config, segments, 10);
+  std::vector<float> params(10, 2.0f);
+  const std::vector<float> zero(10, 0.0f);
+  optimizer->Apply(0, zero.data(), params.data());
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(params[i] != 2.0f, decayed[i]) << "element " << i << ": " << params[i];
+  }
+}
+
+TEST(OptimizerTest, FrozenVariablesKeepTheirValuesAndSlots) {
+  // Frozen between two trainable ones: the runs around it stay apart.
+  const std::vector<Segment> segments = {
+      {"a/kernel", 0, 3}, {"b/kernel", 3, 6, /*frozen=*/true}, {"c/kernel", 6, 8}};
+  for (OptimizerType type : {OptimizerType::kSgd, OptimizerType::kMomentum, OptimizerType::kAdam}) {
+    SCOPED_TRACE(OptimizerTypeName(type));
+    OptimizerConfig config = MakeConfig(type, 0.5f);
+    config.weight_decay = 0.1f;
+    std::unique_ptr<Optimizer> optimizer = MustCreate(config, segments, 8);
+    std::vector<float> params(8, 2.0f);
+    const std::vector<float> grad(8, 1.0f);
+    for (int step = 0; step < 3; ++step) optimizer->Apply(step, grad.data(), params.data());
+    for (int i = 0; i < 8; ++i) {
+      if (i >= 3 && i < 6) {
+        EXPECT_EQ(params[i], 2.0f) << "element " << i;
+        for (int k = 0; k < optimizer->num_slots(); ++k) EXPECT_EQ(optimizer->slot(k)[i], 0.0f);
+      } else {
+        EXPECT_LT(params[i], 2.0f) << "element " << i;
+      }
+    }
+  }
+}
+
 TEST(OptimizerTest, SlotsAreNamedAndZeroed) {
   std::unique_ptr<Optimizer> sgd = MustCreate(MakeConfig(OptimizerType::kSgd, 0.1f), 4);
   EXPECT_EQ(sgd->num_slots(), 0);

@@ -17,10 +17,22 @@ std::vector<Segment> SegmentsForRange(const Model& model, int64_t begin, int64_t
     if (!v.trainable) continue;
     const int64_t lo = std::max(begin, v.offset);
     const int64_t hi = std::min(end, v.offset + v.size);
-    if (lo < hi) segments.push_back({v.name, lo - begin, hi - begin});
+    if (lo < hi) segments.push_back({v.name, lo - begin, hi - begin, v.spec.frozen});
   }
   if (segments.empty()) segments.push_back({"", 0, end - begin});
   return segments;
+}
+
+std::vector<float> StateDecays(const Model& model, float job_decay) {
+  bool any = false;
+  for (const VariableInfo& v : model.variables()) any = any || (!v.trainable && v.spec.decay >= 0);
+  if (!any) return {};
+  std::vector<float> decays(model.num_state(), job_decay);
+  for (const VariableInfo& v : model.variables()) {
+    if (v.trainable || v.spec.decay < 0) continue;
+    std::fill(decays.begin() + v.offset, decays.begin() + v.offset + v.size, v.spec.decay);
+  }
+  return decays;
 }
 
 absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
@@ -41,6 +53,11 @@ absl::StatusOr<std::unique_ptr<ParameterShard>> ParameterShard::Create(
   }
   if (options.total_replicas < 1) {
     return absl::InvalidArgumentError("total_replicas must be at least 1");
+  }
+  if (!options.state_decays.empty() &&
+      static_cast<int64_t>(options.state_decays.size()) != options.num_state) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.state_decays.size(), " state decays for ", options.num_state, " state values"));
   }
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<Optimizer> optimizer,
@@ -193,8 +210,15 @@ int ParameterShard::RequiredLocked() const {
 void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
   ScopedTraceEvent event(options_.trace, "ps", "apply");
   optimizer_->Apply(step_, grads, params_.data());
-  const float d = options_.state_decay;
-  for (size_t i = 0; i < state_.size(); ++i) state_[i] = d * state_[i] + (1.0f - d) * stats[i];
+  if (options_.state_decays.empty()) {
+    const float d = options_.state_decay;
+    for (size_t i = 0; i < state_.size(); ++i) state_[i] = d * state_[i] + (1.0f - d) * stats[i];
+  } else {
+    const float* d = options_.state_decays.data();
+    for (size_t i = 0; i < state_.size(); ++i) {
+      state_[i] = d[i] * state_[i] + (1.0f - d[i]) * stats[i];
+    }
+  }
   ++applied_;
   ++step_;
   if (options_.trace != nullptr) options_.trace->SetStep(step_);

@@ -21,6 +21,11 @@
 
 namespace pstrain {
 
+// The moving-average decay of each of the model's state values: a layer's
+// own (VariableSpec::decay) or `job_decay`; empty when every value has the
+// job's.
+std::vector<float> StateDecays(const Model& model, float job_decay);
+
 // A ParameterShard holds one layout chunk (ps/shard_layout.h): `chunk` of
 // `num_chunks`.
 struct ShardOptions {
@@ -31,6 +36,9 @@ struct ShardOptions {
   std::vector<Segment> segments;  // Variables in the range, relative to `begin`.
   int64_t num_state = 0;          // Non-trainable state held here (shard 0 holds all of it).
   float state_decay = 0.99f;      // Moving-average decay for pushed batch statistics.
+  // Per state value, when layers have their own (batch_norm's momentum);
+  // empty: state_decay for all. StateDecays() makes it.
+  std::vector<float> state_decays;
   OptimizerConfig optimizer;
   bool sync = false;
   int replicas_to_aggregate = 1;  // R (sync)

@@ -6,6 +6,9 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "models/batch_norm.h"
+#include "models/dense.h"
+#include "models/flatten.h"
 
 namespace pstrain {
 namespace {
@@ -73,6 +76,52 @@ TEST(ParameterShardTest, AsyncAppliesEachPushAtOnce) {
   EXPECT_TRUE(retry.status.ok());
   EXPECT_EQ(retry.result.global_step, 2);
   EXPECT_EQ(Params(*shard), (std::vector<float>{-1, 1, 2}));
+}
+
+std::vector<float> State(const ParameterShard& shard) {
+  std::string p, s;
+  EXPECT_TRUE(shard.Read(&p, &s).ok());
+  std::vector<float> v(s.size() / sizeof(float));
+  std::memcpy(v.data(), s.data(), s.size());
+  return v;
+}
+
+TEST(ParameterShardTest, StateValuesFollowTheirOwnDecayWhenGiven) {
+  ShardOptions o = Options(false, 1, 1);
+  o.num_state = 2;
+  o.state_decays = {0.5f, 0.75f};
+  auto shard = ParameterShard::Create(o);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  ASSERT_TRUE((*shard)->Initialize(std::vector<float>{1, 2, 3}, std::vector<float>{0, 0}, 0).ok());
+  Outcome a;
+  (*shard)->Push(0, 0, std::vector<float>{0, 0, 0}, std::vector<float>{4, 4}, a.Callback());
+  ASSERT_TRUE(a.called && a.status.ok()) << a.status;
+  EXPECT_EQ(State(**shard), (std::vector<float>{2, 1}));  // 0.5 x 0 + 0.5 x 4; 0.25 x 4
+  o.state_decays = {0.5f};
+  EXPECT_TRUE(absl::IsInvalidArgument(ParameterShard::Create(o).status()));
+}
+
+TEST(ParameterShardTest, SegmentsCarryFrozenLayersAndStateDecaysTheirMomentum) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<BatchNorm>("bn", 1e-3f));
+  layers.back()->set_state_decay(0.9f);
+  layers.push_back(std::make_unique<Flatten>("flatten"));
+  DenseOptions d;
+  d.units = 2;
+  layers.push_back(std::make_unique<Dense>("frozen", d));
+  layers.back()->set_frozen(true);
+  layers.push_back(std::make_unique<Dense>("dense", d));
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Create("m", {2, 2, 1}, 2, std::move(layers));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<Segment> segments = SegmentsForRange(**model, 0, (*model)->num_params());
+  ASSERT_EQ(segments.size(), 6u);  // bn gamma, beta; frozen kernel, bias; dense kernel, bias
+  EXPECT_FALSE(segments[0].frozen);
+  EXPECT_TRUE(segments[2].frozen);
+  EXPECT_TRUE(segments[3].frozen);
+  EXPECT_FALSE(segments[4].frozen);
+  // The batch norm's two statistics of one channel each, at its decay.
+  EXPECT_EQ(StateDecays(**model, 0.99f), (std::vector<float>{0.9f, 0.9f}));
 }
 
 TEST(ParameterShardTest, SyncAveragesDistinctReplicasOnce) {

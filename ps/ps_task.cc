@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.sync_timeout = absl::Seconds(job.training.sync_timeout);
     options.train_steps = job.training.train_steps;
     options.state_decay = static_cast<float>(job.training.batch_norm_decay);
+    if (chunk.state > 0) options.state_decays = StateDecays(model, options.state_decay);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
                              ParameterShard::Create(options));
     shards.push_back(std::move(shard));

@@ -124,7 +124,11 @@ nlohmann::json PredictionJson(const Prediction& p) {
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::string dir, ResolveExportDir(env, path));
   PSTRAIN_ASSIGN_OR_RETURN(ExportedModel exported, ReadExport(env, dir));
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildModel(exported.model, exported.options);
+  // The export's own spec; an export from before specs names a built-in.
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      exported.model_spec.empty()
+          ? BuildModel(exported.model, exported.options)
+          : BuildModelFromSpecText(exported.model_spec, JoinPath(dir, "model.json"));
   if (!model.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, ": cannot build its model: ", model.status().message()));

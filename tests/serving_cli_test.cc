@@ -30,6 +30,12 @@ using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 
+// The one entry of directory `dir` ("" if it has not exactly one).
+std::string ListOne(const std::string& dir) {
+  absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(dir);
+  return names.ok() && names->size() == 1 ? names->front() : "";
+}
+
 class ServingCliTest : public testing_util::ClusterTestBase {
  protected:
   ServingCliTest() : ClusterTestBase("serving") {}
@@ -160,6 +166,91 @@ TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) 
   EXPECT_NE(now, first) << ReadAll(serve.log_path);
 
   // SIGTERM: it stops and exits 0.
+  ASSERT_EQ(::kill(serve.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitProcess(&serve, 20), 0) << ReadAll(serve.log_path);
+}
+
+// The issue's own command: the quickstart's cluster YAML with a model spec
+// file instead of its built-in model, on Fashion-MNIST; the export holds the
+// spec, and pstrain-predict and pstrain-serve answer from it alone.
+TEST_F(ServingCliTest, TheQuickstartClusterTrainsAModelSpecFileAndItsExportAnswers) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  if (!Env::Default()->FileExists(fashion + "/t10k-labels-idx1-ubyte.gz")) {
+    GTEST_SKIP() << "SKIPPED: no Fashion-MNIST in " << fashion
+                 << " (Debian's dataset-fashion-mnist; deploy/install-deps.sh installs it)";
+  }
+  const std::string source = PSTRAIN_SOURCE_DIR;
+  ProcessResult train = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + source + "/deploy/local/cluster.yaml",
+       "--model=" + source + "/examples/models/fashion_cnn_bn.yaml", "--job_dir=" + job_dir(),
+       "--train_steps=40", "--eval_steps=0", "--log_every_n_steps=20", "--threads=1"},
+      600);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  EXPECT_NE(train.output.find(": fashion_cnn_bn, sync updates"), std::string::npos) << train.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(train.output, m,
+                                std::regex("Saving dict for global step 40: accuracy = ([0-9.]+)")))
+      << train.output;
+  // 40 sync steps of 2 x 100 images: far above chance (0.1).
+  EXPECT_GT(std::stod(m[1]), 0.5) << train.output;
+
+  // The export names the spec's model and holds the spec.
+  const std::string exports = JoinPath(job_dir(), "export");
+  absl::StatusOr<std::string> manifest_text =
+      Env::Default()->ReadFile(JoinPath(JoinPath(exports, ListOne(exports)), "model.json"));
+  ASSERT_TRUE(manifest_text.ok()) << manifest_text.status();
+  const json manifest = json::parse(*manifest_text);
+  EXPECT_EQ(manifest["model"], "fashion_cnn_bn");
+  EXPECT_NE(manifest["model_spec"].get<std::string>().find("batch_norm"), std::string::npos);
+
+  // 200 test images through pstrain-predict and pstrain-serve.
+  absl::StatusOr<Dataset> test = LoadDataset(Env::Default(), fashion, Split::kTest);
+  ASSERT_TRUE(test.ok()) << test.status();
+  constexpr int kImages = 200;
+  std::string lines;
+  json all = json::array();
+  for (int64_t i = 0; i < kImages; ++i) {
+    std::vector<float> image;
+    for (int64_t k = 0; k < test->example_size(); ++k) {
+      image.push_back(test->images[i * test->example_size() + k] / 255.0f);
+    }
+    absl::StrAppend(&lines, json(image).dump(), "\n");
+    all.push_back(image);
+  }
+  const std::string instances = JoinPath(dir_, "instances.json");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(instances, lines).ok());
+  ProcessResult predict = RunProcess({kBin + "/pstrain-predict", "--model_dir=" + job_dir(),
+                                      "--json_instances=" + instances, "--format=json"},
+                                     120);
+  ASSERT_EQ(predict.exit_code, 0) << predict.output;
+  std::vector<int64_t> cli_classes;
+  const json cli = json::parse(predict.output);
+  for (const json& p : cli["predictions"]) cli_classes.push_back(p["classes"]);
+  ASSERT_EQ(cli_classes.size(), static_cast<size_t>(kImages));
+  int correct = 0;
+  for (int i = 0; i < kImages; ++i) correct += cli_classes[i] == test->labels[i];
+  EXPECT_GT(correct, kImages / 2);
+
+  const int port = FreePort();
+  Background serve =
+      StartProcess({kBin + "/pstrain-serve", "--model_base_path=" + job_dir() + "/export",
+                    "--model_name=fashion", "--host=127.0.0.1", absl::StrCat("--port=", port)},
+                   JoinPath(dir_, "serve-spec.log"));
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = Curl("GET", absl::StrCat("http://127.0.0.1:", port, "/healthz")).first == 200;
+    if (!up) usleep(100000);
+  }
+  ASSERT_TRUE(up) << ReadAll(serve.log_path);
+  const std::string request = JoinPath(dir_, "request-spec.json");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(request, json({{"instances", all}}).dump()).ok());
+  auto [status, body] =
+      Curl("POST", absl::StrCat("http://127.0.0.1:", port, "/v1/models/fashion:predict"), request);
+  ASSERT_EQ(status, 200) << body;
+  std::vector<int64_t> rest_classes;
+  const json rest = json::parse(body);
+  for (const json& p : rest["predictions"]) rest_classes.push_back(p["classes"]);
+  EXPECT_EQ(rest_classes, cli_classes);
   ASSERT_EQ(::kill(serve.pid, SIGTERM), 0);
   EXPECT_EQ(WaitProcess(&serve, 20), 0) << ReadAll(serve.log_path);
 }

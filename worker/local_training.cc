@@ -27,7 +27,9 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   }
   PSTRAIN_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(config.trace_steps));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                           BuildModel(config.model, config.model_options));
+                           config.model_spec.empty()
+                               ? BuildModel(config.model, config.model_options)
+                               : BuildModelFromSpecText(config.model_spec, config.model));
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
 
   auto load_start = std::chrono::steady_clock::now();

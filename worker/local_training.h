@@ -15,6 +15,7 @@ namespace pstrain {
 // Everything a single-process training run needs, parsed from flags by main().
 struct LocalTrainingConfig {
   std::string model = "mnist_cnn";
+  std::string model_spec;  // when set, the model (TrainingSpec::model_spec)
   ModelOptions model_options;
   std::string data_dir;
   std::string job_dir;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/load.h"
@@ -12,13 +13,23 @@
 namespace pstrain {
 
 // InvalidArgument unless `data` (read from `dir`) holds images of `model`'s
-// input shape (HWC).
+// input shape (HWC) with labels below its class count.
 inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
                                     const std::string& dir) {
   const Shape& s = model.input_shape();
   if (s.size() != 3) return absl::InvalidArgumentError("model input is not HWC");
-  return CheckExampleShape(data, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                           static_cast<int>(s[2]), model.name(), dir);
+  absl::Status shape = CheckExampleShape(data, static_cast<int>(s[0]), static_cast<int>(s[1]),
+                                         static_cast<int>(s[2]), model.name(), dir);
+  if (!shape.ok()) return shape;
+  for (int32_t label : data.labels) {
+    if (label < 0 || label >= model.num_classes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, " has an example of class ", label, ", but model ", model.name(),
+                       " has classes: ", model.num_classes(), " (0..", model.num_classes() - 1,
+                       "); give the model as many classes as the data has"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The augmentation a training replica applies for `model`; `distort` false

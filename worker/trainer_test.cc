@@ -8,6 +8,7 @@
 #include "ps/in_process_client.h"
 #include "worker/evaluation.h"
 #include "worker/local_training.h"
+#include "worker/model_input.h"
 
 namespace pstrain {
 namespace {
@@ -34,6 +35,26 @@ Dataset QuadrantDataset(int64_t n, uint64_t seed) {
     }
   }
   return d;
+}
+
+TEST(TrainerTest, DataThatDoesNotFitTheModelIsRefusedNamingBoth) {
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(
+      "name: four\ninput: [28, 28, 1]\nclasses: 4\nlayers: [flatten, {dense: {units: 4}}]\n",
+      "four.yaml");
+  ASSERT_TRUE(model.ok()) << model.status();
+  Dataset data = QuadrantDataset(20, 1);
+  EXPECT_TRUE(CheckModelInput(**model, data, "/data").ok());
+  data.labels[7] = 9;
+  absl::Status s = CheckModelInput(**model, data, "/data");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("/data has an example of class 9, but model four has classes: 4"),
+            std::string::npos)
+      << s;
+  data.labels[7] = 0;
+  data.channels = 3;
+  s = CheckModelInput(**model, data, "/data");
+  EXPECT_NE(s.message().find("takes 28x28x1 images, but /data holds 28x28x3"), std::string::npos)
+      << s;
 }
 
 TEST(TrainerTest, LearnsASimpleTaskInProcess) {

@@ -20,6 +20,7 @@ namespace {
 absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::TrainingSpec& t) {
   pstrain::LocalTrainingConfig config;
   config.model = t.model;
+  config.model_spec = t.model_spec;
   config.data_dir = t.data_dir;
   config.job_dir = t.job_dir;
   config.train_steps = t.train_steps;
@@ -61,7 +62,8 @@ int main(int argc, char** argv) {
   if (pstrain::HasClusterFlags())
     return pstrain::RunRole("worker", pstrain::RunWorker, pstrain::ProcessEnv());
 
-  absl::StatusOr<pstrain::TrainingSpec> spec = pstrain::TrainingSpecFromFlags();
+  absl::StatusOr<pstrain::TrainingSpec> spec =
+      pstrain::TrainingSpecFromFlags(pstrain::ProcessEnv());
   absl::StatusOr<pstrain::LocalTrainingConfig> config =
       spec.ok() ? LocalConfig(*spec) : absl::StatusOr<pstrain::LocalTrainingConfig>(spec.status());
   if (!config.ok()) {

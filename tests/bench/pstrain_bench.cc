@@ -11,17 +11,18 @@
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
 #include "common/trace.h"
+#include "config/model_source.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/gemm.h"
+#include "models/model_options.h"
 #include "models/random.h"
-#include "models/registry.h"
 #include "ps/in_process_client.h"
 #include "tbb/global_control.h"
 #include "tests/bench/distributed_bench.h"
 #include "tests/bench/ps_rates_bench.h"
 
-DEFINE_string(model, "mnist_cnn", "Model to time.");
+DEFINE_string(model, "mnist_cnn", "Model to time: a built-in's name or a model spec file.");
 DEFINE_int32(batch_size, 100, "Examples per step.");
 DEFINE_int32(num_layers, 44, "cifar10_resnet: depth, 6n + 2 (20, 32, 44, 56, 110).");
 DEFINE_int32(steps, 100, "Timed steps (after the warm-up).");
@@ -81,9 +82,13 @@ int GemmPeak() {
 
 int Run() {
   if (FLAGS_gemm_peak) return GemmPeak();
-  ModelOptions options;
-  options.num_layers = FLAGS_num_layers;
-  auto model_or = BuildModel(FLAGS_model, options);
+  // A built-in's name or a model spec file, as a job's training.model.
+  TrainingSpec t;
+  t.model = FLAGS_model;
+  t.num_layers = FLAGS_num_layers;
+  absl::Status loaded = LoadModelSpecFile(Env::Default(), &t);
+  absl::StatusOr<std::unique_ptr<Model>> model_or =
+      loaded.ok() ? BuildJobModel(t) : absl::StatusOr<std::unique_ptr<Model>>(loaded);
   if (!model_or.ok()) {
     std::fprintf(stderr, "%s\n", std::string(model_or.status().message()).c_str());
     return 2;

@@ -1,0 +1,193 @@
+// A job's model: a spec inline in the job's YAML (the model section or
+// training.model), a spec file training.model or --model names, or a
+// built-in's name.
+#include "config/model_source.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "config/cluster_config.h"
+#include "config/config_test_util.h"
+#include "config/model_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using config_test::ExpectInvalid;
+using config_test::Message;
+using ::testing::HasSubstr;
+
+constexpr char kInline[] = R"(cluster:
+  chief: ["127.0.0.1:23450"]
+  ps: ["127.0.0.1:23453"]
+# a small network, inline
+model:
+  name: tiny
+  input: [8, 8, 1]
+  classes: 3
+  layers:
+# comments inside the section belong to it
+    - conv2d: {filters: 4, kernel: 3, padding: same, activation: relu}
+    - flatten
+    - dense: {units: 3}
+training:
+  job_dir: /tmp/job
+  train_steps: 10
+)";
+
+TEST(ModelSourceTest, InlineModelSectionIsTheJobsSpecAndItsNameTheModel) {
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kInline, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.model, "tiny");
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(job->training.model_spec, "stored");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "tiny");
+  ASSERT_EQ(spec->layers.size(), 3u);
+  EXPECT_EQ(spec->layers[0].filters, 4);
+  // Kept as ModelSpecToYaml writes it.
+  EXPECT_EQ(job->training.model_spec, ModelSpecToYaml(*spec));
+}
+
+TEST(ModelSourceTest, InlineSpecUnderTrainingModelToo) {
+  constexpr char kYaml[] = R"(cluster:
+  chief: ["127.0.0.1:23450"]
+  ps: ["127.0.0.1:23453"]
+training:
+  job_dir: /tmp/job
+  train_steps: 10
+  model:
+    name: tiny2
+    input: [4, 4, 1]
+    classes: 2
+    layers: [flatten, {dense: {units: 2}}]
+)";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.model, "tiny2");
+  EXPECT_FALSE(job->training.model_spec.empty());
+}
+
+TEST(ModelSourceTest, AnErrorInAnInlineSpecNamesTheJobFilesLine) {
+  std::string yaml = kInline;
+  yaml.replace(yaml.find("filters: 4"), 10, "filtres: 4");
+  absl::StatusOr<JobConfig> job = ParseJobConfig(yaml, "cluster.yaml");
+  // The conv2d line is line 11 of the job's file.
+  ExpectInvalid(job.status(), {"cluster.yaml", "line 11", "filtres", "filters"});
+}
+
+TEST(ModelSourceTest, FlowStyleInlineSpecAndItsErrors) {
+  constexpr char kYaml[] = R"(cluster: {chief: ["127.0.0.1:1"], ps: ["127.0.0.1:2"]}
+training: {job_dir: /tmp/job, train_steps: 1}
+model: {name: f, input: [4, 4, 1], classes: 2, layers: [flatten, {dense: {units: 0}}]}
+)";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
+  ExpectInvalid(job.status(), {"cluster.yaml", "units"});
+}
+
+TEST(ModelSourceTest, TheModelGivenTwiceIsRefused) {
+  std::string yaml = kInline;
+  yaml.replace(yaml.find("  job_dir: /tmp/job"), 0, "  model: mnist_cnn\n");
+  ExpectInvalid(ParseJobConfig(yaml, "cluster.yaml").status(), {"model is given twice"});
+}
+
+TEST(ModelSourceTest, ModelSectionMayNameABuiltInOrAFile) {
+  constexpr char kYaml[] = R"(cluster: {chief: ["127.0.0.1:1"], ps: ["127.0.0.1:2"]}
+training: {job_dir: /tmp/job, train_steps: 1}
+model: cifar10_resnet
+)";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.model, "cifar10_resnet");
+  EXPECT_TRUE(job->training.model_spec.empty());
+}
+
+TEST(ModelSourceTest, WrittenJobCarriesTheSpecAndReadsBackTheSame) {
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kInline, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string yaml = JobConfigToYaml(*job);
+  EXPECT_THAT(yaml, HasSubstr("model:"));
+  absl::StatusOr<JobConfig> again = ParseJobConfig(yaml, "written");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  EXPECT_EQ(*again, *job);
+}
+
+TEST(ModelSourceTest, NamingAModelAnewDropsTheInlineSpec) {
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kInline, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_TRUE(SetTrainingField(&job->training, "model", "mnist_cnn").ok());
+  EXPECT_EQ(job->training.model, "mnist_cnn");
+  EXPECT_TRUE(job->training.model_spec.empty());
+}
+
+TEST(ModelSourceTest, PathsAreSpecFilesAndNamesAreBuiltIns) {
+  EXPECT_TRUE(IsModelSpecPath("net.yaml"));
+  EXPECT_TRUE(IsModelSpecPath("net.yml"));
+  EXPECT_TRUE(IsModelSpecPath("examples/models/x"));
+  EXPECT_TRUE(IsModelSpecPath("gs://bucket/net"));
+  EXPECT_FALSE(IsModelSpecPath("mnist_cnn"));
+  EXPECT_FALSE(IsModelSpecPath("cifar10_resnet"));
+}
+
+class ModelFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("model_source_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ModelFileTest, ASpecFileIsReadOnceAndBecomesTheJobsSpec) {
+  const std::string path = Write("net.yaml", R"(name: from_file
+input: [4, 4, 1]
+classes: 2
+layers:
+  - flatten
+  - dense: {units: 2}
+)");
+  TrainingSpec t;
+  ASSERT_TRUE(SetTrainingField(&t, "model", path).ok());
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t.model, "from_file");
+  EXPECT_FALSE(t.model_spec.empty());
+  // A second call leaves it as it is.
+  const TrainingSpec before = t;
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t, before);
+}
+
+TEST_F(ModelFileTest, MissingAndBadSpecFilesAreNamed) {
+  TrainingSpec t;
+  t.model = (dir_ / "nope.yaml").string();
+  absl::Status s = LoadModelSpecFile(Env::Default(), &t);
+  ExpectInvalid(s, {"nope.yaml", "cannot be read", "mnist_cnn"});
+  const std::string bad = Write("bad.yaml",
+                                "name: b\ninput: [4, 4, 1]\nclasses: 2\nlayers:\n"
+                                "  - flaten\n");
+  t.model = bad;
+  s = LoadModelSpecFile(Env::Default(), &t);
+  ExpectInvalid(s, {"bad.yaml", "line 5", "flaten", "flatten"});
+  const std::string syntax = Write("syntax.yaml", "name: b\ninput: [4, 4\n");
+  t.model = syntax;
+  ExpectInvalid(LoadModelSpecFile(Env::Default(), &t), {"syntax.yaml", "line"});
+}
+
+TEST_F(ModelFileTest, BuiltInNamesAreLeftToTheRegistry) {
+  TrainingSpec t;
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t.model, "mnist_cnn");
+  EXPECT_TRUE(t.model_spec.empty());
+}
+
+}  // namespace
+}  // namespace pstrain
