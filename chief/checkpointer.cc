@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "chief/job_monitor.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -35,6 +37,21 @@ void AddModelVariables(const Model& model, CheckpointIndex* index) {
     out->set_offset(v.offset);
     out->set_size(v.size);
   }
+}
+
+std::string SpecChange(const std::string& saved, const std::string& now) {
+  if (saved.empty() || now.empty() || saved == now) return "";
+  const std::vector<absl::string_view> a = absl::StrSplit(saved, '\n');
+  const std::vector<absl::string_view> b = absl::StrSplit(now, '\n');
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const absl::string_view was = i < a.size() ? a[i] : "(nothing)";
+    const absl::string_view is = i < b.size() ? b[i] : "(nothing)";
+    if (was != is) {
+      return absl::StrCat("\"", absl::StripAsciiWhitespace(was), "\" is now \"",
+                          absl::StripAsciiWhitespace(is), "\"");
+    }
+  }
+  return "";
 }
 
 absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Model& model,
@@ -130,6 +147,12 @@ absl::StatusOr<int64_t> Checkpointer::RestoreNewest() {
       continue;
     }
     PSTRAIN_RETURN_IF_ERROR(CheckCheckpointMatchesModel(*index, *model_, index_path));
+    if (const std::string change = SpecChange(index->model_spec(), model_->spec_yaml());
+        !change.empty()) {
+      // The variables fit (as TensorFlow restores by name), so it goes on.
+      LOG(WARNING) << "the model spec changed since " << index_path << ": " << change
+                   << "; restoring its variables into the model as it is now";
+    }
     const absl::Time start = absl::Now();
     // The ps is told the checkpoint's name; it reads only from its job dir.
     absl::StatusOr<int64_t> restored = servers_->Restore(t.model, step);
@@ -251,6 +274,7 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<ShardSaved>& s
     shard->set_crc32c(r.crc32c);
   }
   index.set_hparams_yaml(JobConfigToYaml(job_));
+  index.set_model_spec(model_->spec_yaml());
   index.set_unix_time(absl::ToUnixSeconds(absl::Now()));
   const std::string prefix = CheckpointPrefix(step);
   PSTRAIN_RETURN_IF_ERROR(

@@ -26,6 +26,11 @@ namespace pstrain {
 // The index entries of `model`'s variables.
 void AddModelVariables(const Model& model, CheckpointIndex* index);
 
+// How the model spec `now` differs from the spec `saved` in a checkpoint
+// (both as ModelSpecToYaml writes them): the first line that differs,
+// quoted, was and is; "" when they are the same or either is unknown.
+std::string SpecChange(const std::string& saved, const std::string& now);
+
 // OK if the checkpoint holds exactly `model`'s variables with the same
 // shapes; otherwise InvalidArgument naming the first variable that differs.
 absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Model& model,

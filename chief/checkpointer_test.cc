@@ -42,6 +42,17 @@ TEST(CheckpointModelCheckTest, RefusesAnotherShapeNamingTheVariable) {
   EXPECT_NE(s.message().find("extra/bias"), std::string::npos) << s;
 }
 
+TEST(CheckpointModelCheckTest, ASpecChangeWithTheSameVariablesIsNamed) {
+  const std::string saved = "name: m\nlayers:\n  - dense: {units: 4, activation: relu}\n";
+  const std::string now = "name: m\nlayers:\n  - dense: {units: 4, activation: tanh}\n";
+  EXPECT_EQ(SpecChange(saved, now),
+            "\"- dense: {units: 4, activation: relu}\" is now \"- dense: {units: 4, activation: "
+            "tanh}\"");
+  EXPECT_EQ(SpecChange(saved, saved), "");
+  EXPECT_EQ(SpecChange("", now), "");  // a checkpoint from before specs
+  EXPECT_EQ(SpecChange(saved, saved + "  - relu\n"), "\"\" is now \"- relu\"");
+}
+
 // A 2x2 input, 3 classes, 15 parameters: checkpoints of it are small.
 std::unique_ptr<Model> TinyModel() {
   std::vector<std::unique_ptr<Layer>> layers;

@@ -63,11 +63,12 @@ absl::Status ParseCluster(const Source& source, const YAML::Node& node, std::str
 // the line of the job's file; the node emitted as YAML when the text is not
 // known or the map is not a block map.
 std::string NestedMapText(const Source& source, const YAML::Node& node) {
-  const YAML::Mark mark = node.Mark();
+  // The first key's position: the map's own is before an anchor or a tag.
+  const YAML::Mark mark = node.size() > 0 ? node.begin()->first.Mark() : node.Mark();
   const std::vector<absl::string_view> lines = absl::StrSplit(Sv(source.text), '\n');
-  if (source.text.empty() || mark.is_null() || mark.line >= static_cast<int>(lines.size()) ||
-      mark.column >= static_cast<int>(lines[mark.line].size()) ||
-      lines[mark.line][mark.column] == '{') {
+  if (source.text.empty() || mark.is_null() || node.Style() == YAML::EmitterStyle::Flow ||
+      mark.line >= static_cast<int>(lines.size()) ||
+      mark.column >= static_cast<int>(lines[mark.line].size())) {
     YAML::Emitter out;
     out << node;
     return absl::StrCat(std::string(mark.is_null() ? 0 : mark.line, '\n'), out.c_str(), "\n");
@@ -93,10 +94,12 @@ std::string NestedMapText(const Source& source, const YAML::Node& node) {
 // its name.
 absl::Status SetInlineModelSpec(const Source& source, const YAML::Node& node,
                                 TrainingSpec* training) {
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
-                           ParseModelSpec(NestedMapText(source, node), source.name));
+  std::string text = NestedMapText(source, node);
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(text, source.name));
+  if (spec.name.empty()) spec.name = "model";
   training->model = spec.name;
   training->model_spec = ModelSpecToYaml(spec);
+  training->model_origin = {source.name, std::move(text)};
   return absl::OkStatus();
 }
 

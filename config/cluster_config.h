@@ -79,6 +79,16 @@ absl::StatusOr<UpdateMode> ParseUpdateMode(std::string_view name);
 // "async", "sync" or "ssp".
 std::string_view UpdateModeName(UpdateMode mode);
 
+// Where a job's model spec came from: the file (or job file) and its text as
+// written, so that building it names the lines its author sees. Not part of
+// the job: every origin compares equal (a job written out and read back
+// has the same spec from another origin).
+struct ModelSpecOrigin {
+  std::string source;
+  std::string text;
+  friend bool operator==(const ModelSpecOrigin&, const ModelSpecOrigin&) { return true; }
+};
+
 // The training section. Every field has a key of the same name in the YAML
 // "training" map and a command-line flag of the same name.
 struct TrainingSpec {
@@ -91,6 +101,7 @@ struct TrainingSpec {
   // registry's spec for `model`. Not a training key of its own: the YAML
   // writes it as the job's `model:` section.
   std::string model_spec;
+  ModelSpecOrigin model_origin;  // of model_spec, when read from a file or job file
   // cifar10_resnet: depth (6n + 2), batch norm's moving-average decay and
   // epsilon, and the training augmentation (pad 4, random crop, flip), with
   // the CIFAR-10 estimator's flag names and defaults.

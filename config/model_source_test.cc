@@ -122,6 +122,24 @@ TEST(ModelSourceTest, NamingAModelAnewDropsTheInlineSpec) {
   EXPECT_TRUE(job->training.model_spec.empty());
 }
 
+TEST(ModelSourceTest, AnUnnamedInlineSpecIsModelAndAnchorsAreRead) {
+  constexpr char kYaml[] = R"(cluster: {chief: ["127.0.0.1:1"], ps: ["127.0.0.1:2"]}
+training: {job_dir: /tmp/job, train_steps: 1}
+model: &net
+  input: [4, 4, 1]
+  classes: 2
+  layers: [flatten, {dense: {units: 2}}]
+)";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.model, "model");
+  EXPECT_EQ(ParseModelSpec(job->training.model_spec, "stored")->name, "model");
+  EXPECT_TRUE(ValidateJobConfig(*job).ok());
+  absl::StatusOr<JobConfig> again = ParseJobConfig(JobConfigToYaml(*job), "written");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *job);
+}
+
 TEST(ModelSourceTest, PathsAreSpecFilesAndNamesAreBuiltIns) {
   EXPECT_TRUE(IsModelSpecPath("net.yaml"));
   EXPECT_TRUE(IsModelSpecPath("net.yml"));
@@ -164,6 +182,42 @@ layers:
   const TrainingSpec before = t;
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
   EXPECT_EQ(t, before);
+}
+
+TEST_F(ModelFileTest, AnUnnamedSpecFileIsNamedAfterTheFile) {
+  TrainingSpec t;
+  t.model = Write("small_net.v2.yaml",
+                  "input: [4, 4, 1]\nclasses: 2\nlayers: [flatten, "
+                  "{dense: {units: 2}}]\n");
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t.model, "small_net");
+  EXPECT_EQ(t.model_origin.source, (dir_ / "small_net.v2.yaml").string());
+  t = TrainingSpec();
+  t.model = Write("odd name!.yaml",
+                  "input: [4, 4, 1]\nclasses: 2\nlayers: [flatten, "
+                  "{dense: {units: 2}}]\n");
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t.model, "model");
+}
+
+TEST_F(ModelFileTest, CloudMlEngineArgsNameASpecFile) {
+  const std::string path = Write("args_net.yaml",
+                                 "name: from_args\ninput: [4, 4, 1]\nclasses: 2\n"
+                                 "layers: [flatten, {dense: {units: 2}}]\n");
+  const std::string yaml = R"(trainingInput:
+  scaleTier: BASIC
+  jobDir: /tmp/job
+  args: ["--train-steps=10", "--model", ")" +
+                           path + R"("]
+)";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(yaml, "mlengine.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->training.model, path);
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &job->training).ok());
+  EXPECT_EQ(job->training.model, "from_args");
+  // The args' model and a model section are one model given twice.
+  ExpectInvalid(ParseJobConfig(yaml + "model: mnist_cnn\n", "mlengine.yaml").status(),
+                {"model is given twice"});
 }
 
 TEST_F(ModelFileTest, MissingAndBadSpecFilesAreNamed) {

@@ -200,7 +200,10 @@ absl::Status SetTrainingField(TrainingSpec* spec, std::string_view key, std::str
         }
         spec->*member = std::move(parsed);
         // A model named anew replaces the spec the job had.
-        if (std::string_view(field->name) == "model") spec->model_spec.clear();
+        if (std::string_view(field->name) == "model") {
+          spec->model_spec.clear();
+          spec->model_origin = {};
+        }
         return absl::OkStatus();
       },
       field->ptr);

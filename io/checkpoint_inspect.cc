@@ -110,6 +110,17 @@ absl::StatusOr<std::string> InspectCheckpoint(Env* env, const std::string& index
   std::string out = absl::StrCat("checkpoint: ", prefix, "\n");
   absl::StrAppend(&out, "global step: ", index.global_step(), "\n");
   absl::StrAppend(&out, "model: ", index.model(), "\n");
+  if (!index.model_spec().empty()) {
+    // Every layer of the spec is one line of it, under "layers:".
+    const std::string& spec = index.model_spec();
+    const size_t layers = spec.find("\nlayers:\n");
+    const int64_t count =
+        layers == std::string::npos
+            ? 0
+            : std::count(spec.begin() + static_cast<int64_t>(layers) + 9, spec.end(), '\n');
+    absl::StrAppend(&out, "model spec: ", count, " layers, in the index (pstrain-export builds ",
+                    "the model from it)\n");
+  }
   absl::StrAppend(&out, "optimizer: ", index.optimizer());
   if (index.slot_names_size() > 0) {
     absl::StrAppend(&out, " (slots: ", absl::StrJoin(index.slot_names(), ", "), ")");

@@ -34,8 +34,18 @@ absl::Status ResolveJobModel(TrainingSpec* t) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::string spec, JobModelSpec(t));
-  return BuildModelFromSpecText(spec, t.model);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, JobModelSpec(t));
+  if (t.model_origin.text.empty()) return BuildModelFromSpecText(text, t.model);
+  // Built from the text as its author wrote it, so that an error names the
+  // file and the line they see; the same spec as model_spec, with its name.
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
+                           ParseModelSpec(t.model_origin.text, t.model_origin.source));
+  spec.name = t.model;
+  if (ModelSpecToYaml(spec) != text) {
+    return absl::InternalError(absl::StrCat("the model spec from ", t.model_origin.source,
+                                            " is not the job's (", t.model, ")"));
+  }
+  return BuildSpecModel(spec, t.model_origin.source);
 }
 
 }  // namespace pstrain

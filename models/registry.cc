@@ -31,10 +31,17 @@ std::string Cifar10EstimatorSchedule(int batch_size, int replicas) {
 }
 
 absl::Status CheckResNetOptions(const ModelOptions& options) {
-  if (options.num_layers < 8 || (options.num_layers - 2) % 6 != 0) {
+  // 1202: the deepest of He et al.'s CIFAR-10 ResNets (and a spec well
+  // within kMaxSpecLayers).
+  if (options.num_layers < 8 || options.num_layers > 1202 || (options.num_layers - 2) % 6 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("training.num_layers = ", options.num_layers,
-                     ": cifar10_resnet needs 6n + 2 layers (20, 32, 44, 56, 110)"));
+                     ": cifar10_resnet needs 6n + 2 layers, 8 to 1202 (20, 32, 44, 56, 110)"));
+  }
+  if (!(options.batch_norm_epsilon > 0 && options.batch_norm_epsilon <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training.batch_norm_epsilon = ", options.batch_norm_epsilon,
+                     ": cifar10_resnet's batch norms need an epsilon in (0, 1]"));
   }
   return absl::OkStatus();
 }
@@ -79,6 +86,11 @@ absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name, const Mode
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpecText(std::string_view yaml,
                                                               std::string_view source) {
   PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(yaml, source));
+  return BuildSpecModel(spec, source);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> BuildSpecModel(const ModelSpec& spec,
+                                                      std::string_view source) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildModelFromSpec(spec, source));
   const bool learns =
       std::any_of(model->variables().begin(), model->variables().end(),

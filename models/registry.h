@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "config/model_spec.h"
 #include "models/model.h"
 
 namespace pstrain {
@@ -32,6 +33,11 @@ absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name, const Mode
 // the spec (Model::spec_yaml). `source` begins every message.
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpecText(std::string_view yaml,
                                                               std::string_view source);
+
+// The same for a spec already read; InvalidArgument also for a model with no
+// variable to train.
+absl::StatusOr<std::unique_ptr<Model>> BuildSpecModel(const ModelSpec& spec,
+                                                      std::string_view source);
 
 // Builds the built-in `name` ("mnist_cnn") from its spec. InvalidArgument for
 // an unknown name, listing the known ones.

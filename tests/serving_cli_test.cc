@@ -203,6 +203,13 @@ TEST_F(ServingCliTest, TheQuickstartClusterTrainsAModelSpecFileAndItsExportAnswe
   EXPECT_EQ(manifest["model"], "fashion_cnn_bn");
   EXPECT_NE(manifest["model_spec"].get<std::string>().find("batch_norm"), std::string::npos);
 
+  // The checkpoint holds it too.
+  ProcessResult ckpt = RunProcess({kBin + "/pstrain-ckpt", job_dir()}, 60);
+  ASSERT_EQ(ckpt.exit_code, 0) << ckpt.output;
+  EXPECT_NE(ckpt.output.find("model: fashion_cnn_bn\nmodel spec: 10 layers, in the index"),
+            std::string::npos)
+      << ckpt.output;
+
   // 200 test images through pstrain-predict and pstrain-serve.
   absl::StatusOr<Dataset> test = LoadDataset(Env::Default(), fashion, Split::kTest);
   ASSERT_TRUE(test.ok()) << test.status();

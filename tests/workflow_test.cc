@@ -201,6 +201,59 @@ TEST_F(WorkflowTest, EveryRoleFailsFastWithItsErrorOnBadStartup) {
   ::close(holder);
 }
 
+// A bad model spec stops the launcher and every role at start, naming the
+// file and the line, with no process left and nothing written to the job dir.
+TEST_F(WorkflowTest, ABadModelSpecStopsEveryRoleAtStartWritingNothing) {
+  struct BadSpec {
+    std::string what, text;
+    std::vector<std::string> expect;
+  };
+  const std::string head = "name: bad\ninput: [28, 28, 1]\nclasses: 10\nlayers:\n";
+  const std::vector<BadSpec> specs = {
+      {"unknown type",
+       head + "  - flaten\n  - dense: {units: 10}\n",
+       {"unknown layer type flaten (did you mean flatten?)", "line 5"}},
+      {"shapes that do not fit",
+       head + "  - conv2d: {filters: 4, kernel: 3}\n"
+              "  - dense: {units: 10}\n",
+       {"layer dense (dense, line 6) cannot take its input [26, 26, 4]"}},
+      {"unknown input",
+       head + "  - flatten\n  - dense: {units: 10, input: nope}\n",
+       {"nope", "line 6"}},
+      {"syntax error", head + "  - dense: {units: 10\n", {"line"}},
+      {"zero size", head + "  - flatten\n  - dense: {units: 0}\n", {"units must be in [1, "}},
+  };
+  const std::string config = WriteConfig();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const BadSpec& b = specs[i];
+    SCOPED_TRACE(b.what);
+    const std::string spec = JoinPath(dir_, absl::StrCat("bad-", i, ".yaml"));
+    ASSERT_TRUE(Env::Default()->WriteFileAtomic(spec, b.text).ok());
+    const std::string job = JoinPath(dir_, absl::StrCat("bad-job-", i));
+    ProcessResult launched = RunProcess(
+        {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec, "--job_dir=" + job},
+        60);
+    EXPECT_EQ(launched.exit_code, 2) << launched.output;
+    EXPECT_NE(launched.output.find(spec), std::string::npos) << launched.output;
+    for (const std::string& part : b.expect) {
+      EXPECT_NE(launched.output.find(part), std::string::npos) << part << "\n" << launched.output;
+    }
+    EXPECT_EQ(launched.output.find("started"), std::string::npos) << launched.output;
+    for (const std::string role : {"ps", "chief", "worker"}) {
+      ProcessResult r = RunProcess({kBin + "/pstrain-" + role, "--config=" + config,
+                                    "--job_name=" + role, "--model=" + spec, "--job_dir=" + job},
+                                   60);
+      EXPECT_NE(r.exit_code, 0) << role << "\n" << r.output;
+      EXPECT_NE(r.exit_code, -1) << role << " was killed or timed out\n" << r.output;
+      for (const std::string& part : b.expect) {
+        EXPECT_NE(r.output.find(part), std::string::npos) << role << ": " << part << "\n"
+                                                          << r.output;
+      }
+    }
+    EXPECT_FALSE(Env::Default()->FileExists(job)) << job;
+  }
+}
+
 TEST_F(WorkflowTest, ALauncherJobWithBadDataEndsAtOnceWithTheChiefsError) {
   const std::string missing = JoinPath(dir_, "no-such-data");
   const absl::Time start = absl::Now();
