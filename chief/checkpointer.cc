@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/tensor.h"
+#include "onnx/onnx_weights.h"
 
 namespace pstrain {
 namespace {
@@ -172,7 +173,8 @@ absl::StatusOr<int64_t> Checkpointer::RestoreNewest() {
     return *restored;
   }
   std::vector<float> params(model_->num_params()), state(model_->num_state());
-  model_->InitializeVariables(t.seed, params.data(), state.data());
+  PSTRAIN_RETURN_IF_ERROR(
+      InitializeModelVariables(env_, *model_, t.seed, params.data(), state.data()));
   PSTRAIN_RETURN_IF_ERROR(servers_->Initialize(t.model, params.data(), state.data(), 0));
   (steps.empty() ? LOG(INFO) : LOG(WARNING))
       << (steps.empty() ? "no checkpoint in " : "no usable checkpoint in ") << t.job_dir

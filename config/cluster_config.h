@@ -102,6 +102,10 @@ struct TrainingSpec {
   // writes it as the job's `model:` section.
   std::string model_spec;
   ModelSpecOrigin model_origin;  // of model_spec, when read from a file or job file
+  // A model read from an ONNX file (`model: net.onnx`): "use" starts it from
+  // the file's initializers, "ignore" from the spec's initializers (fresh
+  // values chosen by layer type).
+  std::string onnx_weights = "use";
   // cifar10_resnet: depth (6n + 2), batch norm's moving-average decay and
   // epsilon, and the training augmentation (pad 4, random crop, flip), with
   // the CIFAR-10 estimator's flag names and defaults.

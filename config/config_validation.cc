@@ -160,6 +160,11 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
   }
   if (t.model.empty()) return Invalid("training.model is empty");
   if (t.data_dir.empty()) return Invalid("training.data_dir is empty");
+  if (t.onnx_weights != "use" && t.onnx_weights != "ignore") {
+    return Invalid(absl::StrCat("training.onnx_weights = \"", t.onnx_weights,
+                                "\": use (start from the ONNX file's initializers) or ignore "
+                                "(draw fresh values)"));
+  }
   if (const std::string o = absl::AsciiStrToLower(t.optimizer);
       !o.empty() && o != "sgd" && o != "momentum" && o != "adam") {
     return Invalid(absl::StrCat("training.optimizer = \"", t.optimizer,

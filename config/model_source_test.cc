@@ -145,6 +145,7 @@ TEST(ModelSourceTest, PathsAreSpecFilesAndNamesAreBuiltIns) {
   EXPECT_TRUE(IsModelSpecPath("net.yml"));
   EXPECT_TRUE(IsModelSpecPath("examples/models/x"));
   EXPECT_TRUE(IsModelSpecPath("gs://bucket/net"));
+  EXPECT_TRUE(IsModelSpecPath("net.onnx"));
   EXPECT_FALSE(IsModelSpecPath("mnist_cnn"));
   EXPECT_FALSE(IsModelSpecPath("cifar10_resnet"));
 }
@@ -234,6 +235,77 @@ TEST_F(ModelFileTest, MissingAndBadSpecFilesAreNamed) {
   const std::string syntax = Write("syntax.yaml", "name: b\ninput: [4, 4\n");
   t.model = syntax;
   ExpectInvalid(LoadModelSpecFile(Env::Default(), &t), {"syntax.yaml", "line"});
+}
+
+// The PyTorch CNN of tests/onnx/torch_cnn.py, exported by torch.onnx.export.
+TEST_F(ModelFileTest, AnOnnxFileIsASpecThatStartsFromItsWeights) {
+  absl::StatusOr<std::string> onnx =
+      Env::Default()->ReadFile(std::string(PSTRAIN_SOURCE_DIR) + "/fuzz/seeds/onnx/torch_cnn.onnx");
+  ASSERT_TRUE(onnx.ok()) << onnx.status();
+  const std::string path = Write("torch_cnn.onnx", *onnx);
+  TrainingSpec t;
+  t.model = path;
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(t.model_spec, "spec");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights, path);
+  EXPECT_EQ(spec->input, (std::vector<int64_t>{28, 28, 1}));
+  EXPECT_EQ(spec->classes, 10);
+  EXPECT_EQ(t.model_origin.text, t.model_spec);
+  // onnx_weights: ignore takes the graph alone.
+  TrainingSpec fresh;
+  fresh.model = path;
+  fresh.onnx_weights = "ignore";
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &fresh).ok());
+  EXPECT_EQ(fresh.model_spec.find("weights:"), std::string::npos) << fresh.model_spec;
+  EXPECT_EQ(fresh.model, t.model);
+  // A file that is not ONNX is named.
+  TrainingSpec bad;
+  bad.model = Write("bad.onnx", "not a model");
+  ExpectInvalid(LoadModelSpecFile(Env::Default(), &bad), {"bad.onnx"});
+  // A relative path is made absolute: every role reads it from its own
+  // directory.
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  TrainingSpec relative;
+  relative.model = "torch_cnn.onnx";
+  const absl::Status loaded = LoadModelSpecFile(Env::Default(), &relative);
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  EXPECT_NE(relative.model_spec.find("weights: \"" + path + "\""), std::string::npos)
+      << relative.model_spec;
+  // And onnx_weights takes use or ignore.
+  absl::StatusOr<JobConfig> job = ParseJobConfig(
+      "cluster: {chief: [\"127.0.0.1:1\"], ps: [\"127.0.0.1:2\"]}\n"
+      "training: {job_dir: /tmp/j, train_steps: 1, onnx_weights: keep}\n",
+      "job.yaml");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ExpectInvalid(ValidateJobConfig(*job), {"onnx_weights", "use", "ignore"});
+}
+
+TEST_F(ModelFileTest, ASpecsRelativeWeightsAreBesideIt) {
+  std::filesystem::create_directories(dir_ / "nets");
+  const std::string path = Write("nets/head.yaml",
+                                 "input: [4, 4, 1]\nclasses: 2\nweights: base/net.onnx\n"
+                                 "layers: [flatten, {dense: {units: 2}}]\n");
+  TrainingSpec t;
+  t.model = path;
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(t.model_spec, "spec");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights, (dir_ / "nets/base/net.onnx").string());
+  // gs:// and absolute ones stay as they are; ignore drops them.
+  t = TrainingSpec();
+  t.model = Write("nets/gs.yaml",
+                  "input: [4, 4, 1]\nclasses: 2\nweights: gs://b/net.onnx\n"
+                  "layers: [flatten, {dense: {units: 2}}]\n");
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_NE(t.model_spec.find("weights: \"gs://b/net.onnx\""), std::string::npos);
+  t = TrainingSpec();
+  t.model = path;
+  t.onnx_weights = "ignore";
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  EXPECT_EQ(t.model_spec.find("weights"), std::string::npos);
 }
 
 TEST_F(ModelFileTest, BuiltInNamesAreLeftToTheRegistry) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -265,8 +266,8 @@ absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, Mo
 
 absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* spec) {
   bool have_input = false, have_classes = false, have_layers = false;
-  static const std::vector<std::string> kKeys = {"name", "input", "classes", "preprocessing",
-                                                 "layers"};
+  static const std::vector<std::string> kKeys = {"name",          "input",  "classes",
+                                                 "preprocessing", "layers", "weights"};
   PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
       source, root, "",
       [&](const std::string& key, const YAML::Node& key_node,
@@ -305,6 +306,14 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
           }
         } else if (key == "preprocessing") {
           return ParsePreprocessing(source, value, spec);
+        } else if (key == "weights") {
+          PSTRAIN_ASSIGN_OR_RETURN(spec->weights, Scalar(source, value, "weights"));
+          if (!absl::EndsWith(Sv(spec->weights), ".onnx")) {
+            return ErrorAt(source, value,
+                           absl::StrCat("weights = ", config_internal::Quoted(spec->weights),
+                                        ": the starting values come from an ONNX file (a path "
+                                        "or gs:// URL ending .onnx)"));
+          }
         } else if (key == "layers") {
           have_layers = true;
           if (!value.IsSequence() || value.size() == 0) {
@@ -362,6 +371,7 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
         ", random_flip: ", spec.random_flip ? "true" : "false",
         ", per_image_standardization: ", spec.per_image_standardization ? "true" : "false", "}\n");
   }
+  if (!spec.weights.empty()) absl::StrAppend(&out, "weights: ", Quoted(spec.weights), "\n");
   absl::StrAppend(&out, "layers:\n");
   for (const LayerSpec& layer : spec.layers) {
     const TypeSpec* type = FindType(layer.type);

@@ -12,6 +12,7 @@
 //     crop_padding: 4          # training: pad and randomly crop back
 //     random_flip: true        # training: random left-right flips
 //     per_image_standardization: true
+//   weights: gs://b/net.onnx   # optional: starting values (ONNX initializers)
 //   layers:                    # applied in order
 //     - conv2d: {filters: 32, kernel: 5, padding: same, activation: relu}
 //     - max_pool: {pool: 2}
@@ -94,6 +95,11 @@ struct ModelSpec {
   bool random_flip = false;
   bool per_image_standardization = false;
   std::vector<LayerSpec> layers;
+  // Where the variables' starting values come from instead of their
+  // initializers: an ONNX file (local or gs://) whose initializers, named as
+  // the variables, hold them (onnx/onnx_weights.h). `model: net.onnx` sets it
+  // to that file unless the job says onnx_weights: ignore. Empty: initializers.
+  std::string weights;
 
   bool operator==(const ModelSpec&) const = default;
 };

@@ -252,6 +252,24 @@ layers:
             std::string::npos);
 }
 
+TEST(ModelSpecTest, WeightsNameAnOnnxFileAndWriteBack) {
+  const std::string text =
+      "input: [4, 4, 1]\nclasses: 2\nweights: gs://bucket/nets/small.onnx\n"
+      "layers: [flatten, {dense: {units: 2}}]\n";
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(text, "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights, "gs://bucket/nets/small.onnx");
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(ModelSpecToYaml(*spec), "written");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->weights, spec->weights);
+  // Without it, nothing is written.
+  spec->weights.clear();
+  EXPECT_EQ(ModelSpecToYaml(*spec).find("weights"), std::string::npos);
+  EXPECT_NE(Error("input: [4, 4, 1]\nclasses: 2\nweights: net.bin\nlayers: [flatten]\n")
+                .find("weights = \"net.bin\": the starting values come from an ONNX file"),
+            std::string::npos);
+}
+
 // The README's "Your own model" holds the reference as it is.
 TEST(ModelSpecTest, TheReadmeHoldsTheLayerReference) {
   std::ifstream file(PSTRAIN_SOURCE_DIR "/README.md");

@@ -17,6 +17,9 @@ DEFINE_int32(task_index, 0, "This task's index within its job (with --config).")
 DEFINE_string(model, "mnist_cnn",
               "Model to train: a built-in (mnist_cnn, cifar10_resnet) or a model spec file "
               "(net.yaml, local or gs://).");
+DEFINE_string(onnx_weights, "use",
+              "A model read from an ONNX file: use its initializers as the starting values, "
+              "or ignore them and draw fresh ones.");
 DEFINE_int32(num_layers, 44, "cifar10_resnet: layers, 6n + 2 (20, 32, 44, 56, 110).");
 DEFINE_double(batch_norm_decay, 0.997, "Decay of batch norm's moving averages.");
 DEFINE_double(batch_norm_epsilon, 1e-5, "Batch norm's epsilon.");

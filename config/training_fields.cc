@@ -18,6 +18,7 @@ namespace {
 
 const Field kFields[] = {
     {"model", &TrainingSpec::model},
+    {"onnx_weights", &TrainingSpec::onnx_weights},
     {"num_layers", &TrainingSpec::num_layers},
     {"batch_norm_decay", &TrainingSpec::batch_norm_decay},
     {"batch_norm_epsilon", &TrainingSpec::batch_norm_epsilon},

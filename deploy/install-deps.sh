@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package that pstrain's build, tests and quickstart need.
 # Idempotent: runs `apt-get update` and `apt-get install` only when something is
-# missing. Pass --bench to also install what the side-by-side PyTorch benchmark
-# needs (python3-torch with OpenBLAS).
+# missing. Pass --bench to also install what the side-by-side benchmarks need.
+# ONNX: the schema pstrain compiles (libonnx-dev), the checker and PyTorch the
+# tests run (python3-onnx, python3-torch), and ONNX Runtime for Node.js
+# (npm onnxruntime-node, with its CPU library inside) in a project-local
+# prefix, .deps/node, that the tests find.
 set -euo pipefail
 
 packages=(
@@ -12,9 +15,10 @@ packages=(
   zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
   libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  libonnx-dev python3-onnx python3-torch nodejs npm
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3 python3-torch libopenblas0-pthread hyperfine)
+  packages+=(python3 libopenblas0-pthread hyperfine wrk)
 fi
 
 missing=()
@@ -24,16 +28,39 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+# A node and npm already on the machine (e.g. Node.js 20 from NodeSource)
+# serve as well as Debian's.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  kept=()
+  for p in "${missing[@]}"; do
+    [[ "$p" == nodejs || "$p" == npm ]] || kept+=("$p")
+  done
+  missing=("${kept[@]}")
 fi
 
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-if [[ $(id -u) -ne 0 ]]; then
-  sudo_cmd=(sudo)
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  if [[ $(id -u) -ne 0 ]]; then
+    sudo_cmd=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -q
-"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# ONNX Runtime for Node.js, pinned, into <repo>/.deps/node. Its postinstall
+# would fetch CUDA files: ONNXRUNTIME_NODE_INSTALL=skip keeps to the CPU
+# library the package holds.
+ort_version=1.30.0
+node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.deps/node"
+if ! (cd "$node_prefix" 2>/dev/null &&
+  node -e "process.exit(require('onnxruntime-node/package.json').version === '$ort_version' ? 0 : 1)" \
+    2>/dev/null); then
+  echo "install-deps: installing onnxruntime-node $ort_version into $node_prefix"
+  mkdir -p "$node_prefix"
+  (cd "$node_prefix" && ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix . --no-audit --no-fund \
+    --loglevel=error "onnxruntime-node@$ort_version")
+fi

@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/png.h"
+#include "onnx/onnx_test_graph.h"
 #include "proto/parameter_server.pb.h"
 #include "tests/ps_test_util.h"
 
@@ -48,6 +49,21 @@ std::string Rpc(int method, const google::protobuf::Message& m) {
   const std::string bytes = m.SerializeAsString();
   return std::string(1, static_cast<char>(method)) + static_cast<char>(bytes.size() & 0xff) +
          static_cast<char>(bytes.size() >> 8) + bytes;
+}
+
+void WriteOnnxSeeds() {
+  using pstrain::onnx_test::GraphBuilder;
+  Put("onnx", "small_cnn.onnx", pstrain::onnx_test::SmallCnn().Build().Bytes());
+  GraphBuilder b;
+  b.Input("x", {-1, 3, 2, 2});
+  b.Node("Flatten", {"x"}, {"f"});
+  b.Init("W", {12, 4}, pstrain::onnx_test::TestValues(48, 1));
+  b.Init("B", {4}, pstrain::onnx_test::TestValues(4, 2));
+  b.Node("MatMul", {"f", "W"}, {"m"}, "fc/MatMul");
+  b.Node("Add", {"m", "B"}, {"a"}, "fc/Add");
+  b.Node("Softmax", {"a"}, {"y"}, "softmax");
+  b.Output("y", {-1, 4});
+  Put("onnx", "matmul_add.onnx", b.Bytes());
 }
 
 }  // namespace
@@ -103,7 +119,7 @@ int main(int argc, char** argv) {
            .ok()) {
     return 1;
   }
-  absl::StatusOr<ShardSaved> saved = ps->task->Save("/job/model.ckpt-3", 3, 3, absl::Seconds(1));
+  absl::StatusOr<ShardSaved> saved = ps->task->Save(3, 3, absl::Seconds(1));
   if (!saved.ok()) return 1;
   CheckpointIndex index;
   index.set_model("tiny");
@@ -188,5 +204,9 @@ int main(int argc, char** argv) {
   Put("predict_request", "objects",
       R"({"instances": [{"image": [0,0,0,0,0,0]}, {"b64": "AA=="}]})");
   Put("predict_request", "color", R"({"instances": [[[[0,0,0],[1,1,1]],[[0,0,0],[1,1,1]]]]})");
+
+  // onnx_fuzzer: a torch-style CNN and a MatMul + Add net (torch_cnn.onnx,
+  // tests/onnx/torch_cnn.py's export, is checked in beside them).
+  WriteOnnxSeeds();
   return 0;
 }

@@ -10,15 +10,18 @@
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "config/cluster_config.h"
+#include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "nlohmann/json.hpp"
+#include "onnx/onnx_export.h"
 
 namespace pstrain {
 namespace {
 
 constexpr char kManifest[] = "model.json";
 constexpr char kVariables[] = "variables.bin";
+constexpr char kOnnx[] = "model.onnx";
 constexpr char kFormat[] = "pstrain-export";
 constexpr int kFormatVersion = 1;
 
@@ -148,6 +151,18 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
   std::copy(state.begin(), state.end(), reinterpret_cast<float*>(bytes.data()) + params.size());
   const uint32_t crc = crc32c::Value(bytes.data(), bytes.size());
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kVariables), bytes));
+  if (model.spec_yaml().empty()) {
+    LOG(INFO) << "export of " << model.name() << " to " << dir << ": no " << kOnnx
+              << " (the model has no spec, which the ONNX graph is written from)";
+  } else if (absl::StatusOr<std::string> onnx = ModelToOnnx(model, params, state); !onnx.ok()) {
+    // The version still serves pstrain-serve: a model ONNX cannot hold (past
+    // protobuf's 2 GiB) loses only its model.onnx.
+    if (!absl::IsResourceExhausted(onnx.status())) return onnx.status();
+    LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
+                 << onnx.status().message() << ")";
+  } else {
+    PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kOnnx), *onnx));
+  }
   const nlohmann::json manifest =
       Manifest(model, options, global_step, version, hparams_yaml, bytes.size(), crc);
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kManifest), manifest.dump(2) + "\n"));
@@ -161,8 +176,10 @@ absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& e
   for (size_t i = 0; i + std::max(keep, 1) < versions.size(); ++i) {
     const std::string dir = JoinPath(export_base, std::to_string(versions[i]));
     PSTRAIN_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, kManifest)));
-    absl::Status s = env->DeleteFile(JoinPath(dir, kVariables));
-    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    for (const char* file : {kVariables, kOnnx}) {
+      absl::Status s = env->DeleteFile(JoinPath(dir, file));
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
     PSTRAIN_RETURN_IF_ERROR(env->DeleteDir(dir));
     deleted.push_back(versions[i]);
   }
@@ -217,8 +234,18 @@ absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& 
                    "(job_dir/model.ckpt-2000)"));
 }
 
-absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
-                                             const std::string& export_base) {
+namespace {
+
+// A checkpoint's model and values, read for an export.
+struct CheckpointValues {
+  std::unique_ptr<Model> model;
+  ModelOptions options;
+  int64_t global_step = 0;
+  std::string hparams_yaml;
+  std::vector<float> params, state;
+};
+
+absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::string& index_path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
                            CheckpointReader::Open(env, index_path));
   const CheckpointIndex& index = reader->index();
@@ -229,18 +256,39 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
     return DataLoss(index_path, absl::StrCat("holds ", index.model(), " but its job config says ",
                                              job->training.model));
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(job->training));
-  if (model->num_params() != index.num_params() || model->num_state() != index.num_state()) {
+  CheckpointValues out;
+  PSTRAIN_ASSIGN_OR_RETURN(out.model, BuildJobModel(job->training));
+  const Model& model = *out.model;
+  if (model.num_params() != index.num_params() || model.num_state() != index.num_state()) {
     return DataLoss(index_path,
                     absl::StrCat("holds ", index.num_params(), " parameters and ",
                                  index.num_state(), " state values; ", index.model(), " has ",
-                                 model->num_params(), " and ", model->num_state()));
+                                 model.num_params(), " and ", model.num_state()));
   }
-  std::vector<float> params(model->num_params()), state(model->num_state());
-  PSTRAIN_RETURN_IF_ERROR(reader->ReadRange(0, model->num_params(), params.data(), {}).status());
-  PSTRAIN_RETURN_IF_ERROR(reader->ReadState(state.data()));
-  return WriteExport(env, export_base, *model, ModelOptionsFromSpec(job->training),
-                     index.global_step(), index.hparams_yaml(), params, state);
+  out.params.resize(model.num_params());
+  out.state.resize(model.num_state());
+  PSTRAIN_RETURN_IF_ERROR(reader->ReadRange(0, model.num_params(), out.params.data(), {}).status());
+  PSTRAIN_RETURN_IF_ERROR(reader->ReadState(out.state.data()));
+  out.options = ModelOptionsFromSpec(job->training);
+  out.global_step = index.global_step();
+  out.hparams_yaml = index.hparams_yaml();
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
+                                             const std::string& export_base) {
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
+  return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml, c.params,
+                     c.state);
+}
+
+absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,
+                                    const std::string& output_path) {
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string onnx, ModelToOnnx(*c.model, c.params, c.state));
+  return env->WriteFileAtomic(output_path, onnx);
 }
 
 }  // namespace pstrain

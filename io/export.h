@@ -8,6 +8,11 @@
 //   <job_dir>/export/1795478400/variables.bin  every parameter, then the
 //                                               batch-norm statistics
 //                                               (float32, little-endian)
+//   <job_dir>/export/1795478400/model.onnx     the same model as an ONNX graph
+//                                               for ONNX Runtime and the like
+//                                               (onnx/onnx_export.h), when the
+//                                               model has a spec (always, but
+//                                               for models built in code)
 //   <job_dir>/export/1795478400/model.json     the manifest, written last:
 //                                               model name, spec and options,
 //                                               input spec, class count,
@@ -48,9 +53,10 @@ struct ExportedModel {
 };
 
 // Writes a new version under `export_base` from the values of `model` (built
-// with `options`) and returns its directory. Its name is the Unix time, or
-// one more than the newest version if that is not newer. InvalidArgument if
-// the value counts do not match the model.
+// with `options`) and returns its directory: variables.bin, model.onnx (when
+// the model has a spec; logged and left out otherwise), then model.json. Its
+// name is the Unix time, or one more than the newest version if that is not
+// newer. InvalidArgument if the value counts do not match the model.
 absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
                                         const Model& model, const ModelOptions& options,
                                         int64_t global_step, const std::string& hparams_yaml,
@@ -86,6 +92,12 @@ absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& 
 // Returns the new version directory.
 absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
                                              const std::string& export_base);
+
+// Writes the checkpoint whose index is `index_path` as one ONNX file at
+// `output_path` (replaced atomically), the model.onnx an export version holds.
+// InvalidArgument for a checkpoint whose model has no spec.
+absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,
+                                    const std::string& output_path);
 
 }  // namespace pstrain
 

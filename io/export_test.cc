@@ -5,6 +5,7 @@
 #include "config/cluster_config.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
+#include "onnx/onnx.pb.h"
 #include "proto/checkpoint.pb.h"
 
 namespace pstrain {
@@ -36,6 +37,14 @@ TEST(ExportTest, RoundTripsEveryValueAndTheSpec) {
   ASSERT_TRUE(dir.ok()) << dir.status();
   EXPECT_TRUE(env.FileExists(*dir + "/model.json"));
   EXPECT_TRUE(env.FileExists(*dir + "/variables.bin"));
+  // The model as ONNX beside it (onnx/onnx_export_test.cc checks the graph).
+  absl::StatusOr<std::string> onnx_bytes = env.ReadFile(*dir + "/model.onnx");
+  ASSERT_TRUE(onnx_bytes.ok()) << onnx_bytes.status();
+  onnx::ModelProto onnx_model;
+  ASSERT_TRUE(onnx_model.ParseFromString(*onnx_bytes));
+  EXPECT_EQ(onnx_model.producer_name(), "pstrain");
+  EXPECT_EQ(onnx_model.graph().name(), "mnist_cnn");
+  EXPECT_EQ(onnx_model.graph().initializer_size(), static_cast<int>(t.model->variables().size()));
   absl::StatusOr<ExportedModel> e = ReadExport(&env, *dir);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->model, "mnist_cnn");
@@ -87,6 +96,19 @@ TEST(ExportTest, VersionsRiseArePrunedAndResolve) {
   EXPECT_EQ(deleted->size(), 2u);
   EXPECT_EQ(*ListExportVersions(&env, kBase), std::vector<int64_t>{(*versions)[2]});
   EXPECT_FALSE(env.FileExists(dirs[0] + "/variables.bin"));
+  EXPECT_FALSE(env.FileExists(dirs[0] + "/model.onnx"));
+  EXPECT_TRUE(env.FileExists(dirs[2] + "/model.onnx"));
+}
+
+TEST(ExportTest, AModelWithoutASpecHasNoOnnxFile) {
+  MemEnv env;
+  Trained t = MakeModel(1);
+  t.model->set_spec_yaml("");
+  absl::StatusOr<std::string> dir =
+      WriteExport(&env, kBase, *t.model, ModelOptions(), 1, "", t.params, t.state);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  EXPECT_FALSE(env.FileExists(*dir + "/model.onnx"));
+  EXPECT_TRUE(ReadExport(&env, *dir).ok());
 }
 
 TEST(ExportTest, AVersionWithoutItsManifestIsNotOne) {
@@ -193,6 +215,12 @@ TEST(ExportTest, ExportsACheckpointWithItsJobsModelOptions) {
   EXPECT_FLOAT_EQ(e->options.batch_norm_epsilon, 1e-3f);
   EXPECT_EQ(e->params, t.params);
   EXPECT_EQ(e->state, t.state);
+
+  // pstrain-export --format=onnx: the version's model.onnx alone.
+  ASSERT_TRUE(ExportCheckpointAsOnnx(&env, index, "/out/net.onnx").ok());
+  EXPECT_EQ(*env.ReadFile("/out/net.onnx"), *env.ReadFile(*dir + "/model.onnx"));
+  EXPECT_FALSE(ExportCheckpointAsOnnx(&env, "/nothing.index", "/out/x.onnx").ok());
+  EXPECT_FALSE(env.FileExists("/out/x.onnx"));
 }
 
 }  // namespace

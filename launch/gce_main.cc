@@ -20,6 +20,7 @@
 #include "common/env.h"
 #include "common/version.h"
 #include "config/model_source.h"
+#include "config/model_spec.h"
 #include "gflags/gflags.h"
 #include "launch/gce_plan.h"
 
@@ -119,6 +120,20 @@ int main(int argc, char** argv) {
         !s.ok()) {
       std::fprintf(stderr, "pstrain-gce: %s\n", std::string(s.message()).c_str());
       return 2;
+    }
+    // A spec's starting values must be where the VMs can read them.
+    if (!plan->job.training.model_spec.empty()) {
+      absl::StatusOr<pstrain::ModelSpec> spec =
+          pstrain::ParseModelSpec(plan->job.training.model_spec, plan->job.training.model);
+      if (spec.ok() && !spec->weights.empty() && !absl::StartsWith(spec->weights, "gs://")) {
+        std::fprintf(stderr,
+                     "pstrain-gce: the model's starting weights are in %s, a file on this "
+                     "machine that the VMs cannot read: copy it to gs:// and give that (--model "
+                     "gs://<bucket>/<file>.onnx, or weights: gs://... in the spec), or train "
+                     "from fresh values (--onnx_weights=ignore)\n",
+                     spec->weights.c_str());
+        return 2;
+      }
     }
   }
   const std::string config_file =

@@ -41,6 +41,10 @@ absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
   PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
                            ParseModelSpec(t.model_origin.text, t.model_origin.source));
   spec.name = t.model;
+  // Where its starting values are, as the job resolved it (relative to the
+  // spec file, or dropped by onnx_weights: ignore).
+  PSTRAIN_ASSIGN_OR_RETURN(const ModelSpec job_spec, ParseModelSpec(text, t.model));
+  spec.weights = job_spec.weights;
   if (ModelSpecToYaml(spec) != text) {
     return absl::InternalError(absl::StrCat("the model spec from ", t.model_origin.source,
                                             " is not the job's (", t.model, ")"));

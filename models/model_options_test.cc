@@ -1,5 +1,6 @@
 #include "models/model_options.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -151,6 +152,21 @@ layers:
   EXPECT_NE(s.message().find(path + ": layer dense (dense, line 7) cannot take its input"),
             std::string::npos)
       << s;
+}
+
+TEST(ModelOptionsTest, ASpecFilesRelativeWeightsAreTheJobsResolvedOnes) {
+  const std::string path = ::testing::TempDir() + "/relative_weights_net.yaml";
+  std::ofstream(path) << "input: [2, 2, 1]\nclasses: 2\nweights: w/net.onnx\n"
+                         "layers: [flatten, {dense: {units: 2}}]\n";
+  TrainingSpec t;
+  t.model = path;
+  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildJobModel(t);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::string weights =
+      (std::filesystem::path(::testing::TempDir()) / "w/net.onnx").lexically_normal().string();
+  EXPECT_NE((*model)->spec_yaml().find("weights: \"" + weights + "\""), std::string::npos)
+      << (*model)->spec_yaml();
 }
 
 }  // namespace

@@ -7,6 +7,14 @@ namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
     const Model& model, const OptimizerConfig& config, float state_decay, uint64_t seed) {
+  std::vector<float> params(model.num_params()), state(model.num_state());
+  model.InitializeVariables(seed, params.data(), state.data());
+  return Create(model, config, state_decay, params, state);
+}
+
+absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
+    const Model& model, const OptimizerConfig& config, float state_decay,
+    absl::Span<const float> params, absl::Span<const float> state) {
   ShardOptions options;
   options.end = model.num_params();
   options.segments = SegmentsForRange(model, 0, model.num_params());
@@ -15,8 +23,6 @@ absl::StatusOr<std::unique_ptr<InProcessClient>> InProcessClient::Create(
   options.state_decays = StateDecays(model, state_decay);
   options.optimizer = config;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard, ParameterShard::Create(options));
-  std::vector<float> params(model.num_params()), state(model.num_state());
-  model.InitializeVariables(seed, params.data(), state.data());
   PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, 0));
   return std::unique_ptr<InProcessClient>(new InProcessClient(std::move(shard)));
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"
 #include "ps_protocol/parameter_client.h"
@@ -21,6 +22,12 @@ class InProcessClient : public ParameterClient {
   static absl::StatusOr<std::unique_ptr<InProcessClient>> Create(const Model& model,
                                                                  const OptimizerConfig& config,
                                                                  float state_decay, uint64_t seed);
+  // Starts from `params` (num_params()) and `state` (num_state()).
+  static absl::StatusOr<std::unique_ptr<InProcessClient>> Create(const Model& model,
+                                                                 const OptimizerConfig& config,
+                                                                 float state_decay,
+                                                                 absl::Span<const float> params,
+                                                                 absl::Span<const float> state);
 
   absl::StatusOr<ParameterView> Pull() override;
   absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,

@@ -6,6 +6,7 @@
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "onnx/onnx_weights.h"
 #include "ps/in_process_client.h"
 #include "worker/evaluation.h"
 #include "worker/replica.h"
@@ -41,9 +42,13 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count()
             << " s";
 
+  // The initializers', or an ONNX file's values (the spec's weights).
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  PSTRAIN_RETURN_IF_ERROR(
+      InitializeModelVariables(env, *model, config.seed, params.data(), state.data()));
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<InProcessClient> client,
-      InProcessClient::Create(*model, config.optimizer, config.state_decay, config.seed));
+      InProcessClient::Create(*model, config.optimizer, config.state_decay, params, state));
   ReplicaSpec spec;  // The only replica.
   spec.batch_size = config.batch_size;
   spec.seed = config.seed;
