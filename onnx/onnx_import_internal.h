@@ -3,7 +3,8 @@
 
 // Internal to onnx_import*.cc: the importer's state while it walks a graph.
 // onnx_import.cc reads the model, orders and prunes the nodes, finds the
-// input and the output; onnx_import_ops.cc turns each node into spec layers.
+// input and the output; onnx_import_ops.cc and onnx_import_shape_ops.cc turn
+// each node into spec layers, with onnx_import_nodes.cc's helpers.
 
 #include <cstdint>
 #include <deque>
@@ -18,11 +19,62 @@
 #include "onnx/onnx.pb.h"
 #include "onnx/onnx_import.h"
 
+// For the Convert* methods, where `n` is the node:
+// Evaluates a StatusOr; on error returns it as `n`'s error.
+#define ASSIGN_OR_NODE_ERROR(lhs, expr) ASSIGN_OR_NODE_ERROR_IMPL(ONNX_CAT(r_, __LINE__), lhs, expr)
+#define ONNX_CAT_INNER(a, b) a##b
+#define ONNX_CAT(a, b) ONNX_CAT_INNER(a, b)
+#define ASSIGN_OR_NODE_ERROR_IMPL(r, lhs, expr)           \
+  auto r = (expr);                                        \
+  if (!r.ok()) return NodeError(n, r.status().message()); \
+  lhs = std::move(r).value()
+// Evaluates a StatusOr that is already a whole message.
+#define ASSIGN_OR_RETURN_ONNX(lhs, expr) \
+  ASSIGN_OR_RETURN_ONNX_IMPL(ONNX_CAT(s_, __LINE__), lhs, expr)
+#define ASSIGN_OR_RETURN_ONNX_IMPL(r, lhs, expr) \
+  auto r = (expr);                               \
+  if (!r.ok()) return r.status();                \
+  lhs = std::move(r).value()
+
 namespace pstrain {
 namespace onnx_import_internal {
 
 // In shape arithmetic (Shape, Gather, ...): the batch size, not known here.
 inline constexpr int64_t kBatchDim = -2;
+
+// The most pstrain imports.
+inline constexpr int kMaxKernel = 64;         // conv2d's kernel and strides
+inline constexpr int kMaxPool = 1024;         // pools' window and strides
+inline constexpr int64_t kMaxSize = 1 << 20;  // filters, units
+inline constexpr int64_t kMaxShapeInts = 64;  // shape arithmetic's values
+
+// Attributes of `n` (onnx_import_nodes.cc). Absent, `name` gives `def`, an
+// empty IntsAttr or a null FindAttr; of another type, an InvalidArgument
+// whose message follows the node's name (NodeError).
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& n, absl::string_view name);
+absl::StatusOr<int64_t> IntAttr(const onnx::NodeProto& n, absl::string_view name, int64_t def);
+absl::StatusOr<float> FloatAttr(const onnx::NodeProto& n, absl::string_view name, float def);
+absl::StatusOr<std::vector<int64_t>> IntsAttr(const onnx::NodeProto& n, absl::string_view name);
+absl::StatusOr<std::string> StringAttr(const onnx::NodeProto& n, absl::string_view name,
+                                       std::string def);
+// One value of a 2-element INTS attribute whose elements must be equal
+// (strides, kernel_shape, dilations).
+absl::StatusOr<int64_t> SquareAttr(const onnx::NodeProto& n, absl::string_view name, int64_t def);
+
+// "[N, -1]": integers of shape arithmetic, kBatchDim as N.
+std::string IntsText(const std::vector<int64_t>& v);
+// The features per example of an activation of `dims`; refused over
+// kMaxTensorElements.
+absl::StatusOr<int64_t> Features(const std::vector<int64_t>& dims);
+// The row of an NCHW-flattened [C, H, W] feature that pstrain's HWC flatten
+// has at `row`; `row` itself when `chw` is empty.
+int64_t OnnxRow(int64_t row, const std::vector<int64_t>& chw);
+// pstrain's padding (valid, same, or with `allow_fixed` fixed) that places
+// the windows of `n` (pads, auto_pad, ceil_mode) as ONNX does on an
+// [in_h, in_w] input; the output's [h, w] in `out`.
+absl::StatusOr<std::string> MatchPadding(const onnx::NodeProto& n, int64_t in_h, int64_t in_w,
+                                         int64_t k, int64_t s, bool allow_fixed,
+                                         std::vector<int64_t>* out);
 
 // `name` as a spec name: letters, digits, _ - . and / (not leading,
 // trailing or doubled), at most 100 characters; "" when nothing is left.
@@ -98,6 +150,7 @@ class Importer {
   absl::Status ConvertGlobalPool(const onnx::NodeProto& n);
   absl::Status ConvertBatchNorm(const onnx::NodeProto& n);
   absl::Status ConvertDropout(const onnx::NodeProto& n);
+  // onnx_import_shape_ops.cc
   absl::Status ConvertFlatten(const onnx::NodeProto& n, const Act& in);
   absl::Status ConvertReshape(const onnx::NodeProto& n);
   absl::Status ConvertAdd(const onnx::NodeProto& n);
@@ -108,7 +161,7 @@ class Importer {
   absl::Status ConvertConstant(const onnx::NodeProto& n);
   absl::Status ConvertShapeOp(const onnx::NodeProto& n);
 
-  // Helpers (onnx_import_ops.cc).
+  // Helpers (onnx_import_nodes.cc).
   absl::Status Error(absl::string_view message) const;  // InvalidArgument, source first
   absl::Status Wrap(const absl::Status& s) const;       // the same code, source first
   // The same code, the source and the node first.
