@@ -128,9 +128,9 @@ int main(int argc, char** argv) {
       if (spec.ok() && !spec->weights.empty() && !absl::StartsWith(spec->weights, "gs://")) {
         std::fprintf(stderr,
                      "pstrain-gce: the model's starting weights are in %s, a file on this "
-                     "machine that the VMs cannot read: copy it to gs:// and give that (--model "
-                     "gs://<bucket>/<file>.onnx, or weights: gs://... in the spec), or train "
-                     "from fresh values (--onnx_weights=ignore)\n",
+                     "machine that the VMs cannot read: copy it to gs:// and give that "
+                     "(training.model: gs://<bucket>/<file>.onnx, or weights: gs://... in the "
+                     "spec), or train from fresh values (training.onnx_weights: ignore)\n",
                      spec->weights.c_str());
         return 2;
       }

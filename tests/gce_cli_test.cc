@@ -6,6 +6,7 @@
 // instead.
 #include <stdlib.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,32 @@ TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
 
 // Without gcloud (or beside it): the commands pstrain-gce runs, through a
 // stub that records them, in order.
+// A model whose starting values are on this machine's disk cannot reach the
+// VMs: refused before any gcloud command, saying what to do.
+TEST_F(GceCliTest, StartingWeightsOnThisMachineAreRefused) {
+  const std::string onnx = JoinPath(dir_, "net.onnx");
+  ASSERT_TRUE(std::filesystem::copy_file(kSourceDir + "/fuzz/seeds/onnx/torch_cnn.onnx", onnx));
+  std::string config = *Env::Default()->ReadFile(config_);
+  const size_t model = config.find("  model: mnist_cnn\n");
+  ASSERT_NE(model, std::string::npos) << config;
+  config.replace(model, 19, "  model: " + onnx + "\n");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(config_, config).ok());
+  ProcessResult up = RunProcess({kGce, "up", "--config=" + config_, "--dry_run",
+                                 "--scripts_dir=" + kSourceDir + "/deploy/gce"},
+                                60);
+  EXPECT_EQ(up.exit_code, 2) << up.output;
+  EXPECT_NE(up.output.find("the model's starting weights are in " + onnx), std::string::npos)
+      << up.output;
+  EXPECT_NE(up.output.find("training.onnx_weights: ignore"), std::string::npos) << up.output;
+  // Without them the same job goes ahead.
+  config.insert(model, "  onnx_weights: ignore\n");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(config_, config).ok());
+  up = RunProcess({kGce, "up", "--config=" + config_, "--dry_run",
+                   "--scripts_dir=" + kSourceDir + "/deploy/gce"},
+                  60);
+  EXPECT_EQ(up.exit_code, 0) << up.output;
+}
+
 TEST_F(GceCliTest, TheCommandsWithARecordedStub) {
   const std::string stub = JoinPath(dir_, "gcloud-stub");
   const std::string log = JoinPath(dir_, "gcloud.log");
