@@ -15,7 +15,7 @@ packages=(
   zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
   libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
-  libonnx-dev python3-onnx python3-torch nodejs npm
+  libonnx-dev python3-onnx python3-torch nodejs npm libfarmhash-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 libopenblas0-pthread hyperfine wrk)
