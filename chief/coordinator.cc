@@ -119,7 +119,7 @@ class Chief {
         LOG_EVERY_N(WARNING, 100) << "cannot write training summaries: " << s;
       }
     });
-    if (train_.has_value()) {
+    if (train_.has_value() && !train_->tabular) {  // tabular examples are no images
       if (absl::Status s = summaries_->WriteInputImages(*train_, "input_images", 3, start_step_);
           !s.ok()) {
         LOG(WARNING) << "cannot write input image summaries: " << s;
@@ -151,12 +151,14 @@ class Chief {
     return absl::OkStatus();
   }
 
-  EvalMetrics Evaluate(const ParameterView& view) {
+  absl::StatusOr<EvalMetrics> Evaluate(const ParameterView& view) {
     ScopedTraceEvent event(deps_.trace, "eval", "evaluate");
-    EvalMetrics m = EvaluateDataset(model_.get(), view, test_, t_.eval_batch_size);
+    PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m,
+                             EvaluateDataset(model_.get(), view, test_, t_.eval_batch_size));
     LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed())
               << " s of training)";
     absl::Status s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
+    if (s.ok() && m.binary) s = eval_events_->WriteScalar("auc", m.global_step, m.auc);
     if (s.ok()) s = eval_events_->WriteScalar("loss", m.global_step, m.loss);
     if (s.ok()) s = eval_events_->Flush();
     if (!s.ok()) LOG(WARNING) << "cannot write evaluation events: " << s;
@@ -165,7 +167,11 @@ class Chief {
 
   void MaybeEvaluate(const ParameterView& view) {
     if (t_.eval_steps > 0 && view.global_step >= next_eval_ && view.global_step < t_.train_steps) {
-      Evaluate(view);
+      // A periodic evaluation that fails (a ps read) is said and training goes on.
+      if (absl::StatusOr<EvalMetrics> m = Evaluate(view); !m.ok()) {
+        LOG(WARNING) << "evaluation at global step " << view.global_step
+                     << " failed: " << m.status();
+      }
       next_eval_ = (view.global_step / t_.eval_steps + 1) * t_.eval_steps;
     }
   }
@@ -268,6 +274,14 @@ class Chief {
   // <job_dir>/export/<version>/; the newest exports_to_keep are kept.
   absl::Status ExportModel(const ParameterView& view) {
     const std::string base = JoinPath(t_.job_dir, "export");
+    if (model_->has_sparse()) {
+      // Its rows are on the ps, not in the flat vectors an export holds.
+      LOG(WARNING) << "model " << model_->name() << " has " << model_->sparse_tables().size()
+                   << " embedding tables: this build does not export such models yet; the "
+                      "final checkpoint in "
+                   << t_.job_dir << " holds the model";
+      return absl::OkStatus();
+    }
     PSTRAIN_ASSIGN_OR_RETURN(
         std::string dir,
         WriteExport(deps_.env, base, *model_, ModelOptionsFromSpec(t_), view.global_step,
@@ -287,7 +301,7 @@ class Chief {
   absl::Status EndJob() {
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> final_statuses, WaitForFinalStep());
     PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, servers_->Read());
-    const EvalMetrics metrics = Evaluate(final_view);
+    PSTRAIN_ASSIGN_OR_RETURN(const EvalMetrics metrics, Evaluate(final_view));
     PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                              checkpointer_->SaveNow(absl::ZeroDuration()));
     if (metrics.global_step >= t_.train_steps) {

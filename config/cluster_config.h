@@ -132,6 +132,22 @@ struct TrainingSpec {
   bool nesterov = false;
   double weight_decay = 0.0;
   std::string weight_decay_exclusions = "bias";  // comma-separated name substrings
+  // Sparse embedding tables (the model spec's embedding layers), updated row
+  // by row on the ps; the dense variables keep optimizer and learning_rate.
+  // embedding_optimizer: adagrad (TF 1.x's tf.train.AdagradOptimizer), ftrl
+  // (FTRL-Proximal, McMahan et al. 2013, as tf.train.FtrlOptimizer) or adam
+  // (lazy Adam: only the rows a batch touches).
+  std::string embedding_optimizer = "adagrad";
+  double embedding_learning_rate = 0.05;  // Adagrad's and Adam's learning rate, FTRL's alpha
+  // ftrl only: tf.train.FtrlOptimizer's l1_regularization_strength and
+  // l2_regularization_strength; nonzero with another optimizer is refused.
+  double embedding_l1 = 0.0;
+  double embedding_l2 = 0.0;
+  // A row not updated for this many global steps is evicted (0: never).
+  int64_t embedding_ttl_steps = 0;
+  // A row is created once its id was pushed this many times (0 or 1: at its
+  // first push); until then its gradients are dropped.
+  int64_t embedding_min_count = 0;
   int batch_size = 100;
   int eval_batch_size = 200;
   int64_t train_steps = 0;  // global steps; required (> 0)

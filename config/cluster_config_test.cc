@@ -1,5 +1,6 @@
 #include "config/cluster_config.h"
 
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -110,6 +111,12 @@ TEST(ParseJobConfigTest, EveryTrainingDefault) {
   EXPECT_FALSE(t.nesterov);
   EXPECT_DOUBLE_EQ(t.weight_decay, 0.0);
   EXPECT_EQ(t.weight_decay_exclusions, "bias");
+  EXPECT_EQ(t.embedding_optimizer, "adagrad");
+  EXPECT_DOUBLE_EQ(t.embedding_learning_rate, 0.05);
+  EXPECT_EQ(t.embedding_l1, 0.0);
+  EXPECT_EQ(t.embedding_l2, 0.0);
+  EXPECT_EQ(t.embedding_ttl_steps, 0);
+  EXPECT_EQ(t.embedding_min_count, 0);
   EXPECT_EQ(t.batch_size, 100);
   EXPECT_EQ(t.eval_batch_size, 200);
   EXPECT_EQ(t.train_steps, 0);
@@ -358,6 +365,15 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"watchdog_secs", "20", "training.watchdog_secs = 20 must be 0 (off) or more than"},
       {"watchdog_secs", "-1", "training.watchdog_secs = -1 must be 0 (off)"},
       {"threads", "-2", "training.threads = -2"},
+      {"embedding_optimizer", "sgd",
+       "training.embedding_optimizer = \"sgd\": use adagrad, ftrl (FTRL-Proximal) or adam"},
+      {"embedding_optimizer", "Adagrad", "training.embedding_optimizer = \"Adagrad\""},
+      {"embedding_learning_rate", "0", "training.embedding_learning_rate = 0 must be positive"},
+      {"embedding_learning_rate", "-0.1", "training.embedding_learning_rate = -0.1"},
+      {"embedding_l1", "-1", "training.embedding_l1 = -1 must be a finite number, 0 or more"},
+      {"embedding_l2", "-1e-3", "training.embedding_l2 = -0.001 must be"},
+      {"embedding_ttl_steps", "-1", "training.embedding_ttl_steps = -1 must be 0 (never evict)"},
+      {"embedding_min_count", "-2", "training.embedding_min_count = -2 must be 0"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key + "=" + c.value);
@@ -368,6 +384,56 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
   JobConfig config = GoodConfig();
   config.training.eval_steps = 0;  // no evaluation is allowed
   EXPECT_TRUE(ValidateJobConfig(config).ok());
+}
+
+TEST(ValidateJobConfigTest, EmbeddingOptimizerSettings) {
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      "cluster:\n  chief: [\"h:1\"]\n  ps: [\"h:2\"]\ntraining:\n  job_dir: /j\n"
+      "  train_steps: 5\n  embedding_optimizer: ftrl\n  embedding_learning_rate: 0.1\n"
+      "  embedding_l1: 0.5\n  embedding_l2: 1e-3\n  embedding_ttl_steps: 100000\n"
+      "  embedding_min_count: 2\n",
+      "c.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(ValidateJobConfig(*config).ok()) << ValidateJobConfig(*config);
+  const TrainingSpec& t = config->training;
+  EXPECT_EQ(t.embedding_optimizer, "ftrl");
+  EXPECT_DOUBLE_EQ(t.embedding_learning_rate, 0.1);
+  EXPECT_DOUBLE_EQ(t.embedding_l1, 0.5);
+  EXPECT_DOUBLE_EQ(t.embedding_l2, 1e-3);
+  EXPECT_EQ(t.embedding_ttl_steps, 100000);
+  EXPECT_EQ(t.embedding_min_count, 2);
+
+  // L1 and L2 are FTRL's alone.
+  JobConfig other = *config;
+  other.training.embedding_optimizer = "adagrad";
+  ExpectInvalid(ValidateJobConfig(other),
+                {"training.embedding_l1 = 0.5: embedding_l1 applies to embedding_optimizer: ftrl "
+                 "only",
+                 "training.embedding_optimizer is \"adagrad\"", "set embedding_l1 to 0"});
+  other.training.embedding_l1 = 0;
+  other.training.embedding_optimizer = "adam";
+  ExpectInvalid(ValidateJobConfig(other),
+                {"training.embedding_l2 = 0.001: embedding_l2 applies to embedding_optimizer: ftrl "
+                 "only",
+                 "\"adam\""});
+  other.training.embedding_l2 = 0;
+  EXPECT_TRUE(ValidateJobConfig(other).ok()) << ValidateJobConfig(other);
+
+  // Values a YAML scalar cannot give (SetTrainingField refuses them) but code can.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  JobConfig bad = *config;
+  bad.training.embedding_learning_rate = nan;
+  ExpectInvalid(ValidateJobConfig(bad),
+                {"training.embedding_learning_rate = nan must be positive and finite"});
+  bad.training.embedding_learning_rate = inf;
+  ExpectInvalid(ValidateJobConfig(bad), {"training.embedding_learning_rate = inf"});
+  bad = *config;
+  bad.training.embedding_l1 = nan;
+  ExpectInvalid(ValidateJobConfig(bad), {"training.embedding_l1 = nan must be a finite number"});
+  bad = *config;
+  bad.training.embedding_l2 = inf;
+  ExpectInvalid(ValidateJobConfig(bad), {"training.embedding_l2 = inf must be a finite number"});
 }
 
 TEST(ValidateJobConfigTest, NeedsATrainingReplica) {
@@ -513,6 +579,12 @@ TEST(JobConfigToYamlTest, RoundTrip) {
   t.seed = 18446744073709551615ULL;
   t.train_steps = int64_t{1} << 40;
   t.sync_timeout = 0.25;
+  t.embedding_optimizer = "ftrl";
+  t.embedding_learning_rate = 0.1 + 0.2;
+  t.embedding_l1 = 1e-300;
+  t.embedding_l2 = 2.5;
+  t.embedding_ttl_steps = int64_t{1} << 50;
+  t.embedding_min_count = 3;
   const std::string yaml = JobConfigToYaml(config);
   absl::StatusOr<JobConfig> parsed = ParseJobConfig(yaml, "roundtrip.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << yaml;

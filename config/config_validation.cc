@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -214,6 +215,46 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
   return absl::OkStatus();
 }
 
+// The sparse embedding tables' per-row optimizer, eviction and admission.
+absl::Status ValidateEmbedding(const TrainingSpec& t) {
+  const std::string& o = t.embedding_optimizer;
+  if (o != "adagrad" && o != "ftrl" && o != "adam") {
+    return Invalid(absl::StrCat("training.embedding_optimizer = ", Quoted(o),
+                                ": use adagrad, ftrl (FTRL-Proximal) or adam (lazy Adam)"));
+  }
+  if (!(std::isfinite(t.embedding_learning_rate) && t.embedding_learning_rate > 0)) {
+    return Invalid(absl::StrCat(
+        "training.embedding_learning_rate = ", FormatScalar(t.embedding_learning_rate),
+        " must be positive and finite: Adagrad's and Adam's learning rate, FTRL's alpha"));
+  }
+  // FTRL's regularization strengths.
+  const auto check_strength = [&](const char* name, double value) -> absl::Status {
+    if (!(std::isfinite(value) && value >= 0)) {
+      return Invalid(absl::StrCat("training.", name, " = ", FormatScalar(value),
+                                  " must be a finite number, 0 or more"));
+    }
+    if (value != 0 && o != "ftrl") {
+      return Invalid(absl::StrCat("training.", name, " = ", FormatScalar(value), ": ", name,
+                                  " applies to embedding_optimizer: ftrl only, and "
+                                  "training.embedding_optimizer is ",
+                                  Quoted(o), "; set ", name, " to 0 or use ftrl"));
+    }
+    return absl::OkStatus();
+  };
+  PSTRAIN_RETURN_IF_ERROR(check_strength("embedding_l1", t.embedding_l1));
+  PSTRAIN_RETURN_IF_ERROR(check_strength("embedding_l2", t.embedding_l2));
+  if (t.embedding_ttl_steps < 0) {
+    return Invalid(absl::StrCat("training.embedding_ttl_steps = ", t.embedding_ttl_steps,
+                                " must be 0 (never evict) or more: the global steps a row may go "
+                                "without an update"));
+  }
+  if (t.embedding_min_count < 0) {
+    return Invalid(absl::StrCat("training.embedding_min_count = ", t.embedding_min_count,
+                                " must be 0 (a row at an id's first push) or more"));
+  }
+  return absl::OkStatus();
+}
+
 // Step counts, batch sizes, timeouts, checkpoint and summary settings.
 absl::Status ValidateSchedule(const TrainingSpec& t) {
   if (t.train_steps <= 0) {
@@ -289,6 +330,7 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
 absl::Status ValidateJobConfig(const JobConfig& config) {
   PSTRAIN_RETURN_IF_ERROR(ValidateCluster(config.cluster));
   PSTRAIN_RETURN_IF_ERROR(ValidateModelAndOptimizer(config.training));
+  PSTRAIN_RETURN_IF_ERROR(ValidateEmbedding(config.training));
   PSTRAIN_RETURN_IF_ERROR(ValidateSchedule(config.training));
   if (NumTrainingReplicas(config) < 1) {
     return Invalid(

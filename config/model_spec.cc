@@ -26,22 +26,10 @@ using model_spec_internal::FindType;
 using model_spec_internal::FloatText;
 using model_spec_internal::KeySpec;
 using model_spec_internal::kMaxSize;
+using model_spec_internal::TakesInputs;
 using model_spec_internal::Types;
 using model_spec_internal::TypeSpec;
-
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > 128 || name.front() == '/' || name.back() == '/' ||
-      name.find("//") != std::string::npos) {
-    return false;
-  }
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
-        c != '/') {
-      return false;
-    }
-  }
-  return true;
-}
+using model_spec_internal::ValidName;
 
 absl::StatusOr<std::string> Scalar(const Source& source, const YAML::Node& node,
                                    std::string_view path) {
@@ -88,11 +76,11 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
         const std::string path = absl::StrCat(where, " ", layer.type, ".", key);
         if (!given.insert(key).second) return ErrorAt(source, key_node, path + " is given twice");
         if (key == "inputs") {
-          if (layer.type != "add" && layer.type != "concat") {
+          if (!TakesInputs(layer.type)) {
             return ErrorAt(source, key_node,
                            absl::StrCat(path,
-                                        ": only add and concat take inputs (any layer "
-                                        "takes input: <name>)"));
+                                        ": only add, concat and dot_interaction take inputs (any "
+                                        "layer takes input: <name>)"));
           }
           if (!value.IsSequence() || value.size() == 0) {
             return ErrorAt(source, value,
@@ -103,6 +91,20 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
             layer.inputs.push_back(n.Scalar());
           }
           return absl::OkStatus();
+        }
+        for (const KeySpec& k : type->keys) {
+          if (k.name != key || k.set_list == nullptr) continue;
+          if (!value.IsSequence()) {
+            return ErrorAt(source, value, absl::StrCat(path, " is ", k.accepts));
+          }
+          std::vector<std::string> items;
+          for (const YAML::Node& n : value) {
+            if (!n.IsScalar()) return ErrorAt(source, n, path + ": each is a name");
+            items.push_back(n.Scalar());
+          }
+          const std::string error = k.set_list(items, &layer);
+          if (error.empty()) return absl::OkStatus();
+          return ErrorAt(source, value, absl::StrCat(path, " ", error));
         }
         PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, path));
         if (key == "input") {
@@ -123,7 +125,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
           return absl::OkStatus();
         }
         for (const KeySpec& k : type->keys) {
-          if (k.name != key) continue;
+          if (k.name != key || k.set == nullptr) continue;
           const std::string error = k.set(text, &layer);
           if (error.empty()) return absl::OkStatus();
           return ErrorAt(
@@ -131,7 +133,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
               absl::StrCat(path, " = ", config_internal::Quoted(text), ": ", key, " ", error));
         }
         std::vector<std::string> known = {"name", "input"};
-        if (layer.type == "add" || layer.type == "concat") known.push_back("inputs");
+        if (TakesInputs(layer.type)) known.push_back("inputs");
         for (const KeySpec& k : type->keys) known.push_back(k.name);
         return ErrorAt(source, key_node,
                        absl::StrCat(where, " ",
@@ -145,7 +147,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
                      absl::StrCat(where, " ", layer.type, " needs ", k.name, " (", k.accepts, ")"));
     }
   }
-  if ((layer.type == "add" || layer.type == "concat") && layer.inputs.empty()) {
+  if (TakesInputs(layer.type) && layer.inputs.empty()) {
     return ErrorAt(source, node,
                    absl::StrCat(where, " ", layer.type,
                                 " needs inputs: [<name>, ...], the layers whose outputs it takes "
@@ -184,6 +186,26 @@ absl::Status NameLayers(const Source& source, std::vector<LayerSpec>* layers) {
   return absl::OkStatus();
 }
 
+// An embedding's or linear's table is either bucketed or dynamic.
+absl::Status CheckTables(const Source& source, const std::vector<LayerSpec>& layers) {
+  for (const LayerSpec& l : layers) {
+    if (l.type != "embedding" && l.type != "linear") continue;
+    if (l.buckets > 0 && l.dynamic) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
+          ") has both buckets and dynamic: true; its table is either bucketed (buckets: <n>, "
+          "rows [0, n)) or dynamic (any id), so give one of the two"));
+    }
+    if (l.buckets == 0 && !l.dynamic) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
+          ") needs buckets: <n> (a table of rows [0, n)) or dynamic: true (a table of any id, "
+          "rows created on first touch), one of the two"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Every name a layer takes is "input" or an earlier layer's, and every
 // layer's output but the last is taken by a later one.
 absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& layers) {
@@ -194,7 +216,9 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     std::vector<std::string> taken = l.inputs;
-    taken.insert(taken.begin(), l.input);
+    // Without input, embedding and linear take the model's.
+    taken.insert(taken.begin(),
+                 l.input.empty() && LayerTakesModelInputByDefault(l) ? "input" : l.input);
     for (const std::string& name : taken) {
       if (name.empty()) {  // the previous layer's output
         if (i > 0) ++uses[i - 1];
@@ -220,9 +244,12 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
   }
   for (size_t i = 0; i + 1 < layers.size(); ++i) {
     if (uses[i] == 0) {
+      const LayerSpec& next = layers[i + 1];
       return absl::InvalidArgumentError(absl::StrCat(
           source.name, ": the output of layer ", layers[i].name, " (line ", layers[i].line,
-          ") is not taken by any later layer (the next one takes input: ", layers[i + 1].input,
+          ") is not taken by any later layer (the next one takes ",
+          next.input.empty() ? "the model's input, as every " + next.type + " without input: does"
+                             : "input: " + next.input,
           "); remove it or take it"));
     }
   }
@@ -266,8 +293,10 @@ absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, Mo
 
 absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* spec) {
   bool have_input = false, have_classes = false, have_layers = false;
-  static const std::vector<std::string> kKeys = {"name",          "input",  "classes",
-                                                 "preprocessing", "layers", "weights"};
+  YAML::Node classes_node, preprocessing_node;
+  static const std::vector<std::string> kKeys = {"name",   "input",         "classes", "head",
+                                                 "layers", "preprocessing", "weights"};
+  static const std::vector<std::string> kHeads = {"softmax", "binary"};
   PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
       source, root, "",
       [&](const std::string& key, const YAML::Node& key_node,
@@ -282,21 +311,25 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
           }
         } else if (key == "input") {
           have_input = true;
-          if (!value.IsSequence() || value.size() != 3) {
+          if (!value.IsSequence() || (value.size() != 3 && value.size() != 1)) {
             return ErrorAt(source, value,
-                           "input is [height, width, channels] of one example, e.g. [28, 28, 1]");
+                           "input is [height, width, channels] of one example, e.g. [28, 28, 1], "
+                           "or [features]: a tabular model's dense features, e.g. [13]");
           }
+          // A tabular model may have no dense features, only sparse ones.
+          const int64_t min = value.size() == 1 ? 0 : 1;
           for (const YAML::Node& d : value) {
             int64_t v = 0;
-            if (!d.IsScalar() || !absl::SimpleAtoi(d.Scalar(), &v) || v < 1 || v > kMaxSize) {
-              return ErrorAt(
-                  source, d,
-                  absl::StrCat("input: every size is a whole number in [1, ", kMaxSize, "]"));
+            if (!d.IsScalar() || !absl::SimpleAtoi(d.Scalar(), &v) || v < min || v > kMaxSize) {
+              return ErrorAt(source, d,
+                             absl::StrCat("input: every size is a whole number in [", min, ", ",
+                                          kMaxSize, "]"));
             }
             spec->input.push_back(v);
           }
         } else if (key == "classes") {
           have_classes = true;
+          classes_node = value;
           PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, "classes"));
           if (!absl::SimpleAtoi(Sv(text), &spec->classes) || spec->classes < 2 ||
               spec->classes > kMaxSize) {
@@ -304,7 +337,18 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
                            absl::StrCat("classes = ", config_internal::Quoted(text),
                                         ": a whole number in [2, ", kMaxSize, "]"));
           }
+        } else if (key == "head") {
+          PSTRAIN_ASSIGN_OR_RETURN(spec->head, Scalar(source, value, "head"));
+          if (spec->head != "softmax" && spec->head != "binary") {
+            return ErrorAt(source, value,
+                           absl::StrCat("head = ", config_internal::Quoted(spec->head),
+                                        ": head is softmax (classes logits, softmax "
+                                        "cross-entropy) or binary (one logit, sigmoid "
+                                        "cross-entropy)",
+                                        model_spec_internal::DidYouMean(spec->head, kHeads)));
+          }
         } else if (key == "preprocessing") {
+          preprocessing_node = value;
           return ParsePreprocessing(source, value, spec);
         } else if (key == "weights") {
           PSTRAIN_ASSIGN_OR_RETURN(spec->weights, Scalar(source, value, "weights"));
@@ -334,13 +378,32 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
         }
         return absl::OkStatus();
       }));
-  if (!have_input || !have_classes || !have_layers) {
+  const bool binary = spec->head == "binary";
+  if (binary && have_classes && spec->classes != 2) {
+    return ErrorAt(source, classes_node,
+                   absl::StrCat("classes = ", spec->classes,
+                                ": with head: binary the model gives one logit for two classes; "
+                                "omit classes or give 2"));
+  }
+  if (binary) spec->classes = 2;
+  if (!have_input || (!have_classes && !binary) || !have_layers) {
     return absl::InvalidArgumentError(absl::StrCat(
-        source.name, ": a model spec has input ([height, width, channels]), classes and layers",
-        !have_input ? "; input is missing" : "", !have_classes ? "; classes is missing" : "",
+        source.name,
+        ": a model spec has input ([height, width, channels] or [features]), classes (or head: "
+        "binary) and layers",
+        !have_input ? "; input is missing" : "",
+        !have_classes && !binary ? "; classes is missing" : "",
         !have_layers ? "; layers is missing" : ""));
   }
+  if (spec->input.size() == 1 &&
+      (spec->crop_padding != 0 || spec->random_flip || spec->per_image_standardization)) {
+    return ErrorAt(source, preprocessing_node,
+                   absl::StrCat("preprocessing is for images (input [height, width, channels]); "
+                                "input [",
+                                spec->input[0], "] is a tabular model's features"));
+  }
   PSTRAIN_RETURN_IF_ERROR(NameLayers(source, &spec->layers));
+  PSTRAIN_RETURN_IF_ERROR(CheckTables(source, spec->layers));
   return CheckGraph(source, spec->layers);
 }
 
@@ -365,6 +428,9 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   if (!spec.name.empty()) absl::StrAppend(&out, "name: ", Quoted(spec.name), "\n");
   absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
   absl::StrAppend(&out, "classes: ", spec.classes, "\n");
+  // Only when binary, so that the YAML of a softmax model (which checkpoints
+  // store) is what it was before heads.
+  if (spec.head != "softmax") absl::StrAppend(&out, "head: ", spec.head, "\n");
   if (spec.crop_padding != 0 || spec.random_flip || spec.per_image_standardization) {
     absl::StrAppend(
         &out, "preprocessing: {crop_padding: ", spec.crop_padding,
@@ -383,12 +449,18 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
       options.push_back(absl::StrCat("inputs: [", absl::StrJoin(quoted, ", "), "]"));
     }
     if (type != nullptr) {
-      for (const KeySpec& k : type->keys)
+      for (const KeySpec& k : type->keys) {
+        if (k.written != nullptr && !k.written(layer)) continue;
         options.push_back(absl::StrCat(k.name, ": ", k.get(layer)));
+      }
     }
     absl::StrAppend(&out, "  - ", layer.type, ": {", absl::StrJoin(options, ", "), "}\n");
   }
   return out;
+}
+
+bool LayerTakesModelInputByDefault(const LayerSpec& layer) {
+  return layer.type == "embedding" || layer.type == "linear";
 }
 
 const std::vector<std::string>& ModelSpecLayerTypes() {
@@ -405,10 +477,13 @@ std::string LayerReference() {
   for (const TypeSpec& t : Types()) {
     absl::StrAppend(&out, t.type, ": ", t.what, ". Default name ", t.keras_name, ".\n");
     absl::StrAppend(&out, "  name: the layer's name (variables are <name>/<variable>)\n");
-    absl::StrAppend(&out,
-                    "  input: the name of an earlier layer whose output it takes, or input "
-                    "(default: the previous layer's output)\n");
-    if (t.type == "add" || t.type == "concat") {
+    LayerSpec layer;
+    layer.type = t.type;
+    absl::StrAppend(&out, "  input: the name of an earlier layer whose output it takes, or input ",
+                    LayerTakesModelInputByDefault(layer)
+                        ? "(default: input; only its place in the graph matters)\n"
+                        : "(default: the previous layer's output)\n");
+    if (TakesInputs(t.type)) {
       absl::StrAppend(&out,
                       "  inputs: the names of the other layers whose outputs it takes "
                       "(required)\n");

@@ -24,12 +24,29 @@
 // the second on: conv2d, conv2d_1, ...), and names its variables
 // ("conv2d_1/kernel"). A layer takes the previous layer's output, or with
 // `input: <name>` the output of an earlier layer (or `input`, the model's);
-// add and concat take it together with `inputs: [<name>, ...]`, so layers
-// form a graph: residual connections, Inception-style blocks, two towers:
+// add, concat and dot_interaction take it together with `inputs: [<name>,
+// ...]`, so layers form a graph: residual connections, Inception-style
+// blocks, two towers:
 //     - conv2d: {filters: 16, kernel: 3, padding: same, name: a}
 //     - conv2d: {filters: 16, kernel: 3, padding: same}
 //     - add: {inputs: [a]}            # the previous output + a's
 // Every key, its default and what it accepts is in LayerReference().
+//
+// A tabular model (click prediction) takes [n] dense float features per
+// example and sparse (id) features by name, and may end in one logit:
+//
+//   input: [13]                # n >= 0 dense features of one example
+//   head: binary               # one logit, sigmoid cross-entropy (classes 2)
+//   layers:
+//     - embedding: {feature: C1, dim: 8, dynamic: true, name: emb_C1}
+//     - embedding: {feature: C2, dim: 8, buckets: 100000, name: emb_C2}
+//     - concat: {input: input, inputs: [emb_C1, emb_C2]}
+//     - dense: {units: 64, activation: relu}
+//     - dense: {units: 1}
+//
+// embedding and linear read their feature's ids, not an activation: without
+// `input` they take the model's input (LayerTakesModelInputByDefault), so the
+// previous layer's output stays for a later layer to take.
 
 #include <cstdint>
 #include <string>
@@ -41,11 +58,12 @@
 namespace pstrain {
 
 // An initializer as a spec writes it: glorot_uniform, he_normal, zeros,
-// ones, truncated_normal (stddev 0.05), truncated_normal(<stddev>) or
-// constant(<value>).
+// ones, truncated_normal (stddev 0.05), truncated_normal(<stddev>),
+// constant(<value>), or for embedding tables uniform (scale 0.05) or
+// uniform(<scale>): values in [-scale, scale).
 struct InitializerSetting {
   std::string kind;
-  float arg = 0.0f;  // truncated_normal: its stddev; constant: its value
+  float arg = 0.0f;  // truncated_normal: its stddev; constant: its value; uniform: its scale
   bool operator==(const InitializerSetting&) const = default;
 };
 
@@ -55,7 +73,8 @@ struct LayerSpec {
   int line = 0;      // where it is in the spec text (1-based), 0 if unknown
   // What the layer takes: the output of the layer named `input` ("input" is
   // the model's input), or when empty the previous layer's output (the
-  // model's input for the first layer). add and concat also take `inputs`.
+  // model's input for the first layer; for embedding and linear the model's
+  // input). add, concat and dot_interaction also take `inputs`.
   std::string input;
   std::vector<std::string> inputs;
 
@@ -83,14 +102,30 @@ struct LayerSpec {
   bool trainable = true;
   // leaky_relu (and activation: leaky_relu)
   float alpha = 0.3f;
+  // embedding: the sparse feature it looks up; linear: the features it sums
+  // a weight of per value (non-empty, distinct).
+  std::string feature;
+  std::vector<std::string> features;
+  int dim = 0;  // embedding: floats per row
+  // embedding, linear: a table of rows [0, buckets) (ids hashed or taken as
+  // they are), or with `dynamic` (exactly one of the two) a hash table of any
+  // id, rows created on first touch.
+  int64_t buckets = 0;
+  bool dynamic = false;
+  std::string combiner = "mean";  // embedding: sum, mean or sqrtn over an example's values
+  InitializerSetting embeddings_initializer = {"uniform", 0.05f};  // Keras' Embedding's
 
   bool operator==(const LayerSpec&) const = default;
 };
 
 struct ModelSpec {
   std::string name;
-  std::vector<int64_t> input;  // {height, width, channels}
-  int classes = 0;
+  // {height, width, channels} of an image, or {n}: n >= 0 dense features.
+  std::vector<int64_t> input;
+  int classes = 0;  // 2 with head binary
+  // "softmax": classes logits, softmax cross-entropy; "binary": one logit
+  // (a click model), sigmoid cross-entropy.
+  std::string head = "softmax";
   int crop_padding = 0;
   bool random_flip = false;
   bool per_image_standardization = false;
@@ -110,13 +145,21 @@ inline constexpr int kMaxSpecLayers = 10000;
 // Reads a spec from YAML text. `source` (a file name, "model") begins every
 // message. InvalidArgument, with the line, for a syntax error, an unknown
 // layer type or key (with "did you mean"), a value of the wrong type, a zero
-// or negative size, a duplicate name, or more than kMaxSpecLayers layers.
+// or negative size, a duplicate name, an embedding or linear without exactly
+// one of buckets and dynamic: true, head: binary with classes other than 2,
+// or more than kMaxSpecLayers layers.
 // Shapes are checked when the spec is built (models/spec_builder.h).
 absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source);
 
 // The spec as YAML that ParseModelSpec reads back to the same spec, every
-// option written out (what a checkpoint or an export stores).
+// option written out (what a checkpoint or an export stores), except `head`,
+// written only when binary, and of buckets and dynamic the one in use.
 std::string ModelSpecToYaml(const ModelSpec& spec);
+
+// True for the layer types that without `input:` take the model's input
+// rather than the previous layer's output: embedding and linear, whose
+// output does not depend on it.
+bool LayerTakesModelInputByDefault(const LayerSpec& layer);
 
 // The layer types a spec accepts.
 const std::vector<std::string>& ModelSpecLayerTypes();

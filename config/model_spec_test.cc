@@ -270,6 +270,248 @@ TEST(ModelSpecTest, WeightsNameAnOnnxFileAndWriteBack) {
             std::string::npos);
 }
 
+constexpr char kTabular[] = R"(name: ctr
+input: [13]
+head: binary
+layers:
+  - embedding: {feature: C1, dim: 8, buckets: 1000}
+  - embedding: {feature: C2, dim: 4, dynamic: true, combiner: sum, embeddings_initializer: truncated_normal(0.01), name: e2}
+  - embedding: {feature: user/id, dim: 4, buckets: 5000000000, combiner: sqrtn, embeddings_initializer: zeros}
+  - dense: {units: 4, input: input, name: bottom}
+  - dot_interaction: {input: bottom, inputs: [e2, embedding_1]}
+  - concat: {inputs: [embedding]}
+  - dense: {units: 1, name: deep}
+  - linear: {features: [C1, C2], dynamic: true, use_bias: false}
+  - linear: {features: [C3], buckets: 100, name: wide}
+  - add: {input: deep, inputs: [linear, wide]}
+)";
+
+TEST(ModelSpecTest, ReadsSparseLayersTabularInputAndABinaryHead) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(kTabular, "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->input, (std::vector<int64_t>{13}));
+  EXPECT_EQ(spec->head, "binary");
+  EXPECT_EQ(spec->classes, 2);  // implied by the head
+  std::vector<std::string> names;
+  for (const LayerSpec& l : spec->layers) names.push_back(l.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"embedding", "e2", "embedding_1", "bottom", "dot_interaction",
+                                      "concatenate", "deep", "linear", "wide", "add"}));
+  const LayerSpec& bucketed = spec->layers[0];
+  EXPECT_EQ(bucketed.feature, "C1");
+  EXPECT_EQ(bucketed.dim, 8);
+  EXPECT_EQ(bucketed.buckets, 1000);
+  EXPECT_FALSE(bucketed.dynamic);
+  EXPECT_EQ(bucketed.combiner, "mean");  // the defaults
+  EXPECT_EQ(bucketed.embeddings_initializer, (InitializerSetting{"uniform", 0.05f}));
+  EXPECT_TRUE(bucketed.input.empty());  // the model's input, not written in
+  const LayerSpec& dynamic = spec->layers[1];
+  EXPECT_TRUE(dynamic.dynamic);
+  EXPECT_EQ(dynamic.buckets, 0);
+  EXPECT_EQ(dynamic.combiner, "sum");
+  EXPECT_EQ(dynamic.embeddings_initializer, (InitializerSetting{"truncated_normal", 0.01f}));
+  EXPECT_EQ(spec->layers[2].feature, "user/id");
+  EXPECT_EQ(spec->layers[2].buckets, 5000000000);  // more than an int holds
+  EXPECT_EQ(spec->layers[2].combiner, "sqrtn");
+  EXPECT_EQ(spec->layers[2].embeddings_initializer.kind, "zeros");
+  EXPECT_EQ(spec->layers[4].type, "dot_interaction");
+  EXPECT_EQ(spec->layers[4].input, "bottom");
+  EXPECT_EQ(spec->layers[4].inputs, (std::vector<std::string>{"e2", "embedding_1"}));
+  const LayerSpec& linear = spec->layers[7];
+  EXPECT_EQ(linear.features, (std::vector<std::string>{"C1", "C2"}));
+  EXPECT_TRUE(linear.dynamic);
+  EXPECT_FALSE(linear.use_bias);
+  EXPECT_EQ(spec->layers[8].buckets, 100);
+  EXPECT_TRUE(spec->layers[8].use_bias);
+  EXPECT_EQ(spec->layers[0].line, 5);
+
+  // A tabular model may have no dense features; bare uniform is scale 0.05.
+  absl::StatusOr<ModelSpec> sparse_only = ParseModelSpec(
+      "input: [0]\nclasses: 3\nlayers:\n"
+      "  - embedding: {feature: f, dim: 3, dynamic: true, embeddings_initializer: uniform}\n",
+      "net.yaml");
+  ASSERT_TRUE(sparse_only.ok()) << sparse_only.status();
+  EXPECT_EQ(sparse_only->input, (std::vector<int64_t>{0}));
+  EXPECT_EQ(sparse_only->head, "softmax");
+  EXPECT_EQ(sparse_only->layers[0].embeddings_initializer, (InitializerSetting{"uniform", 0.05f}));
+  // classes: 2 may be said with head: binary.
+  EXPECT_TRUE(
+      ParseModelSpec("input: [2]\nhead: binary\nclasses: 2\nlayers: [{dense: {units: 1}}]\n",
+                     "net.yaml")
+          .ok());
+}
+
+TEST(ModelSpecTest, SparseLayersAndTheHeadWriteOutAndReadBack) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(kTabular, "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string yaml = ModelSpecToYaml(*spec);
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(yaml, "written");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  for (LayerSpec& l : again->layers) l.line = 0;
+  for (LayerSpec& l : spec->layers) l.line = 0;
+  EXPECT_EQ(*again, *spec) << yaml;
+  EXPECT_EQ(ModelSpecToYaml(*again), yaml);
+  EXPECT_NE(yaml.find("input: [13]\nclasses: 2\nhead: binary\n"), std::string::npos) << yaml;
+  // Of buckets and dynamic, the one in use.
+  EXPECT_NE(yaml.find("  - embedding: {name: \"embedding\", feature: \"C1\", dim: 8, buckets: "
+                      "1000, combiner: mean, embeddings_initializer: uniform(0.0500000007)}\n"),
+            std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("  - embedding: {name: \"e2\", feature: \"C2\", dim: 4, dynamic: true, "
+                      "combiner: sum, embeddings_initializer: truncated_normal(0.00999999978)}\n"),
+            std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("  - linear: {name: \"linear\", features: [\"C1\", \"C2\"], dynamic: true, "
+                      "use_bias: false}\n"),
+            std::string::npos)
+      << yaml;
+  EXPECT_NE(yaml.find("  - dot_interaction: {name: \"dot_interaction\", input: \"bottom\", "
+                      "inputs: [\"e2\", \"embedding_1\"]}\n"),
+            std::string::npos)
+      << yaml;
+
+  // Feature names that YAML would read as other values.
+  absl::StatusOr<ModelSpec> odd = ParseModelSpec(
+      "input: [1]\nclasses: 2\nlayers:\n  - embedding: {feature: \"null\", dim: 2, dynamic: "
+      "true}\n  - linear: {features: [\"true\", \"1e3\"], buckets: 7}\n"
+      "  - concat: {input: embedding, inputs: [linear]}\n  - dense: {units: 2}\n",
+      "net.yaml");
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  absl::StatusOr<ModelSpec> odd_again = ParseModelSpec(ModelSpecToYaml(*odd), "written");
+  ASSERT_TRUE(odd_again.ok()) << odd_again.status() << "\n" << ModelSpecToYaml(*odd);
+  for (LayerSpec& l : odd_again->layers) l.line = 0;
+  for (LayerSpec& l : odd->layers) l.line = 0;
+  EXPECT_EQ(*odd_again, *odd) << ModelSpecToYaml(*odd);
+}
+
+// Checkpoints store a spec's YAML: a softmax model's is what it was before
+// heads, tabular inputs and sparse layers.
+TEST(ModelSpecTest, ASoftmaxModelsYamlIsUnchanged) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(
+      "input: [4, 4, 1]\nclasses: 3\nlayers: [flatten, {dense: {units: 3}}]\n", "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(ModelSpecToYaml(*spec),
+            "input: [4, 4, 1]\nclasses: 3\nlayers:\n  - flatten: {name: \"flatten\"}\n"
+            "  - dense: {name: \"dense\", units: 3, activation: none, use_bias: true, "
+            "kernel_initializer: glorot_uniform, bias_initializer: zeros, alpha: 0.300000012, "
+            "trainable: true}\n");
+}
+
+TEST(ModelSpecTest, SparseLayersTakeTheModelsInputSoThePreviousOutputStaysFree) {
+  // bottom is taken by the concat after the embedding, not by the embedding.
+  const std::string text =
+      "input: [3]\nclasses: 2\nlayers:\n  - dense: {units: 2, name: bottom}\n"
+      "  - embedding: {feature: f, dim: 2, dynamic: true}\n"
+      "  - concat: {input: bottom, inputs: [embedding]}\n  - dense: {units: 2}\n";
+  ASSERT_TRUE(ParseModelSpec(text, "net.yaml").ok()) << ParseModelSpec(text, "net.yaml").status();
+  // Left untaken, it is refused as any untaken output is.
+  const std::string message = Error(
+      "input: [3]\nclasses: 2\nlayers:\n  - dense: {units: 2, name: bottom}\n"
+      "  - linear: {features: [f], dynamic: true}\n");
+  EXPECT_NE(message.find("the output of layer bottom (line 4) is not taken by any later layer "
+                         "(the next one takes the model's input, as every linear without input: "
+                         "does)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(ModelSpecTest, BadSparseLayersAndHeadsAreRefusedNamingWhatAndWhere) {
+  const std::string head = "input: [13]\nhead: binary\nlayers:\n";
+  struct Case {
+    std::string yaml;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {head + "  - embedding: {dim: 8, dynamic: true}\n",
+       {"layers[0] embedding needs feature (the name of the sparse feature", "line 4"}},
+      {head + "  - embedding: {feature: C1, dynamic: true}\n", {"embedding needs dim"}},
+      {head + "  - embedding: {feature: C1, dim: 0, dynamic: true}\n",
+       {"embedding.dim = \"0\": dim must be in [1, "}},
+      {head + "  - embedding: {feature: C1, dim: 8, buckets: 10, dynamic: true, name: e}\n",
+       {"net.yaml: layer e (embedding, line 4) has both buckets and dynamic: true"}},
+      {head + "  - dense: {units: 1}\n  - embedding: {feature: C1, dim: 8}\n",
+       {"net.yaml: layer embedding (embedding, line 5) needs buckets: <n> (a table of rows [0, "
+        "n)) or dynamic: true"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: false}\n", {"needs buckets: <n>"}},
+      {head + "  - linear: {features: [C1]}\n",
+       {"layer linear (linear, line 4) needs buckets: <n>"}},
+      {head + "  - linear: {features: [C1], buckets: 3, dynamic: true}\n",
+       {"layer linear (linear, line 4) has both buckets and dynamic: true"}},
+      {head + "  - embedding: {feature: C1, dim: 8, buckets: 0}\n",
+       {"buckets = \"0\": buckets must be in [1, 1099511627776]"}},
+      {head + "  - embedding: {feature: C1, dim: 8, buckets: lots}\n",
+       {"buckets is a whole number"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: yes}\n", {"dynamic is true or false"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, combiner: sqrt}\n",
+       {"embedding.combiner = \"sqrt\": combiner is one of sum, mean, sqrtn (did you mean "
+        "sqrtn?)"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, combiner: average}\n",
+       {"combiner is one of sum, mean, sqrtn, line 4"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, combinr: sum}\n",
+       {"unknown key embedding.combinr (did you mean combiner?)"}},
+      {head + "  - embedding: {feature: \"a b\", dim: 8, dynamic: true}\n",
+       {"feature is a feature's name"}},
+      {head + "  - embedding: {feature: [C1], dim: 8, dynamic: true}\n", {"embedding.feature"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, embeddings_initializer: "
+              "glorot_uniform}\n",
+       {"embeddings_initializer is uniform (scale 0.05), uniform(<scale>)"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, embeddings_initializer: "
+              "uniform(-1)}\n",
+       {"uniform's scale must be positive"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, inputs: [input]}\n",
+       {"only add, concat and dot_interaction take inputs"}},
+      {head + "  - linear: {features: [], dynamic: true}\n",
+       {"linear.features is a non-empty list of the sparse features' names", "line 4"}},
+      {head + "  - linear: {features: [C1, C2, C1], dynamic: true}\n",
+       {"linear.features names C1 twice"}},
+      {head + "  - linear: {features: C1, dynamic: true}\n", {"linear.features is a list"}},
+      {head + "  - linear: {features: [C1, [C2]], dynamic: true}\n",
+       {"linear.features: each is a name"}},
+      {head + "  - linear: {features: [\"a b\"], dynamic: true}\n",
+       {"linear.features has \"a b\": a feature's name is letters"}},
+      {head + "  - linear: {dynamic: true}\n", {"linear needs features"}},
+      {head + "  - linear: {features: [C1], dynamic: true, dim: 3}\n",
+       {"unknown key linear.dim",
+        "linear takes name, input, features, buckets, dynamic, "
+        "use_bias"}},
+      {head + "  - dot_interaction\n", {"dot_interaction needs inputs"}},
+      {head + "  - dense: {units: 1, kernel_initializer: uniform}\n",
+       {"kernel_initializer is glorot_uniform"}},
+      {"input: [13]\nhead: sigmoid\nclasses: 2\nlayers: [flatten]\n",
+       {"head = \"sigmoid\": head is softmax", "or binary", "line 2"}},
+      {"input: [13]\nhead: binery\nlayers: [flatten]\n", {"(did you mean binary?)"}},
+      {"input: [13]\nclasses: 10\nhead: binary\nlayers: [flatten]\n",
+       {"classes = 10: with head: binary the model gives one logit for two classes; omit classes "
+        "or give 2, line 2"}},
+      {"input: [13]\nhead: softmax\nlayers: [flatten]\n", {"classes is missing"}},
+      {"input: [-1]\nhead: binary\nlayers: [flatten]\n",
+       {"input: every size is a whole number in [0, "}},
+      {"input: [13, 2]\nhead: binary\nlayers: [flatten]\n", {"or [features]"}},
+      {"input: [13]\nhead: binary\npreprocessing: {random_flip: true}\nlayers: [flatten]\n",
+       {"preprocessing is for images", "line 3"}},
+  };
+  for (const Case& c : cases) {
+    const std::string message = Error(c.yaml);
+    for (const std::string& s : c.says) {
+      EXPECT_NE(message.find(s), std::string::npos) << c.yaml << "\n -> " << message;
+    }
+  }
+}
+
+TEST(ModelSpecTest, TheReferenceDescribesTheSparseLayers) {
+  const std::string reference = LayerReference();
+  EXPECT_NE(reference.find("embedding: an embedding table"), std::string::npos) << reference;
+  EXPECT_NE(reference.find("  feature: the name of the sparse feature"), std::string::npos);
+  EXPECT_NE(reference.find("  dim: a whole number >= 1 (required)"), std::string::npos);
+  EXPECT_NE(reference.find("  combiner: sum, mean or sqrtn"), std::string::npos);
+  EXPECT_NE(reference.find("(default uniform(0.05))"), std::string::npos);
+  EXPECT_NE(reference.find("  features: a list of the sparse features' names"), std::string::npos);
+  EXPECT_NE(reference.find("dot_interaction: DLRM's feature interaction"), std::string::npos);
+  EXPECT_NE(reference.find("  input: the name of an earlier layer whose output it takes, or input "
+                           "(default: input; only its place in the graph matters)"),
+            std::string::npos);
+}
+
 // The README's "Your own model" holds the reference as it is.
 TEST(ModelSpecTest, TheReadmeHoldsTheLayerReference) {
   std::ifstream file(PSTRAIN_SOURCE_DIR "/README.md");

@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "config/config_yaml_util.h"
 
 namespace pstrain {
@@ -18,140 +20,260 @@ std::string FloatText(float v) {
   return buffer;
 }
 
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 128 || name.front() == '/' || name.back() == '/' ||
+      name.find("//") != std::string::npos) {
+    return false;
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.' &&
+        c != '/') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string DidYouMean(const std::string& text, const std::vector<std::string>& known) {
+  return std::string(absl::StripPrefix(config_internal::UnknownKeyMessage("", text, known),
+                                       absl::StrCat("unknown key ", text)));
+}
+
+bool TakesInputs(const std::string& type) {
+  return type == "add" || type == "concat" || type == "dot_interaction";
+}
+
 namespace {
 
 using config_internal::Sv;
 
+KeySpec Key(
+    std::string name, std::string default_text, std::string accepts,
+    std::function<std::string(const std::string&, LayerSpec*)> set,
+    std::function<std::string(const LayerSpec&)> get,
+    std::function<std::string(const std::vector<std::string>&, LayerSpec*)> set_list = nullptr,
+    std::function<bool(const LayerSpec&)> written = nullptr) {
+  KeySpec key;
+  key.name = std::move(name);
+  key.default_text = std::move(default_text);
+  key.accepts = std::move(accepts);
+  key.set = std::move(set);
+  key.get = std::move(get);
+  key.set_list = std::move(set_list);
+  key.written = std::move(written);
+  return key;
+}
+
 // A whole number in [min, max].
 KeySpec IntKey(std::string name, int LayerSpec::*field, int min, int max, std::string default_text,
                std::string accepts) {
-  return {std::move(name), std::move(default_text), std::move(accepts),
-          [field, min, max](const std::string& text, LayerSpec* layer) -> std::string {
-            int v = 0;
-            if (!absl::SimpleAtoi(Sv(text), &v)) return "is a whole number";
-            if (v < min || v > max) return absl::StrCat("must be in [", min, ", ", max, "]");
-            layer->*field = v;
-            return "";
-          },
-          [field](const LayerSpec& layer) { return absl::StrCat(layer.*field); }};
+  return Key(
+      std::move(name), std::move(default_text), std::move(accepts),
+      [field, min, max](const std::string& text, LayerSpec* layer) -> std::string {
+        int v = 0;
+        if (!absl::SimpleAtoi(Sv(text), &v)) return "is a whole number";
+        if (v < min || v > max) return absl::StrCat("must be in [", min, ", ", max, "]");
+        layer->*field = v;
+        return "";
+      },
+      [field](const LayerSpec& layer) { return absl::StrCat(layer.*field); });
+}
+
+// A whole number in [1, kMaxBuckets], written only when the table is not
+// dynamic.
+KeySpec BucketsKey() {
+  return Key(
+      "buckets", "none",
+      absl::StrCat("a whole number in [1, ", kMaxBuckets,
+                   "]: a table of rows [0, buckets) (ids as they are, strings hashed as "
+                   "tf.strings.to_hash_bucket_fast); exactly one of buckets and dynamic: true"),
+      [](const std::string& text, LayerSpec* layer) -> std::string {
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(Sv(text), &v)) return "is a whole number";
+        if (v < 1 || v > kMaxBuckets) return absl::StrCat("must be in [1, ", kMaxBuckets, "]");
+        layer->buckets = v;
+        return "";
+      },
+      [](const LayerSpec& layer) { return absl::StrCat(layer.buckets); }, nullptr,
+      [](const LayerSpec& layer) { return !layer.dynamic; });
+}
+
+// A sparse feature's name.
+KeySpec FeatureKey() {
+  return Key(
+      "feature", "",
+      "the name of the sparse feature whose ids it looks up (Criteo's C1 .. C26, an "
+      "Example's key): letters, digits, _ - . and /",
+      [](const std::string& text, LayerSpec* layer) -> std::string {
+        if (!ValidName(text)) {
+          return "is a feature's name: letters, digits, _ - . and / (not leading, trailing "
+                 "or doubled), at most 128";
+        }
+        layer->feature = text;
+        return "";
+      },
+      [](const LayerSpec& layer) { return config_internal::Quoted(layer.feature); });
+}
+
+// linear's features: a non-empty list of distinct names.
+KeySpec FeaturesKey() {
+  return Key(
+      "features", "", "a list of the sparse features' names, e.g. [C1, C2], non-empty and distinct",
+      nullptr,
+      [](const LayerSpec& layer) {
+        std::vector<std::string> quoted;
+        for (const std::string& f : layer.features) quoted.push_back(config_internal::Quoted(f));
+        return absl::StrCat("[", absl::StrJoin(quoted, ", "), "]");
+      },
+      [](const std::vector<std::string>& items, LayerSpec* layer) -> std::string {
+        if (items.empty()) return "is a non-empty list of the sparse features' names";
+        std::set<std::string> seen;
+        for (const std::string& f : items) {
+          if (!ValidName(f)) {
+            return absl::StrCat("has ", config_internal::Quoted(f),
+                                ": a feature's name is letters, digits, _ - . and / (not "
+                                "leading, trailing or doubled), at most 128");
+          }
+          if (!seen.insert(f).second) {
+            return absl::StrCat("names ", f, " twice; each feature has one table");
+          }
+        }
+        layer->features = items;
+        return "";
+      });
 }
 
 // A number in [min, max) (or [min, max] when `max_inclusive`), or > min when
 // `min_exclusive`.
 KeySpec FloatKey(std::string name, float LayerSpec::*field, float min, bool min_exclusive,
                  float max, bool max_inclusive, std::string default_text, std::string accepts) {
-  return {std::move(name), std::move(default_text), std::move(accepts),
-          [=](const std::string& text, LayerSpec* layer) -> std::string {
-            float v = 0;
-            if (!absl::SimpleAtof(Sv(text), &v) || !(v == v)) return "is a number";
-            const bool low = min_exclusive ? !(v > min) : !(v >= min);
-            const bool high = max_inclusive ? !(v <= max) : !(v < max);
-            if (low || high) {
-              return absl::StrCat("must be in ", min_exclusive ? "(" : "[", min, ", ", max,
-                                  max_inclusive ? "]" : ")");
-            }
-            layer->*field = v;
-            return "";
-          },
-          [field](const LayerSpec& layer) { return FloatText(layer.*field); }};
+  return Key(
+      std::move(name), std::move(default_text), std::move(accepts),
+      [=](const std::string& text, LayerSpec* layer) -> std::string {
+        float v = 0;
+        if (!absl::SimpleAtof(Sv(text), &v) || !(v == v)) return "is a number";
+        const bool low = min_exclusive ? !(v > min) : !(v >= min);
+        const bool high = max_inclusive ? !(v <= max) : !(v < max);
+        if (low || high) {
+          return absl::StrCat("must be in ", min_exclusive ? "(" : "[", min, ", ", max,
+                              max_inclusive ? "]" : ")");
+        }
+        layer->*field = v;
+        return "";
+      },
+      [field](const LayerSpec& layer) { return FloatText(layer.*field); });
 }
 
 KeySpec BoolKey(std::string name, bool LayerSpec::*field, std::string default_text,
                 std::string accepts) {
-  return {std::move(name), std::move(default_text), std::move(accepts),
-          [field](const std::string& text, LayerSpec* layer) -> std::string {
-            if (text == "true") {
-              layer->*field = true;
-            } else if (text == "false") {
-              layer->*field = false;
-            } else {
-              return "is true or false";
-            }
-            return "";
-          },
-          [field](const LayerSpec& layer) { return std::string(layer.*field ? "true" : "false"); }};
+  return Key(
+      std::move(name), std::move(default_text), std::move(accepts),
+      [field](const std::string& text, LayerSpec* layer) -> std::string {
+        if (text == "true") {
+          layer->*field = true;
+        } else if (text == "false") {
+          layer->*field = false;
+        } else {
+          return "is true or false";
+        }
+        return "";
+      },
+      [field](const LayerSpec& layer) { return std::string(layer.*field ? "true" : "false"); });
 }
 
 KeySpec ChoiceKey(std::string name, std::string LayerSpec::*field, std::vector<std::string> choices,
                   std::string default_text, std::string accepts) {
-  return {std::move(name), std::move(default_text), std::move(accepts),
-          [field, choices](const std::string& text, LayerSpec* layer) -> std::string {
-            for (const std::string& c : choices) {
-              if (text == c) {
-                layer->*field = text;
-                return "";
-              }
-            }
-            return absl::StrCat("is one of ", absl::StrJoin(choices, ", "));
-          },
-          [field](const LayerSpec& layer) { return layer.*field; }};
+  return Key(
+      std::move(name), std::move(default_text), std::move(accepts),
+      [field, choices](const std::string& text, LayerSpec* layer) -> std::string {
+        for (const std::string& c : choices) {
+          if (text == c) {
+            layer->*field = text;
+            return "";
+          }
+        }
+        return absl::StrCat("is one of ", absl::StrJoin(choices, ", "), DidYouMean(text, choices));
+      },
+      [field](const LayerSpec& layer) { return layer.*field; });
 }
 
 // batch_norm's momentum: a number in [0, 1), or "job" (kept as -1): the
 // job's batch_norm_decay.
 KeySpec MomentumKey() {
-  return {"momentum", "job",
-          "a number in [0, 1): the moving statistics' decay (Keras' momentum), or job: the job's "
-          "batch_norm_decay",
-          [](const std::string& text, LayerSpec* layer) -> std::string {
-            if (text == "job") {
-              layer->momentum = -1.0f;
-              return "";
-            }
-            float v = 0;
-            if (!absl::SimpleAtof(Sv(text), &v) || !(v >= 0 && v < 1)) {
-              return "is a number in [0, 1) or job";
-            }
-            layer->momentum = v;
-            return "";
-          },
-          [](const LayerSpec& layer) {
-            return layer.momentum < 0 ? std::string("job") : FloatText(layer.momentum);
-          }};
+  return Key(
+      "momentum", "job",
+      "a number in [0, 1): the moving statistics' decay (Keras' momentum), or job: the job's "
+      "batch_norm_decay",
+      [](const std::string& text, LayerSpec* layer) -> std::string {
+        if (text == "job") {
+          layer->momentum = -1.0f;
+          return "";
+        }
+        float v = 0;
+        if (!absl::SimpleAtof(Sv(text), &v) || !(v >= 0 && v < 1)) {
+          return "is a number in [0, 1) or job";
+        }
+        layer->momentum = v;
+        return "";
+      },
+      [](const LayerSpec& layer) {
+        return layer.momentum < 0 ? std::string("job") : FloatText(layer.momentum);
+      });
 }
 
-// "name" or "name(number)" for the initializers InitializerSetting lists.
+// "name" or "name(number)" for the initializers InitializerSetting lists,
+// of `kinds`; `accepts` lists them for messages.
 KeySpec InitializerKey(std::string name, InitializerSetting LayerSpec::*field,
-                       std::string default_text) {
-  return {std::move(name), std::move(default_text),
-          "glorot_uniform, he_normal, zeros, ones, truncated_normal, truncated_normal(<stddev>) "
-          "or constant(<value>)",
-          [field](const std::string& text, LayerSpec* layer) -> std::string {
-            constexpr char kAccepts[] =
-                "is glorot_uniform, he_normal, zeros, ones, truncated_normal, "
-                "truncated_normal(<stddev>) or constant(<value>)";
-            InitializerSetting setting;
-            const size_t open = text.find('(');
-            setting.kind = text.substr(0, open);
-            if (open == std::string::npos) {
-              if (setting.kind == "constant") return "constant takes its value: constant(0.1)";
-              if (setting.kind == "truncated_normal") setting.arg = 0.05f;
-            } else {
-              if (text.back() != ')' ||
-                  (setting.kind != "truncated_normal" && setting.kind != "constant")) {
-                return kAccepts;
-              }
-              const std::string number = text.substr(open + 1, text.size() - open - 2);
-              if (!absl::SimpleAtof(Sv(number), &setting.arg) || !std::isfinite(setting.arg)) {
-                return absl::StrCat("has ", number, " where a number goes");
-              }
-              if (setting.kind == "truncated_normal" && !(setting.arg > 0)) {
-                return "truncated_normal's stddev must be positive";
-              }
-            }
-            static const std::set<std::string> kKinds = {
-                "glorot_uniform", "he_normal", "zeros", "ones", "truncated_normal", "constant"};
-            if (!kKinds.count(setting.kind)) return kAccepts;
-            layer->*field = setting;
-            return "";
-          },
-          [field](const LayerSpec& layer) {
-            const InitializerSetting& i = layer.*field;
-            if (i.kind == "truncated_normal" || i.kind == "constant") {
-              return absl::StrCat(i.kind, "(", FloatText(i.arg), ")");
-            }
-            return i.kind;
-          }};
+                       std::string default_text, std::set<std::string> kinds, std::string accepts) {
+  return Key(
+      std::move(name), std::move(default_text), accepts,
+      [field, kinds, accepts](const std::string& text, LayerSpec* layer) -> std::string {
+        InitializerSetting setting;
+        const size_t open = text.find('(');
+        setting.kind = text.substr(0, open);
+        const bool takes_number = setting.kind == "truncated_normal" ||
+                                  setting.kind == "constant" || setting.kind == "uniform";
+        if (open == std::string::npos) {
+          if (setting.kind == "constant") return "constant takes its value: constant(0.1)";
+          if (setting.kind == "truncated_normal" || setting.kind == "uniform") {
+            setting.arg = 0.05f;
+          }
+        } else {
+          if (text.back() != ')' || !takes_number || !kinds.count(setting.kind)) {
+            return "is " + accepts;
+          }
+          const std::string number = text.substr(open + 1, text.size() - open - 2);
+          if (!absl::SimpleAtof(Sv(number), &setting.arg) || !std::isfinite(setting.arg)) {
+            return absl::StrCat("has ", number, " where a number goes");
+          }
+          if (setting.kind == "truncated_normal" && !(setting.arg > 0)) {
+            return "truncated_normal's stddev must be positive";
+          }
+          if (setting.kind == "uniform" && !(setting.arg > 0)) {
+            return "uniform's scale must be positive";
+          }
+        }
+        if (!kinds.count(setting.kind)) return "is " + accepts;
+        layer->*field = setting;
+        return "";
+      },
+      [field](const LayerSpec& layer) {
+        const InitializerSetting& i = layer.*field;
+        if (i.kind == "truncated_normal" || i.kind == "constant" || i.kind == "uniform") {
+          return absl::StrCat(i.kind, "(", FloatText(i.arg), ")");
+        }
+        return i.kind;
+      });
+}
+
+// A dense variable's initializer.
+KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*field,
+                            std::string default_text) {
+  return InitializerKey(
+      std::move(name), field, std::move(default_text),
+      {"glorot_uniform", "he_normal", "zeros", "ones", "truncated_normal", "constant"},
+      "glorot_uniform, he_normal, zeros, ones, truncated_normal, "
+      "truncated_normal(<stddev>) or constant(<value>)");
 }
 
 }  // namespace
@@ -170,9 +292,15 @@ const std::vector<TypeSpec>& Types() {
         "none", "none, relu (fused into the layer), sigmoid, tanh or leaky_relu");
     const KeySpec use_bias = BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false");
     const KeySpec initializer =
-        InitializerKey("kernel_initializer", &LayerSpec::kernel_initializer, "glorot_uniform");
+        DenseInitializerKey("kernel_initializer", &LayerSpec::kernel_initializer, "glorot_uniform");
     const KeySpec bias_initializer =
-        InitializerKey("bias_initializer", &LayerSpec::bias_initializer, "zeros");
+        DenseInitializerKey("bias_initializer", &LayerSpec::bias_initializer, "zeros");
+    KeySpec dynamic =
+        BoolKey("dynamic", &LayerSpec::dynamic, "false",
+                "true: a table of any id >= 0 (strings: their fingerprint's low 63 bits), a hash "
+                "table on the parameter servers whose rows are created on first touch; exactly "
+                "one of buckets and dynamic: true");
+    dynamic.written = [](const LayerSpec& layer) { return layer.dynamic; };
     const KeySpec strides =
         IntKey("strides", &LayerSpec::strides, 1, 64, "1", "a whole number in [1, 64]");
     const KeySpec pool =
@@ -254,6 +382,37 @@ const std::vector<TypeSpec>& Types() {
         {"sigmoid", "activation", "1 / (1 + e^-x)", {}},
         {"tanh", "activation", "tanh(x)", {}},
         {"leaky_relu", "leaky_re_lu", "x if x > 0, else alpha * x", {alpha}},
+        {"embedding",
+         "embedding",
+         "an embedding table and its lookup of one sparse feature, as tf.keras.layers.Embedding "
+         "and tf.feature_column.embedding_column: output [dim], the combiner over the example's "
+         "values (zeros for none); table <name>/embeddings of dim floats per row, held by the "
+         "parameter servers, which move only the rows a batch touches; reads no activation "
+         "(without input, takes the model's)",
+         {FeatureKey(), IntKey("dim", &LayerSpec::dim, 1, kMaxSize, "", "a whole number >= 1"),
+          BucketsKey(), dynamic,
+          ChoiceKey("combiner", &LayerSpec::combiner, {"sum", "mean", "sqrtn"}, "mean",
+                    "sum, mean or sqrtn (the sum over the square root of the count): how an "
+                    "example's several values become one row, as tf.nn.embedding_lookup_sparse"),
+          InitializerKey("embeddings_initializer", &LayerSpec::embeddings_initializer,
+                         "uniform(0.05)", {"uniform", "truncated_normal", "zeros"},
+                         "uniform (scale 0.05), uniform(<scale>) (values in [-scale, scale)), "
+                         "truncated_normal, truncated_normal(<stddev>) or zeros: a row's values "
+                         "when first touched")}},
+        {"linear",
+         "linear",
+         "the wide part of Wide & Deep, as tf.feature_column.linear_model: a weight per "
+         "(feature, value) summed over every value of every listed feature, plus a bias; output "
+         "[1]; tables <name>/<feature> of one float per row, starting at zero, and variable "
+         "bias; reads no activation (without input, takes the model's)",
+         {FeaturesKey(), BucketsKey(), dynamic,
+          BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false")}},
+        {"dot_interaction",
+         "dot_interaction",
+         "DLRM's feature interaction: the previous output (or input's) and the outputs named in "
+         "inputs, k flat outputs of one size d (the bottom MLP's first, then the embeddings), "
+         "give the first followed by the dot product of every pair: d + k (k - 1) / 2 values",
+         {}},
     };
   }();
   return *types;

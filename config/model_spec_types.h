@@ -5,6 +5,7 @@
 // each with its keys (how a key is read into a LayerSpec, how it is written
 // out, and how LayerReference describes it).
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,9 +22,16 @@ struct KeySpec {
   std::string default_text;  // "" for a required key
   std::string accepts;
   // Reads `text` into `layer`; an error message (without the key) or "".
+  // Null for a list key.
   std::function<std::string(const std::string& text, LayerSpec* layer)> set;
   // The value as ModelSpecToYaml writes it.
   std::function<std::string(const LayerSpec& layer)> get;
+  // A list key (linear's features) reads its list's scalars with this
+  // instead of `set`.
+  std::function<std::string(const std::vector<std::string>& items, LayerSpec* layer)> set_list;
+  // When set, ModelSpecToYaml writes the key only if it returns true (of
+  // buckets and dynamic, the one in use).
+  std::function<bool(const LayerSpec& layer)> written;
 };
 
 struct TypeSpec {
@@ -36,8 +44,22 @@ struct TypeSpec {
 // Enough digits that reading the text back gives the same float.
 std::string FloatText(float v);
 
+// A layer's or feature's name: letters, digits, _ - . and / (not leading,
+// trailing or doubled), at most 128, so that it is written and read back as
+// itself.
+bool ValidName(const std::string& name);
+
+// " (did you mean X?)" for the closest of `known` within edit distance 2, or "".
+std::string DidYouMean(const std::string& text, const std::vector<std::string>& known);
+
+// The layer types that take `inputs` besides `input`: add, concat,
+// dot_interaction.
+bool TakesInputs(const std::string& type);
+
 // Sizes are capped well below what would overflow a shape's product.
 inline constexpr int kMaxSize = 1 << 20;
+// A bucketed table's rows: with dim <= kMaxSize, rows x dim fits in int64.
+inline constexpr int64_t kMaxBuckets = int64_t{1} << 40;
 
 // Every layer type, in the order LayerReference lists them.
 const std::vector<TypeSpec>& Types();

@@ -45,6 +45,18 @@ DEFINE_bool(nesterov, false, "Nesterov momentum.");
 DEFINE_double(weight_decay, 0.0, "L2 weight decay (gradient += weight_decay * w).");
 DEFINE_string(weight_decay_exclusions, "bias",
               "Comma-separated substrings; variables whose names contain one get no decay.");
+DEFINE_string(embedding_optimizer, "adagrad",
+              "Per-row optimizer of sparse embedding tables: adagrad, ftrl (FTRL-Proximal) or "
+              "adam (lazy Adam).");
+DEFINE_double(embedding_learning_rate, 0.05,
+              "Embedding tables: Adagrad's and Adam's learning rate, FTRL's alpha.");
+DEFINE_double(embedding_l1, 0.0, "Embedding tables, ftrl only: L1 regularization strength.");
+DEFINE_double(embedding_l2, 0.0, "Embedding tables, ftrl only: L2 regularization strength.");
+DEFINE_int64(embedding_ttl_steps, 0,
+             "Embedding tables: evict a row not updated for this many global steps (0: never).");
+DEFINE_int64(embedding_min_count, 0,
+             "Embedding tables: create a row once its id was pushed this many times (0 or 1: at "
+             "its first push).");
 DEFINE_int32(batch_size, 100, "Training examples per step and replica.");
 DEFINE_int32(eval_batch_size, 200, "Examples per evaluation batch.");
 DEFINE_int64(train_steps, 0, "Global steps to train (required).");

@@ -1,5 +1,6 @@
 // The training fields: SetTrainingField, GetTrainingField, their names
 // (training_fields.cc).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -114,9 +115,43 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 45u);
+  ASSERT_EQ(names.size(), 51u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
+  // The embedding tables' fields follow the dense optimizer's, together.
+  const auto at = std::find(names.begin(), names.end(), "weight_decay_exclusions");
+  ASSERT_NE(at, names.end());
+  EXPECT_EQ(
+      std::vector<std::string>(at + 1, at + 7),
+      (std::vector<std::string>{"embedding_optimizer", "embedding_learning_rate", "embedding_l1",
+                                "embedding_l2", "embedding_ttl_steps", "embedding_min_count"}));
+}
+
+TEST(TrainingFieldTest, EmbeddingFields) {
+  TrainingSpec t;
+  EXPECT_EQ(t.embedding_optimizer, "adagrad");
+  EXPECT_DOUBLE_EQ(t.embedding_learning_rate, 0.05);
+  EXPECT_EQ(t.embedding_l1, 0.0);
+  EXPECT_EQ(t.embedding_l2, 0.0);
+  EXPECT_EQ(t.embedding_ttl_steps, 0);
+  EXPECT_EQ(t.embedding_min_count, 0);
+  ASSERT_TRUE(SetTrainingField(&t, "embedding-optimizer", "ftrl").ok());
+  EXPECT_EQ(t.embedding_optimizer, "ftrl");
+  ASSERT_TRUE(SetTrainingField(&t, "embedding_learning_rate", "0.1").ok());
+  EXPECT_DOUBLE_EQ(t.embedding_learning_rate, 0.1);
+  ASSERT_TRUE(SetTrainingField(&t, "embedding_l1", "1e-3").ok());
+  EXPECT_DOUBLE_EQ(t.embedding_l1, 1e-3);
+  ASSERT_TRUE(SetTrainingField(&t, "embedding-l2", "0.5").ok());
+  EXPECT_DOUBLE_EQ(t.embedding_l2, 0.5);
+  ASSERT_TRUE(SetTrainingField(&t, "embedding_ttl_steps", "10000000000").ok());
+  EXPECT_EQ(t.embedding_ttl_steps, 10000000000);
+  ASSERT_TRUE(SetTrainingField(&t, "embedding-min-count", "3").ok());
+  EXPECT_EQ(t.embedding_min_count, 3);
+  ExpectInvalid(SetTrainingField(&t, "embedding_learning_rate", "nan"),
+                {"training.embedding_learning_rate: \"nan\" is not a finite number"});
+  ExpectInvalid(SetTrainingField(&t, "embedding_ttl_steps", "1.5"),
+                {"training.embedding_ttl_steps: \"1.5\" is not an integer"});
+  ExpectInvalid(SetTrainingField(&t, "embeding_l1", "0"), {"(did you mean embedding_l1?)"});
 }
 
 TEST(TrainingFieldTest, CheckpointKeysAndTensorFlowSpellings) {

@@ -1,5 +1,6 @@
 #include "data/batcher.h"
 
+#include <algorithm>
 #include <array>
 #include <random>
 #include <utility>
@@ -21,11 +22,77 @@ const std::array<float, 256>& PixelToFloat() {
   return table;
 }
 
+// Example `index`'s dense input: pixels / 255, or tabular dense features as
+// stored.
 void ConvertExample(const Dataset& dataset, int64_t index, float* out) {
-  const auto& table = PixelToFloat();
   const int64_t n = dataset.example_size();
+  if (dataset.tabular) {
+    const float* in = dataset.dense.data() + index * n;
+    std::copy(in, in + n, out);
+    return;
+  }
+  const auto& table = PixelToFloat();
   const uint8_t* in = dataset.images.data() + index * n;
   for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]];
+}
+
+// Programmer errors: the indices come from SelectSparseFeatures.
+void CheckColumns(const Dataset& dataset, const std::vector<int>& columns) {
+  for (int c : columns) {
+    CHECK(c >= 0 && static_cast<size_t>(c) < dataset.sparse.size())
+        << "sparse column " << c << " of a dataset with " << dataset.sparse.size();
+  }
+}
+
+// Replaces `*sparse` by empty columns named and typed as `columns` of
+// `dataset`, keeping its memory.
+void StartSparseBatch(const Dataset& dataset, const std::vector<int>& columns,
+                      SparseBatch* sparse) {
+  sparse->features.resize(columns.size());
+  for (size_t f = 0; f < columns.size(); ++f) {
+    const SparseFeatureColumn& from = dataset.sparse[columns[f]];
+    SparseFeatureColumn& to = sparse->features[f];
+    to.name = from.name;
+    to.kind = from.kind;
+    to.Clear();
+  }
+}
+
+void AppendSparseExample(const Dataset& dataset, const std::vector<int>& columns, int64_t index,
+                         SparseBatch* sparse) {
+  for (size_t f = 0; f < columns.size(); ++f) {
+    sparse->features[f].AppendExample(dataset.sparse[columns[f]], index);
+  }
+}
+
+absl::Status CheckTabularConsistent(const Dataset& dataset) {
+  if (dataset.num_dense < 0 ||
+      static_cast<int64_t>(dataset.dense.size()) != dataset.size() * dataset.num_dense) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchIterator: inconsistent tabular dataset: ", dataset.size(), " labels, ",
+                     dataset.dense.size(), " dense values, ", dataset.num_dense, " per example"));
+  }
+  for (const SparseFeatureColumn& column : dataset.sparse) {
+    if (column.examples() != dataset.size() || column.offsets.front() != 0 ||
+        column.offsets.back() != static_cast<int64_t>(column.values.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("BatchIterator: inconsistent tabular dataset: sparse feature ", column.name,
+                       " has ", column.examples(), " examples and ", column.values.size(),
+                       " values; ", dataset.size(), " labels"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConsistent(const Dataset& dataset) {
+  if (dataset.tabular) return CheckTabularConsistent(dataset);
+  if (dataset.example_size() <= 0 ||
+      static_cast<int64_t>(dataset.images.size()) != dataset.size() * dataset.example_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BatchIterator: inconsistent dataset: ", dataset.size(), " labels, ", dataset.images.size(),
+        " pixel bytes, examples of ", dataset.height, "x", dataset.width, "x", dataset.channels));
+  }
+  return absl::OkStatus();
 }
 
 // SplitMix64 finalizer: decorrelates the per-epoch seeds (seed + epoch) so
@@ -56,13 +123,7 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> BatchIterator::Create(const Datas
                                                                      int num_tasks, bool shuffle,
                                                                      uint64_t seed) {
   if (dataset == nullptr) return absl::InvalidArgumentError("BatchIterator: no dataset");
-  if (dataset->example_size() <= 0 ||
-      static_cast<int64_t>(dataset->images.size()) != dataset->size() * dataset->example_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("BatchIterator: inconsistent dataset: ", dataset->size(), " labels, ",
-                     dataset->images.size(), " pixel bytes, examples of ", dataset->height, "x",
-                     dataset->width, "x", dataset->channels));
-  }
+  if (absl::Status s = CheckConsistent(*dataset); !s.ok()) return s;
   if (batch_size <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("BatchIterator: batch size must be positive, got ", batch_size));
@@ -113,14 +174,23 @@ BatchIterator::~BatchIterator() {
   thread_.join();
 }
 
-void BatchIterator::Fill(float* images, int32_t* labels) {
+void BatchIterator::SetSparseFeatures(std::vector<int> columns) {
+  CHECK(!prefetching_) << "SetSparseFeatures after StartPrefetch";
+  CheckColumns(*dataset_, columns);
+  sparse_columns_ = std::move(columns);
+}
+
+void BatchIterator::Fill(float* images, int32_t* labels, SparseBatch* sparse) {
   const int64_t example_size = dataset_->example_size();
-  if (augmentation_.any()) scratch_.resize(example_size);
+  const bool augment = augmentation_.any() && !dataset_->tabular;
+  if (augment) scratch_.resize(example_size);
+  if (sparse != nullptr) StartSparseBatch(*dataset_, sparse_columns_, sparse);
   for (int b = 0; b < batch_size_; ++b) {
     const int64_t index = order_[position_];
     float* image = images + b * example_size;
     ConvertExample(*dataset_, index, image);
-    if (augmentation_.any()) {
+    if (sparse != nullptr) AppendSparseExample(*dataset_, sparse_columns_, index, sparse);
+    if (augment) {
       AugmentImage(augmentation_, /*training=*/true, dataset_->height, dataset_->width,
                    dataset_->channels, Mix(Mix(seed_ ^ static_cast<uint64_t>(epoch_)) + index),
                    image, scratch_.data());
@@ -151,16 +221,19 @@ void BatchIterator::Produce() {
           this));
       if (stop_) return;
     }
-    Fill(ahead_images_.data(), ahead_labels_.data());
+    Fill(ahead_images_.data(), ahead_labels_.data(),
+         sparse_columns_.empty() ? nullptr : &ahead_sparse_);
     absl::MutexLock lock(&mu_);
     ahead_epoch_ = epoch_;
     ahead_ready_ = true;
   }
 }
 
-void BatchIterator::Next(float* images, int32_t* labels) {
+void BatchIterator::Next(float* images, int32_t* labels) { Next(images, labels, nullptr); }
+
+void BatchIterator::Next(float* images, int32_t* labels, SparseBatch* sparse) {
   if (!prefetching_) {
-    Fill(images, labels);
+    Fill(images, labels, sparse);
     handed_out_epoch_ = epoch_;
     return;
   }
@@ -168,6 +241,11 @@ void BatchIterator::Next(float* images, int32_t* labels) {
   mu_.Await(absl::Condition(&ahead_ready_));
   std::copy(ahead_images_.begin(), ahead_images_.end(), images);
   std::copy(ahead_labels_.begin(), ahead_labels_.end(), labels);
+  if (sparse != nullptr && sparse_columns_.empty()) {
+    sparse->features.clear();
+  } else if (sparse != nullptr) {
+    std::swap(*sparse, ahead_sparse_);  // the producer refills the caller's old memory
+  }
   handed_out_epoch_ = ahead_epoch_;
   ahead_ready_ = false;
 }
@@ -197,6 +275,15 @@ void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* im
     ConvertExample(dataset, begin + i, images + i * example_size);
     labels[i] = dataset.labels[begin + i];
   }
+}
+
+void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
+                 int32_t* labels, const std::vector<int>& columns, SparseBatch* sparse) {
+  GatherRange(dataset, begin, count, images, labels);
+  if (sparse == nullptr) return;
+  CheckColumns(dataset, columns);
+  StartSparseBatch(dataset, columns, sparse);
+  for (int64_t i = 0; i < count; ++i) AppendSparseExample(dataset, columns, begin + i, sparse);
 }
 
 }  // namespace pstrain

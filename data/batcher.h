@@ -11,10 +11,12 @@
 #include "absl/synchronization/mutex.h"
 #include "data/augment.h"
 #include "data/dataset.h"
+#include "data/sparse_features.h"
 
 namespace pstrain {
 
 // Draws full batches from one task's shard of a dataset, epoch after epoch.
+// The dataset holds images or tabular examples (dense and sparse features).
 //
 // Shard `task` of `num_tasks` is the examples i with i % num_tasks == task, so
 // the shards of all tasks are disjoint and together cover the dataset.
@@ -42,7 +44,15 @@ class BatchIterator {
 
   // Training augmentation and standardization of every image (data/augment.h),
   // random per example and epoch but the same on every run. Before Next.
+  // Ignored for tabular data.
   void SetAugmentation(const Augmentation& augmentation) { augmentation_ = augmentation; }
+
+  // The sparse features that Next(images, labels, sparse) hands out: indices
+  // into the dataset's sparse columns (SelectSparseFeatures in data/tabular.h
+  // finds them by name), in the order the batch has them. Call before Next
+  // and StartPrefetch. The indices must be valid (checked: validate names
+  // with SelectSparseFeatures first).
+  void SetSparseFeatures(std::vector<int> columns);
 
   // From here on a background thread prepares the next batch while the
   // caller computes on this one, so training does not wait for input. Call
@@ -54,7 +64,17 @@ class BatchIterator {
   // at the end of an epoch it continues into the next one (reshuffled), so a
   // batch may span two epochs, and a batch larger than the shard repeats
   // examples.
+  // For tabular data `images` receives the dense features instead
+  // (batch_size * num_dense floats, as stored: not scaled, not augmented).
   void Next(float* images, int32_t* labels);
+
+  // Next, and for tabular data the batch's sparse features: `*sparse` is
+  // replaced by one column per SetSparseFeatures index, in that order, each
+  // with the column's name and kind, batch_size examples, offsets starting
+  // at 0. `sparse` may be null (then this is Next(images, labels)). Reuses
+  // the memory of `*sparse` (with prefetching it is swapped with the batch
+  // prepared ahead): pointers into its previous contents become invalid.
+  void Next(float* images, int32_t* labels, SparseBatch* sparse);
 
   // Moves past the next `batches` batches without reading them, as if Next
   // had been called that many times (a job resumed at global step S skips S
@@ -74,7 +94,7 @@ class BatchIterator {
   // Sets order_ for epoch_.
   void StartEpoch();
   // The next batch into the given buffers (advances order_/position_/epoch_).
-  void Fill(float* images, int32_t* labels);
+  void Fill(float* images, int32_t* labels, SparseBatch* sparse);
   void Produce();  // the prefetch thread
 
   const Dataset* const dataset_;
@@ -88,6 +108,7 @@ class BatchIterator {
   int64_t handed_out_epoch_ = 0;
   Augmentation augmentation_;
   std::vector<float> scratch_;
+  std::vector<int> sparse_columns_;  // set before the prefetch thread starts
 
   // Prefetching: one batch ahead, filled by thread_.
   absl::Mutex mu_;
@@ -96,6 +117,7 @@ class BatchIterator {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<float> ahead_images_;
   std::vector<int32_t> ahead_labels_;
+  SparseBatch ahead_sparse_;  // filled only if sparse_columns_ is not empty
   int64_t ahead_epoch_ = 0;
   std::thread thread_;
 };
@@ -104,8 +126,15 @@ class BatchIterator {
 // pixel / 255 (NHWC) in `images` (count * example_size() floats) and copies
 // their labels to `labels` (count). For evaluation. The range must lie within
 // the dataset (checked; a violation is a programmer error and aborts).
+// For tabular data `images` receives the dense features as stored.
 void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
                  int32_t* labels);
+
+// GatherRange, and the examples' sparse features into `*sparse` (if not null):
+// one column per index in `columns` (dataset.sparse indices, checked), as
+// BatchIterator::Next fills it.
+void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
+                 int32_t* labels, const std::vector<int>& columns, SparseBatch* sparse);
 
 }  // namespace pstrain
 

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "data/sparse_features.h"
+
 namespace pstrain {
 
 // An in-memory image classification dataset. Pixels stay uint8 (a quarter of
@@ -17,8 +19,18 @@ struct Dataset {
   std::vector<uint8_t> images;  // size() * height * width * channels
   std::vector<int32_t> labels;  // size()
 
+  // Tabular examples (click logs: Criteo TSV, Examples with sparse features)
+  // instead of images: `num_dense` float features per example, row-major in
+  // `dense`, and sparse features, one column each with size() examples.
+  // `images` is empty and height, width and channels are 0.
+  bool tabular = false;
+  int64_t num_dense = 0;
+  std::vector<float> dense;  // size() * num_dense
+  std::vector<SparseFeatureColumn> sparse;
+
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
-  int64_t example_size() const { return int64_t{height} * width * channels; }
+  // Floats of one example's dense input: pixels, or tabular dense features.
+  int64_t example_size() const { return tabular ? num_dense : int64_t{height} * width * channels; }
 };
 
 enum class Split { kTrain, kTest };

@@ -1,7 +1,9 @@
 #include "data/load.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "data/cifar10.h"
+#include "data/criteo_dataset.h"
 #include "data/mnist.h"
 #include "data/tfrecord_dataset.h"
 
@@ -17,17 +19,27 @@ absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& dir, Split spli
     return LoadCifar10(env, dir, split);
   }
   absl::StatusOr<Dataset> mnist = LoadMnist(env, dir, split);
-  if (absl::IsNotFound(mnist.status())) {
-    return absl::NotFoundError(absl::StrCat(
-        mnist.status().message(), "; nor TFRecord files (",
-        split == Split::kTrain ? "train.tfrecords" : "eval.tfrecords or test.tfrecords",
-        "), nor CIFAR-10 binary batches (", cifar_first, ")"));
+  if (!absl::IsNotFound(mnist.status())) return mnist;
+  // Looked for last, so a directory that loaded as images before still does.
+  if (std::string tsv = FindCriteoFile(env, dir, split); !tsv.empty()) {
+    return ReadCriteoDataset(env, tsv);
   }
-  return mnist;
+  return absl::NotFoundError(
+      absl::StrCat(mnist.status().message(), "; nor TFRecord files (",
+                   split == Split::kTrain ? "train.tfrecords" : "eval.tfrecords or test.tfrecords",
+                   "), nor CIFAR-10 binary batches (", cifar_first, "), nor Criteo TSV (",
+                   absl::StrJoin(CriteoFileNames(split), " or "), ")"));
 }
 
 absl::Status CheckExampleShape(const Dataset& dataset, int height, int width, int channels,
                                const std::string& model, const std::string& dir) {
+  if (dataset.tabular) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", model, " takes ", height, "x", width, "x", channels, " images, but ", dir,
+        " holds tabular examples (", dataset.num_dense, " dense and ", dataset.sparse.size(),
+        " sparse features, e.g. Criteo TSV); pass --data_dir with images, or a model for "
+        "tabular data"));
+  }
   if (dataset.height == height && dataset.width == width && dataset.channels == channels) {
     return absl::OkStatus();
   }

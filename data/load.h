@@ -13,13 +13,14 @@ namespace pstrain {
 // order: TFRecord files of tf.train.Example (train.tfrecords;
 // eval.tfrecords or test.tfrecords), CIFAR-10 binary batches
 // (data_batch_1..5.bin, test_batch.bin, also under cifar-10-batches-bin/),
-// MNIST idx files (gzip or raw). NotFound naming what was looked for when the
-// directory holds none of them.
+// MNIST idx files (gzip or raw), Criteo TSV click logs (train.tsv; test.tsv or
+// eval.tsv) as tabular examples (data/criteo_dataset.h). NotFound naming what
+// was looked for when the directory holds none of them.
 absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& dir, Split split);
 
 // InvalidArgument unless `dataset`'s examples are height x width x channels,
 // the input of `model`: "model cifar10_resnet takes 32x32x3 images, but DIR
-// holds 28x28x1 ones".
+// holds 28x28x1 ones"; also for tabular data (data/tabular.h checks that).
 absl::Status CheckExampleShape(const Dataset& dataset, int height, int width, int channels,
                                const std::string& model, const std::string& dir);
 

@@ -58,11 +58,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr int kBatch = 2;
   std::vector<float> images(kBatch * example, 0.5f);
   std::vector<int32_t> labels = {0, 1};
+  // Sparse layers read rows: two examples with ids {1, 2} and {2}.
+  pstrain::SparseStep sparse;
+  if (m.has_sparse()) {
+    pstrain::SparseBatch batch;
+    for (const std::string& name : m.sparse_features()) {
+      pstrain::SparseFeatureColumn column;
+      column.name = name;
+      column.kind = pstrain::SparseValueKind::kTokens;  // valid for any buckets
+      column.values = {1, 2, 2};
+      column.offsets = {0, 2, 3};
+      batch.features.push_back(std::move(column));
+    }
+    if (!m.PrepareSparse(batch, kBatch, &sparse).ok()) std::abort();
+    for (size_t t = 0; t < sparse.tables.size(); ++t) {
+      sparse.tables[t].rows.assign(sparse.tables[t].ids.size() * m.sparse_tables()[t].dim, 0.1f);
+    }
+  }
+  pstrain::SparseStep* rows = m.has_sparse() ? &sparse : nullptr;
   const pstrain::LossResult train =
       m.TrainStep(params.data(), state.data(), images.data(), labels.data(), kBatch, 1,
-                  grads.data(), stats.data());
+                  grads.data(), stats.data(), nullptr, rows);
   const pstrain::LossResult eval =
-      m.Evaluate(params.data(), state.data(), images.data(), labels.data(), kBatch);
+      m.Evaluate(params.data(), state.data(), images.data(), labels.data(), kBatch, rows);
   if (std::isnan(train.loss_sum) || std::isnan(eval.loss_sum)) std::abort();
   return 0;
 }

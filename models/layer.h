@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/sparse_input.h"
 #include "models/tensor.h"
 
 namespace pstrain {
@@ -57,11 +58,17 @@ struct ForwardArgs {
   // Training only: where layers with batch statistics (batch norm) write them,
   // at the same offsets as their state variables. May be null in eval.
   float* batch_stats = nullptr;
+  // The rows of the embedding tables this batch touches (models with sparse
+  // layers; Model::PrepareSparse); null for a model without any.
+  const SparseStep* sparse = nullptr;
 };
 
 struct BackwardArgs {
   const float* params = nullptr;
   float* grads = nullptr;  // Layers overwrite their own range of the flat gradient.
+  // Sparse layers add their rows' gradients to sparse->tables[t].grads
+  // (zeroed by the model before the backward pass).
+  SparseStep* sparse = nullptr;
 };
 
 // One layer of a feed-forward model, with its backward pass. Tensors are
@@ -94,6 +101,12 @@ class Layer {
 
   // Valid after Build().
   virtual std::vector<VariableSpec> Variables() const { return {}; }
+  // Valid after Build(): the embedding tables it declares (models/embedding.h).
+  virtual std::vector<SparseTableSpec> SparseTables() const { return {}; }
+  // Where each table of SparseTables() is among the model's tables
+  // (SparseStep::tables), and its feature among the model's sparse features
+  // (SparseStep::offsets).
+  virtual void BindSparse(std::vector<int> /*tables*/, std::vector<int> /*features*/) {}
 
   // Where each variable of Variables() lives: an offset into the params vector
   // for trainable ones, into the state vector for the others.

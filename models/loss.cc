@@ -31,4 +31,23 @@ LossResult SoftmaxCrossEntropy(const Tensor& logits, const int32_t* labels, Tens
   return result;
 }
 
+LossResult SigmoidCrossEntropy(const Tensor& logits, const int32_t* labels, Tensor* dlogits) {
+  const int64_t batch = logits.dim(0);
+  if (dlogits != nullptr) dlogits->Resize(logits.shape());
+  LossResult result;
+  const double inv_batch = 1.0 / static_cast<double>(batch);
+  for (int64_t n = 0; n < batch; ++n) {
+    const double z = logits[n];
+    const double y = labels[n] == 1 ? 1.0 : 0.0;
+    // max(z, 0) - z y + log(1 + exp(-|z|)): no overflow for any z.
+    result.loss_sum += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
+    if ((z > 0) == (labels[n] == 1)) ++result.correct;
+    if (dlogits != nullptr) {
+      const double p = z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
+      (*dlogits)[n] = static_cast<float>((p - y) * inv_batch);
+    }
+  }
+  return result;
+}
+
 }  // namespace pstrain

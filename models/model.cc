@@ -1,9 +1,13 @@
 #include "models/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "models/random.h"
 
@@ -65,11 +69,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape input_shape,
                                                      int num_classes,
                                                      std::vector<std::unique_ptr<Layer>> layers,
-                                                     std::vector<std::vector<int>> inputs) {
+                                                     std::vector<std::vector<int>> inputs,
+                                                     Head head) {
   std::unique_ptr<Model> model(new Model);
   model->name_ = std::move(name);
   model->input_shape_ = input_shape;
   model->num_classes_ = num_classes;
+  model->head_ = head;
   if (inputs.empty()) {
     for (size_t i = 0; i < layers.size(); ++i) inputs.push_back({static_cast<int>(i)});
   }
@@ -124,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       model->variables_.push_back(std::move(info));
     }
     layer->BindOffsets(std::move(offsets));
+    model->BindSparseTables(layer);
     model->layer_first_param_.push_back(first_param);
     shapes.push_back(*out);
     if (in != std::vector<int>{static_cast<int>(i)}) model->chain_ = false;
@@ -135,10 +142,14 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
                        " is not taken by any later layer"));
     }
   }
-  if (shapes.back() != Shape{num_classes}) {
+  if (head == Head::kBinary && num_classes != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", model->name_, ": a binary head has 2 classes, not ", num_classes));
+  }
+  if (shapes.back() != Shape{model->num_logits()}) {
     return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": output shape ",
                                                    ShapeToString(shapes.back()), " is not [",
-                                                   num_classes, "] logits"));
+                                                   model->num_logits(), "] logits"));
   }
   model->layers_ = std::move(layers);
   model->inputs_ = std::move(inputs);
@@ -155,9 +166,14 @@ void Model::InitializeVariables(uint64_t seed, float* params, float* state) cons
 }
 
 void Model::Forward(const float* params, const float* state, const float* images, int64_t batch,
-                    bool training, uint64_t seed, float* batch_stats) {
+                    bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse) {
   acts_[0].Resize(Batched(batch, input_shape_));
   std::memcpy(acts_[0].data(), images, acts_[0].size() * sizeof(float));
+  if (!sparse_tables_.empty() && sparse == nullptr) {
+    std::fprintf(stderr, "model %s has sparse layers: its passes need a SparseStep\n",
+                 name_.c_str());
+    std::abort();
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     ForwardArgs args;
     args.training = training;
@@ -165,6 +181,7 @@ void Model::Forward(const float* params, const float* state, const float* images
     args.params = params;
     args.state = state;
     args.batch_stats = batch_stats;
+    args.sparse = sparse;
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "forward",
                            trace_ != nullptr ? std::string_view(forward_names_[i]) : "");
@@ -183,21 +200,29 @@ void Model::Forward(const float* params, const float* state, const float* images
 
 LossResult Model::TrainStep(const float* params, const float* state, const float* images,
                             const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
-                            float* batch_stats, const std::function<void(int64_t)>& grads_ready) {
+                            float* batch_stats, const std::function<void(int64_t)>& grads_ready,
+                            SparseStep* sparse) {
   if (num_state_ > 0) std::memcpy(batch_stats, state, num_state_ * sizeof(float));
-  Forward(params, state, images, batch, /*training=*/true, seed, batch_stats);
+  Forward(params, state, images, batch, /*training=*/true, seed, batch_stats, sparse);
   BackwardArgs args;
   args.params = params;
   args.grads = grads;
+  args.sparse = sparse;
+  if (sparse != nullptr) {
+    for (size_t t = 0; t < sparse->tables.size(); ++t) {
+      TableStep& table = sparse->tables[t];
+      table.grads.assign(table.ids.size() * sparse_tables_[t].dim, 0.0f);
+    }
+  }
   if (!chain_) {
     act_grads_.resize(acts_.size());
-    LossResult result = SoftmaxCrossEntropy(acts_.back(), labels, &act_grads_.back());
+    LossResult result = Loss(labels, &act_grads_.back());
     GraphBackward(args, grads_ready);
     return result;
   }
   Tensor* dout = &grad_a_;
   Tensor* din = &grad_b_;
-  LossResult result = SoftmaxCrossEntropy(acts_.back(), labels, dout);
+  LossResult result = Loss(labels, dout);
   for (size_t i = layers_.size(); i-- > 0;) {
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "backward",
@@ -274,15 +299,118 @@ void Model::EnableProfiling(bool on) {
 }
 
 LossResult Model::Evaluate(const float* params, const float* state, const float* images,
-                           const int32_t* labels, int64_t batch) {
-  Forward(params, state, images, batch, /*training=*/false, 0, nullptr);
-  return SoftmaxCrossEntropy(acts_.back(), labels, nullptr);
+                           const int32_t* labels, int64_t batch, const SparseStep* sparse) {
+  Forward(params, state, images, batch, /*training=*/false, 0, nullptr, sparse);
+  return Loss(labels, nullptr);
 }
 
 const Tensor& Model::Infer(const float* params, const float* state, const float* images,
-                           int64_t batch) {
-  Forward(params, state, images, batch, /*training=*/false, 0, nullptr);
+                           int64_t batch, const SparseStep* sparse) {
+  Forward(params, state, images, batch, /*training=*/false, 0, nullptr, sparse);
   return acts_.back();
+}
+
+LossResult Model::Loss(const int32_t* labels, Tensor* dlogits) const {
+  return head_ == Head::kBinary ? SigmoidCrossEntropy(acts_.back(), labels, dlogits)
+                                : SoftmaxCrossEntropy(acts_.back(), labels, dlogits);
+}
+
+void Model::BindSparseTables(Layer* layer) {
+  std::vector<int> tables, features;
+  for (const SparseTableSpec& spec : layer->SparseTables()) {
+    auto it = std::find(sparse_features_.begin(), sparse_features_.end(), spec.feature);
+    if (it == sparse_features_.end()) it = sparse_features_.insert(it, spec.feature);
+    SparseTableInfo info;
+    info.name = absl::StrCat(layer->name(), "/", spec.name);
+    info.feature = static_cast<int>(it - sparse_features_.begin());
+    info.dim = spec.dim;
+    info.buckets = spec.buckets;
+    info.initializer = spec.initializer;
+    tables.push_back(static_cast<int>(sparse_tables_.size()));
+    features.push_back(info.feature);
+    sparse_tables_.push_back(std::move(info));
+  }
+  if (!tables.empty()) layer->BindSparse(std::move(tables), std::move(features));
+}
+
+namespace {
+
+// The row of `value` (of kind `kind`) in `table`, or an error message.
+absl::StatusOr<int64_t> RowId(const SparseTableInfo& table, SparseValueKind kind, uint64_t value) {
+  constexpr uint64_t kLow63 = (uint64_t{1} << 63) - 1;
+  if (kind == SparseValueKind::kTokens) {
+    if (table.buckets > 0)
+      return static_cast<int64_t>(value % static_cast<uint64_t>(table.buckets));
+    return static_cast<int64_t>(value & kLow63);
+  }
+  const auto id = static_cast<int64_t>(value);
+  if (id < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("id ", id, " is negative; ids are >= 0"));
+  }
+  if (table.buckets > 0 && id >= table.buckets) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("id ", id, " is out of range for table ", table.name, " of ", table.buckets,
+                     " buckets (ids of an integer feature are its rows: give the table more "
+                     "buckets, make it dynamic: true, or feed the ids as strings to hash them)"));
+  }
+  return id;
+}
+
+}  // namespace
+
+absl::Status Model::PrepareSparse(const SparseBatch& batch, int64_t examples,
+                                  SparseStep* step) const {
+  if (batch.features.size() != sparse_features_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", name_, " reads ", sparse_features_.size(),
+                     " sparse features, the batch has ", batch.features.size()));
+  }
+  step->examples = examples;
+  step->offsets.resize(sparse_features_.size());
+  for (size_t f = 0; f < sparse_features_.size(); ++f) {
+    const SparseFeatureColumn& column = batch.features[f];
+    if (column.name != sparse_features_[f] || column.examples() != examples) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", name_, ": sparse feature ", f, " should be ", sparse_features_[f], " of ",
+          examples, " examples, the batch has ", column.name, " of ", column.examples()));
+    }
+    for (int64_t i = 0; i < examples; ++i) {
+      const int64_t n = column.offsets[i + 1] - column.offsets[i];
+      if (n > kMaxValuesPerExample) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("feature ", column.name, ": example ", i, " of the batch has ", n,
+                         " values, more than the ", kMaxValuesPerExample,
+                         " one example may have in one feature"));
+      }
+    }
+    step->offsets[f] = column.offsets;
+  }
+  step->tables.resize(sparse_tables_.size());
+  absl::flat_hash_map<int64_t, int32_t> index;
+  for (size_t t = 0; t < sparse_tables_.size(); ++t) {
+    const SparseTableInfo& info = sparse_tables_[t];
+    const SparseFeatureColumn& column = batch.features[info.feature];
+    TableStep& table = step->tables[t];
+    table.ids.clear();
+    table.slots.resize(column.values.size());
+    table.rows.clear();
+    table.grads.clear();
+    index.clear();
+    for (size_t k = 0; k < column.values.size(); ++k) {
+      absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
+      if (!id.ok()) {
+        const int64_t example = std::upper_bound(column.offsets.begin(), column.offsets.end(), k) -
+                                column.offsets.begin() - 1;
+        return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ",
+                                                       example,
+                                                       " of the batch: ", id.status().message()));
+      }
+      auto [it, added] = index.try_emplace(*id, static_cast<int32_t>(table.ids.size()));
+      if (added) table.ids.push_back(*id);
+      table.slots[k] = it->second;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

@@ -12,6 +12,7 @@
 #include "common/trace.h"
 #include "models/layer.h"
 #include "models/loss.h"
+#include "models/sparse_input.h"
 #include "models/tensor.h"
 
 namespace pstrain {
@@ -43,6 +44,11 @@ struct VariableInfo {
   VariableSpec spec;
 };
 
+// What the logits mean and how the loss is computed: softmax cross-entropy
+// over `num_classes` logits, or a binary head (a click model) with one logit
+// and sigmoid cross-entropy against labels 0 and 1 (num_classes is 2).
+enum class Head { kSoftmax, kBinary };
+
 // A feed-forward classifier: a stack of layers ending in logits, trained with
 // softmax cross-entropy. The model owns no parameter values: every call reads
 // them from flat vectors (wherever they live: an in-process store, or a copy
@@ -62,14 +68,40 @@ class Model {
   // of `layers` is an order of evaluation). A MergeLayer takes two or more,
   // any other layer one. Every layer's output but the last must be taken by a
   // later layer. InvalidArgument, naming the layer, for anything else.
+  // With Head::kBinary the last layer's output must be [1] and
+  // num_classes 2. Sparse layers' tables (Layer::SparseTables) become the
+  // model's sparse_tables(), in layer order, and the features they read its
+  // sparse_features(), in order of first use.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
                                                        int num_classes,
                                                        std::vector<std::unique_ptr<Layer>> layers,
-                                                       std::vector<std::vector<int>> inputs);
+                                                       std::vector<std::vector<int>> inputs,
+                                                       Head head = Head::kSoftmax);
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
   int num_classes() const { return num_classes_; }
+  Head head() const { return head_; }
+  // Logits per example: num_classes, or 1 for a binary head.
+  int num_logits() const { return head_ == Head::kBinary ? 1 : num_classes_; }
+  // The embedding tables of its sparse layers (not in the flat vectors), and
+  // the sparse features they read, by name.
+  const std::vector<SparseTableInfo>& sparse_tables() const { return sparse_tables_; }
+  const std::vector<std::string>& sparse_features() const { return sparse_features_; }
+  bool has_sparse() const { return !sparse_tables_.empty(); }
+
+  // Turns a batch's sparse features (one column per sparse_features(), in
+  // that order, each of `examples` examples) into each table's distinct row
+  // ids and every value's index among them (SparseStep), ready for a row
+  // holder to fill in the rows. A bucketed table takes an id (kIds) as its
+  // row and a token's fingerprint (kTokens) modulo its buckets
+  // (tf.strings.to_hash_bucket_fast); a dynamic table takes an id as it is
+  // and a fingerprint's low 63 bits. InvalidArgument, naming the feature,
+  // table and example, and changing nothing that matters (the step is to be
+  // discarded), for columns that do not match, a negative id, an id >= a
+  // bucketed table's buckets, or more than kMaxValuesPerExample values in
+  // one example.
+  absl::Status PrepareSparse(const SparseBatch& batch, int64_t examples, SparseStep* step) const;
   const std::vector<VariableInfo>& variables() const { return variables_; }
   int64_t num_params() const { return num_params_; }
   int64_t num_state() const { return num_state_; }
@@ -94,15 +126,19 @@ class Model {
   LossResult TrainStep(const float* params, const float* state, const float* images,
                        const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
                        float* batch_stats,
-                       const std::function<void(int64_t)>& grads_ready = nullptr);
+                       const std::function<void(int64_t)>& grads_ready = nullptr,
+                       SparseStep* sparse = nullptr);
 
   // Forward pass in evaluation mode; loss summed over the batch.
+  // `sparse`: the batch's rows, for a model with sparse layers (its grads
+  // are not touched).
   LossResult Evaluate(const float* params, const float* state, const float* images,
-                      const int32_t* labels, int64_t batch);
+                      const int32_t* labels, int64_t batch, const SparseStep* sparse = nullptr);
 
   // Forward pass in evaluation mode without labels: the logits,
   // [batch, num_classes] (valid until the next call).
-  const Tensor& Infer(const float* params, const float* state, const float* images, int64_t batch);
+  const Tensor& Infer(const float* params, const float* state, const float* images, int64_t batch,
+                      const SparseStep* sparse = nullptr);
 
   // When on, every pass adds its wall time per layer to timings() (for
   // benchmarks; costs two clock reads per layer and pass).
@@ -113,13 +149,16 @@ class Model {
   // active (--trace_steps); null turns it off. `trace` must outlive the model.
   void set_trace(TraceRecorder* trace);
 
-  // Logits of the last Evaluate/TrainStep call, [batch, num_classes].
+  // Logits of the last Evaluate/TrainStep call, [batch, num_logits()].
   const Tensor& logits() const { return acts_.back(); }
 
  private:
   Model() = default;
   void Forward(const float* params, const float* state, const float* images, int64_t batch,
-               bool training, uint64_t seed, float* batch_stats);
+               bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse);
+  LossResult Loss(const int32_t* labels, Tensor* dlogits) const;
+  // Appends `layer`'s tables (and new features) and tells it where they are.
+  void BindSparseTables(Layer* layer);
   // The backward pass of a graph (not a chain of layers): each activation's
   // gradient summed over the layers that take it.
   void GraphBackward(const BackwardArgs& args, const std::function<void(int64_t)>& grads_ready);
@@ -127,6 +166,9 @@ class Model {
   std::string name_;
   Shape input_shape_;
   int num_classes_ = 0;
+  Head head_ = Head::kSoftmax;
+  std::vector<SparseTableInfo> sparse_tables_;
+  std::vector<std::string> sparse_features_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<VariableInfo> variables_;
   int64_t num_params_ = 0;

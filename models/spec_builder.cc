@@ -12,7 +12,9 @@
 #include "models/batch_norm.h"
 #include "models/conv2d.h"
 #include "models/dense.h"
+#include "models/dot_interaction.h"
 #include "models/dropout.h"
+#include "models/embedding.h"
 #include "models/flatten.h"
 #include "models/global_avg_pool.h"
 #include "models/max_pool2d.h"
@@ -38,6 +40,14 @@ std::unique_ptr<Layer> ActivationLayer(const std::string& kind, std::string name
                                                    alpha);
   }
   return nullptr;
+}
+
+// An embedding table's initializer: uniform, truncated_normal or zeros (the
+// spec accepts no other).
+TableInitializer SpecTableInitializer(const InitializerSetting& setting) {
+  if (setting.kind == "uniform") return {TableInitializer::kUniform, setting.arg};
+  if (setting.kind == "truncated_normal") return {TableInitializer::kTruncatedNormal, setting.arg};
+  return {TableInitializer::kZeros, 0.0f};
 }
 
 // The layers computing `l`, appended to `layers`; false for a type it does
@@ -80,6 +90,24 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     layers->push_back(std::make_unique<Add>(l.name));
   } else if (l.type == "concat") {
     layers->push_back(std::make_unique<Concat>(l.name));
+  } else if (l.type == "embedding") {
+    EmbeddingOptions o;
+    o.feature = l.feature;
+    o.dim = l.dim;
+    o.buckets = l.dynamic ? 0 : l.buckets;
+    o.combiner = l.combiner == "sum"     ? Combiner::kSum
+                 : l.combiner == "sqrtn" ? Combiner::kSqrtn
+                                         : Combiner::kMean;
+    o.initializer = SpecTableInitializer(l.embeddings_initializer);
+    layers->push_back(std::make_unique<Embedding>(l.name, o));
+  } else if (l.type == "linear") {
+    LinearOptions o;
+    o.features = l.features;
+    o.buckets = l.dynamic ? 0 : l.buckets;
+    o.use_bias = l.use_bias;
+    layers->push_back(std::make_unique<Linear>(l.name, o));
+  } else if (l.type == "dot_interaction") {
+    layers->push_back(std::make_unique<DotInteraction>(l.name));
   } else if (l.type == "pad_channels") {
     layers->push_back(std::make_unique<PadChannels>(l.name, l.filters));
   } else if (l.type == "identity") {
@@ -130,9 +158,13 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
                                                           std::string_view source,
                                                           const SpecBuildOptions& options) {
   const std::string where(source);
-  if (spec.input.size() != 3 || spec.layers.empty() || spec.classes < 2) {
+  const bool binary = spec.head == "binary";
+  if ((spec.input.size() != 3 && spec.input.size() != 1) || spec.layers.empty() ||
+      spec.classes < 2 || (binary && spec.classes != 2) || (!binary && spec.head != "softmax")) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": a model spec has input [h, w, c], classes and layers"));
+        absl::StrCat(where,
+                     ": a model spec has input [h, w, c] or [n], classes (2 with head: binary) and "
+                     "layers"));
   }
   // Shapes layer by layer, so that an error can name the spec's layer and
   // line; Model::Create builds them again for its own bookkeeping.
@@ -146,6 +178,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
     std::vector<int> taken;
     std::vector<std::string> names = l.inputs;
     names.insert(names.begin(), l.input);
+    // embedding and linear read no activation; without input they take the
+    // model's, leaving the previous output to a later layer.
+    if (names.front().empty() && LayerTakesModelInputByDefault(l)) names.front() = "input";
     for (const std::string& name : names) {
       if (name.empty()) {
         taken.push_back(static_cast<int>(shapes.size()) - 1);
@@ -202,7 +237,13 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
     activation_of[l.name] = static_cast<int>(shapes.size()) - 1;
   }
   const Shape& shape = shapes.back();
-  if (shape != Shape{spec.classes}) {
+  if (binary && shape != Shape{1}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": the last layer (", spec.layers.back().name, ", line ", spec.layers.back().line,
+        ") gives ", ShapeToString(shape),
+        ", but with head: binary the last layer gives one logit: end with dense: {units: 1}"));
+  }
+  if (!binary && shape != Shape{spec.classes}) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the last layer (", spec.layers.back().name, ") gives ", ShapeToString(shape),
         " but the model has classes: ", spec.classes,
@@ -210,7 +251,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
   }
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       spec.name.empty() ? "model" : spec.name, Shape(spec.input.begin(), spec.input.end()),
-      spec.classes, std::move(layers), std::move(inputs));
+      spec.classes, std::move(layers), std::move(inputs), binary ? Head::kBinary : Head::kSoftmax);
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "models/conv2d.h"
@@ -13,6 +14,7 @@
 #include "models/flatten.h"
 #include "models/random.h"
 #include "models/registry.h"
+#include "models/sparse_input.h"
 
 namespace pstrain {
 namespace {
@@ -297,7 +299,7 @@ TEST(SpecGraphTest, BadGraphsAreRefusedNamingTheLayerAndLine) {
        "  - flatten: {input: a}\n  - dense: {units: 2}\n",
        "the output of layer conv2d (line 5) is not taken by any later layer"},
       {"  - add\n", "add needs inputs"},
-      {"  - flatten: {inputs: [input]}\n", "only add and concat take inputs"},
+      {"  - flatten: {inputs: [input]}\n", "only add, concat and dot_interaction take inputs"},
       {"  - identity: {name: input}\n", "input names the model's input"},
   };
   for (const Case& c : cases) {
@@ -545,6 +547,202 @@ TEST(SpecBuilderTest, FixedPaddingIsTheConvolutionsFixedPadding) {
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(a.grads, b.grads);
   EXPECT_NE(a.loss, c.loss);
+}
+
+// A spec file under examples/models/, built.
+absl::StatusOr<std::unique_ptr<Model>> BuildExample(const std::string& file) {
+  const std::string yaml = ReadSource("examples/models/" + file);
+  if (yaml.empty()) return absl::NotFoundError("examples/models/" + file + " is empty or missing");
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(yaml, file);
+  if (!spec.ok()) return spec.status();
+  return BuildModelFromSpec(*spec, file);
+}
+
+std::vector<std::string> VariableNames(const Model& m) {
+  std::vector<std::string> names;
+  for (const VariableInfo& v : m.variables())
+    names.push_back(v.name + " " + ShapeToString(v.shape));
+  return names;
+}
+
+std::vector<std::string> CriteoFeatures() {
+  std::vector<std::string> names;
+  for (int i = 1; i <= 26; ++i) names.push_back(absl::StrCat("C", i));
+  return names;
+}
+
+// A batch of `n` examples: dense features in [0, 1), labels 0 or 1, and for
+// each of the model's sparse features one to three token values.
+struct TabularBatch {
+  std::vector<float> dense;
+  std::vector<int32_t> labels;
+  SparseBatch sparse;
+};
+TabularBatch RandomTabularBatch(const Model& m, int n) {
+  TabularBatch b;
+  SplitMix64 rng(5);
+  b.dense.resize(n * m.input_shape()[0]);
+  for (float& x : b.dense) x = rng.Uniform();
+  for (int i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>(rng.Next() % 2));
+  for (const std::string& name : m.sparse_features()) {
+    SparseFeatureColumn column;
+    column.name = name;
+    column.kind = SparseValueKind::kTokens;
+    for (int i = 0; i < n; ++i) {
+      const int count = 1 + static_cast<int>(rng.Next() % 3);
+      for (int v = 0; v < count; ++v) column.values.push_back(rng.Next() % 50);
+      column.offsets.push_back(static_cast<int64_t>(column.values.size()));
+    }
+    b.sparse.features.push_back(std::move(column));
+  }
+  return b;
+}
+
+// One training step of `m` on a random batch with small random rows; the
+// loss, or NaN when the batch is refused.
+double SparseTrainStep(Model& m) {
+  constexpr int kBatch = 4;
+  TabularBatch batch = RandomTabularBatch(m, kBatch);
+  SparseStep step;
+  absl::Status prepared = m.PrepareSparse(batch.sparse, kBatch, &step);
+  EXPECT_TRUE(prepared.ok()) << prepared;
+  if (!prepared.ok()) return std::nan("");
+  SplitMix64 rng(9);
+  for (size_t t = 0; t < step.tables.size(); ++t) {
+    TableStep& table = step.tables[t];
+    table.rows.resize(table.ids.size() * m.sparse_tables()[t].dim);
+    for (float& x : table.rows) x = 0.1f * (rng.Uniform() - 0.5f);
+  }
+  std::vector<float> params(m.num_params()), state(m.num_state()), grads(m.num_params()),
+      stats(m.num_state());
+  m.InitializeVariables(1, params.data(), state.data());
+  return m
+      .TrainStep(params.data(), state.data(), batch.dense.data(), batch.labels.data(), kBatch, 1,
+                 grads.data(), stats.data(), nullptr, &step)
+      .loss_sum;
+}
+
+TEST(SparseSpecTest, WideAndDeepBuildsWithItsTablesAndVariables) {
+  absl::StatusOr<std::unique_ptr<Model>> built = BuildExample("wide_and_deep.yaml");
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+  EXPECT_EQ(m.name(), "wide_and_deep");
+  EXPECT_EQ(m.input_shape(), (Shape{13}));
+  EXPECT_EQ(m.head(), Head::kBinary);
+  EXPECT_EQ(m.num_classes(), 2);
+  EXPECT_EQ(m.num_logits(), 1);
+  // The dense variables: the deep MLP over 13 + 26 x 8 = 221 values, and the
+  // wide part's bias.
+  EXPECT_EQ(VariableNames(m),
+            (std::vector<std::string>{"dense/kernel [221, 64]", "dense/bias [64]",
+                                      "dense_1/kernel [64, 32]", "dense_1/bias [32]",
+                                      "deep_logit/kernel [32, 1]", "deep_logit/bias [1]",
+                                      "wide/bias [1]"}));
+  EXPECT_EQ(m.sparse_features(), CriteoFeatures());
+  // 26 embedding tables, then the wide part's 26 weight tables, all dynamic.
+  ASSERT_EQ(m.sparse_tables().size(), 52u);
+  for (int i = 0; i < 26; ++i) {
+    const SparseTableInfo& emb = m.sparse_tables()[i];
+    const std::string c = CriteoFeatures()[i];
+    EXPECT_EQ(emb.name, "emb_" + c + "/embeddings");
+    EXPECT_EQ(m.sparse_features()[emb.feature], c);
+    EXPECT_EQ(emb.dim, 8);
+    EXPECT_EQ(emb.buckets, 0);
+    EXPECT_EQ(emb.initializer, (TableInitializer{TableInitializer::kUniform, 0.05f}));
+    const SparseTableInfo& wide = m.sparse_tables()[26 + i];
+    EXPECT_EQ(wide.name, "wide/" + c);
+    EXPECT_EQ(m.sparse_features()[wide.feature], c);
+    EXPECT_EQ(wide.dim, 1);
+    EXPECT_EQ(wide.buckets, 0);
+  }
+  EXPECT_TRUE(std::isfinite(SparseTrainStep(m)));
+}
+
+TEST(SparseSpecTest, DlrmBuildsWithItsTablesAndVariables) {
+  absl::StatusOr<std::unique_ptr<Model>> built = BuildExample("dlrm.yaml");
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+  EXPECT_EQ(m.head(), Head::kBinary);
+  EXPECT_EQ(m.num_logits(), 1);
+  // The top MLP takes 16 + 27 x 26 / 2 = 367 values.
+  EXPECT_EQ(VariableNames(m),
+            (std::vector<std::string>{"dense/kernel [13, 64]", "dense/bias [64]",
+                                      "bottom/kernel [64, 16]", "bottom/bias [16]",
+                                      "dense_1/kernel [367, 64]", "dense_1/bias [64]",
+                                      "dense_2/kernel [64, 1]", "dense_2/bias [1]"}));
+  EXPECT_EQ(m.sparse_features(), CriteoFeatures());
+  ASSERT_EQ(m.sparse_tables().size(), 26u);
+  for (const SparseTableInfo& t : m.sparse_tables()) {
+    EXPECT_EQ(t.dim, 16) << t.name;
+    EXPECT_EQ(t.buckets, 0) << t.name;
+  }
+  EXPECT_EQ(m.sparse_tables()[25].name, "emb_C26/embeddings");
+  EXPECT_TRUE(std::isfinite(SparseTrainStep(m)));
+}
+
+TEST(SparseSpecTest, OptionsReachTheLayers) {
+  absl::StatusOr<std::unique_ptr<Model>> built = Build(R"(input: [0]
+classes: 3
+layers:
+  - embedding: {feature: user, dim: 3, buckets: 1000, combiner: sqrtn, embeddings_initializer: truncated_normal(0.2)}
+  - embedding: {feature: item, dim: 3, dynamic: true, embeddings_initializer: zeros}
+  - linear: {features: [item, user], buckets: 10, use_bias: false, name: wide}
+  - concat: {input: embedding, inputs: [embedding_1, wide]}
+  - dense: {units: 3}
+)");
+  ASSERT_TRUE(built.ok()) << built.status();
+  Model& m = **built;
+  EXPECT_EQ(m.head(), Head::kSoftmax);
+  EXPECT_EQ(m.sparse_features(), (std::vector<std::string>{"user", "item"}));
+  ASSERT_EQ(m.sparse_tables().size(), 4u);
+  const std::vector<SparseTableInfo>& t = m.sparse_tables();
+  EXPECT_EQ(t[0].name, "embedding/embeddings");
+  EXPECT_EQ(t[0].buckets, 1000);
+  EXPECT_EQ(t[0].initializer, (TableInitializer{TableInitializer::kTruncatedNormal, 0.2f}));
+  EXPECT_EQ(t[1].buckets, 0);
+  EXPECT_EQ(t[1].initializer.kind, TableInitializer::kZeros);
+  EXPECT_EQ(t[2].name, "wide/item");
+  EXPECT_EQ(t[2].buckets, 10);
+  EXPECT_EQ(t[3].name, "wide/user");
+  EXPECT_EQ(m.sparse_features()[t[3].feature], "user");
+  // use_bias: false leaves only the dense layer's variables.
+  EXPECT_EQ(VariableNames(m), (std::vector<std::string>{"dense/kernel [7, 3]", "dense/bias [3]"}));
+  EXPECT_TRUE(std::isfinite(SparseTrainStep(m)));
+}
+
+TEST(SparseSpecTest, ShapesThatDoNotFitNameTheLayer) {
+  struct Case {
+    std::string yaml;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {"input: [4]\nhead: binary\nlayers:\n  - dense: {units: 8, name: bottom}\n"
+       "  - embedding: {feature: f, dim: 4, dynamic: true, name: e}\n"
+       "  - dot_interaction: {input: bottom, inputs: [e]}\n  - dense: {units: 1}\n",
+       {"net.yaml: layer dot_interaction (dot_interaction, line 6) cannot take its inputs [8], "
+        "[4]"}},
+      {"input: [4, 4, 1]\nclasses: 2\nlayers:\n"
+       "  - embedding: {feature: f, dim: 4, dynamic: true, name: e}\n"
+       "  - dot_interaction: {input: input, inputs: [e]}\n  - dense: {units: 2}\n",
+       {"layer dot_interaction (dot_interaction, line 5) cannot take its inputs [4, 4, 1], [4]"}},
+      {"input: [4]\nhead: binary\nlayers:\n  - dense: {units: 2}\n",
+       {"net.yaml: the last layer (dense, line 4) gives [2], but with head: binary the last "
+        "layer gives one logit: end with dense: {units: 1}"}},
+      {"input: [4]\nhead: binary\nlayers:\n  - linear: {features: [a], dynamic: true}\n"
+       "  - concat: {input: input, inputs: [linear]}\n",
+       {"the last layer (concatenate, line 5) gives [5], but with head: binary"}},
+      {"input: [4]\nclasses: 3\nlayers:\n  - linear: {features: [a], buckets: 5}\n",
+       {"the last layer (linear) gives [1] but the model has classes: 3"}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::unique_ptr<Model>> model = Build(c.yaml);
+    ASSERT_FALSE(model.ok()) << c.yaml;
+    EXPECT_TRUE(absl::IsInvalidArgument(model.status()));
+    for (const std::string& s : c.says) {
+      EXPECT_NE(model.status().message().find(s), std::string::npos)
+          << c.yaml << " -> " << model.status().message();
+    }
+  }
 }
 
 }  // namespace

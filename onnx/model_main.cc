@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
@@ -65,11 +66,10 @@ int Describe(const std::string& path) {
   }
   std::fputs(training.model_spec.c_str(), stdout);
   const pstrain::Model& m = **model;
-  std::string summary =
-      absl::StrCat(path, ": ", spec->layers.size(), " layers, input [", spec->input[0], ", ",
-                   spec->input[1], ", ", spec->input[2], "], ", spec->classes, " classes, ",
-                   m.num_params(), " trainable parameters, ", m.num_state(), " state values in ",
-                   m.variables().size(), " variables");
+  std::string summary = absl::StrCat(
+      path, ": ", spec->layers.size(), " layers, input [", absl::StrJoin(spec->input, ", "), "], ",
+      spec->classes, " classes, ", m.num_params(), " trainable parameters, ", m.num_state(),
+      " state values in ", m.variables().size(), " variables");
   if (absl::EndsWith(path, ".onnx")) {
     absl::StrAppend(&summary, " (", weights, " starting values from the file)");
   }

@@ -458,6 +458,13 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         ": the model has no model spec (it was built in code); "
         "build it from a spec (models/registry.h BuildModelFromSpecText or BuildModel)"));
   }
+  if (model.has_sparse()) {
+    return absl::UnimplementedError(
+        absl::StrCat("ONNX export of ", model.name(),
+                     ": the model has embedding tables, which this build does not export to "
+                     "ONNX yet (a bucketed table will become a Gather; a dynamic one has no "
+                     "ONNX form)"));
+  }
   if (static_cast<int64_t>(params.size()) != model.num_params() ||
       static_cast<int64_t>(state.size()) != model.num_state()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -129,6 +129,15 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (t.update == UpdateMode::kSsp
                     ? absl::StrCat(", ", stats.ssp_waits, " pushes waited for slower replicas")
                     : "");
+  if (const SparseShard* sparse = task->sparse(); sparse != nullptr) {
+    const SparseShard::Stats rows = sparse->GetStats();
+    int64_t held = 0;
+    for (const auto& table : sparse->tables()) held += table->size();
+    LOG(INFO) << "ps " << index << " embedding rows: " << held << " held in "
+              << sparse->tables().size() << " tables; " << rows.rows_pulled << " pulled, "
+              << rows.rows_pushed << " pushed, " << rows.stale_pushes << " stale pushes, "
+              << rows.evicted << " evicted";
+  }
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return absl::OkStatus();
 }

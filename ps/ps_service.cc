@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "ps_protocol/bf16.h"
 #include "ps_protocol/grpc_util.h"
 #include "ps_protocol/ps_proto.h"
+#include "ps_protocol/row_wire.h"
 #include "ps_protocol/sparse_gradients.h"
 #include "security/grpc_security.h"
 
@@ -54,6 +56,44 @@ absl::Status NoUnknownFields(const google::protobuf::Message& request, const std
       "saves and restores only model.ckpt-<step> in its job dir ",
       job_dir.empty() ? "(none was given to it)" : job_dir,
       ", named by the request's step: update the client (nothing was read or written)"));
+}
+
+// A request's TableRows decoded: ids, and room for (or the received) values.
+struct DecodedRows {
+  std::vector<int> tables;
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<float>> values;
+};
+
+// Decodes `rows` for `sparse`'s tables; with `with_values` the values must
+// be ids x dim floats, else room for them is made.
+absl::Status DecodeRows(const google::protobuf::RepeatedPtrField<TableRows>& rows,
+                        const SparseShard& sparse, bool with_values, DecodedRows* out) {
+  const std::vector<TableLayout>& layout = sparse.layout();
+  for (const TableRows& t : rows) {
+    if (t.table() < 0 || t.table() >= static_cast<int>(layout.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", t.table(), " is not one of the model's ", layout.size(), " embedding tables"));
+    }
+    out->tables.push_back(t.table());
+    out->ids.emplace_back();
+    PSTRAIN_RETURN_IF_ERROR(DecodeIds(t.ids(), "ids", &out->ids.back()));
+    const size_t n = out->ids.back().size() * static_cast<size_t>(layout[t.table()].dim);
+    out->values.emplace_back();
+    if (with_values) {
+      PSTRAIN_RETURN_IF_ERROR(
+          DecodeFloats(t.values(), n, layout[t.table()].name.c_str(), &out->values.back()));
+    } else {
+      out->values.back().resize(n);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NoTables(const PsTask& task) {
+  return absl::FailedPreconditionError(absl::StrCat("ps ", task.identity().ps_index, ": model ",
+                                                    task.identity().model,
+                                                    " has no embedding tables"));
 }
 
 }  // namespace
@@ -246,6 +286,60 @@ grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerCont
                                                         LeaveResponse*) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   return Finish(context, task_->Leave(request->replica(), request->reason()));
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::PullRows(grpc::CallbackServerContext* context,
+                                                           const PullRowsRequest* request,
+                                                           PullRowsResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  SparseShard* sparse = task_->sparse();
+  if (sparse == nullptr) return Finish(context, NoTables(*task_));
+  auto rows = std::make_shared<DecodedRows>();
+  if (absl::Status s = DecodeRows(request->tables(), *sparse, false, rows.get()); !s.ok()) {
+    return Finish(context, s);
+  }
+  std::vector<RowsRef> parts;
+  for (size_t i = 0; i < rows->tables.size(); ++i) {
+    parts.push_back({rows->tables[i], rows->ids[i], absl::MakeSpan(rows->values[i])});
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  task_->PullRows(request->replica(), request->step(), std::move(parts),
+                  [reactor, rows, request, response, sparse](absl::Status s) {
+                    if (s.ok()) {
+                      for (size_t i = 0; i < rows->tables.size(); ++i) {
+                        TableRows* out = response->add_tables();
+                        out->set_table(rows->tables[i]);
+                        out->set_ids(request->tables(static_cast<int>(i)).ids());
+                        EncodeFloats(rows->values[i], out->mutable_values());
+                      }
+                      response->set_step(sparse->step());
+                    }
+                    reactor->Finish(ToGrpcStatus(s));
+                  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerContext* context,
+                                                           const PushRowsRequest* request,
+                                                           PushRowsResponse* response) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  SparseShard* sparse = task_->sparse();
+  if (sparse == nullptr) return Finish(context, NoTables(*task_));
+  DecodedRows rows;
+  if (absl::Status s = DecodeRows(request->tables(), *sparse, true, &rows); !s.ok()) {
+    return Finish(context, s);
+  }
+  std::vector<ConstRowsRef> parts;
+  for (size_t i = 0; i < rows.tables.size(); ++i) {
+    parts.push_back({rows.tables[i], rows.ids[i], rows.values[i]});
+  }
+  absl::StatusOr<SparseShard::PushResult> pushed =
+      task_->PushRows(request->replica(), request->step(), parts);
+  if (pushed.ok()) {
+    response->set_stale(pushed->stale);
+    response->set_step(pushed->step);
+  }
+  return Finish(context, pushed.status());
 }
 
 }  // namespace pstrain

@@ -50,6 +50,12 @@ class ParameterServerService final : public ParameterServer::CallbackService {
                                     RestoreResponse* response) override;
   grpc::ServerUnaryReactor* Leave(grpc::CallbackServerContext* context, const LeaveRequest* request,
                                   LeaveResponse* response) override;
+  grpc::ServerUnaryReactor* PullRows(grpc::CallbackServerContext* context,
+                                     const PullRowsRequest* request,
+                                     PullRowsResponse* response) override;
+  grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* context,
+                                     const PushRowsRequest* request,
+                                     PushRowsResponse* response) override;
 
  private:
   // Decodes a push and hands it to the task; `done` gets the outcome.

@@ -65,7 +65,19 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
   identity.num_ps = num_ps;
   identity.num_params = layout.num_params;
   identity.job_dir = job.training.job_dir;
-  return std::make_unique<PsTask>(identity, std::move(shards), env);
+  auto task = std::make_unique<PsTask>(identity, std::move(shards), env);
+  if (model.has_sparse()) {
+    PSTRAIN_ASSIGN_OR_RETURN(SparseTableRules rules, SparseTableRulesOf(job.training));
+    SparseShardOptions options;
+    options.ps_index = ps_index;
+    options.num_ps = num_ps;
+    options.sync = job.training.update == UpdateMode::kSync;
+    options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
+    options.total_replicas = EffectiveTotalReplicas(job);
+    options.sync_timeout = absl::Seconds(job.training.sync_timeout);
+    PSTRAIN_ASSIGN_OR_RETURN(task->sparse_, SparseShard::Create(model, rules, options));
+  }
+  return task;
 }
 
 PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards,
@@ -101,6 +113,7 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
   }
   PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step, {}, 0, generation));
   if (chunk == shard_ptrs_.front()->options().chunk) {
+    if (sparse_ != nullptr) sparse_->Reset(global_step);
     LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
   }
   return absl::OkStatus();
@@ -221,6 +234,31 @@ PsStatus PsTask::Status() const {
 void PsTask::Shutdown(const std::string& reason) {
   LOG(INFO) << "ps " << identity_.ps_index << ": shutdown requested (" << reason << ")";
   for (ParameterShard* shard : shard_ptrs_) shard->Shutdown();
+  if (sparse_ != nullptr) sparse_->Shutdown();
+}
+
+void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
+                      SparseShard::PullDone done) {
+  if (sparse_ == nullptr) {
+    done(absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
+                                                    identity_.model, " has no embedding tables")));
+    return;
+  }
+  if (replica < -1 || replica >= total_replicas()) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " is not in [-1, ", total_replicas(), ")")));
+    return;
+  }
+  sparse_->Pull(step, /*wait=*/replica >= 0, std::move(parts), std::move(done));
+}
+
+absl::StatusOr<SparseShard::PushResult> PsTask::PushRows(int replica, int64_t step,
+                                                         absl::Span<const ConstRowsRef> parts) {
+  if (sparse_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
+                                                      identity_.model, " has no embedding tables"));
+  }
+  return sparse_->Push(replica, step, parts);
 }
 
 absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl::Duration wait) {

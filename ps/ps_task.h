@@ -16,6 +16,7 @@
 #include "models/model.h"
 #include "ps/parameter_shard.h"
 #include "ps/shard_checkpoint.h"
+#include "ps/sparse_shard.h"
 #include "ps_protocol/ps_status.h"
 
 namespace pstrain {
@@ -79,6 +80,16 @@ class PsTask {
                                   int64_t generation = 0);
   // Where the task's checkpoints are (empty if it was given none).
   const std::string& job_dir() const { return identity_.job_dir; }
+  // The rows of embedding tables this task holds (SparseShard::Pull, `done`
+  // called when answered; a replica of -1 is a read that never waits) and
+  // a replica's gradient rows (SparseShard::Push). FailedPrecondition for a
+  // model without tables.
+  void PullRows(int replica, int64_t step, std::vector<RowsRef> parts, SparseShard::PullDone done);
+  absl::StatusOr<SparseShard::PushResult> PushRows(int replica, int64_t step,
+                                                   absl::Span<const ConstRowsRef> parts);
+  // This task's rows (null for a model without embedding tables).
+  SparseShard* sparse() const { return sparse_.get(); }
+
   // Replica `replica` is stopping: sync steps stop waiting for it.
   absl::Status Leave(int replica, const std::string& reason);
 
@@ -116,7 +127,8 @@ class PsTask {
   int64_t loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex file_mu_;  // One save or restore at a time.
+  absl::Mutex file_mu_;                  // One save or restore at a time.
+  std::unique_ptr<SparseShard> sparse_;  // set by Create for a model with tables
 };
 
 }  // namespace pstrain

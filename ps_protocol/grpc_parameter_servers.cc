@@ -55,6 +55,7 @@ GrpcParameterServers::GrpcParameterServers(const std::vector<std::string>& addre
                                            absl::Duration retry_budget, const WireSecurity& wire)
     : layout_(layout),
       connections_(addresses, rpc_timeout, retry_budget, wire),
+      rows_(&connections_, layout.tables, /*replica=*/-1),
       params_(layout.num_params),
       state_(layout.num_state) {}
 
@@ -203,6 +204,7 @@ absl::StatusOr<ParameterView> GrpcParameterServers::Read() {
   view.state = state_.data();
   view.global_step = steps[0];
   view.job_done = job_done;
+  if (!layout_.tables.empty()) view.rows = &rows_;
   return view;
 }
 

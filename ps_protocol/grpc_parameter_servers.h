@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "ps_protocol/parameter_servers.h"
 #include "ps_protocol/ps_connections.h"
+#include "ps_protocol/row_client.h"
 #include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
@@ -47,6 +48,7 @@ class GrpcParameterServers : public ParameterServers {
 
   const ShardLayout layout_;
   const PsConnections connections_;
+  RowClient rows_;             // reads the embedding tables' rows for Read()'s view
   std::vector<float> params_;  // Read()'s buffers
   std::vector<float> state_;
 };

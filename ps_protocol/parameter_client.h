@@ -3,9 +3,20 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "models/sparse_input.h"
 
 namespace pstrain {
+
+// Reads the current rows of a model's embedding tables without training on
+// them (evaluation, prediction): fills step->tables[t].rows (ids.size() x
+// dim each) for the ids Model::PrepareSparse chose.
+class RowReader {
+ public:
+  virtual ~RowReader() = default;
+  virtual absl::Status ReadRows(SparseStep* step) = 0;
+};
 
 // The current parameters as the training loop sees them.
 struct ParameterView {
@@ -13,6 +24,9 @@ struct ParameterView {
   const float* state = nullptr;   // The model's flat state vector.
   int64_t global_step = 0;
   bool job_done = false;  // The job reached its last step or is shutting down.
+  // Where the rows of the model's embedding tables are read; null for a
+  // model without any.
+  RowReader* rows = nullptr;
 };
 
 // What a push learned.
@@ -32,6 +46,14 @@ class ParameterClient {
   // Fetches the current parameters. The view stays valid until the next call
   // on this client.
   virtual absl::StatusOr<ParameterView> Pull() = 0;
+
+  // Models with sparse layers: fills step->tables[t].rows with the current
+  // rows of the ids Model::PrepareSparse chose for this step's batch, and
+  // remembers `step`: the next Push also sends the gradients the backward
+  // pass writes into it (tables[t].grads), so `step` must live until then.
+  virtual absl::Status PullRows(SparseStep* /*step*/) {
+    return absl::UnimplementedError("this parameter client holds no embedding tables");
+  }
 
   // Announces the buffers the next Push will send, before the backward pass
   // fills them, so a client may send parts early (GradientsReady).

@@ -53,6 +53,9 @@ PsClient::PsClient(const PsClientOptions& options)
   chunk_steps_.assign(n, 0);
   chunk_generations_.assign(n, 0);
   if (options_.replica >= 0) sender_ = std::thread([this] { SenderLoop(); });
+  if (!options_.layout.tables.empty()) {
+    rows_ = std::make_unique<RowClient>(&connections_, options_.layout.tables, options_.replica);
+  }
 }
 
 PsClient::~PsClient() {
@@ -116,7 +119,20 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   view.global_step =
       options_.sync ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end()) : chunk_steps_[0];
   view.job_done = job_done_;
+  view.rows = rows_.get();
+  view_step_ = view.global_step;
   return view;
+}
+
+absl::Status PsClient::PullRows(SparseStep* step) {
+  if (rows_ == nullptr) return ParameterClient::PullRows(step);
+  PSTRAIN_RETURN_IF_ERROR(rows_->Pull(step, view_step_));
+  sparse_ = step;
+  return absl::OkStatus();
+}
+
+RowClient::Traffic PsClient::row_traffic() const {
+  return rows_ == nullptr ? RowClient::Traffic() : rows_->traffic();
 }
 
 void PsClient::StartPush(int64_t step, const float* grads, const float* batch_stats) {
@@ -335,17 +351,27 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     for (int c = static_cast<int>(sent_.size()) - 1; c >= 0; --c) {
       if (!sent_[c]) EnqueueLocked(c);
     }
+  }
+  // The gradient rows go while the dense chunks are on the wire.
+  absl::StatusOr<bool> rows_stale = false;
+  if (sparse_ != nullptr) {
+    rows_stale = rows_->Push(*sparse_, step);
+    sparse_ = nullptr;
+  }
+  {
+    absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](int* pending) { return *pending == 0; }, &pending_));
     grads_ = nullptr;
     if (!error_.ok()) return error_;
+    if (!rows_stale.ok()) return rows_stale.status();
     // After a rollback, the chunks that answered are of the old run: claim no
     // more than the lowest step (the aborted chunks' is the one pushed), and
     // not the end of the job.
     outcome.global_step = rolled_back_ || options_.sync
                               ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
                               : chunk_steps_[0];
-    outcome.stale = stale_ || rolled_back_;
+    outcome.stale = stale_ || rolled_back_ || *rows_stale;
     outcome.job_done = job_done_ && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.
     have_fresh_ = !rolled_back_;

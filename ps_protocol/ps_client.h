@@ -16,6 +16,7 @@
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps_protocol/parameter_client.h"
 #include "ps_protocol/ps_connections.h"
+#include "ps_protocol/row_client.h"
 #include "ps_protocol/shard_layout.h"
 #include "ps_protocol/sparse_gradients.h"
 
@@ -76,6 +77,12 @@ class PsClient : public ParameterClient {
                                    const float* batch_stats) override;
   // Sent with the next push of chunk 0.
   void ReportProgress(double loss, int64_t examples) override;
+  // Models with embedding tables (the layout's tables): the rows of the
+  // step's ids for the view's step, from the ps that own them (RowClient).
+  // Push sends their gradients, overlapping the dense chunks' round trips.
+  absl::Status PullRows(SparseStep* step) override;
+  // Row traffic so far (zeros for a model without tables).
+  RowClient::Traffic row_traffic() const;
 
   // Bytes sent and received in parameter and gradient payloads so far.
   int64_t bytes_sent() const;
@@ -98,6 +105,9 @@ class PsClient : public ParameterClient {
 
   const PsClientOptions options_;
   const PsConnections connections_;
+  std::unique_ptr<RowClient> rows_;  // null for a model without embedding tables
+  SparseStep* sparse_ = nullptr;     // the last PullRows', pushed by the next Push
+  int64_t view_step_ = 0;            // the global step of the last view
   std::vector<float> params_;
   std::vector<float> state_;
   std::vector<std::unique_ptr<ChunkCall>> calls_;  // One per chunk.

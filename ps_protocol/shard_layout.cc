@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "ps/embedding_initializer.h"
+
 namespace pstrain {
 namespace {
 
@@ -70,7 +72,16 @@ ShardLayout ComputeShardLayout(const Model& model, int num_ps) {
     if (layer != last_layer) starts.push_back(v.offset);
     last_layer = layer;
   }
-  return ComputeShardLayout(model.num_params(), model.num_state(), starts, num_ps);
+  ShardLayout layout = ComputeShardLayout(model.num_params(), model.num_state(), starts, num_ps);
+  for (const SparseTableInfo& table : model.sparse_tables()) {
+    layout.tables.push_back({table.name, table.dim, StableNameHash(table.name)});
+  }
+  return layout;
+}
+
+int RowOwner(uint64_t table_key, int64_t id, int num_ps) {
+  const uint64_t h = MixBits64(table_key ^ MixBits64(static_cast<uint64_t>(id)));
+  return static_cast<int>(h % static_cast<uint64_t>(num_ps));
 }
 
 }  // namespace pstrain

@@ -2,6 +2,7 @@
 #define PSTRAIN_PS_PROTOCOL_SHARD_LAYOUT_H_
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -30,12 +31,29 @@ struct Chunk {
 //    gradients can be pushed layer by layer while the backward pass goes on;
 //  - chunk 0 (on ps 0) also carries the non-trainable state (batch-norm
 //    moving statistics, small).
+// A model's embedding table as the wire sees it: rows are not in the flat
+// vector but spread over every ps by RowOwner.
+struct TableLayout {
+  std::string name;
+  int64_t dim = 0;
+  uint64_t key = 0;  // StableNameHash(name): the table's part of RowOwner's hash
+};
+
 struct ShardLayout {
   int64_t num_params = 0;
   int64_t num_state = 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // ps i's [begin, end)
   std::vector<Chunk> chunks;                        // in flat order
+  std::vector<TableLayout> tables;                  // Model::sparse_tables(), in order
 };
+
+// The ps task (of `num_ps`) that holds row `id` of the table with key
+// `table_key` (TableLayout::key): MixBits64(table_key ^ MixBits64(id)) mod
+// num_ps. A pure function of the table's name, the id and the ps count, so
+// every role places rows alike with no placement RPC, rows of one table
+// spread evenly, and a checkpoint restored onto another ps count re-places
+// each row by this same rule.
+int RowOwner(uint64_t table_key, int64_t id, int num_ps);
 
 ShardLayout ComputeShardLayout(const Model& model, int num_ps);
 

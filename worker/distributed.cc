@@ -21,6 +21,14 @@ void LogTraffic(int task, const PsClient& client) {
             << "; bytes per step: "
             << (steps ? client.bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
             << (steps ? client.bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
+  const RowClient::Traffic rows = client.row_traffic();
+  if (steps > 0 && (rows.rows_pulled > 0 || rows.rows_pushed > 0)) {
+    const auto n = static_cast<int64_t>(steps);
+    LOG(INFO) << "worker " << task << " embedding rows per step: " << rows.rows_pulled / n
+              << " pulled, " << rows.rows_pushed / n << " pushed (distinct ids of its batch); "
+              << "bytes per step: " << rows.bytes_sent / n << " sent, " << rows.bytes_received / n
+              << " received";
+  }
 }
 
 // Waits up to startup_timeout for the initialized parameter servers: true

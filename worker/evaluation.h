@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "data/dataset.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_client.h"
@@ -18,17 +19,24 @@ struct EvalMetrics {
   int64_t global_step = 0;
   int64_t examples = 0;
   double accuracy = 0.0;
-  double loss = 0.0;  // Mean per example.
+  double loss = 0.0;  // Mean per example (for a binary head: the log loss).
+  // A binary head (click model): the ROC AUC of the logits, exact
+  // (data/binary_metrics.h); NaN when the data holds one class only.
+  bool binary = false;
+  double auc = 0.0;
 };
 
 // Evaluates `view`'s parameters on every example of `data` in batches of
 // `batch_size` (the last batch may be smaller), with the model's evaluation
-// preprocessing (per-image standardization where it has one).
-EvalMetrics EvaluateDataset(Model* model, const ParameterView& view, const Dataset& data,
-                            int batch_size);
+// preprocessing (per-image standardization where it has one). A model with
+// embedding tables reads the rows each batch touches from view.rows; an
+// error there (or an id the model refuses) is returned.
+absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& view,
+                                            const Dataset& data, int batch_size);
 
 // TensorFlow Estimator's evaluation line:
-// "Saving dict for global step N: accuracy = A, global_step = N, loss = L".
+// "Saving dict for global step N: accuracy = A, global_step = N, loss = L",
+// with "auc = U" after the accuracy for a binary head.
 std::string FormatEvalLine(const EvalMetrics& metrics);
 
 }  // namespace pstrain

@@ -46,9 +46,9 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   std::vector<float> params(model->num_params()), state(model->num_state());
   PSTRAIN_RETURN_IF_ERROR(
       InitializeModelVariables(env, *model, config.seed, params.data(), state.data()));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<InProcessClient> client,
-      InProcessClient::Create(*model, config.optimizer, config.state_decay, params, state));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InProcessClient> client,
+                           InProcessClient::Create(*model, config.optimizer, config.state_decay,
+                                                   params, state, config.sparse_rules));
   ReplicaSpec spec;  // The only replica.
   spec.batch_size = config.batch_size;
   spec.seed = config.seed;
@@ -81,7 +81,8 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   LOG(INFO) << "Trained to global step " << step << " in " << train_secs << " s";
 
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client->Pull());
-  EvalMetrics metrics = EvaluateDataset(model.get(), view, test, config.eval_batch_size);
+  PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics metrics,
+                           EvaluateDataset(model.get(), view, test, config.eval_batch_size));
   LOG(INFO) << FormatEvalLine(metrics);
   return metrics;
 }

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "models/registry.h"
+#include "ps/model_tables.h"
 #include "ps/optimizer.h"
 #include "worker/evaluation.h"
 
@@ -23,7 +24,8 @@ struct LocalTrainingConfig {
   int batch_size = 100;
   int eval_batch_size = 200;
   OptimizerConfig optimizer;
-  float state_decay = 0.99f;  // Moving averages of batch-norm statistics.
+  SparseTableRules sparse_rules;  // the embedding tables' (training.embedding_*)
+  float state_decay = 0.99f;      // Moving averages of batch-norm statistics.
   bool use_distortion_for_training = true;
   uint64_t seed = 1;
   int64_t log_every_n_steps = 100;

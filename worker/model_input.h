@@ -8,6 +8,7 @@
 #include "data/augment.h"
 #include "data/dataset.h"
 #include "data/load.h"
+#include "data/tabular.h"
 #include "models/model.h"
 
 namespace pstrain {
@@ -17,10 +18,19 @@ namespace pstrain {
 inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
                                     const std::string& dir) {
   const Shape& s = model.input_shape();
-  if (s.size() != 3) return absl::InvalidArgumentError("model input is not HWC");
-  absl::Status shape = CheckExampleShape(data, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                                         static_cast<int>(s[2]), model.name(), dir);
-  if (!shape.ok()) return shape;
+  if (s.size() == 1) {
+    // Tabular: dense features and the sparse features its layers read.
+    absl::Status shape = CheckTabularShape(data, s[0], model.name(), dir);
+    if (!shape.ok()) return shape;
+    absl::StatusOr<std::vector<int>> columns =
+        SelectSparseFeatures(data, model.sparse_features(), dir);
+    if (!columns.ok()) return columns.status();
+  } else {
+    if (s.size() != 3) return absl::InvalidArgumentError("model input is neither HWC nor flat");
+    absl::Status shape = CheckExampleShape(data, static_cast<int>(s[0]), static_cast<int>(s[1]),
+                                           static_cast<int>(s[2]), model.name(), dir);
+    if (!shape.ok()) return shape;
+  }
   for (int32_t label : data.labels) {
     if (label < 0 || label >= model.num_classes()) {
       return absl::InvalidArgumentError(

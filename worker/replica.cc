@@ -41,6 +41,11 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
                            BatchIterator::Create(train, spec.batch_size, spec.replica,
                                                  spec.num_replicas, /*shuffle=*/true, spec.seed));
+  if (model.has_sparse()) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<int> columns,
+                             SelectSparseFeatures(*train, model.sparse_features(), "the data"));
+    batches->SetSparseFeatures(std::move(columns));
+  }
   batches->Skip(spec.sync ? global_step : global_step / spec.num_replicas);
   batches->SetAugmentation(TrainingAugmentation(model, spec.use_distortion_for_training));
   batches->StartPrefetch();

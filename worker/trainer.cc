@@ -22,6 +22,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
   labels_.resize(batch);
   grads_.resize(model_->num_params());
   batch_stats_.resize(model_->num_state());
+  const bool sparse = model_->has_sparse();
 
   TraceRecorder* const trace = options_.trace;
   if (trace != nullptr) {
@@ -39,16 +40,22 @@ absl::StatusOr<int64_t> Trainer::Run() {
     if (trace != nullptr) trace->SetStep(view.global_step);
     {
       ScopedTraceEvent event(trace, "input", "next batch");
-      batches_->Next(images_.data(), labels_.data());
+      batches_->Next(images_.data(), labels_.data(), sparse ? &sparse_batch_ : nullptr);
+    }
+    if (sparse) {
+      PSTRAIN_RETURN_IF_ERROR(model_->PrepareSparse(sparse_batch_, batch, &sparse_step_));
+      ScopedTraceEvent event(trace, "comm", "pull rows");
+      PSTRAIN_RETURN_IF_ERROR(client_->PullRows(&sparse_step_));
     }
     client_->StartPush(view.global_step, grads_.data(), batch_stats_.data());
     LossResult r;
     {
       ScopedTraceEvent event(trace, "compute", "train step");
-      r = model_->TrainStep(view.params, view.state, images_.data(), labels_.data(), batch,
-                            MixSeeds(options_.seed, view.global_step), grads_.data(),
-                            batch_stats_.data(),
-                            [this](int64_t from) { client_->GradientsReady(from); });
+      r = model_->TrainStep(
+          view.params, view.state, images_.data(), labels_.data(), batch,
+          MixSeeds(options_.seed, view.global_step), grads_.data(), batch_stats_.data(),
+          [this](int64_t from) { client_->GradientsReady(from); },
+          sparse ? &sparse_step_ : nullptr);
     }
     absl::StatusOr<PushOutcome> pushed;
     {

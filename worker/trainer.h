@@ -67,6 +67,9 @@ class Trainer {
   std::vector<int32_t> labels_;
   std::vector<float> grads_;
   std::vector<float> batch_stats_;
+  // Models with sparse layers: the batch's sparse features and its rows.
+  SparseBatch sparse_batch_;
+  SparseStep sparse_step_;
 };
 
 }  // namespace pstrain

@@ -76,11 +76,12 @@ TEST(TrainerTest, LearnsASimpleTaskInProcess) {
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(*step, 30);
   auto after = EvaluateDataset(model.get(), *(*client)->Pull(), test, 64);
-  EXPECT_EQ(after.global_step, 30);
-  EXPECT_EQ(after.examples, 200);
-  EXPECT_LT(before.accuracy, 0.5);
-  EXPECT_GT(after.accuracy, 0.9);
-  EXPECT_LT(after.loss, before.loss);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->global_step, 30);
+  EXPECT_EQ(after->examples, 200);
+  EXPECT_LT(before->accuracy, 0.5);
+  EXPECT_GT(after->accuracy, 0.9);
+  EXPECT_LT(after->loss, before->loss);
 }
 
 TEST(TrainerTest, RecordsItsPhasesAndEveryLayerInsideTheTraceWindow) {

@@ -45,6 +45,9 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
         absl::StrCat("--optimizer / --learning_rate*: ", optimizer.status().message()));
   }
   config.optimizer = *optimizer;
+  absl::StatusOr<pstrain::SparseTableRules> rules = pstrain::SparseTableRulesOf(t);
+  if (!rules.ok()) return rules.status();
+  config.sparse_rules = *rules;
   return config;
 }
 

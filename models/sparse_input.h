@@ -1,0 +1,76 @@
+#ifndef PSTRAIN_MODELS_SPARSE_INPUT_H_
+#define PSTRAIN_MODELS_SPARSE_INPUT_H_
+
+// Sparse variables (embedding tables) as a model sees them: which tables a
+// layer declares, and the rows of those tables one batch touches. The model
+// never holds a table: before a step, Model::PrepareSparse turns the batch's
+// feature values into each table's distinct row ids; whoever holds the rows
+// (an in-process store, or the parameter servers that own them) fills in
+// their values; the forward pass reads them and the backward pass writes one
+// gradient row per distinct id, to be pushed back.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/sparse_features.h"
+
+namespace pstrain {
+
+// The starting value of a table's rows (the ps draws it when a row is first
+// touched, as a function of the job's seed, the table's name and the id).
+struct TableInitializer {
+  enum Kind { kZeros, kUniform, kTruncatedNormal };
+  Kind kind = kZeros;
+  // kUniform: rows uniform in [-scale, scale) (Keras' Embedding default,
+  // 0.05); kTruncatedNormal: normal(0, scale) redrawn beyond 2 scale.
+  float scale = 0.05f;
+  bool operator==(const TableInitializer&) const = default;
+};
+
+// A table a layer declares (Layer::SparseTables).
+struct SparseTableSpec {
+  std::string name;     // Relative to the layer ("embeddings"); the model prefixes the layer's.
+  std::string feature;  // The sparse feature whose values address its rows.
+  int64_t dim = 0;      // Floats per row.
+  // > 0: a bucketed table with rows [0, buckets); 0: dynamic (any id >= 0,
+  // rows created on first touch).
+  int64_t buckets = 0;
+  TableInitializer initializer;
+};
+
+// A table of a built model.
+struct SparseTableInfo {
+  std::string name;  // "layer/embeddings"
+  int feature = 0;   // Index into Model::sparse_features().
+  int64_t dim = 0;
+  int64_t buckets = 0;
+  TableInitializer initializer;
+};
+
+// The most values one example may have in one feature; an example with more
+// is refused (naming the feature and example) before anything is looked up.
+inline constexpr int64_t kMaxValuesPerExample = 1 << 16;
+
+// One table's part of a step.
+struct TableStep {
+  std::vector<int64_t> ids;  // Distinct row ids the batch touches, in first-seen order.
+  // For every value of the table's feature in the batch (in the batch
+  // column's order): the index of its row in `ids`.
+  std::vector<int32_t> slots;
+  std::vector<float> rows;   // ids.size() x dim: their values, filled by the row holder
+  std::vector<float> grads;  // ids.size() x dim: d(batch-mean loss)/d(row), by the backward pass
+};
+
+// The rows of every table one batch touches (Model::PrepareSparse).
+struct SparseStep {
+  int64_t examples = 0;
+  // Per sparse feature of the model: the batch column's offsets (examples +
+  // 1), so a table's values of example i are slots[offsets[i], offsets[i + 1]).
+  std::vector<std::vector<int64_t>> offsets;
+  std::vector<TableStep> tables;  // Per table of the model.
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_MODELS_SPARSE_INPUT_H_

@@ -1,0 +1,303 @@
+#include "ps/sparse_shard.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(
+    const Model& model, const SparseTableRules& rules, const SparseShardOptions& options) {
+  if (options.num_ps < 1 || options.ps_index < 0 || options.ps_index >= options.num_ps ||
+      options.replicas_to_aggregate < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("sparse shard: ps ", options.ps_index, " of ",
+                                                   options.num_ps, ", replicas to aggregate ",
+                                                   options.replicas_to_aggregate));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<EmbeddingTable>> tables,
+                           CreateModelTables(model, rules));
+  std::vector<TableLayout> layout = ComputeShardLayout(model, options.num_ps).tables;
+  std::unique_ptr<SparseShard> shard(
+      new SparseShard(std::move(layout), std::move(tables), rules, options));
+  if (options.sync) {
+    SparseShard* self = shard.get();
+    shard->timer_ = std::thread([self] { self->TimerLoop(); });
+  }
+  return shard;
+}
+
+void SparseShard::Reset(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  for (auto& table : tables_) {
+    absl::StatusOr<std::unique_ptr<EmbeddingTable>> fresh =
+        EmbeddingTable::Create(table->options());
+    CHECK(fresh.ok()) << fresh.status();  // the same options made it once
+    table = *std::move(fresh);
+  }
+  for (Accumulator& a : accum_) a = Accumulator();
+  pushed_.clear();
+  step_ = step;
+  last_evict_ = step;
+}
+
+absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t values) const {
+  if (table < 0 || table >= static_cast<int>(tables_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", table, " is not one of the model's ",
+                                                   tables_.size(), " embedding tables"));
+  }
+  const TableLayout& t = layout_[table];
+  if (values != ids.size() * static_cast<size_t>(t.dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", t.name, ": ", ids.size(),
+                                                   " ids of dim ", t.dim, " need ",
+                                                   ids.size() * t.dim, " values, got ", values));
+  }
+  for (int64_t id : ids) {
+    if (id >= 0 && RowOwner(t.key, id, options_.num_ps) != options_.ps_index) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", t.name, ": row ", id, " lives on ps ", RowOwner(t.key, id, options_.num_ps),
+          ", not on ps ", options_.ps_index, " (a client with another ps count?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SparseShard::Pull(int64_t step, bool wait, std::vector<RowsRef> parts, PullDone done) {
+  for (const RowsRef& part : parts) {
+    if (absl::Status s = Check(part.table, part.ids, part.values.size()); !s.ok()) {
+      done(s);
+      return;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (wait && options_.sync && step_ < step && !shutdown_) {
+      waiters_.push_back(
+          {step, std::move(parts), std::move(done), absl::Now() + options_.sync_timeout});
+      timer_cv_.Signal();
+      return;
+    }
+  }
+  Answer(std::move(parts), done);
+}
+
+absl::Status SparseShard::PullAndWait(int64_t step, bool wait, std::vector<RowsRef> parts) {
+  absl::Notification answered;
+  absl::Status status;
+  Pull(step, wait, std::move(parts), [&](absl::Status s) {
+    status = std::move(s);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return status;
+}
+
+void SparseShard::Answer(std::vector<RowsRef> parts, const PullDone& done) {
+  int64_t rows = 0;
+  for (const RowsRef& part : parts) {
+    if (absl::Status s = tables_[part.table]->Lookup(part.ids, part.values); !s.ok()) {
+      done(s);
+      return;
+    }
+    rows += static_cast<int64_t>(part.ids.size());
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.rows_pulled += rows;
+  }
+  done(absl::OkStatus());
+}
+
+std::vector<SparseShard::Waiter> SparseShard::TakeReadyLocked() {
+  std::vector<Waiter> ready;
+  auto keep = waiters_.begin();
+  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+    if (shutdown_ || it->step <= step_) {
+      ready.push_back(std::move(*it));
+    } else {
+      *keep++ = std::move(*it);
+    }
+  }
+  waiters_.erase(keep, waiters_.end());
+  return ready;
+}
+
+void SparseShard::TimerLoop() {
+  while (true) {
+    std::vector<Waiter> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_timer_) return;
+      absl::Time next = absl::InfiniteFuture();
+      for (const Waiter& w : waiters_) next = std::min(next, w.give_up);
+      if (next > absl::Now()) {
+        timer_cv_.WaitWithDeadline(&mu_, next);
+        continue;
+      }
+      TimeOutLocked();
+      ready = TakeReadyLocked();
+    }
+    for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
+  }
+}
+
+void SparseShard::TimeOutLocked() {
+  std::vector<int> missing;
+  for (int r = 0; r < options_.total_replicas; ++r) {
+    if (std::find(pushed_.begin(), pushed_.end(), r) == pushed_.end()) missing.push_back(r);
+  }
+  LOG(WARNING) << "sparse step " << step_ << ": waited " << options_.sync_timeout
+               << " for its pushes; applying those of " << pushed_.size()
+               << " replicas (missing: " << absl::StrJoin(missing, ", ") << ")";
+  absl::Status applied = ApplyPendingLocked();
+  if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
+  int64_t latest = step_;
+  const absl::Time now = absl::Now();
+  for (const Waiter& w : waiters_) {
+    if (w.give_up <= now) latest = std::max(latest, w.step);
+  }
+  step_ = latest;  // nobody pushed the steps in between
+}
+
+absl::StatusOr<SparseShard::PushResult> SparseShard::Push(int replica, int64_t step,
+                                                          absl::Span<const ConstRowsRef> parts) {
+  if (replica < 0 || replica >= options_.total_replicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " is not in [0, ", options_.total_replicas, ")"));
+  }
+  int64_t rows = 0;
+  for (const ConstRowsRef& part : parts) {
+    PSTRAIN_RETURN_IF_ERROR(Check(part.table, part.ids, part.values.size()));
+    const TableLayout& t = layout_[part.table];
+    const int64_t buckets = tables_[part.table]->options().buckets;
+    absl::flat_hash_set<int64_t> seen;
+    for (int64_t id : part.ids) {
+      if (id < 0 || (buckets > 0 && id >= buckets) || !seen.insert(id).second) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", t.name, ": id ", id,
+                                                       id < 0 ? " is negative"
+                                                       : (buckets > 0 && id >= buckets)
+                                                           ? " is out of range"
+                                                           : " is pushed twice",
+                                                       "; nothing of this push was applied"));
+      }
+    }
+    rows += static_cast<int64_t>(part.ids.size());
+  }
+  std::vector<Waiter> ready;
+  absl::StatusOr<PushResult> result;
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.rows_pushed += rows;
+    result = PushLocked(replica, step, parts);
+    ready = TakeReadyLocked();
+  }
+  for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
+  return result;
+}
+
+absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
+    int replica, int64_t step, absl::Span<const ConstRowsRef> parts) {
+  if (!options_.sync) {
+    for (const ConstRowsRef& part : parts) {
+      PSTRAIN_RETURN_IF_ERROR(tables_[part.table]->ApplyGradients(part.ids, part.values, step));
+    }
+    step_ = std::max(step_, step + 1);
+    MaybeEvictLocked(step_);
+    return PushResult{false, step_};
+  }
+  if (step < step_) {
+    ++stats_.stale_pushes;
+    return PushResult{true, step_};
+  }
+  if (step > step_) {
+    // The step moved on without this ps hearing of it (its pushes timed
+    // out elsewhere, or a restore): what is pending belongs to the past.
+    absl::Status applied = ApplyPendingLocked();
+    if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
+    step_ = step;
+  }
+  if (std::find(pushed_.begin(), pushed_.end(), replica) != pushed_.end()) {
+    return PushResult{false, step_};  // a retry: counted once
+  }
+  for (const ConstRowsRef& part : parts) {
+    Accumulator& a = accum_[part.table];
+    const int64_t dim = layout_[part.table].dim;
+    for (size_t k = 0; k < part.ids.size(); ++k) {
+      auto [it, added] = a.index.try_emplace(part.ids[k], static_cast<int64_t>(a.ids.size()));
+      if (added) {
+        a.ids.push_back(part.ids[k]);
+        a.sums.resize(a.sums.size() + dim, 0.0f);
+      }
+      float* sum = a.sums.data() + it->second * dim;
+      const float* g = part.values.data() + k * dim;
+      for (int64_t j = 0; j < dim; ++j) sum[j] += g[j];
+    }
+  }
+  pushed_.push_back(replica);
+  if (static_cast<int>(pushed_.size()) >= options_.replicas_to_aggregate) {
+    PSTRAIN_RETURN_IF_ERROR(ApplyPendingLocked());
+  }
+  return PushResult{false, step_};
+}
+
+absl::Status SparseShard::ApplyPendingLocked() {
+  const float scale = pushed_.empty() ? 0.0f : 1.0f / static_cast<float>(pushed_.size());
+  absl::Status status;
+  for (size_t t = 0; t < accum_.size(); ++t) {
+    Accumulator& a = accum_[t];
+    if (!a.ids.empty()) {
+      for (float& v : a.sums) v *= scale;
+      absl::Status s = tables_[t]->ApplyGradients(a.ids, a.sums, step_);
+      if (status.ok()) status = s;
+    }
+    a = Accumulator();
+  }
+  pushed_.clear();
+  ++step_;
+  MaybeEvictLocked(step_);
+  return status;
+}
+
+void SparseShard::MaybeEvictLocked(int64_t step) {
+  if (rules_.ttl_steps <= 0) return;
+  if (step - last_evict_ < std::max<int64_t>(1, rules_.ttl_steps / 10)) return;
+  last_evict_ = step;
+  for (const auto& table : tables_) stats_.evicted += table->Evict(step);
+}
+
+void SparseShard::Shutdown() {
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    shutdown_ = true;
+    ready = TakeReadyLocked();
+  }
+  for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
+}
+
+SparseShard::~SparseShard() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_timer_ = true;
+    timer_cv_.Signal();
+  }
+  if (timer_.joinable()) timer_.join();
+}
+
+int64_t SparseShard::step() const {
+  absl::MutexLock lock(&mu_);
+  return step_;
+}
+
+SparseShard::Stats SparseShard::GetStats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace pstrain

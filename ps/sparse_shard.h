@@ -1,0 +1,166 @@
+#ifndef PSTRAIN_PS_SPARSE_SHARD_H_
+#define PSTRAIN_PS_SPARSE_SHARD_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "models/model.h"
+#include "ps/embedding_table.h"
+#include "ps/model_tables.h"
+#include "ps_protocol/shard_layout.h"
+
+namespace pstrain {
+
+struct SparseShardOptions {
+  int ps_index = 0;
+  int num_ps = 1;
+  // Sync: a step's pushes are summed, averaged over the replicas that pushed
+  // and applied once `replicas_to_aggregate` distinct replicas have pushed;
+  // else (async, ssp) each push is applied on arrival.
+  bool sync = false;
+  int replicas_to_aggregate = 1;
+  int total_replicas = 1;
+  // Sync: how long a pull for step s waits for step s - 1's pushes before
+  // applying what arrived.
+  absl::Duration sync_timeout = absl::Seconds(30);
+};
+
+// One ids-and-values part of a request: `ids` of table `table`; `values`
+// holds ids.size() x dim floats (rows to fill, or gradients to apply).
+struct RowsRef {
+  int table = 0;
+  absl::Span<const int64_t> ids;
+  absl::Span<float> values;
+};
+struct ConstRowsRef {
+  int table = 0;
+  absl::Span<const int64_t> ids;
+  absl::Span<const float> values;
+};
+
+// One ps task's rows of every embedding table of the model: those whose
+// RowOwner is this task, as EmbeddingTables, and the update rule around
+// them (the sparse side of what ParameterShard is for the flat vector).
+// Every request is checked first: a table out of range, a values size that
+// is not ids x dim, or an id this task does not own is InvalidArgument and
+// changes nothing (so is a negative id, an id out of a bucketed table's
+// range, or a duplicate id in one push, refused by the tables before any
+// row changes). Thread-safe.
+class SparseShard {
+ public:
+  static absl::StatusOr<std::unique_ptr<SparseShard>> Create(const Model& model,
+                                                             const SparseTableRules& rules,
+                                                             const SparseShardOptions& options);
+
+  // Forgets every row and starts at `step` (an initialization).
+  void Reset(int64_t step);
+
+  // Writes the current rows of each part's ids into its values and calls
+  // `done` (the parts' memory must stay valid until then). A training
+  // replica's sync pull for `step` (wait) is answered once the pushes of
+  // step - 1 were applied: by the push that completes them (on its thread),
+  // or after sync_timeout by the shard's timer, which applies what arrived
+  // and logs the replicas missing. Shutdown answers every waiting pull.
+  // Errors in the request are answered at once.
+  using PullDone = std::function<void(absl::Status)>;
+  void Pull(int64_t step, bool wait, std::vector<RowsRef> parts, PullDone done);
+  // The same, blocking until answered.
+  absl::Status PullAndWait(int64_t step, bool wait, std::vector<RowsRef> parts);
+
+  struct PushResult {
+    bool stale = false;  // sync: the push is for a step already applied; dropped
+    int64_t step = 0;    // the step the rows are at after the push
+  };
+  // Replica `replica`'s gradient rows for `step` (see SparseShardOptions).
+  // A second push by one replica for one step is counted once (a retry).
+  absl::StatusOr<PushResult> Push(int replica, int64_t step, absl::Span<const ConstRowsRef> parts);
+
+  // Answers every waiting pull (the job is over); later pulls do not wait.
+  void Shutdown();
+  ~SparseShard();
+
+  // The step the rows are at: every sync push of an earlier step is applied.
+  int64_t step() const;
+
+  const std::vector<std::unique_ptr<EmbeddingTable>>& tables() const { return tables_; }
+  const std::vector<TableLayout>& layout() const { return layout_; }
+
+  struct Stats {
+    int64_t rows_pulled = 0;  // ids answered, summed over pulls
+    int64_t rows_pushed = 0;  // gradient rows received
+    int64_t stale_pushes = 0;
+    int64_t evicted = 0;
+  };
+  Stats GetStats() const;
+
+ private:
+  SparseShard(std::vector<TableLayout> layout, std::vector<std::unique_ptr<EmbeddingTable>> tables,
+              const SparseTableRules& rules, const SparseShardOptions& options)
+      : layout_(std::move(layout)),
+        tables_(std::move(tables)),
+        rules_(rules),
+        options_(options),
+        accum_(layout_.size()) {}
+
+  struct Waiter {
+    int64_t step = 0;
+    std::vector<RowsRef> parts;
+    PullDone done;
+    absl::Time give_up;
+  };
+  // Looks up the parts and answers.
+  void Answer(std::vector<RowsRef> parts, const PullDone& done);
+  // The waiters the rows' step now satisfies (or all, after shutdown).
+  std::vector<Waiter> TakeReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimerLoop();
+  // Applies what the pending step has after sync_timeout and moves the
+  // step to the latest timed-out waiter's.
+  void TimeOutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PushResult> PushLocked(int replica, int64_t step,
+                                        absl::Span<const ConstRowsRef> parts)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Status Check(int table, absl::Span<const int64_t> ids, size_t values) const;
+  // Applies the sums of the pending sync step, averaged, and moves to the next.
+  absl::Status ApplyPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeEvictLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::vector<TableLayout> layout_;
+  std::vector<std::unique_ptr<EmbeddingTable>> tables_;
+  const SparseTableRules rules_;
+  const SparseShardOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar timer_cv_;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Sync: the pending step's gradient sums per table, id -> index of its
+  // row in sums.
+  struct Accumulator {
+    absl::flat_hash_map<int64_t, int64_t> index;
+    std::vector<int64_t> ids;
+    std::vector<float> sums;
+  };
+  std::vector<Accumulator> accum_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> pushed_ ABSL_GUARDED_BY(mu_);  // replicas of the pending step
+  int64_t last_evict_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  bool stop_timer_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread timer_;  // sync only: times out waiting pulls
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_SPARSE_SHARD_H_

@@ -1,0 +1,210 @@
+#include "ps/sparse_shard.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "models/embedding.h"
+#include "models/merge.h"
+#include "models/model.h"
+
+namespace pstrain {
+namespace {
+
+// A model with a dynamic table "emb/embeddings" of dim 1 and a table of 10
+// buckets "lin/f", both over feature f.
+std::unique_ptr<Model> BinaryTwoTables() {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Embedding>(
+      "emb", EmbeddingOptions{"f", 1, 0, Combiner::kSum, {TableInitializer::kZeros, 0}}));
+  layers.push_back(std::make_unique<Linear>("lin", LinearOptions{{"f"}, 10, false}));
+  layers.push_back(std::make_unique<Add>("add"));
+  auto model = Model::Create("m", {1}, 2, std::move(layers), {{0}, {0}, {1, 2}}, Head::kBinary);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return std::move(*model);
+}
+
+// Ids of table `table` that ps `ps` of `num_ps` owns, the first `n`.
+std::vector<int64_t> OwnedIds(const SparseShard& shard, int table, int ps, int num_ps, int n) {
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; static_cast<int>(ids.size()) < n; ++id) {
+    if (RowOwner(shard.layout()[table].key, id, num_ps) == ps) ids.push_back(id);
+  }
+  return ids;
+}
+
+SparseTableRules Sgd() {
+  SparseTableRules rules;
+  rules.optimizer.type = EmbeddingOptimizerType::kAdagrad;
+  rules.optimizer.learning_rate = 1.0f;
+  rules.optimizer.initial_accumulator_value = 1e30f;  // ~no update: tests count, not values
+  return rules;
+}
+
+float Row(SparseShard& shard, int table, int64_t id) {
+  std::vector<int64_t> ids = {id};
+  std::vector<float> value(shard.layout()[table].dim);
+  EXPECT_TRUE(shard.PullAndWait(0, false, {{table, ids, absl::MakeSpan(value)}}).ok());
+  return value[0];
+}
+
+TEST(SparseShardTest, SyncAveragesAStepsPushesAndAppliesThemOnce) {
+  auto model = BinaryTwoTables();
+  SparseTableRules rules;
+  rules.optimizer.type = EmbeddingOptimizerType::kAdam;  // w moves by ~lr * sign(g) at t = 1
+  rules.optimizer.learning_rate = 0.5f;
+  SparseShardOptions options;
+  options.sync = true;
+  options.replicas_to_aggregate = 2;
+  options.total_replicas = 2;
+  auto shard = SparseShard::Create(*model, rules, options);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  SparseShard& s = **shard;
+  const std::vector<int64_t> ids = {7};
+  const std::vector<float> plus = {1.0f}, minus = {-3.0f};
+  auto r = s.Push(0, 0, {{0, ids, plus}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->step, 0);
+  EXPECT_EQ(Row(s, 0, 7), 0.0f);  // not applied until both replicas pushed
+  // A retry of replica 0 counts once.
+  ASSERT_TRUE(s.Push(0, 0, {{0, ids, plus}}).ok());
+  EXPECT_EQ(s.step(), 0);
+  r = s.Push(1, 0, {{0, ids, minus}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->step, 1);
+  // Mean gradient -1: Adam's first step moves w by +learning_rate.
+  EXPECT_NEAR(Row(s, 0, 7), 0.5f, 1e-4);
+  // A push for step 0 now is stale and changes nothing.
+  r = s.Push(1, 0, {{0, ids, minus}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stale);
+  EXPECT_NEAR(Row(s, 0, 7), 0.5f, 1e-4);
+  EXPECT_EQ(s.GetStats().stale_pushes, 1);
+}
+
+TEST(SparseShardTest, ASyncPullWaitsForThePreviousStepsPushes) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.sync = true;
+  options.replicas_to_aggregate = 2;
+  options.total_replicas = 2;
+  auto shard = SparseShard::Create(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard& s = **shard;
+  const std::vector<int64_t> ids = {3};
+  const std::vector<float> g = {1.0f};
+  ASSERT_TRUE(s.Push(0, 0, {{0, ids, g}}).ok());
+  std::vector<float> value(1);
+  absl::Notification answered;
+  s.Pull(1, /*wait=*/true, {{0, ids, absl::MakeSpan(value)}}, [&](absl::Status st) {
+    EXPECT_TRUE(st.ok()) << st;
+    answered.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(answered.HasBeenNotified());  // replica 1 has not pushed step 0
+  ASSERT_TRUE(s.Push(1, 0, {{0, ids, g}}).ok());
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+TEST(SparseShardTest, AWaitingPullTimesOutAndAppliesWhatArrived) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.sync = true;
+  options.replicas_to_aggregate = 2;
+  options.total_replicas = 2;
+  options.sync_timeout = absl::Milliseconds(100);
+  auto shard = SparseShard::Create(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard& s = **shard;
+  const std::vector<int64_t> ids = {3};
+  const std::vector<float> g = {1.0f};
+  ASSERT_TRUE(s.Push(0, 0, {{0, ids, g}}).ok());
+  std::vector<float> value(1);
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(s.PullAndWait(1, true, {{0, ids, absl::MakeSpan(value)}}).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(90));
+  EXPECT_EQ(s.step(), 1);
+  EXPECT_EQ(s.tables()[0]->size(), 1);  // replica 0's push was applied
+}
+
+TEST(SparseShardTest, ShutdownAnswersWaitingPulls) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.sync = true;
+  options.replicas_to_aggregate = 2;
+  options.total_replicas = 2;
+  options.sync_timeout = absl::Hours(1);
+  auto shard = SparseShard::Create(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  std::vector<int64_t> ids = {1};
+  std::vector<float> value(1);
+  absl::Notification answered;
+  (*shard)->Pull(5, true, {{0, ids, absl::MakeSpan(value)}},
+                 [&](absl::Status) { answered.Notify(); });
+  (*shard)->Shutdown();
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
+TEST(SparseShardTest, RowsOfAnotherPsAndBadPushesAreRefusedApplyingNothing) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.num_ps = 3;
+  options.ps_index = 1;
+  options.total_replicas = 1;
+  auto shard = SparseShard::Create(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard& s = **shard;
+  const std::vector<int64_t> mine = OwnedIds(s, 0, 1, 3, 2);
+  const std::vector<int64_t> theirs = OwnedIds(s, 0, 2, 3, 1);
+  const std::vector<float> g = {1.0f, 1.0f};
+  const std::vector<float> one = {1.0f};
+  absl::StatusOr<SparseShard::PushResult> r = s.Push(0, 0, {{0, mine, g}, {0, theirs, one}});
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+  EXPECT_NE(r.status().message().find("lives on ps 2, not on ps 1"), std::string::npos)
+      << r.status();
+  // Wrong sizes, duplicates, out of a bucketed table's range, negative ids.
+  const std::vector<int64_t> twice = {mine[0], mine[0]};
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{0, mine, one}}).status()));
+  r = s.Push(0, 0, {{0, twice, g}});
+  EXPECT_NE(r.status().message().find("pushed twice"), std::string::npos) << r.status();
+  std::vector<int64_t> big = OwnedIds(s, 1, 1, 3, 20);
+  big.erase(big.begin(), big.end() - 1);  // an owned id >= 10 buckets
+  ASSERT_GE(big[0], 10);
+  r = s.Push(0, 0, {{1, big, one}});
+  EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status();
+  const std::vector<int64_t> negative = {-1};
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{0, negative, one}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{5, mine, g}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(3, 0, {{0, mine, g}}).status()));
+  EXPECT_EQ(s.tables()[0]->size(), 0);
+  EXPECT_EQ(s.tables()[1]->size(), 0);
+}
+
+TEST(SparseShardTest, AsyncAppliesOnArrivalAndTtlKeepsADynamicTableUnderBudget) {
+  auto model = BinaryTwoTables();
+  SparseTableRules rules = Sgd();
+  rules.ttl_steps = 10;
+  SparseShardOptions options;
+  options.total_replicas = 1;
+  auto shard = SparseShard::Create(*model, rules, options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard& s = **shard;
+  // Each step touches 5 new ids: without eviction the table would grow to
+  // 1000 rows; with a TTL of 10 steps (evictions every step) it holds at
+  // most the last 10 steps' 50 ids.
+  int64_t most = 0;
+  for (int64_t step = 0; step < 200; ++step) {
+    std::vector<int64_t> ids;
+    for (int k = 0; k < 5; ++k) ids.push_back(step * 5 + k);
+    const std::vector<float> g(5, 1.0f);
+    ASSERT_TRUE(s.Push(0, step, {{0, ids, g}}).ok());
+    most = std::max(most, s.tables()[0]->size());
+  }
+  EXPECT_LE(most, 55);
+  EXPECT_GT(s.GetStats().evicted, 900);
+}
+
+}  // namespace
+}  // namespace pstrain
