@@ -274,7 +274,19 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<ShardSaved>& s
     shard->set_num_state(r.num_state);
     shard->set_size_bytes(r.size_bytes);
     shard->set_crc32c(r.crc32c);
+    shard->set_rows_file(r.rows_file);
+    shard->set_rows_size_bytes(r.rows_size_bytes);
+    shard->set_rows_crc32c(r.rows_crc32c);
+    for (int64_t n : r.table_rows) shard->add_table_rows(n);
+    for (double v : r.table_sum_squares) shard->add_table_sum_squares(v);
   }
+  for (const SparseTableInfo& table : model_->sparse_tables()) {
+    CheckpointTable* t = index.add_tables();
+    t->set_name(table.name);
+    t->set_dim(table.dim);
+    t->set_buckets(table.buckets);
+  }
+  if (model_->has_sparse()) index.set_table_optimizer(t.embedding_optimizer);
   index.set_hparams_yaml(JobConfigToYaml(job_));
   index.set_model_spec(model_->spec_yaml());
   index.set_unix_time(absl::ToUnixSeconds(absl::Now()));

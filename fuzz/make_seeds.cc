@@ -14,6 +14,7 @@
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/png.h"
+#include "io/row_checkpoint.h"
 #include "onnx/onnx_test_graph.h"
 #include "proto/parameter_server.pb.h"
 #include "tests/ps_test_util.h"
@@ -49,6 +50,31 @@ std::string Rpc(int method, const google::protobuf::Message& m) {
   const std::string bytes = m.SerializeAsString();
   return std::string(1, static_cast<char>(method)) + static_cast<char>(bytes.size() & 0xff) +
          static_cast<char>(bytes.size() >> 8) + bytes;
+}
+
+// row_checkpoint_fuzzer: row files of three tables (one without rows, the
+// others in blocks of two rows), of one row, and of no tables.
+bool WriteRowCheckpointSeeds() {
+  using pstrain::RowFileWriter;
+  pstrain::MemEnv env;
+  RowFileWriter three({{"emb_C1/embeddings", 4, 4, "adagrad"},
+                       {"emb_C2/embeddings", 2, 4, "ftrl"},
+                       {"emb_C3/embeddings", 3, 7, "adam"}},
+                      /*block_bytes=*/100);
+  for (int i = 0; i < 5; ++i) {
+    const std::vector<float> values = {0.5f * i, -1.0f, 2.0f, 0.25f};
+    three.Add(0, 10 * i + 3, values, values, 100 + i);
+    if (i < 3) three.Add(1, -1 - i, {values.data(), 2}, values, 200 + i);
+  }
+  RowFileWriter one({{"emb", 1, 0, "sgd"}});
+  one.Add(0, 7, std::vector<float>{1.5f}, {}, 9);
+  RowFileWriter none({});
+  for (const auto& [name, writer] : {std::pair{"three_tables", &three}, std::pair{"one_row", &one},
+                                     std::pair{"no_tables", &none}}) {
+    if (!writer->Write(&env, "/f", 12).ok()) return false;
+    Put("row_checkpoint", name, *env.ReadFile("/f"));
+  }
+  return true;
 }
 
 void WriteOnnxSeeds() {
@@ -162,6 +188,8 @@ int main(int argc, char** argv) {
     writer->reset();  // flushes
     Put("checkpoint", "events", Picked(4, *e.ReadFile(path)));
   }
+
+  if (!WriteRowCheckpointSeeds()) return 1;
 
   // ps_rpc_fuzzer: a job's calls (methods as kMethods in ps_rpc_fuzzer.cc).
   InitializeRequest init;

@@ -84,6 +84,10 @@ std::string ShardFileName(std::string_view prefix, int ps, int num_ps) {
   return absl::StrCat(Sv(prefix), ".shard-", ps, "-of-", num_ps);
 }
 
+std::string RowsFileName(std::string_view prefix, int ps, int num_ps) {
+  return absl::StrCat(Sv(prefix), ".rows-", ps, "-of-", num_ps);
+}
+
 std::string IndexFileName(std::string_view prefix) { return absl::StrCat(Sv(prefix), ".index"); }
 
 std::optional<int64_t> CheckpointStepOfName(std::string_view full_name) {

@@ -27,6 +27,10 @@ std::string CheckpointPrefix(int64_t step);
 // "<prefix>.shard-<i>-of-<P>" (the ps index is 0-based, as TensorFlow's
 // "-00000-of-00002" are).
 std::string ShardFileName(std::string_view prefix, int ps, int num_ps);
+// "<prefix>.rows-<i>-of-<P>": ps i's rows of the model's embedding tables
+// (io/row_checkpoint.h).
+std::string RowsFileName(std::string_view prefix, int ps, int num_ps);
+
 // "<prefix>.index".
 std::string IndexFileName(std::string_view prefix);
 // The step of "model.ckpt-<step>" or of any of its files' names; nullopt if

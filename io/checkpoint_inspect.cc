@@ -12,8 +12,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "io/checkpoint.h"
+#include "io/row_checkpoint.h"
 
 namespace pstrain {
 namespace {
@@ -99,6 +101,69 @@ absl::StatusOr<std::vector<std::string>> CheckpointIndexPaths(Env* env, const st
   for (int64_t step : steps) paths.push_back(JoinPath(arg, IndexFileName(CheckpointPrefix(step))));
   return paths;
 }
+
+namespace {
+
+// The embedding tables: rows and the L2 norm of their weights per table (as
+// the index records them from the ps), after every rows file is read and
+// checked against the index's size, CRC and row counts.
+absl::StatusOr<std::string> InspectTables(Env* env, const std::string& dir,
+                                          const CheckpointIndex& index) {
+  const int n = index.tables_size();
+  std::vector<int64_t> rows(n, 0);
+  std::vector<double> sum_squares(n, 0.0);
+  uint64_t bytes = 0;
+  int files = 0;
+  for (const CheckpointShardFile& entry : index.shards()) {
+    if (entry.rows_file().empty()) continue;
+    const std::string path = JoinPath(dir, entry.rows_file());
+    PSTRAIN_ASSIGN_OR_RETURN(std::string contents, env->ReadFile(path));
+    if (contents.size() != entry.rows_size_bytes() ||
+        crc32c::Value(contents.data(), contents.size()) != entry.rows_crc32c()) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": size or CRC differs from the checkpoint's index"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(
+        RowFileContents file,
+        ParseRowFile(contents, path,
+                     [](int, int64_t, absl::Span<const float>, absl::Span<const float>, int64_t) {
+                       return absl::OkStatus();
+                     }));
+    if (static_cast<int>(file.rows.size()) != n || entry.table_rows_size() != n ||
+        entry.table_sum_squares_size() != n) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": holds ", file.rows.size(), " tables, the index has ", n));
+    }
+    for (int t = 0; t < n; ++t) {
+      if (file.rows[t] != entry.table_rows(t)) {
+        return absl::DataLossError(absl::StrCat(path, ": table ", index.tables(t).name(), " has ",
+                                                file.rows[t], " rows, the index says ",
+                                                entry.table_rows(t)));
+      }
+      rows[t] += file.rows[t];
+      sum_squares[t] += entry.table_sum_squares(t);
+    }
+    bytes += entry.rows_size_bytes();
+    ++files;
+  }
+  std::string out = absl::StrCat("embedding tables (", index.table_optimizer(), "):\n");
+  size_t width = 0;
+  for (const CheckpointTable& t : index.tables()) width = std::max(width, t.name().size());
+  for (int t = 0; t < n; ++t) {
+    const CheckpointTable& table = index.tables(t);
+    absl::StrAppend(&out, "  ",
+                    absl::StrFormat("%-*s  dim %d, %s: %d rows, L2 norm %s\n",
+                                    static_cast<int>(width), table.name(), table.dim(),
+                                    table.buckets() > 0 ? absl::StrCat(table.buckets(), " buckets")
+                                                        : std::string("dynamic"),
+                                    rows[t], Number(std::sqrt(sum_squares[t]))));
+  }
+  absl::StrAppend(&out, "checksums: ", files, " rows files OK (",
+                  absl::StrFormat("%.2f", static_cast<double>(bytes) / (1 << 20)), " MiB)\n");
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> InspectCheckpoint(Env* env, const std::string& index_path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
@@ -200,6 +265,10 @@ absl::StatusOr<std::string> InspectCheckpoint(Env* env, const std::string& index
   }
   absl::StrAppend(&out, "checksums: ", index.shards_size(), " shard files OK (",
                   absl::StrFormat("%.2f", static_cast<double>(bytes) / (1 << 20)), " MiB)\n");
+  if (index.tables_size() > 0) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string tables, InspectTables(env, dir, index));
+    absl::StrAppend(&out, tables);
+  }
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
@@ -76,6 +77,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.total_replicas = EffectiveTotalReplicas(job);
     options.sync_timeout = absl::Seconds(job.training.sync_timeout);
     PSTRAIN_ASSIGN_OR_RETURN(task->sparse_, SparseShard::Create(model, rules, options));
+    task->embedding_optimizer_ = job.training.embedding_optimizer;
   }
   return task;
 }
@@ -296,6 +298,29 @@ absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl:
   saved.snapshot_time = r->snapshot_time;
   saved.write_time = r->write_time;
   saved.longest_copy = r->longest_copy;
+  if (sparse_ != nullptr) {
+    const std::string rows_path =
+        JoinPath(identity_.job_dir, RowsFileName(prefix, identity_.ps_index, identity_.num_ps));
+    absl::StatusOr<SparseShard::SavedRows> rows =
+        sparse_->Save(env_, rows_path, step, global_step, wait, embedding_optimizer_);
+    if (!rows.ok()) {
+      LOG(WARNING) << "ps " << identity_.ps_index << ": saving the rows to " << rows_path
+                   << " failed: " << rows.status();
+      return rows.status();
+    }
+    saved.rows_file = rows_path.substr(rows_path.find_last_of('/') + 1);
+    saved.rows_size_bytes = rows->file.size_bytes;
+    saved.rows_crc32c = rows->file.crc32c;
+    saved.table_rows = rows->file.rows;
+    saved.table_sum_squares = rows->file.sum_squares;
+    int64_t total = 0;
+    uint64_t checksum = 0;
+    for (int64_t n : rows->file.rows) total += n;
+    for (uint64_t c : rows->checksum) checksum += c;
+    LOG(INFO) << "ps " << identity_.ps_index << " saved " << total << " embedding rows at step "
+              << rows->step << " to " << saved.rows_file
+              << absl::StrFormat(" (rows checksum %016x)", checksum);
+  }
   return saved;
 }
 
@@ -316,7 +341,39 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
                            RestoreShards(env_, identity_, shard_ptrs_, path, generation));
   LOG(INFO) << "ps " << identity_.ps_index << " restored from " << path << " at global step "
             << restored;
+  if (sparse_ != nullptr) PSTRAIN_RETURN_IF_ERROR(RestoreRows(path, restored));
   return restored;
+}
+
+absl::Status PsTask::RestoreRows(const std::string& index_path, int64_t step) {
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointIndex index, ReadCheckpointIndex(env_, index_path));
+  if (index.tables_size() > 0 && index.table_optimizer() != embedding_optimizer_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        index_path, " holds embedding rows trained with ", index.table_optimizer(),
+        ", but the job's embedding_optimizer is ", embedding_optimizer_,
+        ": their slots differ; keep ", index.table_optimizer(), " or train in a new job dir"));
+  }
+  std::vector<SparseShard::RowsFile> files;
+  for (const CheckpointShardFile& shard : index.shards()) {
+    if (shard.rows_file().empty()) continue;
+    files.push_back({JoinPath(identity_.job_dir, shard.rows_file()), shard.rows_size_bytes(),
+                     shard.rows_crc32c()});
+  }
+  std::vector<SparseTableInfo> tables;
+  for (const CheckpointTable& t : index.tables()) {
+    SparseTableInfo info;
+    info.name = t.name();
+    info.dim = t.dim();
+    info.buckets = t.buckets();
+    tables.push_back(info);
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(SparseShard::RestoredRows rows,
+                           sparse_->Restore(env_, files, tables, embedding_optimizer_, step));
+  uint64_t checksum = 0;
+  for (uint64_t c : rows.checksum) checksum += c;
+  LOG(INFO) << "ps " << identity_.ps_index << " restored " << rows.rows << " embedding rows of "
+            << files.size() << " rows files" << absl::StrFormat(" (rows checksum %016x)", checksum);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> PsTask::CheckpointInJobDir(int64_t step, bool index) const {

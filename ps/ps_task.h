@@ -129,6 +129,9 @@ class PsTask {
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
   absl::Mutex file_mu_;                  // One save or restore at a time.
   std::unique_ptr<SparseShard> sparse_;  // set by Create for a model with tables
+  std::string embedding_optimizer_;      // the job's, named in rows files
+  // Restores the rows of the checkpoint whose index is at `index_path`.
+  absl::Status RestoreRows(const std::string& index_path, int64_t step);
 };
 
 }  // namespace pstrain

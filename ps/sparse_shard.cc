@@ -1,14 +1,17 @@
 #include "ps/sparse_shard.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps/embedding_initializer.h"
 
 namespace pstrain {
 
@@ -268,6 +271,120 @@ void SparseShard::MaybeEvictLocked(int64_t step) {
   if (step - last_evict_ < std::max<int64_t>(1, rules_.ttl_steps / 10)) return;
   last_evict_ = step;
   for (const auto& table : tables_) stats_.evicted += table->Evict(step);
+}
+
+uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
+                     int64_t last_step) {
+  uint64_t h = MixBits64(static_cast<uint64_t>(id)) ^ static_cast<uint64_t>(last_step);
+  auto mix = [&h](absl::Span<const float> values) {
+    for (float v : values) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, sizeof(bits));
+      h = MixBits64(h ^ bits);
+    }
+  };
+  mix(weights);
+  mix(slots);
+  return h;
+}
+
+absl::StatusOr<SparseShard::SavedRows> SparseShard::Save(Env* env, const std::string& path,
+                                                         int64_t step, int64_t global_step,
+                                                         absl::Duration wait,
+                                                         const std::string& optimizer) {
+  std::vector<RowTableHeader> headers;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    headers.push_back({layout_[t].name, layout_[t].dim, tables_[t]->slot_floats(), optimizer});
+  }
+  RowFileWriter writer(headers);
+  SavedRows saved;
+  saved.checksum.assign(tables_.size(), 0);
+  const absl::Time give_up = absl::Now() + wait;
+  absl::MutexLock lock(&mu_);
+  // Sync: the rows of `step` are those once step - 1's pushes are applied.
+  while (options_.sync && step_ < step && absl::Now() < give_up && !shutdown_) {
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](bool* b) { return *b; }, &shutdown_),
+                          std::min(give_up, absl::Now() + absl::Milliseconds(5)));
+  }
+  saved.step = step_;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    uint64_t& sum = saved.checksum[t];
+    PSTRAIN_RETURN_IF_ERROR(
+        tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                                   absl::Span<const float> slots, int64_t last_step) {
+          writer.Add(static_cast<int>(t), id, weights, slots, last_step);
+          sum += RowChecksum(id, weights, slots, last_step);
+          return absl::OkStatus();
+        }));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(saved.file, writer.Write(env, path, global_step));
+  return saved;
+}
+
+absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
+    Env* env, const std::vector<RowsFile>& files, const std::vector<SparseTableInfo>& tables,
+    const std::string& optimizer, int64_t step) {
+  for (const SparseTableInfo& saved : tables) {
+    for (size_t t = 0; t < layout_.size(); ++t) {
+      if (layout_[t].name != saved.name) continue;
+      if (layout_[t].dim != saved.dim || tables_[t]->options().buckets != saved.buckets) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the checkpoint's table ", saved.name, " has dim ", saved.dim, " and ", saved.buckets,
+            " buckets, the model's has dim ", layout_[t].dim, " and ",
+            tables_[t]->options().buckets, " buckets: train this model in a new job dir"));
+      }
+    }
+  }
+  Reset(step);
+  RestoredRows restored;
+  restored.checksum.assign(tables_.size(), 0);
+  for (const RowsFile& file : files) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(file.path));
+    if (bytes.size() != file.size_bytes ||
+        crc32c::Value(bytes.data(), bytes.size()) != file.crc32c) {
+      return absl::DataLossError(absl::StrCat(
+          file.path, " is not the file the checkpoint's index recorded (size or CRC differs)"));
+    }
+    // The file's table i is the model's table of[i], matched by name (-1: a
+    // table the model no longer has).
+    std::vector<int> of;
+    auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
+      for (const RowTableHeader& header : contents.tables) {
+        if (header.optimizer != optimizer) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(file.path, " holds slots of ", header.optimizer, " for table ",
+                           header.name, ", but the job's embedding_optimizer is ", optimizer));
+        }
+        int found = -1;
+        for (size_t t = 0; t < layout_.size(); ++t) {
+          if (layout_[t].name == header.name) found = static_cast<int>(t);
+        }
+        if (found >= 0 && (layout_[found].dim != header.dim ||
+                           tables_[found]->slot_floats() != header.slot_floats)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(file.path, ": table ", header.name, " has rows of dim ", header.dim,
+                           " with ", header.slot_floats, " slot floats, the model's has dim ",
+                           layout_[found].dim, " with ", tables_[found]->slot_floats()));
+        }
+        of.push_back(found);
+      }
+      return absl::OkStatus();
+    };
+    auto on_row = [&](int table, int64_t id, absl::Span<const float> weights,
+                      absl::Span<const float> slots, int64_t last_step) -> absl::Status {
+      const int t = of[table];
+      if (t < 0 || RowOwner(layout_[t].key, id, options_.num_ps) != options_.ps_index) {
+        return absl::OkStatus();
+      }
+      PSTRAIN_RETURN_IF_ERROR(tables_[t]->InsertRow(id, weights, slots, last_step));
+      restored.checksum[t] += RowChecksum(id, weights, slots, last_step);
+      ++restored.rows;
+      return absl::OkStatus();
+    };
+    PSTRAIN_RETURN_IF_ERROR(ParseRowFile(bytes, file.path, on_tables, on_row).status());
+  }
+  return restored;
 }
 
 void SparseShard::Shutdown() {

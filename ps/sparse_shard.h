@@ -15,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/env.h"
+#include "io/row_checkpoint.h"
 #include "models/model.h"
 #include "ps/embedding_table.h"
 #include "ps/model_tables.h"
@@ -57,6 +59,12 @@ struct ConstRowsRef {
 // changes nothing (so is a negative id, an id out of a bucketed table's
 // range, or a duplicate id in one push, refused by the tables before any
 // row changes). Thread-safe.
+// An order-independent checksum of rows: the sum (mod 2^64) over rows of a
+// mix of the id, the weights' and the slots' bits and the last step, so the
+// rows of a table split over any number of ps sum to the same value.
+uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
+                     int64_t last_step);
+
 class SparseShard {
  public:
   static absl::StatusOr<std::unique_ptr<SparseShard>> Create(const Model& model,
@@ -85,6 +93,40 @@ class SparseShard {
   // Replica `replica`'s gradient rows for `step` (see SparseShardOptions).
   // A second push by one replica for one step is counted once (a retry).
   absl::StatusOr<PushResult> Push(int replica, int64_t step, absl::Span<const ConstRowsRef> parts);
+
+  // A checkpoint of the rows: waits up to `wait` for the rows to reach
+  // `step` (sync), then copies every row with its slots and last step while
+  // no push is applied, and writes them to `path` (io/row_checkpoint.h),
+  // recording `global_step`. `optimizer` names the slots (adagrad, ftrl,
+  // adam).
+  struct SavedRows {
+    RowFileSummary file;
+    int64_t step = 0;                // the step the rows were at
+    std::vector<uint64_t> checksum;  // per table: RowsChecksum
+  };
+  absl::StatusOr<SavedRows> Save(Env* env, const std::string& path, int64_t step,
+                                 int64_t global_step, absl::Duration wait,
+                                 const std::string& optimizer);
+
+  // Forgets every row, then inserts the rows this task owns from every
+  // rows file of a checkpoint (written by any number of ps), matched to the
+  // model's tables by name, and starts at `step`. `files` are full paths
+  // with the size and CRC the index recorded; `tables` and `optimizer` are
+  // the index's. InvalidArgument for a table of another dim or bucket count
+  // or slots of another optimizer; DataLoss for a damaged file. Returns the
+  // rows restored and their checksums per table.
+  struct RowsFile {
+    std::string path;
+    uint64_t size_bytes = 0;
+    uint32_t crc32c = 0;
+  };
+  struct RestoredRows {
+    int64_t rows = 0;
+    std::vector<uint64_t> checksum;  // per model table
+  };
+  absl::StatusOr<RestoredRows> Restore(Env* env, const std::vector<RowsFile>& files,
+                                       const std::vector<SparseTableInfo>& tables,
+                                       const std::string& optimizer, int64_t step);
 
   // Answers every waiting pull (the job is over); later pulls do not wait.
   void Shutdown();

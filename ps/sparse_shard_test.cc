@@ -4,7 +4,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/env.h"
 #include "gtest/gtest.h"
 #include "models/embedding.h"
 #include "models/merge.h"
@@ -204,6 +206,64 @@ TEST(SparseShardTest, AsyncAppliesOnArrivalAndTtlKeepsADynamicTableUnderBudget) 
   }
   EXPECT_LE(most, 55);
   EXPECT_GT(s.GetStats().evicted, 900);
+}
+
+TEST(SparseShardTest, RowsSavedByTwoPsRestoreExactlyOnThree) {
+  auto model = BinaryTwoTables();
+  SparseTableRules rules;  // Adagrad: rows and accumulators both change
+  rules.optimizer.learning_rate = 0.3f;
+  MemEnv env;
+  std::vector<SparseShard::RowsFile> files;
+  std::vector<uint64_t> saved_sum(2, 0);
+  int64_t saved_rows = 0;
+  for (int ps = 0; ps < 2; ++ps) {
+    SparseShardOptions options;
+    options.num_ps = 2;
+    options.ps_index = ps;
+    auto shard = SparseShard::Create(*model, rules, options);
+    ASSERT_TRUE(shard.ok());
+    for (int table = 0; table < 2; ++table) {
+      // Ids below the bucketed table's 10: about 5 of them live on each ps.
+      const std::vector<int64_t> ids = OwnedIds(**shard, table, ps, 2, 3);
+      ASSERT_LT(ids.back(), 10);
+      const std::vector<float> g = {0.5f, -1.0f, 2.0f};
+      ASSERT_TRUE((*shard)->Push(0, 3, {{table, ids, g}}).ok());
+    }
+    const std::string path = absl::StrCat("/ckpt/rows-", ps);
+    auto saved = (*shard)->Save(&env, path, 4, 4, absl::ZeroDuration(), "adagrad");
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(saved->file.rows, (std::vector<int64_t>{3, 3}));
+    for (int t = 0; t < 2; ++t) saved_sum[t] += saved->checksum[t];
+    saved_rows += 6;
+    files.push_back({path, saved->file.size_bytes, saved->file.crc32c});
+  }
+  std::vector<SparseTableInfo> tables = model->sparse_tables();
+  std::vector<uint64_t> restored_sum(2, 0);
+  int64_t restored_rows = 0;
+  for (int ps = 0; ps < 3; ++ps) {
+    SparseShardOptions options;
+    options.num_ps = 3;
+    options.ps_index = ps;
+    auto shard = SparseShard::Create(*model, rules, options);
+    ASSERT_TRUE(shard.ok());
+    auto restored = (*shard)->Restore(&env, files, tables, "adagrad", 4);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    for (int t = 0; t < 2; ++t) restored_sum[t] += restored->checksum[t];
+    restored_rows += restored->rows;
+    EXPECT_EQ((*shard)->step(), 4);
+    // Slots of another optimizer are refused.
+    EXPECT_TRUE(
+        absl::IsInvalidArgument((*shard)->Restore(&env, files, tables, "ftrl", 4).status()));
+  }
+  EXPECT_EQ(restored_rows, saved_rows);
+  EXPECT_EQ(restored_sum, saved_sum);
+  // A damaged file is refused.
+  std::string bytes = *env.ReadFile(files[1].path);
+  bytes[bytes.size() / 2] ^= 1;
+  ASSERT_TRUE(env.WriteFileAtomic(files[1].path, bytes).ok());
+  SparseShardOptions options;
+  auto shard = SparseShard::Create(*model, rules, options);
+  EXPECT_TRUE(absl::IsDataLoss((*shard)->Restore(&env, files, tables, "adagrad", 4).status()));
 }
 
 }  // namespace

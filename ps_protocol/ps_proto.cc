@@ -60,6 +60,11 @@ void ToProto(const ShardSaved& s, SaveResponse* r) {
   r->set_snapshot_micros(absl::ToInt64Microseconds(s.snapshot_time));
   r->set_write_micros(absl::ToInt64Microseconds(s.write_time));
   r->set_longest_copy_micros(absl::ToInt64Microseconds(s.longest_copy));
+  r->set_rows_file(s.rows_file);
+  r->set_rows_size_bytes(s.rows_size_bytes);
+  r->set_rows_crc32c(s.rows_crc32c);
+  for (int64_t n : s.table_rows) r->add_table_rows(n);
+  for (double v : s.table_sum_squares) r->add_table_sum_squares(v);
 }
 
 ShardSaved FromProto(const SaveResponse& r) {
@@ -77,6 +82,11 @@ ShardSaved FromProto(const SaveResponse& r) {
   s.snapshot_time = absl::Microseconds(r.snapshot_micros());
   s.write_time = absl::Microseconds(r.write_micros());
   s.longest_copy = absl::Microseconds(r.longest_copy_micros());
+  s.rows_file = r.rows_file();
+  s.rows_size_bytes = r.rows_size_bytes();
+  s.rows_crc32c = r.rows_crc32c();
+  s.table_rows.assign(r.table_rows().begin(), r.table_rows().end());
+  s.table_sum_squares.assign(r.table_sum_squares().begin(), r.table_sum_squares().end());
   return s;
 }
 

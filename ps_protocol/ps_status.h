@@ -55,6 +55,12 @@ struct ShardSaved {
   absl::Duration snapshot_time;  // copying under the chunks' locks, waits included
   absl::Duration write_time;     // writing the file
   absl::Duration longest_copy;   // the longest one chunk was locked for its copy
+  // The rows of the embedding tables (empty file name for a model without).
+  std::string rows_file;
+  uint64_t rows_size_bytes = 0;
+  uint32_t rows_crc32c = 0;
+  std::vector<int64_t> table_rows;        // per table
+  std::vector<double> table_sum_squares;  // per table
 };
 
 }  // namespace pstrain

@@ -91,24 +91,95 @@ class SparseClusterTest : public testing_util::ClusterTestBase {
   PlantedModelQuality planted_;
 };
 
-TEST_F(SparseClusterTest, WideAndDeepOnTwoPsAndTwoWorkersReachesThePlantedAuc) {
-  const std::string config = WriteClusterConfig(
-      LoopbackConfig{.ps = 2, .workers = 2, .training = "  update: sync\n  chief_trains: false\n"});
-  ProcessResult train = Train(config, 2000);
-  ASSERT_EQ(train.exit_code, 0) << train.output;
+// Per ps, the rows and checksum it logged for `what` ("saved", at the
+// checkpoint of `file_part`, or "restored").
+struct RowsLog {
+  int64_t rows = 0;
+  uint64_t checksum = 0;  // summed over the ps that logged
+  int ps = 0;
+};
+RowsLog SumRowsLines(const std::string& output, const std::string& pattern) {
+  RowsLog log;
+  const std::regex line(pattern);
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    log.rows += std::stoll((*it)[1]);
+    log.checksum += std::stoull((*it)[2], nullptr, 16);
+    ++log.ps;
+  }
+  return log;
+}
+
+// "accuracy, auc, loss" of the last evaluation line, and its step.
+struct Eval {
+  int64_t step = -1;
+  double auc = 0, loss = 0;
+};
+Eval LastEval(const std::string& output) {
   const std::regex eval_line(
       "Saving dict for global step ([0-9]+): accuracy = ([0-9.]+), auc = ([0-9.]+), "
       "global_step = [0-9]+, loss = ([0-9.]+)");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(train.output, m, eval_line)) << train.output;
-  EXPECT_EQ(m[1], "2000");
-  const double auc = std::stod(m[3]), loss = std::stod(m[4]);
+  Eval e;
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), eval_line);
+       it != std::sregex_iterator(); ++it) {
+    e.step = std::stoll((*it)[1]);
+    e.auc = std::stod((*it)[3]);
+    e.loss = std::stod((*it)[4]);
+  }
+  return e;
+}
+
+TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExactlyOnThreePs) {
+  const std::string two = WriteClusterConfig(
+      LoopbackConfig{.ps = 2, .workers = 2, .training = "  update: sync\n  chief_trains: false\n"});
+  ProcessResult train = Train(two, 2000);
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const Eval trained = LastEval(train.output);
+  EXPECT_EQ(trained.step, 2000) << train.output;
   std::printf(
       "Wide & Deep, 2 ps x 2 workers, sync, 2000 steps of 2 x 100: AUC %.4f (planted "
       "%.4f), log loss %.4f (planted %.4f)\n",
-      auc, planted_.auc, loss, planted_.log_loss);
-  EXPECT_GT(auc, planted_.auc - 0.01) << train.output;
-  EXPECT_LT(loss, planted_.log_loss + 0.02);
+      trained.auc, planted_.auc, trained.loss, planted_.log_loss);
+  EXPECT_GT(trained.auc, planted_.auc - 0.01) << train.output;
+  EXPECT_LT(trained.loss, planted_.log_loss + 0.02);
+  const RowsLog saved = SumRowsLines(
+      train.output,
+      R"(saved ([0-9]+) embedding rows at step [0-9]+ to model\.ckpt-2000\.rows-[01]-of-2 \(rows checksum ([0-9a-f]+)\))");
+  ASSERT_EQ(saved.ps, 2) << train.output;
+  EXPECT_GT(saved.rows, 800);  // 8 fields x 100 ids, x 2 tables each
+
+  // The same job on 3 ps: every ps reads both rows files and keeps its rows.
+  const std::string three =
+      WriteClusterConfig(LoopbackConfig{.ps = 3,
+                                        .workers = 2,
+                                        .training = "  update: sync\n  chief_trains: false\n",
+                                        .file = "cluster3.yaml"});
+  ProcessResult resumed = Train(three, 2100);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const RowsLog restored = SumRowsLines(
+      resumed.output,
+      R"(restored ([0-9]+) embedding rows of 2 rows files \(rows checksum ([0-9a-f]+)\))");
+  ASSERT_EQ(restored.ps, 3) << resumed.output;
+  EXPECT_EQ(restored.rows, saved.rows);
+  EXPECT_EQ(restored.checksum, saved.checksum);
+  std::printf(
+      "restart on 3 ps: %lld rows restored of %lld saved by 2 ps, checksums %016llx and "
+      "%016llx\n",
+      static_cast<long long>(restored.rows), static_cast<long long>(saved.rows),
+      static_cast<unsigned long long>(restored.checksum),
+      static_cast<unsigned long long>(saved.checksum));
+  // pstrain-ckpt reads and checks every rows file and shows rows per table.
+  ProcessResult ckpt = RunProcess({kBin + "/pstrain-ckpt", job_dir()}, 60);
+  ASSERT_EQ(ckpt.exit_code, 0) << ckpt.output;
+  EXPECT_NE(ckpt.output.find("embedding tables (adagrad):"), std::string::npos) << ckpt.output;
+  EXPECT_NE(ckpt.output.find("emb_C1/embeddings  dim 4, dynamic: 100 rows, L2 norm"),
+            std::string::npos)
+      << ckpt.output;
+  EXPECT_NE(ckpt.output.find("checksums: 3 rows files OK"), std::string::npos) << ckpt.output;
+
+  const Eval resumed_eval = LastEval(resumed.output);
+  EXPECT_EQ(resumed_eval.step, 2100);
+  EXPECT_GT(resumed_eval.auc, planted_.auc - 0.01) << resumed.output;
 }
 
 }  // namespace
