@@ -2,7 +2,8 @@
 // loopback, the same service pstrain-ps runs, with a job token): each input
 // is a sequence of calls, [method byte][length: 2 bytes][request bytes],
 // sent as raw bytes, so malformed protobufs, wrong lengths, chunk ids,
-// replicas, steps, dtypes and paths all reach the handlers. The ps must
+// replicas, steps, dtypes and paths all reach the handlers, and the rows of
+// embedding tables (PullRows, PushRows: tables, ids and values). The ps must
 // answer every call and keep serving; a Status call after the input (and
 // after any UNAVAILABLE answer) must succeed.
 #include <algorithm>
@@ -24,8 +25,8 @@
 namespace {
 
 constexpr char kToken[] = "fuzz-token-0123456789";
-constexpr const char* kMethods[] = {"Initialize", "Pull", "Push",    "PushPull",
-                                    "Status",     "Save", "Restore", "Leave"};
+constexpr const char* kMethods[] = {"Initialize", "Pull",    "Push",  "PushPull", "Status",
+                                    "Save",       "Restore", "Leave", "PullRows", "PushRows"};
 
 struct Harness {
   pstrain::MemEnv env;  // the ps's job dir

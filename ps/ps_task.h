@@ -87,6 +87,12 @@ class PsTask {
   void PullRows(int replica, int64_t step, std::vector<RowsRef> parts, SparseShard::PullDone done);
   absl::StatusOr<SparseShard::PushResult> PushRows(int replica, int64_t step,
                                                    absl::Span<const ConstRowsRef> parts);
+  // Gives a task made by hand (tests) the rows of a model's embedding
+  // tables; `optimizer` names their slots in checkpoints.
+  void AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
+    sparse_ = std::move(sparse);
+    embedding_optimizer_ = std::move(optimizer);
+  }
   // This task's rows (null for a model without embedding tables).
   SparseShard* sparse() const { return sparse_.get(); }
 

@@ -1,6 +1,9 @@
 // The ps service over real gRPC on loopback (servers in this process):
 // well-formed calls through PsClient, and malformed ones through a raw stub,
 // which must be refused with a clear status and change nothing.
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -308,6 +311,104 @@ std::unique_ptr<PsClient> ClientFor(const std::vector<std::string>& addresses) {
 std::unique_ptr<GrpcParameterServers> ServersFor(const std::vector<std::string>& addresses) {
   const PsClientOptions o = OptionsFor(addresses);
   return *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
+}
+
+std::string Ids(std::vector<int64_t> v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(int64_t));
+}
+
+// Ids of table `table` of TestSparseModel that ps `ps` of 2 holds, the first `n`.
+std::vector<int64_t> OwnedIds(int table, int ps, int n) {
+  const ShardLayout layout = ComputeShardLayout(*testing_util::TestSparseModel(), 2);
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; static_cast<int>(ids.size()) < n; ++id) {
+    if (RowOwner(layout.tables[table].key, id, 2) == ps) ids.push_back(id);
+  }
+  return ids;
+}
+
+TEST_F(PsRpcTest, RowsRoundTripAndBadRowRequestsAreRefusedChangingNothing) {
+  auto pull = [&](const PullRowsRequest& request, PullRowsResponse* response) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->PullRows(&ctx, request, response);
+  };
+  auto push = [&](const PushRowsRequest& request, PushRowsResponse* response) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->PushRows(&ctx, request, response);
+  };
+  const std::vector<int64_t> ids = OwnedIds(0, 0, 2);
+  PushRowsRequest good;
+  good.set_replica(1);
+  TableRows* rows = good.add_tables();
+  rows->set_table(0);
+  rows->set_ids(Ids(ids));
+  rows->set_values(Floats({1, -1, 2, -2}));  // 2 ids x dim 2
+  // Bad pushes, each answered INVALID_ARGUMENT with its reason.
+  struct Bad {
+    std::function<void(PushRowsRequest*)> edit;
+    std::string reason;
+  };
+  const std::vector<Bad> bad = {
+      {[](PushRowsRequest* r) {
+         r->mutable_tables(0)->set_values(Floats({1, 2, 3}));
+       },
+       "expected 4 float32 values"},
+      {[](PushRowsRequest* r) { r->mutable_tables(0)->set_ids("1234567"); },
+       "not a whole number of int64 ids"},
+      {[](PushRowsRequest* r) { r->mutable_tables(0)->set_table(7); },
+       "table 7 is not one of the model's 2 embedding tables"},
+      {[&](PushRowsRequest* r) {
+         r->mutable_tables(0)->set_ids(Ids({ids[0], ids[0]}));
+       },
+       "pushed twice"},
+      {[](PushRowsRequest* r) {
+         r->mutable_tables(0)->set_ids(Ids({-5, 0}));
+       },
+       "is negative"},
+      {[&](PushRowsRequest* r) {
+         r->mutable_tables(0)->set_ids(Ids({ids[0], OwnedIds(0, 1, 1)[0]}));
+       },
+       "not on ps 0"},
+      {[](PushRowsRequest* r) { r->set_replica(9); }, "replica 9"},
+  };
+  for (const Bad& b : bad) {
+    PushRowsRequest request = good;
+    b.edit(&request);
+    PushRowsResponse response;
+    const grpc::Status s = push(request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.reason;
+    EXPECT_NE(s.error_message().find(b.reason), std::string::npos) << s.error_message();
+  }
+  EXPECT_EQ(ps0_->task->sparse()->tables()[0]->size(), 0);  // nothing was applied
+
+  PushRowsResponse pushed;
+  ASSERT_TRUE(push(good, &pushed).ok());
+  EXPECT_FALSE(pushed.stale());
+  PullRowsRequest read;
+  read.set_replica(-1);
+  TableRows* want = read.add_tables();
+  want->set_table(0);
+  want->set_ids(Ids(ids));
+  PullRowsResponse answer;
+  ASSERT_TRUE(pull(read, &answer).ok());
+  ASSERT_EQ(answer.tables_size(), 1);
+  ASSERT_EQ(answer.tables(0).values().size(), 4 * sizeof(float));
+  std::vector<float> values(4);
+  std::memcpy(values.data(), answer.tables(0).values().data(), 4 * sizeof(float));
+  // Adagrad, learning rate 1, accumulator 0.1 + g^2, from zeros.
+  for (int k = 0; k < 4; ++k) {
+    const float g = std::vector<float>{1, -1, 2, -2}[k];
+    EXPECT_NEAR(values[k], -g / std::sqrt(0.1f + g * g), 1e-5) << k;
+  }
+  // A pull of another ps's row, or of a table of another dim's size, is refused.
+  want->set_ids(Ids({OwnedIds(0, 1, 1)[0]}));
+  grpc::Status s = pull(read, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  want->set_table(-1);
+  s = pull(read, &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
 }
 
 TEST_F(PsRpcTest, SaveOnTwoPsRestoresOnOneAndBack) {

@@ -4,12 +4,30 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "models/dense.h"
+#include "models/embedding.h"
+#include "models/merge.h"
 #include "ps_protocol/grpc_util.h"
 #include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
 
 namespace pstrain {
 namespace testing_util {
+
+std::unique_ptr<Model> TestSparseModel() {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Embedding>(
+      "emb", EmbeddingOptions{"f", 2, 0, Combiner::kSum, {TableInitializer::kZeros, 0.0f}}));
+  DenseOptions logit;
+  logit.units = 1;
+  layers.push_back(std::make_unique<Dense>("dense", logit));
+  layers.push_back(std::make_unique<Linear>("lin", LinearOptions{{"f"}, 10, false}));
+  layers.push_back(std::make_unique<Add>("add"));
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
+      "tiny_sparse", {1}, 2, std::move(layers), {{0}, {1}, {0}, {2, 3}}, Head::kBinary);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
 
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireSecurity& wire) {
   auto ps = std::make_unique<TestPs>();
@@ -36,6 +54,14 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   identity.num_params = kNumParams;
   identity.job_dir = "/job";
   ps->task = std::make_unique<PsTask>(identity, std::move(shards), env ? env : Env::Default());
+  SparseTableRules rules;
+  rules.optimizer.learning_rate = 1.0f;
+  SparseShardOptions sparse;
+  sparse.ps_index = index;
+  sparse.num_ps = num_chunks;
+  sparse.total_replicas = 2;
+  std::unique_ptr<Model> model = TestSparseModel();
+  ps->task->AttachSparse(*SparseShard::Create(*model, rules, sparse), "adagrad");
   ps->service = std::make_unique<ParameterServerService>(ps->task.get(), wire.token);
   grpc::ServerBuilder builder;
   int port = 0;

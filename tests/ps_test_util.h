@@ -9,6 +9,7 @@
 #include "common/env.h"
 #include "config/wire_security.h"
 #include "grpcpp/grpcpp.h"
+#include "models/model.h"
 #include "ps/parameter_shard.h"
 #include "ps/ps_service.h"
 #include "ps/ps_task.h"
@@ -28,7 +29,13 @@ struct TestPs {
 
 // Chunk `index` of `num_chunks` over kNumParams parameters, SGD with learning
 // rate 1, 1 state value on chunk 0, async; its job dir is /job in `env` (the
-// process's if null); served with `wire`'s credentials and token.
+// process's if null); served with `wire`'s credentials and token. It also
+// holds ps `index` of `num_chunks`'s rows of two embedding tables
+// (TestSparseModel: table 0 dynamic of dim 2, table 1 of 10 buckets and dim
+// 1), async, Adagrad with learning rate 1.
+// The model whose tables StartPs's ps hold: "emb/embeddings" (feature f,
+// dynamic, dim 2) and "lin/f" (10 buckets, dim 1).
+std::unique_ptr<Model> TestSparseModel();
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr,
                                 const WireSecurity& wire = WireSecurity());
 
