@@ -95,5 +95,51 @@ TEST_F(SparseTrainingTest, WideAndDeepReachesThePlantedAuc) {
   EXPECT_LT(metrics->loss, planted_.log_loss + 0.02);
 }
 
+// The other per-row optimizers, a bucketed table (tokens hashed as
+// to_hash_bucket_fast) and DLRM train too.
+TEST_F(SparseTrainingTest, FtrlOnBucketedTablesReachesThePlantedAuc) {
+  LocalTrainingConfig config = Config("buckets: 4096");
+  config.sparse_rules.optimizer.type = EmbeddingOptimizerType::kFtrl;
+  config.sparse_rules.optimizer.alpha = 0.1f;
+  config.sparse_rules.optimizer.l2 = 1e-4f;
+  absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  LOG(INFO) << "FTRL, 4096 buckets: AUC " << metrics->auc << " (planted " << planted_.auc << ")";
+  EXPECT_GT(metrics->auc, planted_.auc - 0.01);
+}
+
+TEST_F(SparseTrainingTest, LazyAdamReachesThePlantedAuc) {
+  LocalTrainingConfig config = Config("dynamic: true");
+  config.sparse_rules.optimizer.type = EmbeddingOptimizerType::kAdam;
+  config.sparse_rules.optimizer.learning_rate = 0.003f;
+  absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  LOG(INFO) << "lazy Adam: AUC " << metrics->auc << " (planted " << planted_.auc << ")";
+  EXPECT_GT(metrics->auc, planted_.auc - 0.01);
+}
+
+TEST_F(SparseTrainingTest, DlrmReachesThePlantedAuc) {
+  std::vector<std::string> embeddings;
+  std::string spec =
+      "name: dlrm\ninput: [13]\nhead: binary\nlayers:\n"
+      "  - dense: {units: 8, activation: relu, input: input}\n"
+      "  - dense: {units: 4, activation: relu, name: bottom}\n";
+  for (int f = 1; f <= kFields; ++f) {
+    embeddings.push_back(absl::StrCat("emb_C", f));
+    absl::StrAppend(&spec, "  - embedding: {feature: C", f, ", dim: 4, dynamic: true, name: emb_C",
+                    f, ", combiner: sum}\n");
+  }
+  absl::StrAppend(&spec, "  - dot_interaction: {input: bottom, inputs: [",
+                  absl::StrJoin(embeddings, ", "),
+                  "]}\n  - dense: {units: 16, activation: relu}\n  - dense: {units: 1}\n");
+  LocalTrainingConfig config = Config("dynamic: true");
+  config.model_spec = spec;
+  config.model = "dlrm";
+  absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  LOG(INFO) << "DLRM: AUC " << metrics->auc << " (planted " << planted_.auc << ")";
+  EXPECT_GT(metrics->auc, planted_.auc - 0.01);
+}
+
 }  // namespace
 }  // namespace pstrain
