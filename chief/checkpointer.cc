@@ -223,6 +223,10 @@ absl::StatusOr<std::string> Checkpointer::SaveAt(int64_t step, absl::Duration wa
     bytes += static_cast<int64_t>(r.size_bytes);
     lo = std::min(lo, r.min_step);
     hi = std::max(hi, r.max_step);
+    if (!r.rows_file.empty()) {  // the embedding rows are copied at a step too
+      lo = std::min(lo, r.rows_step);
+      hi = std::max(hi, r.rows_step);
+    }
   }
   // Sync shards are copied at one step; if one did not get there in time (a
   // step waiting for a dead replica) or was already past it, the files do not

@@ -139,14 +139,19 @@ class Chief {
 
   // The training data: a few examples become image summaries; a chief that
   // does not train keeps it only for that (and goes on without it).
+  // Tabular examples are no images: a chief that does not train reads none.
   absl::Status LoadTrainingData() {
-    absl::StatusOr<Dataset> loaded = LoadDataset(deps_.env, t_.data_dir, Split::kTrain);
+    const bool tabular = model_->input_shape().size() == 1;
+    if (tabular && replica_ < 0) return absl::OkStatus();
+    absl::StatusOr<Dataset> loaded =
+        tabular ? LoadModelData(deps_.env, *model_, t_.data_dir, Split::kTrain)
+                : LoadDataset(deps_.env, t_.data_dir, Split::kTrain);
     if (!loaded.ok()) {
       if (replica_ >= 0) return loaded.status();
       LOG(WARNING) << "no input image summaries: " << loaded.status().message();
       return absl::OkStatus();
     }
-    PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model_, *loaded, t_.data_dir));
+    if (!tabular) PSTRAIN_RETURN_IF_ERROR(CheckModelInput(*model_, *loaded, t_.data_dir));
     train_ = *std::move(loaded);
     return absl::OkStatus();
   }
@@ -301,7 +306,15 @@ class Chief {
   absl::Status EndJob() {
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> final_statuses, WaitForFinalStep());
     PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, servers_->Read());
-    PSTRAIN_ASSIGN_OR_RETURN(const EvalMetrics metrics, Evaluate(final_view));
+    // An evaluation that fails (a ps read) does not cost the final checkpoint.
+    const absl::StatusOr<EvalMetrics> evaluated = Evaluate(final_view);
+    if (!evaluated.ok()) {
+      LOG(WARNING) << "the final evaluation failed: " << evaluated.status()
+                   << "; saving the final checkpoint anyway";
+    }
+    EvalMetrics metrics;
+    metrics.global_step = final_view.global_step;
+    if (evaluated.ok()) metrics = *evaluated;
     PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                              checkpointer_->SaveNow(absl::ZeroDuration()));
     if (metrics.global_step >= t_.train_steps) {
@@ -327,9 +340,10 @@ class Chief {
       LOG(WARNING) << "the job is complete, but not every ps was told: " << s.message();
     }
     job_ended_ = true;
-    LOG(INFO) << "job finished: global step " << metrics.global_step << ", accuracy "
-              << absl::StrFormat("%.4f", metrics.accuracy) << ", "
-              << absl::StrFormat("%.1f", Elapsed()) << " s";
+    LOG(INFO) << "job finished: global step " << metrics.global_step
+              << (evaluated.ok() ? absl::StrFormat(", accuracy %.4f", metrics.accuracy)
+                                 : std::string(", not evaluated"))
+              << ", " << absl::StrFormat("%.1f", Elapsed()) << " s";
     return absl::OkStatus();
   }
 

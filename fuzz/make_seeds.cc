@@ -14,8 +14,10 @@
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/png.h"
+#include "io/record_writer.h"
 #include "io/row_checkpoint.h"
 #include "onnx/onnx_test_graph.h"
+#include "proto/example.pb.h"
 #include "proto/parameter_server.pb.h"
 #include "tests/ps_test_util.h"
 
@@ -134,6 +136,23 @@ int main(int argc, char** argv) {
     if (!WriteExampleFile(&env, "/t", d, layout).ok()) return 1;
     Put("data", name, Picked(2, *env.ReadFile("/t")));
   }
+  // Tabular Examples (data/tabular_examples.h) with 2 dense features: ids and
+  // tokens, one Example without them.
+  std::string tabular;
+  for (int i = 0; i < 3; ++i) {
+    pstrain::tf::Example example;
+    auto& f = *example.mutable_features()->mutable_feature();
+    f["label"].mutable_int64_list()->add_value(i % 2);
+    f["dense"].mutable_float_list()->add_value(0.5f * i);
+    f["dense"].mutable_float_list()->add_value(-1.0f);
+    if (i < 2) {
+      f["user"].mutable_int64_list()->add_value(17 + i);
+      f["tokens"].mutable_bytes_list()->add_value("good");
+      f["tokens"].mutable_bytes_list()->add_value("day");
+    }
+    tabular += RecordWriter::Frame(example.SerializeAsString());
+  }
+  Put("data", "tfrecord_tabular", std::string("\x02\x02", 2) + tabular);  // [reader][dense]
 
   // checkpoint_fuzzer: a tiny ps's checkpoint, its state file, events.
   MemEnv env;

@@ -47,10 +47,10 @@ absl::StatusOr<Shape> Embedding::Build(const Shape& /*input*/) {
   if (options_.feature.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": embedding needs a feature"));
   }
-  if (options_.dim <= 0 || options_.buckets < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name(), ": embedding needs dim > 0 and buckets >= 0, got dim ", options_.dim,
-                     " and buckets ", options_.buckets));
+  if (options_.dim <= 0 || options_.dim > kMaxEmbeddingDim || options_.buckets < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name(), ": embedding needs dim in [1, ", kMaxEmbeddingDim, "] and buckets >= 0, got dim ",
+        options_.dim, " and buckets ", options_.buckets));
   }
   return Shape{options_.dim};
 }

@@ -358,6 +358,41 @@ absl::StatusOr<int64_t> RowId(const SparseTableInfo& table, SparseValueKind kind
 
 }  // namespace
 
+absl::Status Model::CheckSparseColumns(const std::vector<const SparseFeatureColumn*>& columns,
+                                       const std::string& source) const {
+  if (columns.size() != sparse_features_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", name_, " reads ",
+                                                   sparse_features_.size(), " sparse features, ",
+                                                   source, " gives ", columns.size()));
+  }
+  for (const SparseFeatureColumn* column : columns) {
+    for (int64_t i = 0; i < column->examples(); ++i) {
+      const int64_t n = column->offsets[i + 1] - column->offsets[i];
+      if (n > kMaxValuesPerExample) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("feature ", column->name, ": example ", i, " of ", source, " has ", n,
+                         " values, more than the ", kMaxValuesPerExample,
+                         " one example may have in one feature"));
+      }
+    }
+  }
+  for (const SparseTableInfo& info : sparse_tables_) {
+    const SparseFeatureColumn& column = *columns[info.feature];
+    if (column.kind == SparseValueKind::kTokens) continue;  // every fingerprint has a row
+    for (int64_t i = 0; i < column.examples(); ++i) {
+      for (int64_t k = column.offsets[i]; k < column.offsets[i + 1]; ++k) {
+        absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
+        if (!id.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ", i,
+                                                         " of ", source, ": ",
+                                                         id.status().message()));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Model::PrepareSparse(const SparseBatch& batch, int64_t examples,
                                   SparseStep* step) const {
   if (batch.features.size() != sparse_features_.size()) {

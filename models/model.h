@@ -102,6 +102,13 @@ class Model {
   // bucketed table's buckets, or more than kMaxValuesPerExample values in
   // one example.
   absl::Status PrepareSparse(const SparseBatch& batch, int64_t examples, SparseStep* step) const;
+
+  // Checks whole columns of a dataset (one per sparse_features(), in that
+  // order) as PrepareSparse checks a batch, so bad data is refused when it
+  // is loaded, not at the step that meets it. Errors name the feature, the
+  // example's index and `source`.
+  absl::Status CheckSparseColumns(const std::vector<const SparseFeatureColumn*>& columns,
+                                  const std::string& source) const;
   const std::vector<VariableInfo>& variables() const { return variables_; }
   int64_t num_params() const { return num_params_; }
   int64_t num_state() const { return num_state_; }

@@ -48,6 +48,9 @@ struct SparseTableInfo {
   TableInitializer initializer;
 };
 
+// The largest row a table may have (floats per row).
+inline constexpr int64_t kMaxEmbeddingDim = 1 << 16;
+
 // The most values one example may have in one feature; an example with more
 // is refused (naming the feature and example) before anything is looked up.
 inline constexpr int64_t kMaxValuesPerExample = 1 << 16;

@@ -212,6 +212,20 @@ TEST(SparseModelTest, BadIdsAreRefusedNamingFeatureAndExample) {
   EXPECT_TRUE(absl::IsInvalidArgument(model->PrepareSparse(Batch(), 3, &step)));
 }
 
+TEST(SparseModelTest, WholeColumnsAreCheckedWhenLoaded) {
+  auto model = WideAndDeep();
+  SparseBatch data = Batch();
+  std::vector<const SparseFeatureColumn*> columns = {&data.features[0], &data.features[1]};
+  EXPECT_TRUE(model->CheckSparseColumns(columns, "/data").ok());
+  data.features[1].values[4] = 8;  // example 3 of b, beyond its 8 buckets
+  absl::Status s = model->CheckSparseColumns(columns, "/data");
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("feature b, example 3 of /data: id 8 is out of range"),
+            std::string::npos)
+      << s;
+  EXPECT_TRUE(absl::IsInvalidArgument(model->CheckSparseColumns({columns[0]}, "/data")));
+}
+
 TEST(SparseModelTest, WideAndDeepGradientsMatchNumeric) {
   auto model = WideAndDeep();
   CheckModelGradients(model.get(), 2e-2);

@@ -91,6 +91,13 @@ class RecordStore {
     SetId(r, -2 - free_head_);
     free_head_ = r;
   }
+  // Forgets every record and gives the memory back.
+  void Clear() {
+    chunks_.clear();
+    chunks_.shrink_to_fit();
+    high_water_ = 0;
+    free_head_ = -1;
+  }
 
   // Records handed out so far; the live ones have an id >= 0.
   uint32_t high_water() const { return high_water_; }
@@ -341,6 +348,16 @@ absl::Status EmbeddingTable::ApplyGradients(absl::Span<const int64_t> ids,
     }
   }
   return absl::OkStatus();
+}
+
+void EmbeddingTable::Clear() {
+  for (auto& stripe : stripes_) {
+    absl::MutexLock lock(&stripe->mu);
+    stripe->index.clear();
+    stripe->pending.clear();
+    stripe->store.Clear();
+    stripe->rows = 0;
+  }
 }
 
 int64_t EmbeddingTable::Evict(int64_t step) {

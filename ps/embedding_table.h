@@ -87,6 +87,11 @@ class EmbeddingTable {
   // is 0.
   int64_t Evict(int64_t step);
 
+  // Forgets every row and admission count (a restore or a new
+  // initialization), stripe by stripe, while other calls may run: a
+  // concurrent one sees each stripe before or after it was cleared.
+  void Clear();
+
   // Rows held (admitted), and ids counted but not yet admitted.
   int64_t size() const;
   int64_t pending_admissions() const;

@@ -465,6 +465,11 @@ void ParameterShard::TimerLoop() {
   }
 }
 
+int64_t ParameterShard::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
 ParameterShard::Stats ParameterShard::GetStats() const {
   absl::MutexLock lock(&mu_);
   Stats s;

@@ -158,6 +158,8 @@ class ParameterShard {
     bool job_done = false;  // train_steps reached, or shutting down.
   };
   Stats GetStats() const;
+  // The generation of its values (Initialize and restores make new ones).
+  int64_t generation() const;
 
   // Marks the job finished: later pushes answer job_done, pending sync
   // pushes complete with job_done. Idempotent.

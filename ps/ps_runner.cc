@@ -40,8 +40,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& add
 // its range and every state value, float32, with room for the rest of the
 // message. Bigger ones are refused by gRPC (RESOURCE_EXHAUSTED) before they
 // are read into memory.
-int64_t MaxRequestBytes(const PsStatus& status, int64_t num_state) {
-  return (status.end - status.begin + num_state) * static_cast<int64_t>(sizeof(float)) + (1 << 20);
+// A model with embedding tables pushes its batch's rows, whose size the ps
+// cannot bound in advance: the largest message then.
+int64_t MaxRequestBytes(const PsStatus& status, const Model& model) {
+  if (model.has_sparse()) return kMaxMessageBytes;
+  return (status.end - status.begin + model.num_state()) * static_cast<int64_t>(sizeof(float)) +
+         (1 << 20);
 }
 
 // Serves until the chief ends the job (true) or a stop request's grace
@@ -104,8 +108,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<grpc::Server> server,
-      StartServer(address, index, job.wire, MaxRequestBytes(task->Status(), model->num_state()),
-                  &service));
+      StartServer(address, index, job.wire, MaxRequestBytes(task->Status(), *model), &service));
   const PsStatus status = task->Status();
   const bool sync = t.update == UpdateMode::kSync;
   LOG(INFO) << "ps " << index << " of " << job.cluster.ps.size() << " serving " << t.model
@@ -118,6 +121,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << "), " << (job.wire.tls ? "mutual TLS" : "plaintext")
             << (job.wire.token.empty() ? ", no job token" : ", job token checked");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
+    task->Shutdown("the stop request's grace period ran out");  // answers waiting pulls
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     return absl::OkStatus();
   }

@@ -79,6 +79,11 @@ absl::Status DecodeRows(const google::protobuf::RepeatedPtrField<TableRows>& row
     out->ids.emplace_back();
     PSTRAIN_RETURN_IF_ERROR(DecodeIds(t.ids(), "ids", &out->ids.back()));
     const size_t n = out->ids.back().size() * static_cast<size_t>(layout[t.table()].dim);
+    if (n > static_cast<size_t>(kMaxMessageBytes) / sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", layout[t.table()].name, ": ",
+                                                     out->ids.back().size(),
+                                                     " rows do not fit in one message"));
+    }
     out->values.emplace_back();
     if (with_values) {
       PSTRAIN_RETURN_IF_ERROR(
@@ -334,7 +339,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
     parts.push_back({rows.tables[i], rows.ids[i], rows.values[i]});
   }
   absl::StatusOr<SparseShard::PushResult> pushed =
-      task_->PushRows(request->replica(), request->step(), parts);
+      task_->PushRows(request->replica(), request->step(), request->generation(), parts);
   if (pushed.ok()) {
     response->set_stale(pushed->stale);
     response->set_step(pushed->step);

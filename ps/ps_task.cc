@@ -115,7 +115,7 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
   }
   PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step, {}, 0, generation));
   if (chunk == shard_ptrs_.front()->options().chunk) {
-    if (sparse_ != nullptr) sparse_->Reset(global_step);
+    if (sparse_ != nullptr) sparse_->Reset(global_step, shard->generation());
     LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
   }
   return absl::OkStatus();
@@ -255,12 +255,13 @@ void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
 }
 
 absl::StatusOr<SparseShard::PushResult> PsTask::PushRows(int replica, int64_t step,
+                                                         int64_t generation,
                                                          absl::Span<const ConstRowsRef> parts) {
   if (sparse_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                       identity_.model, " has no embedding tables"));
   }
-  return sparse_->Push(replica, step, parts);
+  return sparse_->Push(replica, step, generation, parts);
 }
 
 absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl::Duration wait) {
@@ -313,6 +314,7 @@ absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl:
     saved.rows_crc32c = rows->file.crc32c;
     saved.table_rows = rows->file.rows;
     saved.table_sum_squares = rows->file.sum_squares;
+    saved.rows_step = rows->step;
     int64_t total = 0;
     uint64_t checksum = 0;
     for (int64_t n : rows->file.rows) total += n;
@@ -337,11 +339,22 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
   }
   PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/true));
   absl::MutexLock file_lock(&file_mu_);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t restored,
-                           RestoreShards(env_, identity_, shard_ptrs_, path, generation));
-  LOG(INFO) << "ps " << identity_.ps_index << " restored from " << path << " at global step "
-            << restored;
-  if (sparse_ != nullptr) PSTRAIN_RETURN_IF_ERROR(RestoreRows(path, restored));
+  // The rows answer UNAVAILABLE (clients retry) until they are restored too.
+  if (sparse_ != nullptr) sparse_->BeginRestore();
+  absl::StatusOr<int64_t> restored = RestoreShards(env_, identity_, shard_ptrs_, path, generation);
+  if (restored.ok()) {
+    LOG(INFO) << "ps " << identity_.ps_index << " restored from " << path << " at global step "
+              << *restored;
+  }
+  if (sparse_ != nullptr) {
+    if (!restored.ok()) {
+      sparse_->CancelRestore();  // nothing was changed
+      return restored.status();
+    }
+    // On failure the rows stay unavailable until a restore or an
+    // initialization brings them back.
+    PSTRAIN_RETURN_IF_ERROR(RestoreRows(path, *restored));
+  }
   return restored;
 }
 
@@ -368,7 +381,8 @@ absl::Status PsTask::RestoreRows(const std::string& index_path, int64_t step) {
     tables.push_back(info);
   }
   PSTRAIN_ASSIGN_OR_RETURN(SparseShard::RestoredRows rows,
-                           sparse_->Restore(env_, files, tables, embedding_optimizer_, step));
+                           sparse_->Restore(env_, files, tables, embedding_optimizer_, step,
+                                            shard_ptrs_.front()->generation()));
   uint64_t checksum = 0;
   for (uint64_t c : rows.checksum) checksum += c;
   LOG(INFO) << "ps " << identity_.ps_index << " restored " << rows.rows << " embedding rows of "
@@ -396,6 +410,7 @@ absl::Status PsTask::Leave(int replica, const std::string& reason) {
   LOG(INFO) << "ps " << identity_.ps_index << ": replica " << replica << " is leaving (" << reason
             << ")";
   for (ParameterShard* shard : shard_ptrs_) shard->ReplicaLeft(replica);
+  if (sparse_ != nullptr) sparse_->ReplicaLeft(replica);
   ++departures_;
   NoteDone(replica, /*job_done=*/true);  // No need to wait for it at the end.
   return absl::OkStatus();

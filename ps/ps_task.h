@@ -85,7 +85,7 @@ class PsTask {
   // a replica's gradient rows (SparseShard::Push). FailedPrecondition for a
   // model without tables.
   void PullRows(int replica, int64_t step, std::vector<RowsRef> parts, SparseShard::PullDone done);
-  absl::StatusOr<SparseShard::PushResult> PushRows(int replica, int64_t step,
+  absl::StatusOr<SparseShard::PushResult> PushRows(int replica, int64_t step, int64_t generation,
                                                    absl::Span<const ConstRowsRef> parts);
   // Gives a task made by hand (tests) the rows of a model's embedding
   // tables; `optimizer` names their slots in checkpoints.

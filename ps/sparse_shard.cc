@@ -1,6 +1,7 @@
 #include "ps/sparse_shard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -14,14 +15,35 @@
 #include "ps/embedding_initializer.h"
 
 namespace pstrain {
+namespace {
+
+// Steps beyond this are refused, so step arithmetic never overflows.
+constexpr int64_t kMaxStep = int64_t{1} << 62;
+
+}  // namespace
+
+uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
+                     int64_t last_step) {
+  uint64_t h = MixBits64(static_cast<uint64_t>(id)) ^ static_cast<uint64_t>(last_step);
+  auto mix = [&h](absl::Span<const float> values) {
+    for (float v : values) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, sizeof(bits));
+      h = MixBits64(h ^ bits);
+    }
+  };
+  mix(weights);
+  mix(slots);
+  return h;
+}
 
 absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(
     const Model& model, const SparseTableRules& rules, const SparseShardOptions& options) {
   if (options.num_ps < 1 || options.ps_index < 0 || options.ps_index >= options.num_ps ||
-      options.replicas_to_aggregate < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("sparse shard: ps ", options.ps_index, " of ",
-                                                   options.num_ps, ", replicas to aggregate ",
-                                                   options.replicas_to_aggregate));
+      options.replicas_to_aggregate < 1 || options.total_replicas < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse shard: ps ", options.ps_index, " of ", options.num_ps, ", replicas to aggregate ",
+        options.replicas_to_aggregate, " of ", options.total_replicas));
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<EmbeddingTable>> tables,
                            CreateModelTables(model, rules));
@@ -35,18 +57,47 @@ absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(
   return shard;
 }
 
-void SparseShard::Reset(int64_t step) {
+SparseShard::SparseShard(std::vector<TableLayout> layout,
+                         std::vector<std::unique_ptr<EmbeddingTable>> tables,
+                         const SparseTableRules& rules, const SparseShardOptions& options)
+    : layout_(std::move(layout)), tables_(std::move(tables)), rules_(rules), options_(options) {
   absl::MutexLock lock(&mu_);
-  for (auto& table : tables_) {
-    absl::StatusOr<std::unique_ptr<EmbeddingTable>> fresh =
-        EmbeddingTable::Create(table->options());
-    CHECK(fresh.ok()) << fresh.status();  // the same options made it once
-    table = *std::move(fresh);
+  accum_.resize(layout_.size());
+  live_.assign(options_.total_replicas, true);
+  last_async_.assign(options_.total_replicas, -1);
+}
+
+SparseShard::~SparseShard() {
+  Shutdown();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_timer_ = true;
+    timer_cv_.Signal();
   }
+  if (timer_.joinable()) timer_.join();
+}
+
+void SparseShard::ClearLocked() {
+  for (const auto& table : tables_) table->Clear();
   for (Accumulator& a : accum_) a = Accumulator();
   pushed_.clear();
-  step_ = step;
-  last_evict_ = step;
+  live_.assign(options_.total_replicas, true);
+  last_async_.assign(options_.total_replicas, -1);
+}
+
+void SparseShard::Reset(int64_t step, int64_t generation) {
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ClearLocked();
+    step_ = step;
+    last_evict_ = step;
+    generation_ = generation;
+    initialized_ = true;
+    restoring_ = false;
+    ready = TakeReadyLocked(/*all=*/true);
+  }
+  AnswerAll(std::move(ready));
 }
 
 absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t values) const {
@@ -60,12 +111,28 @@ absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t
                                                    " ids of dim ", t.dim, " need ",
                                                    ids.size() * t.dim, " values, got ", values));
   }
+  const int64_t buckets = tables_[table]->options().buckets;
   for (int64_t id : ids) {
-    if (id >= 0 && RowOwner(t.key, id, options_.num_ps) != options_.ps_index) {
+    if (id < 0 || (buckets > 0 && id >= buckets)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table ", t.name, ": id ", id,
+          id < 0 ? " is negative" : absl::StrCat(" is out of range for ", buckets, " buckets")));
+    }
+    if (RowOwner(t.key, id, options_.num_ps) != options_.ps_index) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table ", t.name, ": row ", id, " lives on ps ", RowOwner(t.key, id, options_.num_ps),
           ", not on ps ", options_.ps_index, " (a client with another ps count?)"));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseShard::ReadyLocked() const {
+  if (restoring_) {
+    return absl::UnavailableError("the rows are being restored from a checkpoint; try again");
+  }
+  if (!initialized_) {
+    return absl::UnavailableError("the rows are not initialized yet; try again");
   }
   return absl::OkStatus();
 }
@@ -77,14 +144,20 @@ void SparseShard::Pull(int64_t step, bool wait, std::vector<RowsRef> parts, Pull
       return;
     }
   }
+  absl::Status ready;
   {
     absl::MutexLock lock(&mu_);
-    if (wait && options_.sync && step_ < step && !shutdown_) {
+    ready = ReadyLocked();
+    if (ready.ok() && wait && options_.sync && step_ < step && !shutdown_) {
       waiters_.push_back(
           {step, std::move(parts), std::move(done), absl::Now() + options_.sync_timeout});
       timer_cv_.Signal();
       return;
     }
+  }
+  if (!ready.ok()) {
+    done(ready);
+    return;
   }
   Answer(std::move(parts), done);
 }
@@ -116,11 +189,15 @@ void SparseShard::Answer(std::vector<RowsRef> parts, const PullDone& done) {
   done(absl::OkStatus());
 }
 
-std::vector<SparseShard::Waiter> SparseShard::TakeReadyLocked() {
+void SparseShard::AnswerAll(std::vector<Waiter> waiters) {
+  for (Waiter& w : waiters) Answer(std::move(w.parts), w.done);
+}
+
+std::vector<SparseShard::Waiter> SparseShard::TakeReadyLocked(bool all) {
   std::vector<Waiter> ready;
   auto keep = waiters_.begin();
   for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-    if (shutdown_ || it->step <= step_) {
+    if (all || shutdown_ || it->step <= step_) {
       ready.push_back(std::move(*it));
     } else {
       *keep++ = std::move(*it);
@@ -145,67 +222,94 @@ void SparseShard::TimerLoop() {
       TimeOutLocked();
       ready = TakeReadyLocked();
     }
-    for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
+    AnswerAll(std::move(ready));
   }
 }
 
 void SparseShard::TimeOutLocked() {
+  int64_t latest = step_;
+  const absl::Time now = absl::Now();
+  for (const Waiter& w : waiters_) {
+    if (w.give_up <= now) latest = std::max(latest, w.step);
+  }
+  if (latest <= step_) return;  // satisfied meanwhile
   std::vector<int> missing;
   for (int r = 0; r < options_.total_replicas; ++r) {
-    if (std::find(pushed_.begin(), pushed_.end(), r) == pushed_.end()) missing.push_back(r);
+    if (live_[r] && std::find(pushed_.begin(), pushed_.end(), r) == pushed_.end()) {
+      missing.push_back(r);
+    }
   }
   LOG(WARNING) << "sparse step " << step_ << ": waited " << options_.sync_timeout
                << " for its pushes; applying those of " << pushed_.size()
                << " replicas (missing: " << absl::StrJoin(missing, ", ") << ")";
   absl::Status applied = ApplyPendingLocked();
   if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
-  int64_t latest = step_;
-  const absl::Time now = absl::Now();
-  for (const Waiter& w : waiters_) {
-    if (w.give_up <= now) latest = std::max(latest, w.step);
+  if (step_ < latest) {
+    step_ = latest;  // nobody pushed the steps in between
+    MaybeSnapshotLocked();
   }
-  step_ = latest;  // nobody pushed the steps in between
+}
+
+absl::Status SparseShard::CheckParts(absl::Span<const ConstRowsRef> parts) const {
+  std::vector<absl::flat_hash_set<int64_t>> seen(tables_.size());
+  for (const ConstRowsRef& part : parts) {
+    PSTRAIN_RETURN_IF_ERROR(Check(part.table, part.ids, part.values.size()));
+    for (int64_t id : part.ids) {
+      if (!seen[part.table].insert(id).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("table ", layout_[part.table].name, ": id ", id, " is pushed twice"));
+      }
+    }
+    for (float v : part.values) {
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("table ", layout_[part.table].name,
+                         ": a gradient value is not finite (the model diverged?)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SparseShard::PushResult> SparseShard::Push(int replica, int64_t step,
+                                                          int64_t generation,
                                                           absl::Span<const ConstRowsRef> parts) {
   if (replica < 0 || replica >= options_.total_replicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica ", replica, " is not in [0, ", options_.total_replicas, ")"));
   }
-  int64_t rows = 0;
-  for (const ConstRowsRef& part : parts) {
-    PSTRAIN_RETURN_IF_ERROR(Check(part.table, part.ids, part.values.size()));
-    const TableLayout& t = layout_[part.table];
-    const int64_t buckets = tables_[part.table]->options().buckets;
-    absl::flat_hash_set<int64_t> seen;
-    for (int64_t id : part.ids) {
-      if (id < 0 || (buckets > 0 && id >= buckets) || !seen.insert(id).second) {
-        return absl::InvalidArgumentError(absl::StrCat("table ", t.name, ": id ", id,
-                                                       id < 0 ? " is negative"
-                                                       : (buckets > 0 && id >= buckets)
-                                                           ? " is out of range"
-                                                           : " is pushed twice",
-                                                       "; nothing of this push was applied"));
-      }
-    }
-    rows += static_cast<int64_t>(part.ids.size());
+  if (step < 0 || step > kMaxStep) {
+    return absl::InvalidArgumentError(absl::StrCat("step ", step, " is out of range"));
   }
+  if (absl::Status s = CheckParts(parts); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(), "; nothing of this push was applied"));
+  }
+  int64_t rows = 0;
+  for (const ConstRowsRef& part : parts) rows += static_cast<int64_t>(part.ids.size());
   std::vector<Waiter> ready;
   absl::StatusOr<PushResult> result;
   {
     absl::MutexLock lock(&mu_);
+    if (absl::Status s = ReadyLocked(); !s.ok()) return s;
+    if (generation != 0 && generation != generation_) {
+      return absl::AbortedError(absl::StrCat(
+          "the rows were restored or initialized again (generation ", generation_, ", the push's ",
+          generation, "): its gradients are from before; pull again"));
+    }
     stats_.rows_pushed += rows;
     result = PushLocked(replica, step, parts);
     ready = TakeReadyLocked();
   }
-  for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
+  AnswerAll(std::move(ready));
   return result;
 }
 
 absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
     int replica, int64_t step, absl::Span<const ConstRowsRef> parts) {
   if (!options_.sync) {
+    if (step <= last_async_[replica]) return PushResult{false, step_};  // a retry
+    last_async_[replica] = step;
     for (const ConstRowsRef& part : parts) {
       PSTRAIN_RETURN_IF_ERROR(tables_[part.table]->ApplyGradients(part.ids, part.values, step));
     }
@@ -218,11 +322,12 @@ absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
     return PushResult{true, step_};
   }
   if (step > step_) {
-    // The step moved on without this ps hearing of it (its pushes timed
-    // out elsewhere, or a restore): what is pending belongs to the past.
+    // The step moved on without this ps hearing of it (its pushes timed out
+    // elsewhere): what is pending belongs to the past.
     absl::Status applied = ApplyPendingLocked();
     if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
     step_ = step;
+    MaybeSnapshotLocked();
   }
   if (std::find(pushed_.begin(), pushed_.end(), replica) != pushed_.end()) {
     return PushResult{false, step_};  // a retry: counted once
@@ -242,10 +347,31 @@ absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
     }
   }
   pushed_.push_back(replica);
-  if (static_cast<int>(pushed_.size()) >= options_.replicas_to_aggregate) {
+  if (static_cast<int>(pushed_.size()) >= RequiredLocked()) {
     PSTRAIN_RETURN_IF_ERROR(ApplyPendingLocked());
   }
   return PushResult{false, step_};
+}
+
+int SparseShard::RequiredLocked() const {
+  const int live = static_cast<int>(std::count(live_.begin(), live_.end(), true));
+  return std::max(1, std::min(options_.replicas_to_aggregate, live));
+}
+
+void SparseShard::ReplicaLeft(int replica) {
+  if (replica < 0 || replica >= options_.total_replicas) return;
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    live_[replica] = false;
+    if (options_.sync && initialized_ && !pushed_.empty() &&
+        static_cast<int>(pushed_.size()) >= RequiredLocked()) {
+      absl::Status applied = ApplyPendingLocked();
+      if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
+    }
+    ready = TakeReadyLocked();
+  }
+  AnswerAll(std::move(ready));
 }
 
 absl::Status SparseShard::ApplyPendingLocked() {
@@ -262,6 +388,7 @@ absl::Status SparseShard::ApplyPendingLocked() {
   }
   pushed_.clear();
   ++step_;
+  MaybeSnapshotLocked();
   MaybeEvictLocked(step_);
   return status;
 }
@@ -273,58 +400,83 @@ void SparseShard::MaybeEvictLocked(int64_t step) {
   for (const auto& table : tables_) stats_.evicted += table->Evict(step);
 }
 
-uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-                     int64_t last_step) {
-  uint64_t h = MixBits64(static_cast<uint64_t>(id)) ^ static_cast<uint64_t>(last_step);
-  auto mix = [&h](absl::Span<const float> values) {
-    for (float v : values) {
-      uint32_t bits;
-      std::memcpy(&bits, &v, sizeof(bits));
-      h = MixBits64(h ^ bits);
-    }
-  };
-  mix(weights);
-  mix(slots);
-  return h;
+void SparseShard::MaybeSnapshotLocked() {
+  if (snapshot_at_ < 0 || step_ < snapshot_at_ || snapshot_.has_value()) return;
+  snapshot_ = SnapshotLocked();
+}
+
+absl::StatusOr<SparseShard::Snapshot> SparseShard::SnapshotLocked() const {
+  std::vector<RowTableHeader> headers;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    headers.push_back(
+        {layout_[t].name, layout_[t].dim, tables_[t]->slot_floats(), snapshot_optimizer_});
+  }
+  Snapshot snapshot;
+  snapshot.writer = std::make_unique<RowFileWriter>(headers);
+  snapshot.checksum.assign(tables_.size(), 0);
+  snapshot.step = step_;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    uint64_t& sum = snapshot.checksum[t];
+    RowFileWriter* writer = snapshot.writer.get();
+    PSTRAIN_RETURN_IF_ERROR(
+        tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                                   absl::Span<const float> slots, int64_t last_step) {
+          writer->Add(static_cast<int>(t), id, weights, slots, last_step);
+          sum += RowChecksum(id, weights, slots, last_step);
+          return absl::OkStatus();
+        }));
+  }
+  return snapshot;
 }
 
 absl::StatusOr<SparseShard::SavedRows> SparseShard::Save(Env* env, const std::string& path,
                                                          int64_t step, int64_t global_step,
                                                          absl::Duration wait,
                                                          const std::string& optimizer) {
-  std::vector<RowTableHeader> headers;
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    headers.push_back({layout_[t].name, layout_[t].dim, tables_[t]->slot_floats(), optimizer});
+  std::optional<absl::StatusOr<Snapshot>> taken;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!initialized_ || restoring_) {
+      return absl::FailedPreconditionError(
+          "the rows are not initialized; there is nothing to save");
+    }
+    snapshot_optimizer_ = optimizer;
+    if (options_.sync && step_ < step) {
+      snapshot_at_ = step;
+      snapshot_.reset();
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](SparseShard* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return self->snapshot_.has_value() || self->shutdown_;
+                               },
+                               this),
+                           wait);
+      if (snapshot_.has_value()) taken = std::move(snapshot_);
+      snapshot_.reset();
+      snapshot_at_ = -1;
+    }
+    if (!taken.has_value()) taken = SnapshotLocked();  // async, or past it, or timed out
   }
-  RowFileWriter writer(headers);
+  PSTRAIN_ASSIGN_OR_RETURN(Snapshot snapshot, std::move(*taken));
   SavedRows saved;
-  saved.checksum.assign(tables_.size(), 0);
-  const absl::Time give_up = absl::Now() + wait;
-  absl::MutexLock lock(&mu_);
-  // Sync: the rows of `step` are those once step - 1's pushes are applied.
-  while (options_.sync && step_ < step && absl::Now() < give_up && !shutdown_) {
-    mu_.AwaitWithDeadline(absl::Condition(
-                              +[](bool* b) { return *b; }, &shutdown_),
-                          std::min(give_up, absl::Now() + absl::Milliseconds(5)));
-  }
-  saved.step = step_;
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    uint64_t& sum = saved.checksum[t];
-    PSTRAIN_RETURN_IF_ERROR(
-        tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
-                                   absl::Span<const float> slots, int64_t last_step) {
-          writer.Add(static_cast<int>(t), id, weights, slots, last_step);
-          sum += RowChecksum(id, weights, slots, last_step);
-          return absl::OkStatus();
-        }));
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(saved.file, writer.Write(env, path, global_step));
+  saved.step = snapshot.step;
+  saved.checksum = std::move(snapshot.checksum);
+  PSTRAIN_ASSIGN_OR_RETURN(saved.file, snapshot.writer->Write(env, path, global_step));
   return saved;
+}
+
+void SparseShard::BeginRestore() {
+  absl::MutexLock lock(&mu_);
+  restoring_ = true;
+}
+
+void SparseShard::CancelRestore() {
+  absl::MutexLock lock(&mu_);
+  restoring_ = false;
 }
 
 absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
     Env* env, const std::vector<RowsFile>& files, const std::vector<SparseTableInfo>& tables,
-    const std::string& optimizer, int64_t step) {
+    const std::string& optimizer, int64_t step, int64_t generation) {
   for (const SparseTableInfo& saved : tables) {
     for (size_t t = 0; t < layout_.size(); ++t) {
       if (layout_[t].name != saved.name) continue;
@@ -336,55 +488,82 @@ absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
       }
     }
   }
-  Reset(step);
+  std::vector<Waiter> stale;
+  {
+    absl::MutexLock lock(&mu_);
+    restoring_ = true;
+    ClearLocked();
+    stale = TakeReadyLocked(/*all=*/true);  // answered once the rows are back
+  }
   RestoredRows restored;
   restored.checksum.assign(tables_.size(), 0);
+  absl::Status status;
   for (const RowsFile& file : files) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(file.path));
-    if (bytes.size() != file.size_bytes ||
-        crc32c::Value(bytes.data(), bytes.size()) != file.crc32c) {
-      return absl::DataLossError(absl::StrCat(
-          file.path, " is not the file the checkpoint's index recorded (size or CRC differs)"));
-    }
-    // The file's table i is the model's table of[i], matched by name (-1: a
-    // table the model no longer has).
-    std::vector<int> of;
-    auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
-      for (const RowTableHeader& header : contents.tables) {
-        if (header.optimizer != optimizer) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(file.path, " holds slots of ", header.optimizer, " for table ",
-                           header.name, ", but the job's embedding_optimizer is ", optimizer));
-        }
-        int found = -1;
-        for (size_t t = 0; t < layout_.size(); ++t) {
-          if (layout_[t].name == header.name) found = static_cast<int>(t);
-        }
-        if (found >= 0 && (layout_[found].dim != header.dim ||
-                           tables_[found]->slot_floats() != header.slot_floats)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(file.path, ": table ", header.name, " has rows of dim ", header.dim,
-                           " with ", header.slot_floats, " slot floats, the model's has dim ",
-                           layout_[found].dim, " with ", tables_[found]->slot_floats()));
-        }
-        of.push_back(found);
-      }
-      return absl::OkStatus();
-    };
-    auto on_row = [&](int table, int64_t id, absl::Span<const float> weights,
-                      absl::Span<const float> slots, int64_t last_step) -> absl::Status {
-      const int t = of[table];
-      if (t < 0 || RowOwner(layout_[t].key, id, options_.num_ps) != options_.ps_index) {
-        return absl::OkStatus();
-      }
-      PSTRAIN_RETURN_IF_ERROR(tables_[t]->InsertRow(id, weights, slots, last_step));
-      restored.checksum[t] += RowChecksum(id, weights, slots, last_step);
-      ++restored.rows;
-      return absl::OkStatus();
-    };
-    PSTRAIN_RETURN_IF_ERROR(ParseRowFile(bytes, file.path, on_tables, on_row).status());
+    status = RestoreFile(env, file, optimizer, &restored);
+    if (!status.ok()) break;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    restoring_ = false;
+    initialized_ = status.ok();
+    if (!status.ok()) ClearLocked();
+    step_ = step;
+    last_evict_ = step;
+    generation_ = generation;
+  }
+  if (status.ok()) {
+    AnswerAll(std::move(stale));
+  } else {
+    for (Waiter& w : stale) w.done(absl::UnavailableError("the rows could not be restored"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(status);
   return restored;
+}
+
+absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
+                                      RestoredRows* restored) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(file.path));
+  if (bytes.size() != file.size_bytes || crc32c::Value(bytes.data(), bytes.size()) != file.crc32c) {
+    return absl::DataLossError(absl::StrCat(
+        file.path, " is not the file the checkpoint's index recorded (size or CRC differs)"));
+  }
+  // The file's table i is the model's table of[i], matched by name (-1: a
+  // table the model no longer has).
+  std::vector<int> of;
+  auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
+    for (const RowTableHeader& header : contents.tables) {
+      if (header.optimizer != optimizer) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file.path, " holds slots of ", header.optimizer, " for table ",
+                         header.name, ", but the job's embedding_optimizer is ", optimizer));
+      }
+      int found = -1;
+      for (size_t t = 0; t < layout_.size(); ++t) {
+        if (layout_[t].name == header.name) found = static_cast<int>(t);
+      }
+      if (found >= 0 && (layout_[found].dim != header.dim ||
+                         tables_[found]->slot_floats() != header.slot_floats)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(file.path, ": table ", header.name, " has rows of dim ", header.dim,
+                         " with ", header.slot_floats, " slot floats, the model's has dim ",
+                         layout_[found].dim, " with ", tables_[found]->slot_floats()));
+      }
+      of.push_back(found);
+    }
+    return absl::OkStatus();
+  };
+  auto on_row = [&](int table, int64_t id, absl::Span<const float> weights,
+                    absl::Span<const float> slots, int64_t last_step) -> absl::Status {
+    const int t = of[table];
+    if (t < 0 || RowOwner(layout_[t].key, id, options_.num_ps) != options_.ps_index) {
+      return absl::OkStatus();
+    }
+    PSTRAIN_RETURN_IF_ERROR(tables_[t]->InsertRow(id, weights, slots, last_step));
+    restored->checksum[t] += RowChecksum(id, weights, slots, last_step);
+    ++restored->rows;
+    return absl::OkStatus();
+  };
+  return ParseRowFile(bytes, file.path, on_tables, on_row).status();
 }
 
 void SparseShard::Shutdown() {
@@ -394,17 +573,7 @@ void SparseShard::Shutdown() {
     shutdown_ = true;
     ready = TakeReadyLocked();
   }
-  for (Waiter& w : ready) Answer(std::move(w.parts), w.done);
-}
-
-SparseShard::~SparseShard() {
-  Shutdown();
-  {
-    absl::MutexLock lock(&mu_);
-    stop_timer_ = true;
-    timer_cv_.Signal();
-  }
-  if (timer_.joinable()) timer_.join();
+  AnswerAll(std::move(ready));
 }
 
 int64_t SparseShard::step() const {

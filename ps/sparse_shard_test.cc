@@ -1,5 +1,7 @@
 #include "ps/sparse_shard.h"
 
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,6 +39,15 @@ std::vector<int64_t> OwnedIds(const SparseShard& shard, int table, int ps, int n
   return ids;
 }
 
+// A shard initialized at step 0, generation 1.
+absl::StatusOr<std::unique_ptr<SparseShard>> Started(const Model& model,
+                                                     const SparseTableRules& rules,
+                                                     const SparseShardOptions& options) {
+  absl::StatusOr<std::unique_ptr<SparseShard>> shard = SparseShard::Create(model, rules, options);
+  if (shard.ok()) (*shard)->Reset(0, 1);
+  return shard;
+}
+
 SparseTableRules Sgd() {
   SparseTableRules rules;
   rules.optimizer.type = EmbeddingOptimizerType::kAdagrad;
@@ -61,25 +72,25 @@ TEST(SparseShardTest, SyncAveragesAStepsPushesAndAppliesThemOnce) {
   options.sync = true;
   options.replicas_to_aggregate = 2;
   options.total_replicas = 2;
-  auto shard = SparseShard::Create(*model, rules, options);
+  auto shard = Started(*model, rules, options);
   ASSERT_TRUE(shard.ok()) << shard.status();
   SparseShard& s = **shard;
   const std::vector<int64_t> ids = {7};
   const std::vector<float> plus = {1.0f}, minus = {-3.0f};
-  auto r = s.Push(0, 0, {{0, ids, plus}});
+  auto r = s.Push(0, 0, 0, {{0, ids, plus}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->step, 0);
   EXPECT_EQ(Row(s, 0, 7), 0.0f);  // not applied until both replicas pushed
   // A retry of replica 0 counts once.
-  ASSERT_TRUE(s.Push(0, 0, {{0, ids, plus}}).ok());
+  ASSERT_TRUE(s.Push(0, 0, 0, {{0, ids, plus}}).ok());
   EXPECT_EQ(s.step(), 0);
-  r = s.Push(1, 0, {{0, ids, minus}});
+  r = s.Push(1, 0, 0, {{0, ids, minus}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->step, 1);
   // Mean gradient -1: Adam's first step moves w by +learning_rate.
   EXPECT_NEAR(Row(s, 0, 7), 0.5f, 1e-4);
   // A push for step 0 now is stale and changes nothing.
-  r = s.Push(1, 0, {{0, ids, minus}});
+  r = s.Push(1, 0, 0, {{0, ids, minus}});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->stale);
   EXPECT_NEAR(Row(s, 0, 7), 0.5f, 1e-4);
@@ -92,12 +103,12 @@ TEST(SparseShardTest, ASyncPullWaitsForThePreviousStepsPushes) {
   options.sync = true;
   options.replicas_to_aggregate = 2;
   options.total_replicas = 2;
-  auto shard = SparseShard::Create(*model, Sgd(), options);
+  auto shard = Started(*model, Sgd(), options);
   ASSERT_TRUE(shard.ok());
   SparseShard& s = **shard;
   const std::vector<int64_t> ids = {3};
   const std::vector<float> g = {1.0f};
-  ASSERT_TRUE(s.Push(0, 0, {{0, ids, g}}).ok());
+  ASSERT_TRUE(s.Push(0, 0, 0, {{0, ids, g}}).ok());
   std::vector<float> value(1);
   absl::Notification answered;
   s.Pull(1, /*wait=*/true, {{0, ids, absl::MakeSpan(value)}}, [&](absl::Status st) {
@@ -106,7 +117,7 @@ TEST(SparseShardTest, ASyncPullWaitsForThePreviousStepsPushes) {
   });
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_FALSE(answered.HasBeenNotified());  // replica 1 has not pushed step 0
-  ASSERT_TRUE(s.Push(1, 0, {{0, ids, g}}).ok());
+  ASSERT_TRUE(s.Push(1, 0, 0, {{0, ids, g}}).ok());
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
@@ -117,12 +128,12 @@ TEST(SparseShardTest, AWaitingPullTimesOutAndAppliesWhatArrived) {
   options.replicas_to_aggregate = 2;
   options.total_replicas = 2;
   options.sync_timeout = absl::Milliseconds(100);
-  auto shard = SparseShard::Create(*model, Sgd(), options);
+  auto shard = Started(*model, Sgd(), options);
   ASSERT_TRUE(shard.ok());
   SparseShard& s = **shard;
   const std::vector<int64_t> ids = {3};
   const std::vector<float> g = {1.0f};
-  ASSERT_TRUE(s.Push(0, 0, {{0, ids, g}}).ok());
+  ASSERT_TRUE(s.Push(0, 0, 0, {{0, ids, g}}).ok());
   std::vector<float> value(1);
   const absl::Time start = absl::Now();
   EXPECT_TRUE(s.PullAndWait(1, true, {{0, ids, absl::MakeSpan(value)}}).ok());
@@ -138,7 +149,7 @@ TEST(SparseShardTest, ShutdownAnswersWaitingPulls) {
   options.replicas_to_aggregate = 2;
   options.total_replicas = 2;
   options.sync_timeout = absl::Hours(1);
-  auto shard = SparseShard::Create(*model, Sgd(), options);
+  auto shard = Started(*model, Sgd(), options);
   ASSERT_TRUE(shard.ok());
   std::vector<int64_t> ids = {1};
   std::vector<float> value(1);
@@ -155,31 +166,31 @@ TEST(SparseShardTest, RowsOfAnotherPsAndBadPushesAreRefusedApplyingNothing) {
   options.num_ps = 3;
   options.ps_index = 1;
   options.total_replicas = 1;
-  auto shard = SparseShard::Create(*model, Sgd(), options);
+  auto shard = Started(*model, Sgd(), options);
   ASSERT_TRUE(shard.ok());
   SparseShard& s = **shard;
   const std::vector<int64_t> mine = OwnedIds(s, 0, 1, 3, 2);
   const std::vector<int64_t> theirs = OwnedIds(s, 0, 2, 3, 1);
   const std::vector<float> g = {1.0f, 1.0f};
   const std::vector<float> one = {1.0f};
-  absl::StatusOr<SparseShard::PushResult> r = s.Push(0, 0, {{0, mine, g}, {0, theirs, one}});
+  absl::StatusOr<SparseShard::PushResult> r = s.Push(0, 0, 0, {{0, mine, g}, {0, theirs, one}});
   EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
   EXPECT_NE(r.status().message().find("lives on ps 2, not on ps 1"), std::string::npos)
       << r.status();
   // Wrong sizes, duplicates, out of a bucketed table's range, negative ids.
   const std::vector<int64_t> twice = {mine[0], mine[0]};
-  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{0, mine, one}}).status()));
-  r = s.Push(0, 0, {{0, twice, g}});
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, 0, {{0, mine, one}}).status()));
+  r = s.Push(0, 0, 0, {{0, twice, g}});
   EXPECT_NE(r.status().message().find("pushed twice"), std::string::npos) << r.status();
   std::vector<int64_t> big = OwnedIds(s, 1, 1, 3, 20);
   big.erase(big.begin(), big.end() - 1);  // an owned id >= 10 buckets
   ASSERT_GE(big[0], 10);
-  r = s.Push(0, 0, {{1, big, one}});
+  r = s.Push(0, 0, 0, {{1, big, one}});
   EXPECT_NE(r.status().message().find("out of range"), std::string::npos) << r.status();
   const std::vector<int64_t> negative = {-1};
-  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{0, negative, one}}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, {{5, mine, g}}).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(3, 0, {{0, mine, g}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, 0, {{0, negative, one}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 0, 0, {{5, mine, g}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(3, 0, 0, {{0, mine, g}}).status()));
   EXPECT_EQ(s.tables()[0]->size(), 0);
   EXPECT_EQ(s.tables()[1]->size(), 0);
 }
@@ -190,7 +201,7 @@ TEST(SparseShardTest, AsyncAppliesOnArrivalAndTtlKeepsADynamicTableUnderBudget) 
   rules.ttl_steps = 10;
   SparseShardOptions options;
   options.total_replicas = 1;
-  auto shard = SparseShard::Create(*model, rules, options);
+  auto shard = Started(*model, rules, options);
   ASSERT_TRUE(shard.ok());
   SparseShard& s = **shard;
   // Each step touches 5 new ids: without eviction the table would grow to
@@ -201,7 +212,7 @@ TEST(SparseShardTest, AsyncAppliesOnArrivalAndTtlKeepsADynamicTableUnderBudget) 
     std::vector<int64_t> ids;
     for (int k = 0; k < 5; ++k) ids.push_back(step * 5 + k);
     const std::vector<float> g(5, 1.0f);
-    ASSERT_TRUE(s.Push(0, step, {{0, ids, g}}).ok());
+    ASSERT_TRUE(s.Push(0, step, 0, {{0, ids, g}}).ok());
     most = std::max(most, s.tables()[0]->size());
   }
   EXPECT_LE(most, 55);
@@ -220,15 +231,14 @@ TEST(SparseShardTest, RowsSavedByTwoPsRestoreExactlyOnThree) {
     SparseShardOptions options;
     options.num_ps = 2;
     options.ps_index = ps;
-    auto shard = SparseShard::Create(*model, rules, options);
+    auto shard = Started(*model, rules, options);
     ASSERT_TRUE(shard.ok());
-    for (int table = 0; table < 2; ++table) {
-      // Ids below the bucketed table's 10: about 5 of them live on each ps.
-      const std::vector<int64_t> ids = OwnedIds(**shard, table, ps, 2, 3);
-      ASSERT_LT(ids.back(), 10);
-      const std::vector<float> g = {0.5f, -1.0f, 2.0f};
-      ASSERT_TRUE((*shard)->Push(0, 3, {{table, ids, g}}).ok());
-    }
+    // Ids below the bucketed table's 10: about 5 of them live on each ps.
+    const std::vector<int64_t> ids0 = OwnedIds(**shard, 0, ps, 2, 3);
+    const std::vector<int64_t> ids1 = OwnedIds(**shard, 1, ps, 2, 3);
+    ASSERT_LT(ids1.back(), 10);
+    const std::vector<float> g = {0.5f, -1.0f, 2.0f};
+    ASSERT_TRUE((*shard)->Push(0, 3, 0, {{0, ids0, g}, {1, ids1, g}}).ok());
     const std::string path = absl::StrCat("/ckpt/rows-", ps);
     auto saved = (*shard)->Save(&env, path, 4, 4, absl::ZeroDuration(), "adagrad");
     ASSERT_TRUE(saved.ok()) << saved.status();
@@ -244,16 +254,16 @@ TEST(SparseShardTest, RowsSavedByTwoPsRestoreExactlyOnThree) {
     SparseShardOptions options;
     options.num_ps = 3;
     options.ps_index = ps;
-    auto shard = SparseShard::Create(*model, rules, options);
+    auto shard = Started(*model, rules, options);
     ASSERT_TRUE(shard.ok());
-    auto restored = (*shard)->Restore(&env, files, tables, "adagrad", 4);
+    auto restored = (*shard)->Restore(&env, files, tables, "adagrad", 4, 2);
     ASSERT_TRUE(restored.ok()) << restored.status();
     for (int t = 0; t < 2; ++t) restored_sum[t] += restored->checksum[t];
     restored_rows += restored->rows;
     EXPECT_EQ((*shard)->step(), 4);
     // Slots of another optimizer are refused.
     EXPECT_TRUE(
-        absl::IsInvalidArgument((*shard)->Restore(&env, files, tables, "ftrl", 4).status()));
+        absl::IsInvalidArgument((*shard)->Restore(&env, files, tables, "ftrl", 4, 2).status()));
   }
   EXPECT_EQ(restored_rows, saved_rows);
   EXPECT_EQ(restored_sum, saved_sum);
@@ -262,8 +272,90 @@ TEST(SparseShardTest, RowsSavedByTwoPsRestoreExactlyOnThree) {
   bytes[bytes.size() / 2] ^= 1;
   ASSERT_TRUE(env.WriteFileAtomic(files[1].path, bytes).ok());
   SparseShardOptions options;
-  auto shard = SparseShard::Create(*model, rules, options);
-  EXPECT_TRUE(absl::IsDataLoss((*shard)->Restore(&env, files, tables, "adagrad", 4).status()));
+  auto shard = Started(*model, rules, options);
+  EXPECT_TRUE(absl::IsDataLoss((*shard)->Restore(&env, files, tables, "adagrad", 4, 2).status()));
+}
+
+TEST(SparseShardTest, RequestsWaitForInitializationAndOldGenerationsAreAborted) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  auto shard = SparseShard::Create(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard& s = **shard;
+  const std::vector<int64_t> ids = {1};
+  const std::vector<float> g = {1.0f};
+  EXPECT_TRUE(absl::IsUnavailable(s.Push(0, 0, 0, {{0, ids, g}}).status()));
+  std::vector<float> value(1);
+  EXPECT_TRUE(absl::IsUnavailable(s.PullAndWait(0, false, {{0, ids, absl::MakeSpan(value)}})));
+  s.Reset(5, 7);
+  EXPECT_TRUE(s.Push(0, 5, 7, {{0, ids, g}}).ok());
+  absl::StatusOr<SparseShard::PushResult> r = s.Push(0, 6, 3, {{0, ids, g}});
+  EXPECT_TRUE(absl::IsAborted(r.status())) << r.status();
+  // Non-finite gradients and absurd steps are refused.
+  const std::vector<float> nan = {std::nanf("")};
+  EXPECT_TRUE(absl::IsInvalidArgument(s.Push(0, 6, 7, {{0, ids, nan}}).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(s.Push(0, std::numeric_limits<int64_t>::max(), 7, {}).status()));
+}
+
+TEST(SparseShardTest, AsyncRetriesAreAppliedOnce) {
+  auto model = BinaryTwoTables();
+  SparseTableRules rules;
+  rules.optimizer.type = EmbeddingOptimizerType::kAdam;
+  rules.optimizer.learning_rate = 0.5f;
+  SparseShardOptions options;
+  auto shard = Started(*model, rules, options);
+  ASSERT_TRUE(shard.ok());
+  const std::vector<int64_t> ids = {2};
+  const std::vector<float> g = {1.0f};
+  ASSERT_TRUE((*shard)->Push(0, 3, 0, {{0, ids, g}}).ok());
+  ASSERT_TRUE((*shard)->Push(0, 3, 0, {{0, ids, g}}).ok());  // the same push again
+  EXPECT_NEAR(Row(**shard, 0, 2), -0.5f, 1e-4);              // one Adam step, not two
+}
+
+TEST(SparseShardTest, AReplicaThatLeftIsNotWaitedFor) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.sync = true;
+  options.replicas_to_aggregate = 2;
+  options.total_replicas = 2;
+  options.sync_timeout = absl::Hours(1);
+  auto shard = Started(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  const std::vector<int64_t> ids = {3};
+  const std::vector<float> g = {1.0f};
+  ASSERT_TRUE((*shard)->Push(0, 0, 0, {{0, ids, g}}).ok());
+  EXPECT_EQ((*shard)->step(), 0);
+  (*shard)->ReplicaLeft(1);  // completes step 0 with replica 0's push
+  EXPECT_EQ((*shard)->step(), 1);
+  ASSERT_TRUE((*shard)->Push(0, 1, 0, {{0, ids, g}}).ok());
+  EXPECT_EQ((*shard)->step(), 2);
+}
+
+TEST(SparseShardTest, ASyncSaveCopiesTheRowsAtItsStep) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.sync = true;
+  options.total_replicas = 1;
+  auto shard = Started(*model, Sgd(), options);
+  ASSERT_TRUE(shard.ok());
+  SparseShard* s = shard->get();
+  MemEnv env;
+  // The save for step 2 waits; steps 0 and 1 come, then 2 and 3: the copy
+  // holds the rows of steps 0 and 1 only.
+  absl::StatusOr<SparseShard::SavedRows> saved;
+  std::thread save([&] { saved = s->Save(&env, "/rows", 2, 2, absl::Seconds(30), "adagrad"); });
+  absl::SleepFor(absl::Milliseconds(20));
+  for (int64_t step = 0; step < 4; ++step) {
+    const std::vector<int64_t> ids = {step};
+    const std::vector<float> g = {1.0f};
+    ASSERT_TRUE(s->Push(0, step, 0, {{0, ids, g}}).ok());
+  }
+  save.join();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->step, 2);
+  EXPECT_EQ(saved->file.rows[0], 2);
+  EXPECT_EQ(s->tables()[0]->size(), 4);
 }
 
 }  // namespace

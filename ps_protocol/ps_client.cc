@@ -121,6 +121,7 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   view.job_done = job_done_;
   view.rows = rows_.get();
   view_step_ = view.global_step;
+  view_generation_ = chunk_generations_.empty() ? 0 : chunk_generations_[0];
   return view;
 }
 
@@ -355,7 +356,7 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
   // The gradient rows go while the dense chunks are on the wire.
   absl::StatusOr<bool> rows_stale = false;
   if (sparse_ != nullptr) {
-    rows_stale = rows_->Push(*sparse_, step);
+    rows_stale = rows_->Push(*sparse_, step, view_generation_);
     sparse_ = nullptr;
   }
   {
@@ -364,14 +365,18 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
         +[](int* pending) { return *pending == 0; }, &pending_));
     grads_ = nullptr;
     if (!error_.ok()) return error_;
-    if (!rows_stale.ok()) return rows_stale.status();
+    // Rows restored under this push (a rollback): like an aborted chunk,
+    // the next Pull reads everything again.
+    const bool rows_rolled_back = absl::IsAborted(rows_stale.status());
+    if (!rows_stale.ok() && !rows_rolled_back) return rows_stale.status();
+    if (rows_rolled_back) rolled_back_ = true;
     // After a rollback, the chunks that answered are of the old run: claim no
     // more than the lowest step (the aborted chunks' is the one pushed), and
     // not the end of the job.
     outcome.global_step = rolled_back_ || options_.sync
                               ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
                               : chunk_steps_[0];
-    outcome.stale = stale_ || rolled_back_ || *rows_stale;
+    outcome.stale = stale_ || rolled_back_ || (rows_stale.ok() && *rows_stale);
     outcome.job_done = job_done_ && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.
     have_fresh_ = !rolled_back_;

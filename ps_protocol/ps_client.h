@@ -108,6 +108,7 @@ class PsClient : public ParameterClient {
   std::unique_ptr<RowClient> rows_;  // null for a model without embedding tables
   SparseStep* sparse_ = nullptr;     // the last PullRows', pushed by the next Push
   int64_t view_step_ = 0;            // the global step of the last view
+  int64_t view_generation_ = 0;      // and the generation of its parameters
   std::vector<float> params_;
   std::vector<float> state_;
   std::vector<std::unique_ptr<ChunkCall>> calls_;  // One per chunk.

@@ -65,6 +65,7 @@ void ToProto(const ShardSaved& s, SaveResponse* r) {
   r->set_rows_crc32c(s.rows_crc32c);
   for (int64_t n : s.table_rows) r->add_table_rows(n);
   for (double v : s.table_sum_squares) r->add_table_sum_squares(v);
+  r->set_rows_step(s.rows_step);
 }
 
 ShardSaved FromProto(const SaveResponse& r) {
@@ -87,6 +88,7 @@ ShardSaved FromProto(const SaveResponse& r) {
   s.rows_crc32c = r.rows_crc32c();
   s.table_rows.assign(r.table_rows().begin(), r.table_rows().end());
   s.table_sum_squares.assign(r.table_sum_squares().begin(), r.table_sum_squares().end());
+  s.rows_step = r.rows_step();
   return s;
 }
 

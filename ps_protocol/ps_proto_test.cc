@@ -76,6 +76,12 @@ TEST(PsProtoTest, SavedShardRoundTripsEveryField) {
   s.snapshot_time = absl::Microseconds(30);
   s.write_time = absl::Microseconds(40);
   s.longest_copy = absl::Microseconds(10);
+  s.rows_file = "model.ckpt-5.rows-0-of-2";
+  s.rows_size_bytes = 300;
+  s.rows_crc32c = 77;
+  s.table_rows = {4, 5};
+  s.table_sum_squares = {1.5, 2.5};
+  s.rows_step = 5;
   SaveResponse r;
   ToProto(s, &r);
   ExpectEveryFieldSet(r);
@@ -93,6 +99,12 @@ TEST(PsProtoTest, SavedShardRoundTripsEveryField) {
   EXPECT_EQ(back.snapshot_time, s.snapshot_time);
   EXPECT_EQ(back.write_time, s.write_time);
   EXPECT_EQ(back.longest_copy, s.longest_copy);
+  EXPECT_EQ(back.rows_file, s.rows_file);
+  EXPECT_EQ(back.rows_size_bytes, s.rows_size_bytes);
+  EXPECT_EQ(back.rows_crc32c, s.rows_crc32c);
+  EXPECT_EQ(back.table_rows, s.table_rows);
+  EXPECT_EQ(back.table_sum_squares, s.table_sum_squares);
+  EXPECT_EQ(back.rows_step, s.rows_step);
 }
 
 }  // namespace

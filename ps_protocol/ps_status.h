@@ -61,6 +61,7 @@ struct ShardSaved {
   uint32_t rows_crc32c = 0;
   std::vector<int64_t> table_rows;        // per table
   std::vector<double> table_sum_squares;  // per table
+  int64_t rows_step = 0;                  // the step the rows were copied at
 };
 
 }  // namespace pstrain

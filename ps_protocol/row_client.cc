@@ -84,11 +84,13 @@ absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_ste
                                               response.tables_size(), " tables of rows for ",
                                               requests[p].tables_size()));
     }
-    for (const TableRows& part : response.tables()) {
+    for (int i = 0; i < response.tables_size(); ++i) {
+      const TableRows& part = response.tables(i);
       const int t = part.table();
-      if (t < 0 || t >= static_cast<int>(tables_.size())) {
-        return absl::DataLossError(
-            absl::StrCat(connections_->TaskName(p), " answered rows of table ", t));
+      if (t != requests[p].tables(i).table()) {
+        return absl::DataLossError(absl::StrCat(connections_->TaskName(p),
+                                                " answered rows of table ", t, " for table ",
+                                                requests[p].tables(i).table()));
       }
       PSTRAIN_RETURN_IF_ERROR(DecodeFloats(part.values(), ids[p][t].size() * tables_[t].dim,
                                            tables_[t].name.c_str(), &rows[p][t]));
@@ -114,7 +116,8 @@ absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_ste
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> RowClient::Push(const SparseStep& step, int64_t global_step) {
+absl::StatusOr<bool> RowClient::Push(const SparseStep& step, int64_t global_step,
+                                     int64_t generation) {
   const int num_ps = connections_->size();
   const Placement placement = Place(step);
   std::vector<PushRowsRequest> requests(num_ps);
@@ -122,6 +125,7 @@ absl::StatusOr<bool> RowClient::Push(const SparseStep& step, int64_t global_step
   for (int p = 0; p < num_ps; ++p) {
     requests[p].set_replica(replica_);
     requests[p].set_step(global_step);
+    requests[p].set_generation(generation);
   }
   std::vector<int64_t> ids;
   std::vector<float> grads;

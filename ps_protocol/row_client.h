@@ -32,10 +32,11 @@ class RowClient : public RowReader {
   // An evaluation's read: never waits.
   absl::Status ReadRows(SparseStep* step) override;
 
-  // Sends the gradient rows of `step` (computed at `global_step`) to the ps
-  // that own them; every ps gets a push, empty or not, since a sync ps
-  // counts every replica. True if any ps dropped it as stale.
-  absl::StatusOr<bool> Push(const SparseStep& step, int64_t global_step);
+  // Sends the gradient rows of `step` (computed at `global_step` from
+  // parameters of `generation`) to the ps that own them; every ps gets a
+  // push, empty or not, since a sync ps counts every replica. True if any ps
+  // dropped it as stale; ABORTED if the rows were restored since.
+  absl::StatusOr<bool> Push(const SparseStep& step, int64_t global_step, int64_t generation);
 
   struct Traffic {
     int64_t bytes_sent = 0;  // ids and gradient rows

@@ -328,6 +328,7 @@ std::vector<int64_t> OwnedIds(int table, int ps, int n) {
 }
 
 TEST_F(PsRpcTest, RowsRoundTripAndBadRowRequestsAreRefusedChangingNothing) {
+  Initialize();  // the rows answer UNAVAILABLE until the ps is initialized
   auto pull = [&](const PullRowsRequest& request, PullRowsResponse* response) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

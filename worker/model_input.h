@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "data/load.h"
 #include "data/tabular.h"
+#include "data/tabular_examples.h"
 #include "models/model.h"
 
 namespace pstrain {
@@ -40,6 +41,15 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
     }
   }
   return absl::OkStatus();
+}
+
+// What a tabular `model` (input [n]) reads from each tf.train.Example:
+// "label", n floats in "dense", and its sparse features.
+inline TabularFeatures TabularFeaturesOf(const Model& model) {
+  TabularFeatures features;
+  features.num_dense = model.input_shape().empty() ? 0 : model.input_shape()[0];
+  features.sparse = model.sparse_features();
+  return features;
 }
 
 // The augmentation a training replica applies for `model`; `distort` false

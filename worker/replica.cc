@@ -2,6 +2,8 @@
 
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
+#include "data/tabular_examples.h"
+#include "data/tfrecord_dataset.h"
 #include "worker/model_input.h"
 
 namespace pstrain {
@@ -29,7 +31,14 @@ ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
 
 absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,
                                       Split split) {
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset data, LoadDataset(env, data_dir, split));
+  // TFRecord files for a tabular model are tf.train.Examples of the features
+  // the model names (data/tabular_examples.h); anything else is found by format.
+  const bool tabular_examples =
+      model.input_shape().size() == 1 && !FindExampleFiles(env, data_dir, split).empty();
+  PSTRAIN_ASSIGN_OR_RETURN(Dataset data,
+                           tabular_examples
+                               ? LoadTabularExamples(env, data_dir, split, TabularFeaturesOf(model))
+                               : LoadDataset(env, data_dir, split));
   PSTRAIN_RETURN_IF_ERROR(CheckModelInput(model, data, data_dir));
   return data;
 }
