@@ -94,11 +94,11 @@ void Concat::ForwardMerge(const std::vector<const Tensor*>& in, Tensor* out) {
   Shape shape = in[0]->shape();
   shape.back() = total_;
   out->Resize(shape);
-  const int64_t rows = out->size() / total_;
+  const int64_t rows = total_ > 0 ? out->size() / total_ : 0;
   int64_t at = 0;
   for (size_t k = 0; k < in.size(); ++k) {
     const int64_t w = widths_[k];
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rows && w > 0; ++r) {  // an empty input (input: [0]) adds nothing
       std::memcpy(out->data() + r * total_ + at, in[k]->data() + r * w, w * sizeof(float));
     }
     at += w;
@@ -107,13 +107,13 @@ void Concat::ForwardMerge(const std::vector<const Tensor*>& in, Tensor* out) {
 
 void Concat::BackwardMerge(const std::vector<const Tensor*>& in, const Tensor& dout,
                            const std::vector<Tensor*>& din) {
-  const int64_t rows = dout.size() / total_;
+  const int64_t rows = total_ > 0 ? dout.size() / total_ : 0;
   int64_t at = 0;
   for (size_t k = 0; k < in.size(); ++k) {
     const int64_t w = widths_[k];
     if (din[k] != nullptr) {
       din[k]->Resize(in[k]->shape());
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = 0; r < rows && w > 0; ++r) {
         std::memcpy(din[k]->data() + r * w, dout.data() + r * total_ + at, w * sizeof(float));
       }
     }

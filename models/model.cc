@@ -168,7 +168,8 @@ void Model::InitializeVariables(uint64_t seed, float* params, float* state) cons
 void Model::Forward(const float* params, const float* state, const float* images, int64_t batch,
                     bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse) {
   acts_[0].Resize(Batched(batch, input_shape_));
-  std::memcpy(acts_[0].data(), images, acts_[0].size() * sizeof(float));
+  // A model of sparse features alone has an empty dense input (input: [0]).
+  if (acts_[0].size() > 0) std::memcpy(acts_[0].data(), images, acts_[0].size() * sizeof(float));
   if (!sparse_tables_.empty() && sparse == nullptr) {
     std::fprintf(stderr, "model %s has sparse layers: its passes need a SparseStep\n",
                  name_.c_str());

@@ -226,6 +226,33 @@ TEST(SparseModelTest, WholeColumnsAreCheckedWhenLoaded) {
   EXPECT_TRUE(absl::IsInvalidArgument(model->CheckSparseColumns({columns[0]}, "/data")));
 }
 
+// Sparse features alone: the dense input is empty ([0]) and may be joined
+// to the embeddings by a concat.
+TEST(SparseModelTest, AModelWithAnEmptyDenseInputTrains) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Embedding>(
+      "emb", EmbeddingOptions{"a", 3, 0, Combiner::kSum, {TableInitializer::kUniform, 0.5f}}));
+  layers.push_back(std::make_unique<Concat>("concat"));
+  DenseOptions logit;
+  logit.units = 1;
+  layers.push_back(std::make_unique<Dense>("dense", logit));
+  auto model =
+      Model::Create("sparse_only", {0}, 2, std::move(layers), {{0}, {0, 1}, {2}}, Head::kBinary);
+  ASSERT_TRUE(model.ok()) << model.status();
+  SparseBatch batch;
+  batch.features.push_back(Column("a", SparseValueKind::kIds, {{1, 2}, {2}}));
+  SparseStep step;
+  ASSERT_TRUE((*model)->PrepareSparse(batch, 2, &step).ok());
+  step.tables[0].rows.assign(step.tables[0].ids.size() * 3, 0.25f);
+  std::vector<float> params((*model)->num_params()), grads((*model)->num_params());
+  (*model)->InitializeVariables(1, params.data(), nullptr);
+  const int32_t labels[] = {1, 0};
+  const LossResult r = (*model)->TrainStep(params.data(), nullptr, nullptr, labels, 2, 1,
+                                           grads.data(), nullptr, nullptr, &step);
+  EXPECT_TRUE(std::isfinite(r.loss_sum));
+  EXPECT_EQ(step.tables[0].grads.size(), 6u);
+}
+
 TEST(SparseModelTest, WideAndDeepGradientsMatchNumeric) {
   auto model = WideAndDeep();
   CheckModelGradients(model.get(), 2e-2);
