@@ -65,6 +65,15 @@ struct TableStep {
   std::vector<float> grads;  // ids.size() x dim: d(batch-mean loss)/d(row), by the backward pass
 };
 
+// The trained rows of one table as an export holds them (io/export.h) and an
+// ONNX graph or a predictor reads them: the ids a training created and their
+// weights, ids.size() x dim floats, in no particular order, each id once. A
+// row that is not here was never trained: it reads as zeros.
+struct TrainedTableRows {
+  std::vector<int64_t> ids;
+  std::vector<float> weights;
+};
+
 // The rows of every table one batch touches (Model::PrepareSparse).
 struct SparseStep {
   int64_t examples = 0;

@@ -451,7 +451,8 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
 }  // namespace
 
 absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const float> params,
-                                        absl::Span<const float> state) {
+                                        absl::Span<const float> state,
+                                        absl::Span<const TrainedTableRows> tables) {
   if (model.spec_yaml().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ONNX export of ", model.name(),

@@ -76,8 +76,11 @@ inline constexpr int64_t kOnnxOpsetVersion = 13;
 // a model without a spec (built in code), counts that do not match, or a spec
 // that does not describe `model`; ResourceExhausted for a model past protobuf's 2 GiB. Thread-safe:
 // reads `model`'s description only.
+// `tables`: the trained rows of every model.sparse_tables() entry, in that
+// order (empty for a model without embedding tables).
 absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const float> params,
-                                        absl::Span<const float> state);
+                                        absl::Span<const float> state,
+                                        absl::Span<const TrainedTableRows> tables = {});
 
 }  // namespace pstrain
 
