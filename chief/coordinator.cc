@@ -277,21 +277,21 @@ class Chief {
 
   // The model for serving, before the job is marked complete:
   // <job_dir>/export/<version>/; the newest exports_to_keep are kept.
-  absl::Status ExportModel(const ParameterView& view) {
+  absl::Status ExportModel(const ParameterView& view, const std::string& final_checkpoint) {
     const std::string base = JoinPath(t_.job_dir, "export");
+    std::string dir;
     if (model_->has_sparse()) {
-      // Its rows are on the ps, not in the flat vectors an export holds.
-      LOG(WARNING) << "model " << model_->name() << " has " << model_->sparse_tables().size()
-                   << " embedding tables: this build does not export such models yet; the "
-                      "final checkpoint in "
-                   << t_.job_dir << " holds the model";
-      return absl::OkStatus();
+      // Its rows are on the ps: the final checkpoint's rows files hold them.
+      PSTRAIN_ASSIGN_OR_RETURN(std::string index,
+                               ResolveCheckpointIndex(deps_.env, final_checkpoint));
+      PSTRAIN_ASSIGN_OR_RETURN(dir, ExportCheckpoint(deps_.env, index, base));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(
+          dir,
+          WriteExport(deps_.env, base, *model_, ModelOptionsFromSpec(t_), view.global_step,
+                      JobConfigToYaml(job_), absl::MakeConstSpan(view.params, model_->num_params()),
+                      absl::MakeConstSpan(view.state, model_->num_state())));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(
-        std::string dir,
-        WriteExport(deps_.env, base, *model_, ModelOptionsFromSpec(t_), view.global_step,
-                    JobConfigToYaml(job_), absl::MakeConstSpan(view.params, model_->num_params()),
-                    absl::MakeConstSpan(view.state, model_->num_state())));
     LOG(INFO) << "Exported the model for serving to " << dir << " (global step " << view.global_step
               << "; pstrain-predict --model_dir=" << t_.job_dir
               << " or pstrain-serve --model_base_path=" << base << ")";
@@ -318,7 +318,8 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                              checkpointer_->SaveNow(absl::ZeroDuration()));
     if (metrics.global_step >= t_.train_steps) {
-      if (t_.exports_to_keep > 0) PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view));
+      if (t_.exports_to_keep > 0)
+        PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view, final_checkpoint));
       if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
         LOG(WARNING) << "cannot write the final training summaries: " << s;
       }

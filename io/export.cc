@@ -1,6 +1,8 @@
 #include "io/export.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -12,6 +14,7 @@
 #include "config/cluster_config.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
+#include "io/row_checkpoint.h"
 #include "models/model_options.h"
 #include "nlohmann/json.hpp"
 #include "onnx/onnx_export.h"
@@ -22,8 +25,12 @@ namespace {
 constexpr char kManifest[] = "model.json";
 constexpr char kVariables[] = "variables.bin";
 constexpr char kOnnx[] = "model.onnx";
+constexpr char kEmbeddings[] = "embeddings.rows";
 constexpr char kFormat[] = "pstrain-export";
-constexpr int kFormatVersion = 1;
+// 2: a click model's embeddings.rows and tables. Exports without tables are
+// still written as 1, which every earlier reader takes.
+constexpr int kFormatVersion = 2;
+constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
   return !s.empty() &&
@@ -34,9 +41,16 @@ absl::Status DataLoss(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat(path, ": ", what));
 }
 
+// What embeddings.rows holds, for the manifest.
+struct EmbeddingsFile {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  std::vector<int64_t> rows;  // per table
+};
+
 nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t global_step,
                         int64_t version, const std::string& hparams_yaml, uint64_t bytes,
-                        uint32_t crc) {
+                        uint32_t crc, const EmbeddingsFile* embeddings) {
   nlohmann::json variables = nlohmann::json::array();
   for (const VariableInfo& v : model.variables()) {
     variables.push_back({{"name", v.name},
@@ -45,39 +59,67 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
                          {"offset", v.offset},
                          {"size", v.size}});
   }
-  return {{"format", kFormat},
-          {"format_version", kFormatVersion},
-          {"model", model.name()},
-          {"model_spec", model.spec_yaml()},
-          {"model_options",
-           {{"dropout_rate", options.dropout_rate},
-            {"num_layers", options.num_layers},
-            {"batch_norm_epsilon", options.batch_norm_epsilon}}},
-          {"global_step", global_step},
-          {"version", version},
-          {"input",
-           {{"name", "image"},
-            {"shape", model.input_shape()},
-            {"dtype", "float32"},
-            {"range", {0.0, 1.0}},
-            {"scaling", "pixel / 255"},
-            {"per_image_standardization", model.input_preprocessing().per_image_standardization}}},
-          {"num_classes", model.num_classes()},
-          {"outputs",
-           {{"classes", "int64: the arg-max class"},
-            {"probabilities", "float32 [num_classes]: softmax of the logits"}}},
-          {"num_params", model.num_params()},
-          {"num_state", model.num_state()},
-          {"variables", variables},
-          {"variables_file", kVariables},
-          {"variables_bytes", bytes},
-          {"variables_crc32c", crc},
-          {"hparams_yaml", hparams_yaml}};
+  nlohmann::json m = {
+      {"format", kFormat},
+      {"format_version", embeddings == nullptr ? 1 : kFormatVersion},
+      {"model", model.name()},
+      {"model_spec", model.spec_yaml()},
+      {"model_options",
+       {{"dropout_rate", options.dropout_rate},
+        {"num_layers", options.num_layers},
+        {"batch_norm_epsilon", options.batch_norm_epsilon}}},
+      {"global_step", global_step},
+      {"version", version},
+      {"input",
+       {{"name", "image"},
+        {"shape", model.input_shape()},
+        {"dtype", "float32"},
+        {"range", {0.0, 1.0}},
+        {"scaling", "pixel / 255"},
+        {"per_image_standardization", model.input_preprocessing().per_image_standardization}}},
+      {"num_classes", model.num_classes()},
+      {"outputs",
+       {{"classes", "int64: the arg-max class"},
+        {"probabilities", "float32 [num_classes]: softmax of the logits"}}},
+      {"num_params", model.num_params()},
+      {"num_state", model.num_state()},
+      {"variables", variables},
+      {"variables_file", kVariables},
+      {"variables_bytes", bytes},
+      {"variables_crc32c", crc},
+      {"hparams_yaml", hparams_yaml}};
+  if (model.head() == Head::kBinary) {
+    m["outputs"] = {{"classes", "int64: 1 when logistic > 0.5, else 0"},
+                    {"probabilities", "float32 [2]: 1 - logistic, logistic"},
+                    {"logistic", "float32 [1]: the sigmoid of the logit"}};
+  }
+  if (embeddings != nullptr) {
+    m["input"] = {{"name", "dense"},
+                  {"shape", model.input_shape()},
+                  {"dtype", "float32"},
+                  {"per_image_standardization", false},
+                  {"sparse_features", model.sparse_features()}};
+    nlohmann::json tables = nlohmann::json::array();
+    for (size_t t = 0; t < model.sparse_tables().size(); ++t) {
+      const SparseTableInfo& info = model.sparse_tables()[t];
+      tables.push_back({{"name", info.name},
+                        {"feature", model.sparse_features()[info.feature]},
+                        {"dim", info.dim},
+                        {"buckets", info.buckets},
+                        {"rows", embeddings->rows[t]}});
+    }
+    m["tables"] = tables;
+    m["embeddings_file"] = kEmbeddings;
+    m["embeddings_bytes"] = embeddings->bytes;
+    m["embeddings_crc32c"] = embeddings->crc;
+  }
+  return m;
 }
 
 // The manifest's fields, checked; InvalidArgument/DataLoss naming `path`.
 absl::Status ParseManifest(const std::string& path, const std::string& text, ExportedModel* out,
-                           uint64_t* bytes, uint32_t* crc) {
+                           uint64_t* bytes, uint32_t* crc, nlohmann::json* tables,
+                           EmbeddingsFile* embeddings) {
   nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (m.is_discarded() || !m.is_object()) return DataLoss(path, "is not a JSON object");
   try {
@@ -101,6 +143,12 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
     out->input_shape = m.at("input").at("shape").get<std::vector<int64_t>>();
     out->per_image_standardization = m.at("input").at("per_image_standardization").get<bool>();
     out->num_classes = m.at("num_classes").get<int>();
+    if (m.contains("tables")) {
+      *tables = m.at("tables");
+      if (!tables->is_array()) return DataLoss(path, "\"tables\" is not a list");
+      embeddings->bytes = m.at("embeddings_bytes").get<uint64_t>();
+      embeddings->crc = m.at("embeddings_crc32c").get<uint32_t>();
+    }
     out->hparams_yaml = m.value("hparams_yaml", "");
     out->params.resize(m.at("num_params").get<int64_t>());
     out->state.resize(m.at("num_state").get<int64_t>());
@@ -110,6 +158,84 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
     return DataLoss(path, absl::StrCat("a field is missing or of the wrong type: ", e.what()));
   }
   return absl::OkStatus();
+}
+
+// Reads `path` (a row file) after checking its size and CRC against
+// `bytes` and `crc`, calling `fn` for each of its rows after `on_tables`.
+absl::Status ReadCheckedRowFile(Env* env, const std::string& path, uint64_t bytes, uint32_t crc,
+                                RowFileTablesVisitor on_tables, RowFileVisitor fn) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string data, env->ReadFile(path));
+  if (data.size() != bytes) {
+    return DataLoss(path, absl::StrCat("holds ", data.size(), " bytes; ", bytes, " were written"));
+  }
+  if (crc32c::Value(data.data(), data.size()) != crc) {
+    return DataLoss(path, "checksum mismatch: the file is damaged or not the one written with it");
+  }
+  return ParseRowFile(data, path, on_tables, fn).status();
+}
+
+// Appends a row to `out` (one table's rows), refusing a bad id or value.
+absl::Status TakeRow(const std::string& path, const std::string& table, int64_t dim, int64_t id,
+                     absl::Span<const float> weights, TrainedTableRows* out) {
+  if (id < 0)
+    return DataLoss(path, absl::StrCat("table ", table, " has a row of negative id ", id));
+  if (static_cast<int64_t>(weights.size()) != dim) {
+    return DataLoss(path, absl::StrCat("table ", table, " has rows of ", weights.size(),
+                                       " floats; the model's has ", dim));
+  }
+  for (float w : weights) {
+    if (!std::isfinite(w)) {
+      return DataLoss(path, absl::StrCat("table ", table, ", row ", id, " holds ", w));
+    }
+  }
+  out->ids.push_back(id);
+  out->weights.insert(out->weights.end(), weights.begin(), weights.end());
+  return absl::OkStatus();
+}
+
+// Reads embeddings.rows of the export in `dir` into e->tables, as the
+// manifest's `tables` list them.
+absl::Status ReadEmbeddings(Env* env, const std::string& dir, const nlohmann::json& tables,
+                            const EmbeddingsFile& file, ExportedModel* e) {
+  const std::string path = JoinPath(dir, kEmbeddings);
+  struct Want {
+    std::string name;
+    int64_t dim = 0, rows = 0;
+  };
+  std::vector<Want> want;
+  try {
+    for (const nlohmann::json& t : tables) {
+      want.push_back({t.at("name").get<std::string>(), t.at("dim").get<int64_t>(),
+                      t.at("rows").get<int64_t>()});
+    }
+  } catch (const nlohmann::json::exception& ex) {
+    return DataLoss(JoinPath(dir, kManifest), absl::StrCat("a table is malformed: ", ex.what()));
+  }
+  e->tables.assign(want.size(), {});
+  auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
+    if (contents.tables.size() != want.size()) {
+      return DataLoss(path, absl::StrCat("holds ", contents.tables.size(), " tables; ", kManifest,
+                                         " lists ", want.size()));
+    }
+    for (size_t t = 0; t < want.size(); ++t) {
+      const RowTableHeader& h = contents.tables[t];
+      if (h.name != want[t].name || h.dim != want[t].dim || contents.rows[t] != want[t].rows) {
+        return DataLoss(
+            path, absl::StrCat("table ", t, " is ", h.name, " of dim ", h.dim, " with ",
+                               contents.rows[t], " rows; ", kManifest, " lists ", want[t].name,
+                               " of dim ", want[t].dim, " with ", want[t].rows));
+      }
+      e->tables[t].ids.reserve(want[t].rows);
+      e->tables[t].weights.reserve(want[t].rows * want[t].dim);
+    }
+    return absl::OkStatus();
+  };
+  return ReadCheckedRowFile(env, path, file.bytes, file.crc, on_tables,
+                            [&](int table, int64_t id, absl::Span<const float> weights,
+                                absl::Span<const float>, int64_t) {
+                              return TakeRow(path, want[table].name, want[table].dim, id, weights,
+                                             &e->tables[table]);
+                            });
 }
 
 }  // namespace
@@ -133,7 +259,21 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
                                         const Model& model, const ModelOptions& options,
                                         int64_t global_step, const std::string& hparams_yaml,
                                         absl::Span<const float> params,
-                                        absl::Span<const float> state) {
+                                        absl::Span<const float> state,
+                                        absl::Span<const TrainedTableRows> tables) {
+  const std::vector<SparseTableInfo>& infos = model.sparse_tables();
+  if (tables.size() != infos.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("export of ", model.name(), " with the rows of ",
+                                                   tables.size(), " embedding tables; it has ",
+                                                   infos.size()));
+  }
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (tables[t].weights.size() != tables[t].ids.size() * infos[t].dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "export of ", model.name(), ": table ", infos[t].name, " has ", tables[t].ids.size(),
+          " ids and ", tables[t].weights.size(), " weights, not ", infos[t].dim, " per row"));
+    }
+  }
   if (static_cast<int64_t>(params.size()) != model.num_params() ||
       static_cast<int64_t>(state.size()) != model.num_state()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -151,20 +291,41 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
   std::copy(state.begin(), state.end(), reinterpret_cast<float*>(bytes.data()) + params.size());
   const uint32_t crc = crc32c::Value(bytes.data(), bytes.size());
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kVariables), bytes));
+  std::optional<EmbeddingsFile> embeddings;
+  if (!infos.empty()) {
+    std::vector<RowTableHeader> headers;
+    for (const SparseTableInfo& info : infos)
+      headers.push_back({info.name, info.dim, 0, kNoOptimizer});
+    RowFileWriter writer(std::move(headers));
+    for (size_t t = 0; t < tables.size(); ++t) {
+      const TrainedTableRows& rows = tables[t];
+      for (size_t r = 0; r < rows.ids.size(); ++r) {
+        writer.Add(static_cast<int>(t), rows.ids[r],
+                   absl::MakeConstSpan(rows.weights).subspan(r * infos[t].dim, infos[t].dim), {},
+                   global_step);
+      }
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(RowFileSummary summary,
+                             writer.Write(env, JoinPath(dir, kEmbeddings), global_step));
+    embeddings = EmbeddingsFile{summary.size_bytes, summary.crc32c, summary.rows};
+  }
   if (model.spec_yaml().empty()) {
     LOG(INFO) << "export of " << model.name() << " to " << dir << ": no " << kOnnx
               << " (the model has no spec, which the ONNX graph is written from)";
-  } else if (absl::StatusOr<std::string> onnx = ModelToOnnx(model, params, state); !onnx.ok()) {
+  } else if (absl::StatusOr<std::string> onnx = ModelToOnnx(model, params, state, tables);
+             !onnx.ok()) {
     // The version still serves pstrain-serve: a model ONNX cannot hold (past
-    // protobuf's 2 GiB) loses only its model.onnx.
-    if (!absl::IsResourceExhausted(onnx.status())) return onnx.status();
+    // protobuf's 2 GiB, a dynamic table) loses only its model.onnx.
+    if (!absl::IsResourceExhausted(onnx.status()) && !absl::IsUnimplemented(onnx.status())) {
+      return onnx.status();
+    }
     LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
                  << onnx.status().message() << ")";
   } else {
     PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kOnnx), *onnx));
   }
-  const nlohmann::json manifest =
-      Manifest(model, options, global_step, version, hparams_yaml, bytes.size(), crc);
+  const nlohmann::json manifest = Manifest(model, options, global_step, version, hparams_yaml,
+                                           bytes.size(), crc, embeddings ? &*embeddings : nullptr);
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kManifest), manifest.dump(2) + "\n"));
   return dir;
 }
@@ -176,7 +337,7 @@ absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& e
   for (size_t i = 0; i + std::max(keep, 1) < versions.size(); ++i) {
     const std::string dir = JoinPath(export_base, std::to_string(versions[i]));
     PSTRAIN_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, kManifest)));
-    for (const char* file : {kVariables, kOnnx}) {
+    for (const char* file : {kVariables, kOnnx, kEmbeddings}) {
       absl::Status s = env->DeleteFile(JoinPath(dir, file));
       if (!s.ok() && !absl::IsNotFound(s)) return s;
     }
@@ -205,7 +366,10 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
   e.dir = version_dir;
   uint64_t bytes = 0;
   uint32_t crc = 0;
-  PSTRAIN_RETURN_IF_ERROR(ParseManifest(manifest_path, text, &e, &bytes, &crc));
+  nlohmann::json tables;
+  EmbeddingsFile embeddings;
+  PSTRAIN_RETURN_IF_ERROR(
+      ParseManifest(manifest_path, text, &e, &bytes, &crc, &tables, &embeddings));
   const std::string variables_path = JoinPath(version_dir, kVariables);
   PSTRAIN_ASSIGN_OR_RETURN(std::string data, env->ReadFile(variables_path));
   const uint64_t want = (e.params.size() + e.state.size()) * sizeof(float);
@@ -220,6 +384,8 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
   const float* values = reinterpret_cast<const float*>(data.data());
   std::copy(values, values + e.params.size(), e.params.begin());
   std::copy(values + e.params.size(), values + e.params.size() + e.state.size(), e.state.begin());
+  if (!tables.is_null())
+    PSTRAIN_RETURN_IF_ERROR(ReadEmbeddings(env, version_dir, tables, embeddings, &e));
   return e;
 }
 
@@ -243,7 +409,50 @@ struct CheckpointValues {
   int64_t global_step = 0;
   std::string hparams_yaml;
   std::vector<float> params, state;
+  std::vector<TrainedTableRows> tables;  // per model table
 };
+
+// The rows of every table of `model` in the rows files of the checkpoint
+// `index` (read from `index_path`), each file checked against the index.
+absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
+                                                                 const std::string& index_path,
+                                                                 const CheckpointIndex& index,
+                                                                 const Model& model) {
+  const std::vector<SparseTableInfo>& infos = model.sparse_tables();
+  std::vector<TrainedTableRows> tables(infos.size());
+  const std::string dir = index_path.substr(0, index_path.find_last_of('/') + 1);
+  int files = 0;
+  for (const CheckpointShardFile& shard : index.shards()) {
+    if (shard.rows_file().empty()) continue;
+    ++files;
+    const std::string path = dir + shard.rows_file();
+    std::vector<int> to_model;  // the file's table index -> the model's
+    auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
+      for (const RowTableHeader& h : contents.tables) {
+        auto it = std::find_if(infos.begin(), infos.end(),
+                               [&](const SparseTableInfo& i) { return i.name == h.name; });
+        if (it == infos.end() || it->dim != h.dim) {
+          return DataLoss(path, absl::StrCat("holds table ", h.name, " of dim ", h.dim, ", which ",
+                                             model.name(), " does not have"));
+        }
+        to_model.push_back(static_cast<int>(it - infos.begin()));
+      }
+      return absl::OkStatus();
+    };
+    PSTRAIN_RETURN_IF_ERROR(ReadCheckedRowFile(
+        env, path, shard.rows_size_bytes(), shard.rows_crc32c(), on_tables,
+        [&](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float>,
+            int64_t) {
+          const int t = to_model[table];
+          return TakeRow(path, infos[t].name, infos[t].dim, id, weights, &tables[t]);
+        }));
+  }
+  if (files == 0) {
+    return DataLoss(index_path, absl::StrCat("names no rows files, but ", model.name(), " has ",
+                                             infos.size(), " embedding tables"));
+  }
+  return tables;
+}
 
 absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::string& index_path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
@@ -269,6 +478,9 @@ absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::strin
   out.state.resize(model.num_state());
   PSTRAIN_RETURN_IF_ERROR(reader->ReadRange(0, model.num_params(), out.params.data(), {}).status());
   PSTRAIN_RETURN_IF_ERROR(reader->ReadState(out.state.data()));
+  if (model.has_sparse()) {
+    PSTRAIN_ASSIGN_OR_RETURN(out.tables, ReadCheckpointRows(env, index_path, index, model));
+  }
   out.options = ModelOptionsFromSpec(job->training);
   out.global_step = index.global_step();
   out.hparams_yaml = index.hparams_yaml();
@@ -281,13 +493,13 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
                                              const std::string& export_base) {
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
   return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml, c.params,
-                     c.state);
+                     c.state, c.tables);
 }
 
 absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,
                                     const std::string& output_path) {
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
-  PSTRAIN_ASSIGN_OR_RETURN(std::string onnx, ModelToOnnx(*c.model, c.params, c.state));
+  PSTRAIN_ASSIGN_OR_RETURN(std::string onnx, ModelToOnnx(*c.model, c.params, c.state, c.tables));
   return env->WriteFileAtomic(output_path, onnx);
 }
 

@@ -13,11 +13,18 @@
 //                                               (onnx/onnx_export.h), when the
 //                                               model has a spec (always, but
 //                                               for models built in code)
+//   <job_dir>/export/1795478400/embeddings.rows the trained rows of a click
+//                                               model's embedding tables (a
+//                                               row file, io/row_checkpoint.h,
+//                                               without optimizer slots), when
+//                                               the model has tables
 //   <job_dir>/export/1795478400/model.json     the manifest, written last:
 //                                               model name, spec and options,
 //                                               input spec, class count,
 //                                               variables, size and CRC-32C
-//                                               of variables.bin, hparams
+//                                               of variables.bin (and of
+//                                               embeddings.rows, with its
+//                                               tables), hparams
 //
 // A version without model.json is not one (a crash mid-export leaves nothing
 // a loader would read); model.json names the size and checksum of the
@@ -31,6 +38,7 @@
 #include "absl/types/span.h"
 #include "common/env.h"
 #include "models/registry.h"
+#include "models/sparse_input.h"
 
 namespace pstrain {
 
@@ -50,18 +58,26 @@ struct ExportedModel {
   bool per_image_standardization = false;
   std::string hparams_yaml;  // the job's training section
   std::vector<float> params, state;
+  // A click model's trained rows, per Model::sparse_tables() entry in order
+  // (empty for a model without tables).
+  std::vector<TrainedTableRows> tables;
 };
 
 // Writes a new version under `export_base` from the values of `model` (built
 // with `options`) and returns its directory: variables.bin, model.onnx (when
 // the model has a spec; logged and left out otherwise), then model.json. Its
 // name is the Unix time, or one more than the newest version if that is not
-// newer. InvalidArgument if the value counts do not match the model.
+// newer. `tables`: a model with embedding tables gives the trained rows of
+// each (Model::sparse_tables() order), written to embeddings.rows. A model
+// ONNX cannot hold (a dynamic table, past 2 GiB) is exported without
+// model.onnx, saying why in the log. InvalidArgument if the value counts or
+// tables do not match the model.
 absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
                                         const Model& model, const ModelOptions& options,
                                         int64_t global_step, const std::string& hparams_yaml,
                                         absl::Span<const float> params,
-                                        absl::Span<const float> state);
+                                        absl::Span<const float> state,
+                                        absl::Span<const TrainedTableRows> tables = {});
 
 // Versions under `export_base` that have a manifest, oldest first; empty if
 // there is none or no such directory.
@@ -88,8 +104,9 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
 absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& path);
 
 // Exports the checkpoint whose index is `index_path` under `export_base`,
-// with the model and options of the job config the checkpoint records.
-// Returns the new version directory.
+// with the model and options of the job config the checkpoint records, and
+// the rows of its rows files (each checked against the index's size and CRC)
+// for a model with embedding tables. Returns the new version directory.
 absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
                                              const std::string& export_base);
 

@@ -5,6 +5,7 @@
 #include "config/cluster_config.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
+#include "nlohmann/json.hpp"
 #include "onnx/onnx.pb.h"
 #include "proto/checkpoint.pb.h"
 
@@ -221,6 +222,77 @@ TEST(ExportTest, ExportsACheckpointWithItsJobsModelOptions) {
   EXPECT_EQ(*env.ReadFile("/out/net.onnx"), *env.ReadFile(*dir + "/model.onnx"));
   EXPECT_FALSE(ExportCheckpointAsOnnx(&env, "/nothing.index", "/out/x.onnx").ok());
   EXPECT_FALSE(env.FileExists("/out/x.onnx"));
+}
+
+// A click model: its tables' rows go to embeddings.rows and come back as
+// they were; tables that do not fit the model are refused before anything is
+// written, and a damaged or truncated rows file is DataLoss naming it.
+TEST(ExportTest, AClickModelsRowsRoundTrip) {
+  MemEnv env;
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(R"(name: click
+input: [2]
+head: binary
+layers:
+  - embedding: {feature: f, dim: 3, buckets: 10, name: emb}
+  - concat: {input: input, inputs: [emb]}
+  - dense: {units: 1, name: deep}
+  - linear: {features: [f, g], dynamic: true, name: wide}
+  - add: {input: deep, inputs: [wide]}
+)",
+                                                         "the test's spec");
+  ASSERT_EQ(model->sparse_tables().size(), 3u);
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  model->InitializeVariables(2, params.data(), state.data());
+  std::vector<TrainedTableRows> tables(3);
+  tables[0] = {{4, 9, 0}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+  tables[1] = {{123456789012345}, {-0.5f}};
+  tables[2] = {};  // no row trained
+
+  std::vector<TrainedTableRows> short_rows = tables;
+  short_rows[0].weights.pop_back();
+  for (const auto& bad : {std::vector<TrainedTableRows>(tables.begin(), tables.begin() + 2),
+                          std::vector<TrainedTableRows>(), short_rows}) {
+    absl::StatusOr<std::string> refused =
+        WriteExport(&env, kBase, *model, ModelOptions(), 7, "", params, state, bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  }
+  EXPECT_TRUE(ListExportVersions(&env, kBase)->empty());
+
+  absl::StatusOr<std::string> dir =
+      WriteExport(&env, kBase, *model, ModelOptions(), 7, "", params, state, tables);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  // A dynamic table has no ONNX form: the version has no model.onnx.
+  EXPECT_FALSE(env.FileExists(*dir + "/model.onnx"));
+  const nlohmann::json manifest = nlohmann::json::parse(*env.ReadFile(*dir + "/model.json"));
+  EXPECT_EQ(manifest["format_version"], 2);
+  EXPECT_EQ(manifest["tables"][0]["name"], "emb/embeddings");
+  EXPECT_EQ(manifest["tables"][0]["rows"], 3);
+  EXPECT_EQ(manifest["input"]["sparse_features"], nlohmann::json({"f", "g"}));
+  absl::StatusOr<ExportedModel> e = ReadExport(&env, *dir);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_EQ(e->tables.size(), 3u);
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(e->tables[t].ids, tables[t].ids) << t;
+    EXPECT_EQ(e->tables[t].weights, tables[t].weights) << t;
+  }
+
+  const std::string rows = *env.ReadFile(*dir + "/embeddings.rows");
+  for (size_t cut : {size_t{0}, rows.size() / 2, rows.size() - 1}) {
+    ASSERT_TRUE(env.WriteFileAtomic(*dir + "/embeddings.rows", rows.substr(0, cut)).ok());
+    absl::StatusOr<ExportedModel> damaged = ReadExport(&env, *dir);
+    EXPECT_TRUE(absl::IsDataLoss(damaged.status())) << damaged.status();
+    EXPECT_NE(damaged.status().message().find("embeddings.rows"), std::string::npos);
+  }
+  std::string flipped = rows;
+  flipped[rows.size() / 2] ^= 1;
+  ASSERT_TRUE(env.WriteFileAtomic(*dir + "/embeddings.rows", flipped).ok());
+  EXPECT_TRUE(absl::IsDataLoss(ReadExport(&env, *dir).status()));
+  ASSERT_TRUE(env.WriteFileAtomic(*dir + "/embeddings.rows", rows).ok());
+  EXPECT_TRUE(ReadExport(&env, *dir).ok());
+  // Pruning takes the rows file with its version.
+  ASSERT_TRUE(WriteExport(&env, kBase, *model, ModelOptions(), 8, "", params, state, tables).ok());
+  ASSERT_EQ(PruneExports(&env, kBase, 1)->size(), 1u);
+  EXPECT_FALSE(env.FileExists(*dir + "/embeddings.rows"));
 }
 
 }  // namespace

@@ -185,12 +185,28 @@ HttpAnswer ModelServer::Metadata(const std::string& version) {
   const ExportedModel& e = p->exported();
   nlohmann::json input_dims = nlohmann::json::array({Dim(-1)});
   for (int64_t d : e.input_shape) input_dims.push_back(Dim(d));
+  nlohmann::json inputs = {{"image",
+                            {{"dtype", "DT_FLOAT"},
+                             {"tensor_shape", {{"dim", input_dims}, {"unknown_rank", false}}},
+                             {"name", "image"}}}};
+  if (p->is_click_model()) {
+    // "dense" [-1, n] and each feature's values, ids or strings.
+    inputs = nlohmann::json::object();
+    if (p->click_inputs().num_dense > 0) {
+      inputs["dense"] = {
+          {"dtype", "DT_FLOAT"},
+          {"tensor_shape",
+           {{"dim", {Dim(-1), Dim(p->click_inputs().num_dense)}}, {"unknown_rank", false}}},
+          {"name", "dense"}};
+    }
+    for (const std::string& f : p->click_inputs().features) {
+      inputs[f] = {{"dtype", "DT_INT64"},
+                   {"tensor_shape", {{"dim", {Dim(-1), Dim(-1)}}, {"unknown_rank", false}}},
+                   {"name", f}};
+    }
+  }
   const nlohmann::json signature = {
-      {"inputs",
-       {{"image",
-         {{"dtype", "DT_FLOAT"},
-          {"tensor_shape", {{"dim", input_dims}, {"unknown_rank", false}}},
-          {"name", "image"}}}}},
+      {"inputs", inputs},
       {"outputs",
        {{"classes",
          {{"dtype", "DT_INT64"},
@@ -224,6 +240,7 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     absl::MutexLock lock(&mu_);
     ++reading_;
   }
+  if (predictor->is_click_model()) return PredictClicks(*predictor, body);
   PlainRequest request;
   absl::Status read =
       ReadPredictRequest(body, predictor->exported().input_shape, options_.max_instances, &request);
@@ -245,6 +262,36 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     probabilities.push_back(p.probabilities);
   }
   return Ok({{"outputs", {{"classes", classes}, {"probabilities", probabilities}}}});
+}
+
+HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& body) {
+  // Not batched with other requests: each runs its own forward pass.
+  {
+    absl::MutexLock lock(&mu_);
+    --reading_;
+  }
+  ClickRequest request;
+  if (absl::Status read =
+          ReadClickRequest(body, predictor.click_inputs(), options_.max_instances, &request);
+      !read.ok()) {
+    return Error(absl::IsResourceExhausted(read) ? 413 : 400, std::string(read.message()));
+  }
+  absl::StatusOr<std::vector<Prediction>> predictions = predictor.PredictClicks(request);
+  if (!predictions.ok()) return Error(400, std::string(predictions.status().message()));
+  if (request.row) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Prediction& p : *predictions) out.push_back(PredictionJson(p));
+    return Ok({{"predictions", out}});
+  }
+  nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array(),
+                 logistic = nlohmann::json::array();
+  for (const Prediction& p : *predictions) {
+    classes.push_back(p.classes);
+    probabilities.push_back(p.probabilities);
+    logistic.push_back({p.logistic});
+  }
+  return Ok({{"outputs",
+              {{"classes", classes}, {"probabilities", probabilities}, {"logistic", logistic}}}});
 }
 
 std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,

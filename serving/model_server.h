@@ -81,6 +81,9 @@ class ModelServer {
 
   HttpAnswer Route(const std::string& method, const std::string& path, const std::string& body);
   HttpAnswer Predict(const std::string& version, const std::string& body);
+  // A click model's request (serving/click_request.h), answered on the
+  // caller's thread.
+  HttpAnswer PredictClicks(Predictor& predictor, const std::string& body);
   HttpAnswer Status(const std::string& version);
   HttpAnswer Metadata(const std::string& version);
   // The predictor for `version` ("" for the newest), or a 404 answer.

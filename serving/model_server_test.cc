@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "serving/click_test_model.h"
 
 namespace pstrain {
 namespace {
@@ -241,6 +242,75 @@ TEST_F(ModelServerTest, ConcurrentRequestsAreBatchedAndEachGetsItsOwnAnswer) {
   EXPECT_EQ(instances, 48);
   EXPECT_LT(passes, 48);
   std::cerr << instances << " instances in " << passes << " forward passes\n";
+}
+
+// A click model is served from its export's rows: row and columnar requests
+// answer as the Predictor does, bad ones are 400s naming what is wrong.
+TEST(ClickModelServerTest, PredictsFromSparseFeatures) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  ASSERT_TRUE(
+      WriteExport(&env, "/job/export", *c.model, ModelOptions(), 4, "", c.params, c.state, c.tables)
+          .ok());
+  ModelServerOptions options;
+  options.model_name = "ctr";
+  options.model_base_path = "/job/export";
+  options.max_instances = 4;
+  absl::StatusOr<std::unique_ptr<ModelServer>> server = ModelServer::Create(&env, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Predictor> predictor = *Predictor::Load(&env, "/job/export");
+
+  const json instances = json::parse(R"([{"dense": [1, -2], "user": [17], "tokens": ["a", "b"]},
+                                         {"dense": [0.5, 0], "user": 5}])");
+  ClickRequest request;
+  ASSERT_TRUE(ReadClickRequest(json({{"instances", instances}}).dump(), predictor->click_inputs(),
+                               4, &request)
+                  .ok());
+  std::vector<Prediction> want = *predictor->PredictClicks(request);
+
+  HttpAnswer rows =
+      (*server)->Handle("POST", "/v1/models/ctr:predict", json({{"instances", instances}}).dump());
+  ASSERT_EQ(rows.status, 200) << rows.body;
+  const json r = json::parse(rows.body)["predictions"];
+  ASSERT_EQ(r.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(r[i]["classes"], want[i].classes);
+    EXPECT_NEAR(r[i]["logistic"][0].get<double>(), want[i].logistic, 1e-6);
+    EXPECT_NEAR(r[i]["probabilities"][1].get<double>(), want[i].logistic, 1e-6);
+  }
+  HttpAnswer columns = (*server)->Handle(
+      "POST", "/v1/models/ctr:predict",
+      R"({"inputs": {"dense": [[1, -2], [0.5, 0]], "user": [[17], 5], "tokens": [["a", "b"], []]}})");
+  ASSERT_EQ(columns.status, 200) << columns.body;
+  const json o = json::parse(columns.body)["outputs"];
+  EXPECT_NEAR(o["logistic"][1][0].get<double>(), want[1].logistic, 1e-6);
+  EXPECT_EQ(o["classes"][0], want[0].classes);
+
+  HttpAnswer misspelt = (*server)->Handle("POST", "/v1/models/ctr:predict",
+                                          R"({"instances": [{"dense": [1, 2], "usr": [1]}]})");
+  EXPECT_EQ(misspelt.status, 400);
+  EXPECT_NE(json::parse(misspelt.body)["error"].get<std::string>().find("no input \"usr\""),
+            std::string::npos)
+      << misspelt.body;
+  HttpAnswer out_of_range = (*server)->Handle(
+      "POST", "/v1/models/ctr:predict", R"({"instances": [{"dense": [1, 2], "tokens": [99]}]})");
+  EXPECT_EQ(out_of_range.status, 400);
+  EXPECT_NE(out_of_range.body.find("out of range"), std::string::npos) << out_of_range.body;
+  HttpAnswer too_many = (*server)->Handle(
+      "POST", "/v1/models/ctr:predict",
+      json({{"instances",
+             json::array({instances[0], instances[0], instances[0], instances[0], instances[0]})}})
+          .dump());
+  EXPECT_EQ(too_many.status, 413);
+
+  HttpAnswer metadata = (*server)->Handle("GET", "/v1/models/ctr/metadata", "");
+  ASSERT_EQ(metadata.status, 200);
+  const json sig =
+      json::parse(metadata.body)["metadata"]["signature_def"]["signature_def"]["serving_default"];
+  EXPECT_EQ(sig["inputs"]["dense"]["tensor_shape"]["dim"][1]["size"], "2");
+  EXPECT_TRUE(sig["inputs"].contains("user"));
+  EXPECT_TRUE(sig["inputs"].contains("tokens"));
+  EXPECT_FALSE(sig["inputs"].contains("image"));
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // DIR: an export version, an export dir (its newest version) or a job dir
 // (its export/). FILE: one JSON instance per line: a list of numbers in
 // [0, 1] (pixel / 255) shaped [H][W], [H][W][C] or flat, {"image": ...}, or
-// {"b64": "<base64 PNG>"}. Prints "CLASSES  PROBABILITIES" rows, or
+// {"b64": "<base64 PNG>"}; for a click model (one with embedding tables), an
+// object of "dense" and its sparse features (serving/click_request.h:
+// {"dense": [...], "user_id": [17], "tokens": ["a", "b"]}). Prints "CLASSES  PROBABILITIES" rows,
+// or
 // {"predictions": [{"classes": k, "probabilities": [...]}, ...]} with
 // --format=json. Exits 1 on a bad instance or model (the error says which
 // line and what), 2 on bad usage.
@@ -66,9 +69,12 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> text = env->ReadFile(FLAGS_json_instances);
   if (!text.ok()) return Fail(text.status().ToString());
 
-  const int64_t size = (*predictor)->example_size();
-  const std::vector<int64_t>& shape = (*predictor)->exported().input_shape;
+  pstrain::Predictor& model = **predictor;
+  const int64_t size = model.example_size();
+  const std::vector<int64_t>& shape = model.exported().input_shape;
   std::vector<float> images;
+  pstrain::ClickRequest clicks = pstrain::EmptyClickRequest(model.click_inputs());
+  int64_t n = 0;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     ++line_number;
@@ -77,16 +83,26 @@ int main(int argc, char** argv) {
     const std::string where = absl::StrCat(FLAGS_json_instances, " line ", line_number);
     nlohmann::json instance = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (instance.is_discarded()) return Fail(absl::StrCat(where, ": not JSON"));
-    images.resize(images.size() + size);
-    absl::Status s = pstrain::ParseInstance(instance, shape, images.data() + images.size() - size);
+    absl::Status s;
+    if (model.is_click_model()) {
+      s = pstrain::AppendClickInstance(instance, model.click_inputs(), "", &clicks);
+    } else {
+      images.resize(images.size() + size);
+      s = pstrain::ParseInstance(instance, shape, images.data() + images.size() - size);
+    }
     if (!s.ok()) return Fail(absl::StrCat(where, ": ", s.message()));
+    ++n;
   }
-  const int64_t n = static_cast<int64_t>(images.size()) / size;
   if (n == 0) return Fail(absl::StrCat(FLAGS_json_instances, " holds no instances"));
   std::vector<pstrain::Prediction> predictions;
-  for (int64_t begin = 0; begin < n; begin += kBatch) {
+  if (model.is_click_model()) {
+    absl::StatusOr<std::vector<pstrain::Prediction>> all = model.PredictClicks(clicks);
+    if (!all.ok()) return Fail(absl::StrCat(FLAGS_json_instances, ": ", all.status().message()));
+    predictions = std::move(*all);
+  }
+  for (int64_t begin = 0; !model.is_click_model() && begin < n; begin += kBatch) {
     std::vector<pstrain::Prediction> batch =
-        (*predictor)->Predict(images.data() + begin * size, std::min(kBatch, n - begin));
+        model.Predict(images.data() + begin * size, std::min(kBatch, n - begin));
     predictions.insert(predictions.end(), batch.begin(), batch.end());
   }
   if (FLAGS_format == "json") {

@@ -6,8 +6,10 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "data/augment.h"
+#include "glog/logging.h"
 #include "io/png.h"
 #include "models/tensor.h"
 
@@ -118,7 +120,9 @@ absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int
 }
 
 nlohmann::json PredictionJson(const Prediction& p) {
-  return {{"classes", p.classes}, {"probabilities", p.probabilities}};
+  nlohmann::json j = {{"classes", p.classes}, {"probabilities", p.probabilities}};
+  if (p.binary) j["logistic"] = {p.logistic};
+  return j;
 }
 
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::string& path) {
@@ -143,6 +147,35 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
                                             m.num_classes(), " classes)"));
   }
   auto predictor = std::unique_ptr<Predictor>(new Predictor());
+  const std::vector<SparseTableInfo>& infos = m.sparse_tables();
+  if (exported.tables.size() != infos.size()) {
+    return absl::DataLossError(absl::StrCat(dir, ": the export holds the rows of ",
+                                            exported.tables.size(), " embedding tables; ",
+                                            exported.model, " has ", infos.size()));
+  }
+  for (size_t t = 0; t < infos.size(); ++t) {
+    TrainedTableRows& rows = exported.tables[t];
+    Table table;
+    table.dim = infos[t].dim;
+    table.row_of.reserve(rows.ids.size());
+    for (size_t r = 0; r < rows.ids.size(); ++r) {
+      const int64_t id = rows.ids[r];
+      if ((infos[t].buckets > 0 && id >= infos[t].buckets) ||
+          !table.row_of.try_emplace(id, static_cast<int64_t>(r)).second) {
+        return absl::DataLossError(
+            absl::StrCat(dir, ": table ", infos[t].name, " has row ", id,
+                         infos[t].buckets > 0 && id >= infos[t].buckets
+                             ? absl::StrCat(" past its ", infos[t].buckets, " buckets")
+                             : " twice"));
+      }
+    }
+    table.weights = std::move(rows.weights);
+    rows = {};
+    predictor->tables_.push_back(std::move(table));
+  }
+  predictor->binary_ = m.head() == Head::kBinary;
+  predictor->click_inputs_.features = m.sparse_features();
+  if (m.has_sparse()) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
   predictor->example_size_ = NumElements(m.input_shape());
   predictor->exported_ = std::move(exported);
   absl::MutexLock lock(&predictor->mu_);
@@ -151,8 +184,8 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
 }
 
 std::vector<Prediction> Predictor::Predict(const float* images, int64_t n) {
-  std::vector<Prediction> predictions(n);
-  if (n == 0) return predictions;
+  CHECK(!is_click_model()) << "a click model takes PredictClicks";
+  if (n == 0) return {};
   absl::MutexLock lock(&mu_);
   const float* input = images;
   if (exported_.per_image_standardization) {
@@ -161,7 +194,49 @@ std::vector<Prediction> Predictor::Predict(const float* images, int64_t n) {
       StandardizeImage(scratch_.data() + i * example_size_, example_size_);
     input = scratch_.data();
   }
-  const Tensor& logits = model_->Infer(exported_.params.data(), exported_.state.data(), input, n);
+  return ToPredictions(model_->Infer(exported_.params.data(), exported_.state.data(), input, n), n);
+}
+
+absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequest& request) {
+  CHECK(is_click_model()) << "only a click model takes PredictClicks";
+  if (request.n == 0) return std::vector<Prediction>{};
+  absl::MutexLock lock(&mu_);
+  SparseStep step;
+  if (absl::Status s = model_->PrepareSparse(request.sparse, request.n, &step); !s.ok()) {
+    // PrepareSparse counts examples "of the batch": here they are instances.
+    return absl::InvalidArgumentError(
+        absl::StrReplaceAll(s.message(), {{"of the batch", "(0-based) of the request"}}));
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const Table& table = tables_[t];
+    TableStep& rows = step.tables[t];
+    rows.rows.assign(rows.ids.size() * table.dim, 0.0f);
+    for (size_t k = 0; k < rows.ids.size(); ++k) {
+      const auto it = table.row_of.find(rows.ids[k]);
+      if (it == table.row_of.end()) continue;  // never trained: zeros
+      std::copy_n(table.weights.begin() + it->second * table.dim, table.dim,
+                  rows.rows.begin() + k * table.dim);
+    }
+  }
+  return ToPredictions(model_->Infer(exported_.params.data(), exported_.state.data(),
+                                     request.dense.data(), request.n, &step),
+                       request.n);
+}
+
+std::vector<Prediction> Predictor::ToPredictions(const Tensor& logits, int64_t n) const {
+  std::vector<Prediction> predictions(n);
+  if (binary_) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float z = logits.data()[i];
+      const float p = z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
+      Prediction& out = predictions[i];
+      out.binary = true;
+      out.logistic = p;
+      out.probabilities = {1.0f - p, p};
+      out.classes = p > 0.5f ? 1 : 0;
+    }
+    return predictions;
+  }
   const int k = exported_.num_classes;
   for (int64_t i = 0; i < n; ++i) {
     const float* z = logits.data() + i * k;

@@ -3,8 +3,10 @@
 #include <cmath>
 
 #include "absl/strings/escaping.h"
+#include "data/feature_hash.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
+#include "serving/click_test_model.h"
 
 namespace pstrain {
 namespace {
@@ -135,6 +137,88 @@ TEST(PredictorTest, ADamagedExportIsNotLoaded) {
   ASSERT_TRUE(env.WriteFileAtomic(dir + "/variables.bin", bytes).ok());
   absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Load(&env, "/job");
   EXPECT_TRUE(absl::IsDataLoss(predictor.status())) << predictor.status();
+}
+
+TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  ASSERT_EQ(c.model->sparse_tables().size(), 3u);
+  absl::StatusOr<std::string> dir = WriteExport(&env, "/job/export", *c.model, ModelOptions(), 9,
+                                                "", c.params, c.state, c.tables);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Load(&env, "/job");
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  Predictor& p = **predictor;
+  ASSERT_TRUE(p.is_click_model());
+  EXPECT_EQ(p.click_inputs().num_dense, 2);
+  EXPECT_EQ(p.click_inputs().features, (std::vector<std::string>{"user", "tokens"}));
+
+  ClickRequest request;
+  ASSERT_TRUE(ReadClickRequest(R"({"instances": [
+      {"dense": [0.5, -1], "user": [17], "tokens": ["a", "b"]},
+      {"dense": [0, 1], "user": 99, "tokens": ["a", "a"]},
+      {"dense": [2, 2], "user": [5, 17]}]})",
+                               p.click_inputs(), 10, &request)
+                  .ok());
+  absl::StatusOr<std::vector<Prediction>> got = p.PredictClicks(request);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 3u);
+
+  // The same forward pass with the rows looked up here: an id that is not in
+  // the export (user 99) reads as zeros.
+  SparseStep step;
+  ASSERT_TRUE(c.model->PrepareSparse(request.sparse, 3, &step).ok());
+  for (size_t t = 0; t < step.tables.size(); ++t) {
+    const int64_t dim = c.model->sparse_tables()[t].dim;
+    TableStep& table = step.tables[t];
+    table.rows.assign(table.ids.size() * dim, 0.0f);
+    for (size_t k = 0; k < table.ids.size(); ++k) {
+      const std::vector<int64_t>& ids = c.tables[t].ids;
+      const auto at = std::find(ids.begin(), ids.end(), table.ids[k]);
+      if (at == ids.end()) continue;
+      std::copy_n(c.tables[t].weights.begin() + (at - ids.begin()) * dim, dim,
+                  table.rows.begin() + k * dim);
+    }
+  }
+  const Tensor& logits =
+      c.model->Infer(c.params.data(), c.state.data(), request.dense.data(), 3, &step);
+  for (int i = 0; i < 3; ++i) {
+    const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(logits.data()[i])));
+    EXPECT_NEAR((*got)[i].logistic, want, 1e-6) << i;
+    EXPECT_TRUE((*got)[i].binary);
+    EXPECT_EQ((*got)[i].classes, want > 0.5 ? 1 : 0);
+    ASSERT_EQ((*got)[i].probabilities.size(), 2u);
+    EXPECT_NEAR((*got)[i].probabilities[0], 1 - want, 1e-6);
+    EXPECT_NEAR((*got)[i].probabilities[1], want, 1e-6);
+  }
+  // The rows matter: the two instances that differ only in rows differ.
+  EXPECT_NE((*got)[0].logistic, (*got)[1].logistic);
+  EXPECT_EQ(PredictionJson((*got)[0])["logistic"][0], (*got)[0].logistic);
+
+  // An integer id past a bucketed table is refused, naming it.
+  ClickRequest bad;
+  ASSERT_TRUE(ReadClickRequest(R"({"instances": [{"dense": [0, 0]},
+      {"dense": [0, 0], "tokens": [16]}]})",
+                               p.click_inputs(), 10, &bad)
+                  .ok());
+  absl::StatusOr<std::vector<Prediction>> refused = p.PredictClicks(bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find("feature tokens, example 1 (0-based) of the request"),
+            std::string::npos)
+      << refused.status();
+}
+
+TEST(PredictorTest, AClickModelWithDamagedRowsIsNotLoaded) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  const std::string dir = *WriteExport(&env, "/job/export", *c.model, ModelOptions(), 9, "",
+                                       c.params, c.state, c.tables);
+  std::string bytes = *env.ReadFile(dir + "/embeddings.rows");
+  bytes[bytes.size() / 2] ^= 4;
+  ASSERT_TRUE(env.WriteFileAtomic(dir + "/embeddings.rows", bytes).ok());
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Load(&env, "/job");
+  EXPECT_TRUE(absl::IsDataLoss(predictor.status())) << predictor.status();
+  EXPECT_NE(predictor.status().message().find("embeddings.rows"), std::string::npos);
 }
 
 }  // namespace

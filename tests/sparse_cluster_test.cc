@@ -8,10 +8,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
+#include "data/binary_metrics.h"
+#include "data/criteo.h"
 #include "data/synthetic_ctr.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -180,6 +184,43 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
   const Eval resumed_eval = LastEval(resumed.output);
   EXPECT_EQ(resumed_eval.step, 2100);
   EXPECT_GT(resumed_eval.auc, planted_.auc - 0.01) << resumed.output;
+
+  // The chief exported the model with its rows: pstrain-predict on the test
+  // set's lines as JSON instances (dense as training transforms it, the
+  // categorical fields as their hex strings) gives the AUC the evaluation did.
+  absl::StatusOr<CriteoBatch> test = ReadCriteoFile(Env::Default(), ctr_ + "/test.tsv");
+  ASSERT_TRUE(test.ok()) << test.status();
+  std::string instances;
+  for (int64_t i = 0; i < test->size(); ++i) {
+    nlohmann::json instance;
+    std::vector<float> dense(kCriteoNumDense);
+    for (int d = 0; d < kCriteoNumDense; ++d) {
+      dense[d] = CriteoLog1p(test->dense[i * kCriteoNumDense + d],
+                             test->dense_present[i * kCriteoNumDense + d] != 0);
+    }
+    instance["dense"] = dense;
+    for (int f = 0; f < kFields; ++f) {
+      const uint32_t id = test->categorical[i * kCriteoNumCategorical + f];
+      if (id != kCriteoMissingId) instance[absl::StrCat("C", f + 1)] = absl::StrFormat("%08x", id);
+    }
+    absl::StrAppend(&instances, instance.dump(), "\n");
+  }
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir_ + "/instances.json", instances).ok());
+  ProcessResult predict =
+      RunProcess({kBin + "/pstrain-predict", "--model_dir=" + job_dir(),
+                  "--json_instances=" + dir_ + "/instances.json", "--format=json"},
+                 120);
+  ASSERT_EQ(predict.exit_code, 0) << predict.output.substr(0, 2000);
+  // The JSON is the last line (glog writes to stderr before it).
+  const std::string json_line = predict.output.substr(predict.output.rfind("{\"predictions\""));
+  const nlohmann::json predictions = nlohmann::json::parse(json_line)["predictions"];
+  ASSERT_EQ(static_cast<int64_t>(predictions.size()), test->size());
+  std::vector<double> scores;
+  for (const nlohmann::json& p : predictions) scores.push_back(p["logistic"][0].get<double>());
+  const double served_auc = *BinaryAuc(scores, test->labels);
+  std::printf("pstrain-predict on the export, %lld test lines: AUC %.4f (evaluation %.4f)\n",
+              static_cast<long long>(test->size()), served_auc, resumed_eval.auc);
+  EXPECT_NEAR(served_auc, resumed_eval.auc, 1e-3);
 }
 
 }  // namespace
