@@ -48,6 +48,63 @@
 // "preprocessing/stddev_floor" (a float32 scalar) and "<layer>/pads".
 // producer_name "pstrain", producer_version the release, graph name the
 // model's name, metadata_props {"pstrain.model_spec": the spec's YAML}.
+//
+// A tabular model (input: [n], dense and sparse id features; a click model)
+// has instead of `images`, in this order:
+//
+//   inputs  dense          float32 [N, n], the dense features (only when n > 0)
+//           <feature>      int64 [N, "<feature>_len"], one per
+//                          Model::sparse_features() in that order: each
+//                          example's ids, then -1 up to the batch's longest
+//                          (an example without values is all -1). An id is
+//                          a row in [0, buckets): an integer feature's value
+//                          as it is, a string token's FarmHash Fingerprint64
+//                          mod buckets (tf.strings.to_hash_bucket_fast,
+//                          data/feature_hash.h); the caller hashes. An id
+//                          outside [0, buckets) is the caller's error: one
+//                          past the table makes ONNX Runtime's Gather fail;
+//                          a negative one reads as padding.
+//
+// Only bucketed tables have an ONNX form (not dynamic ones, whose ids are
+// unbounded, nor crossed ones, whose ids are fingerprints of combinations of
+// values). Each table is an initializer named
+// as the table ("<layer>/embeddings"; linear's "<layer>/<feature>"), float32
+// [buckets, dim], its trained rows at their ids and zeros elsewhere. Per
+// feature f, once, nodes "f/ids" Max(f, 0), "f/is_id" GreaterOrEqual(f, 0),
+// "f/valid" Cast to float32 [N, L], "f/mask" Unsqueeze [N, L, 1], and when a
+// mean or sqrtn needs them "f/count" ReduceSum over L (keepdims) [N, 1],
+// "f/count_at_least_1" Max(count, 1), "f/sqrt_count" Sqrt. The layers:
+//     embedding        "<layer>/rows" Gather(table, f/ids) [N, L, dim],
+//                      "<layer>/masked" Mul by f/mask, ReduceSum over L:
+//                      sum: that is "<layer>"; mean, sqrtn: "<layer>/sum",
+//                      then "<layer>" Div by f/count_at_least_1 or
+//                      f/sqrt_count (an example without ids gives zeros)
+//     linear           per feature the same on its [buckets, 1] table,
+//                      "<layer>/<feature>/sum" [N, 1]; "<layer>" Sum of
+//                      the bias and those
+//     dot_interaction  "<layer>/concat" of the k inputs [N, k d],
+//                      "<layer>/stacked" Reshape [N, k, d], "<layer>/dots"
+//                      MatMul with its "<layer>/transposed" [N, k, k],
+//                      "<layer>/flat_dots" [N, k k], "<layer>/pairs" Gather
+//                      (axis 1) of int64 "<layer>/pair_indices" i k + j for
+//                      (1, 0), (2, 0), (2, 1), (3, 0), ... (the layer's
+//                      order), "<layer>" Concat of x_0 and those
+//     concat           of an empty dense input (n == 0): that input left out
+// and the other layers as above (a layer named "dense", the first dense
+// layer's default name, has node "dense_1": the input has that name).
+// Constants that are no variable are the int64 and float32 initializers
+// "constants/..." and dot_interaction's "<layer>/stacked_shape",
+// "<layer>/flat_shape" and "<layer>/pair_indices".
+//
+// A binary head (Head::kBinary, one logit z) has the outputs, in order:
+//   probabilities  float32 [N, 2]: [1 - sigmoid(z), sigmoid(z)]
+//                  ("probabilities/negative" Sub, then Concat)
+//   classes        int64 [N]: 1 where z > 0, else 0 (as pstrain counts a
+//                  binary prediction correct, models/loss.cc; z == 0 is 0)
+//                  ("classes/positive" Greater, "classes/int64" Cast, Squeeze)
+//   logistic       float32 [N, 1]: sigmoid(z) (node "logistic")
+// A softmax head on a tabular model has the two outputs above.
+// The ONNX importer (onnx_import.h) does not read tabular graphs.
 
 #include <string>
 
@@ -59,6 +116,9 @@ namespace pstrain {
 
 // Names the graph contract above gives, shared with its readers.
 inline constexpr char kOnnxInputName[] = "images";
+inline constexpr char kOnnxDenseInputName[] = "dense";
+inline constexpr char kOnnxLogisticName[] = "logistic";
+inline constexpr char kOnnxConstantsPrefix[] = "constants/";
 inline constexpr char kOnnxProbabilitiesName[] = "probabilities";
 inline constexpr char kOnnxClassesName[] = "classes";
 inline constexpr char kOnnxInputTransposeName[] = "input/transpose";
@@ -72,12 +132,17 @@ inline constexpr int64_t kOnnxOpsetVersion = 13;
 
 // `model` with the values `params` (num_params()) and `state` (num_state():
 // the batch-norm moving statistics) as a serialized onnx.ModelProto. The
-// graph is built from the model's spec (Model::spec_yaml). InvalidArgument for
-// a model without a spec (built in code), counts that do not match, or a spec
-// that does not describe `model`; ResourceExhausted for a model past protobuf's 2 GiB. Thread-safe:
-// reads `model`'s description only.
+// graph is built from the model's spec (Model::spec_yaml).
 // `tables`: the trained rows of every model.sparse_tables() entry, in that
-// order (empty for a model without embedding tables).
+// order (empty for a model without embedding tables); a row not given is
+// zeros.
+// Unimplemented, naming the table, for a dynamic table (buckets 0).
+// InvalidArgument for a model without a spec (built in code), counts that do
+// not match (values, tables), a spec that does not describe `model`, a
+// table's row id outside [0, buckets) or given twice, weights that are not
+// ids x dim, or a sparse feature or table named as another input, output or
+// initializer; ResourceExhausted for a model past protobuf's 2 GiB.
+// Thread-safe: reads `model`'s description only.
 absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const float> params,
                                         absl::Span<const float> state,
                                         absl::Span<const TrainedTableRows> tables = {});

@@ -1,5 +1,6 @@
 #include "onnx/onnx_export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -7,11 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 #include "onnx/onnx.pb.h"
+#include "onnx/onnx_import.h"
 
 namespace pstrain {
 namespace {
@@ -426,6 +434,387 @@ layers:
   EXPECT_EQ(FindNode(g, "probabilities_1")->input(0), "d/kernel_1");
   EXPECT_THAT(FindNode(g, "d")->input(), ElementsAre("flatten", "d/kernel", "d/bias"));
   EXPECT_EQ(FindNode(g, "probabilities")->input(0), "d");
+}
+
+// --- Tabular models: dense and sparse id features, embedding tables ---
+
+// The spec at `path` with its dynamic tables given `buckets` buckets.
+std::string Bucketed(const std::string& path, int64_t buckets) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(SourceFile(path), '\n')) {
+    // Crossed tables have no ONNX form (CrossedTablesAreUnimplemented).
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "crosses:")) continue;
+    lines.push_back(
+        absl::StrReplaceAll(line, {{"dynamic: true", absl::StrCat("buckets: ", buckets)}}));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+// A tabular model with values and trained rows at about half of each
+// table's ids (not in id order), the others absent.
+struct Tabular {
+  Valued v;
+  std::vector<TrainedTableRows> tables;
+};
+Tabular WithRows(absl::StatusOr<std::unique_ptr<Model>> model) {
+  Tabular t;
+  t.v = WithValues(std::move(model));
+  if (t.v.model == nullptr) return t;
+  uint64_t state = 99;
+  for (const SparseTableInfo& info : t.v.model->sparse_tables()) {
+    TrainedTableRows& rows = t.tables.emplace_back();
+    for (int64_t id = info.buckets - 1; id >= 0; --id) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      if ((state >> 33) % 2 == 0) continue;
+      rows.ids.push_back(id);
+      for (int64_t j = 0; j < info.dim; ++j) {
+        rows.weights.push_back(static_cast<float>(id) + 0.001f * static_cast<float>(j + 1));
+      }
+    }
+  }
+  return t;
+}
+
+onnx::ModelProto Export(const Tabular& t) {
+  absl::StatusOr<std::string> bytes = ModelToOnnx(*t.v.model, t.v.params, t.v.state, t.tables);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  onnx::ModelProto proto;
+  EXPECT_TRUE(bytes.ok() && proto.ParseFromString(*bytes));
+  return proto;
+}
+
+std::vector<std::string> DimNames(const onnx::ValueInfoProto& info) {
+  std::vector<std::string> dims;
+  for (const auto& d : info.type().tensor_type().shape().dim()) {
+    dims.push_back(d.has_dim_param() ? d.dim_param() : absl::StrCat(d.dim_value()));
+  }
+  return dims;
+}
+
+// What every tabular export is: inputs dense (when n > 0) and one int64
+// [N, <f>_len] per feature; the head's outputs; initializers the variables,
+// the tables [buckets, dim] holding the trained rows at their ids and zeros
+// elsewhere, and constants; nodes in an order of evaluation.
+void ExpectTabularWellFormed(const onnx::ModelProto& m, const Tabular& t) {
+  const Model& model = *t.v.model;
+  EXPECT_EQ(m.ir_version(), 8);
+  EXPECT_EQ(m.opset_import(0).version(), 13);
+  EXPECT_EQ(Metadata(m)["pstrain.model_spec"], model.spec_yaml());
+  const onnx::GraphProto& g = m.graph();
+  std::set<std::string> defined;
+  int input = 0;
+  const int64_t n = model.input_shape()[0];
+  if (n > 0) {
+    ASSERT_GT(g.input_size(), 0);
+    EXPECT_EQ(g.input(0).name(), "dense");
+    EXPECT_EQ(g.input(0).type().tensor_type().elem_type(), onnx::TensorProto::FLOAT);
+    EXPECT_THAT(DimNames(g.input(0)), ElementsAre("N", absl::StrCat(n)));
+    defined.insert("dense");
+    ++input;
+  }
+  ASSERT_EQ(g.input_size(), input + static_cast<int>(model.sparse_features().size()));
+  for (const std::string& f : model.sparse_features()) {
+    const onnx::ValueInfoProto& in = g.input(input++);
+    EXPECT_EQ(in.name(), f);
+    EXPECT_EQ(in.type().tensor_type().elem_type(), onnx::TensorProto::INT64);
+    EXPECT_THAT(DimNames(in), ElementsAre("N", f + "_len"));
+    defined.insert(f);
+  }
+  const bool binary = model.head() == Head::kBinary;
+  ASSERT_EQ(g.output_size(), binary ? 3 : 2);
+  EXPECT_EQ(g.output(0).name(), "probabilities");
+  EXPECT_THAT(DimNames(g.output(0)), ElementsAre("N", absl::StrCat(model.num_classes())));
+  EXPECT_EQ(g.output(1).name(), "classes");
+  EXPECT_EQ(g.output(1).type().tensor_type().elem_type(), onnx::TensorProto::INT64);
+  EXPECT_THAT(DimNames(g.output(1)), ElementsAre("N"));
+  if (binary) {
+    EXPECT_EQ(g.output(2).name(), "logistic");
+    EXPECT_THAT(DimNames(g.output(2)), ElementsAre("N", "1"));
+  }
+
+  std::set<std::string> variables;
+  for (const VariableInfo& v : model.variables()) variables.insert(v.name);
+  std::set<std::string> weights;
+  std::map<std::string, const onnx::TensorProto*> initializers;
+  for (const onnx::TensorProto& i : g.initializer()) {
+    EXPECT_TRUE(defined.insert(i.name()).second) << i.name();
+    EXPECT_TRUE(i.has_raw_data()) << i.name();
+    initializers[i.name()] = &i;
+    if (variables.count(i.name())) weights.insert(i.name());
+  }
+  EXPECT_EQ(weights, variables);
+  for (size_t k = 0; k < model.sparse_tables().size(); ++k) {
+    const SparseTableInfo& info = model.sparse_tables()[k];
+    ASSERT_TRUE(initializers.count(info.name)) << info.name;
+    const onnx::TensorProto& table = *initializers[info.name];
+    EXPECT_EQ(table.data_type(), onnx::TensorProto::FLOAT);
+    EXPECT_THAT(Dims(&table), ElementsAre(info.buckets, info.dim)) << info.name;
+    std::vector<float> expected(info.buckets * info.dim, 0.0f);
+    const TrainedTableRows& rows = t.tables[k];
+    for (size_t r = 0; r < rows.ids.size(); ++r) {
+      std::copy_n(rows.weights.begin() + r * info.dim, info.dim,
+                  expected.begin() + rows.ids[r] * info.dim);
+    }
+    EXPECT_EQ(Floats(table), expected) << info.name;
+  }
+  for (const auto& [name, i] : initializers) {
+    if (variables.count(name)) continue;
+    bool table = false;
+    for (const SparseTableInfo& info : model.sparse_tables()) table |= info.name == name;
+    EXPECT_TRUE(table || name.starts_with("constants/") || name.ends_with("_shape") ||
+                name.ends_with("/pair_indices"))
+        << "an initializer that is no variable, table or constant: " << name;
+  }
+  std::set<std::string> node_names;
+  for (const onnx::NodeProto& node : g.node()) {
+    EXPECT_TRUE(node_names.insert(node.name()).second) << "two nodes named " << node.name();
+    for (const std::string& in : node.input()) {
+      EXPECT_TRUE(defined.count(in)) << node.name() << " takes " << in << " before it is made";
+    }
+    ASSERT_EQ(node.output_size(), 1) << node.name();
+    EXPECT_EQ(node.output(0), node.name());
+    EXPECT_TRUE(defined.insert(node.output(0)).second) << node.output(0);
+  }
+  for (const onnx::ValueInfoProto& out : g.output()) EXPECT_TRUE(defined.count(out.name()));
+}
+
+std::vector<std::string> Inputs(const onnx::NodeProto* n) {
+  if (n == nullptr) return {};
+  return {n->input().begin(), n->input().end()};
+}
+
+std::string OpOf(const onnx::GraphProto& g, const std::string& name) {
+  const onnx::NodeProto* n = FindNode(g, name);
+  return n == nullptr ? "" : n->op_type();
+}
+
+TEST(OnnxExportTabularTest, WideAndDeepWithBucketedTables) {
+  const Tabular t =
+      WithRows(BuildModelFromSpecText(Bucketed("examples/models/wide_and_deep.yaml", 50), "wd"));
+  ASSERT_NE(t.v.model, nullptr);
+  ASSERT_EQ(t.v.model->head(), Head::kBinary);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  EXPECT_EQ(g.input_size(), 27);
+  // emb_C1 (sum): a Gather of the clamped ids, masked, summed over L.
+  EXPECT_EQ(OpOf(g, "C1/ids"), "Max");
+  EXPECT_THAT(Inputs(FindNode(g, "C1/ids")), ElementsAre("C1", "constants/int64_zero"));
+  EXPECT_EQ(OpOf(g, "C1/is_id"), "GreaterOrEqual");
+  EXPECT_EQ(Int(FindNode(g, "C1/valid"), "to"), onnx::TensorProto::FLOAT);
+  EXPECT_THAT(Inputs(FindNode(g, "C1/mask")), ElementsAre("C1/valid", "constants/axis_2"));
+  EXPECT_THAT(Inputs(FindNode(g, "emb_C1/rows")), ElementsAre("emb_C1/embeddings", "C1/ids"));
+  EXPECT_EQ(OpOf(g, "emb_C1/rows"), "Gather");
+  EXPECT_EQ(Int(FindNode(g, "emb_C1/rows"), "axis"), 0);
+  EXPECT_THAT(Inputs(FindNode(g, "emb_C1/masked")), ElementsAre("emb_C1/rows", "C1/mask"));
+  EXPECT_EQ(OpOf(g, "emb_C1"), "ReduceSum");
+  EXPECT_THAT(Inputs(FindNode(g, "emb_C1")), ElementsAre("emb_C1/masked", "constants/axis_1"));
+  EXPECT_EQ(Int(FindNode(g, "emb_C1"), "keepdims"), 0);
+  // The deep input: the dense features first, as pstrain's concat.
+  const std::vector<std::string> deep = Inputs(FindNode(g, "deep_input"));
+  ASSERT_EQ(deep.size(), 27u);
+  EXPECT_EQ(deep[0], "dense");
+  EXPECT_EQ(deep[26], "emb_C26");
+  // The wide part: the bias and one sum per feature; C1's mask is shared.
+  EXPECT_EQ(OpOf(g, "wide"), "Sum");
+  const std::vector<std::string> wide = Inputs(FindNode(g, "wide"));
+  ASSERT_EQ(wide.size(), 27u);
+  EXPECT_EQ(wide[0], "wide/bias");
+  EXPECT_EQ(wide[1], "wide/C1/sum");
+  EXPECT_THAT(Inputs(FindNode(g, "wide/C1/rows")), ElementsAre("wide/C1", "C1/ids"));
+  EXPECT_THAT(Inputs(FindNode(g, "wide/C1/masked")), ElementsAre("wide/C1/rows", "C1/mask"));
+  EXPECT_THAT(Inputs(FindNode(g, "logit")), ElementsAre("deep_logit", "wide"));
+  // The binary head.
+  EXPECT_EQ(OpOf(g, "logistic"), "Sigmoid");
+  EXPECT_THAT(Inputs(FindNode(g, "logistic")), ElementsAre("logit"));
+  EXPECT_THAT(Inputs(FindNode(g, "probabilities/negative")),
+              ElementsAre("constants/one", "logistic"));
+  EXPECT_EQ(OpOf(g, "probabilities"), "Concat");
+  EXPECT_THAT(Inputs(FindNode(g, "probabilities")),
+              ElementsAre("probabilities/negative", "logistic"));
+  EXPECT_EQ(OpOf(g, "classes/positive"), "Greater");
+  EXPECT_THAT(Inputs(FindNode(g, "classes/positive")), ElementsAre("logit", "constants/zero"));
+  EXPECT_EQ(Int(FindNode(g, "classes/int64"), "to"), onnx::TensorProto::INT64);
+  EXPECT_EQ(OpOf(g, "classes"), "Squeeze");
+  // Nothing but sum combiners: no counts.
+  for (const onnx::NodeProto& n : g.node()) EXPECT_NE(n.op_type(), "Div") << n.name();
+  EXPECT_EQ(*ModelToOnnx(*t.v.model, t.v.params, t.v.state, t.tables),
+            *ModelToOnnx(*t.v.model, t.v.params, t.v.state, t.tables));
+}
+
+TEST(OnnxExportTabularTest, DlrmGathersThePairsInTheLayersOrder) {
+  const Tabular t =
+      WithRows(BuildModelFromSpecText(Bucketed("examples/models/dlrm.yaml", 30), "dlrm"));
+  ASSERT_NE(t.v.model, nullptr);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  // The bottom MLP on the dense features; its first layer, named dense as
+  // the input is, has node dense_1.
+  EXPECT_THAT(Inputs(FindNode(g, "dense_1")), ElementsAre("dense", "dense/kernel", "dense/bias"));
+  EXPECT_THAT(Inputs(FindNode(g, "dense/relu")), ElementsAre("dense_1"));
+  // mean: the sum divided by max(count, 1).
+  EXPECT_THAT(Inputs(FindNode(g, "emb_C1")), ElementsAre("emb_C1/sum", "C1/count_at_least_1"));
+  EXPECT_EQ(OpOf(g, "emb_C1"), "Div");
+  EXPECT_THAT(Inputs(FindNode(g, "C1/count")), ElementsAre("C1/valid", "constants/axis_1"));
+  EXPECT_EQ(Int(FindNode(g, "C1/count"), "keepdims"), 1);
+  // 27 vectors of 16: the Gram matrix's pairs (1, 0), (2, 0), (2, 1), ...
+  const onnx::NodeProto* interaction = nullptr;
+  for (const onnx::NodeProto& n : g.node()) {
+    if (n.name().ends_with("/pairs")) interaction = &n;
+  }
+  ASSERT_NE(interaction, nullptr);
+  const std::string layer = interaction->name().substr(0, interaction->name().size() - 6);
+  EXPECT_EQ(OpOf(g, layer + "/dots"), "MatMul");
+  EXPECT_THAT(Ints(FindNode(g, layer + "/transposed"), "perm"), ElementsAre(0, 2, 1));
+  const std::vector<std::string> stacked = Inputs(FindNode(g, layer + "/concat"));
+  ASSERT_EQ(stacked.size(), 27u);
+  EXPECT_EQ(stacked[0], "bottom/relu");
+  EXPECT_EQ(stacked[1], "emb_C1");
+  const onnx::TensorProto* shape = FindInitializer(g, layer + "/stacked_shape");
+  ASSERT_NE(shape, nullptr);
+  std::vector<int64_t> dims(3);
+  ASSERT_EQ(shape->raw_data().size(), sizeof(int64_t) * 3);
+  std::memcpy(dims.data(), shape->raw_data().data(), sizeof(int64_t) * 3);
+  EXPECT_THAT(dims, ElementsAre(0, 27, 16));
+  const onnx::TensorProto* pairs = FindInitializer(g, layer + "/pair_indices");
+  ASSERT_NE(pairs, nullptr);
+  ASSERT_EQ(pairs->raw_data().size(), sizeof(int64_t) * 27 * 26 / 2);
+  std::vector<int64_t> index(27 * 26 / 2);
+  std::memcpy(index.data(), pairs->raw_data().data(), pairs->raw_data().size());
+  EXPECT_EQ(index[0], 1 * 27 + 0);
+  EXPECT_EQ(index[1], 2 * 27 + 0);
+  EXPECT_EQ(index[2], 2 * 27 + 1);
+  EXPECT_EQ(index[3], 3 * 27 + 0);
+  EXPECT_EQ(index.back(), 26 * 27 + 25);
+  EXPECT_EQ(Int(interaction, "axis"), 1);
+  EXPECT_THAT(Inputs(FindNode(g, layer)), ElementsAre("bottom/relu", interaction->name()));
+}
+
+TEST(OnnxExportTabularTest, EveryCombinerWithoutDenseFeatures) {
+  const Tabular t = WithRows(
+      BuildModelFromSpecText(SourceFile("tests/onnx/tabular_combiners.yaml"), "combiners"));
+  ASSERT_NE(t.v.model, nullptr);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  EXPECT_EQ(g.input(0).name(), "a");  // no dense input
+  EXPECT_THAT(Inputs(FindNode(g, "a_mean")), ElementsAre("a_mean/sum", "a/count_at_least_1"));
+  EXPECT_THAT(Inputs(FindNode(g, "a_sqrtn")), ElementsAre("a_sqrtn/sum", "a/sqrt_count"));
+  EXPECT_THAT(Inputs(FindNode(g, "a/sqrt_count")), ElementsAre("a/count_at_least_1"));
+  EXPECT_EQ(OpOf(g, "b_sum"), "ReduceSum");
+  // Feature a's nodes are made once, for its three tables.
+  int a_ids = 0;
+  for (const onnx::NodeProto& n : g.node()) a_ids += n.name().starts_with("a/ids");
+  EXPECT_EQ(a_ids, 1);
+  EXPECT_THAT(Inputs(FindNode(g, "a_sqrtn/rows")), ElementsAre("a_sqrtn/embeddings", "a/ids"));
+  EXPECT_THAT(Inputs(FindNode(g, "wide/a/rows")), ElementsAre("wide/a", "a/ids"));
+  // The empty dense input is left out of the concat.
+  EXPECT_THAT(Inputs(FindNode(g, "deep_input")), ElementsAre("interact", "b_sum"));
+}
+
+TEST(OnnxExportTabularTest, ASoftmaxHeadKeepsTheImageModelsOutputs) {
+  const Tabular t =
+      WithRows(BuildModelFromSpecText(SourceFile("tests/onnx/tabular_softmax.yaml"), "softmax"));
+  ASSERT_NE(t.v.model, nullptr);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  EXPECT_EQ(OpOf(g, "probabilities"), "Softmax");
+  EXPECT_EQ(OpOf(g, "classes"), "ArgMax");
+  EXPECT_THAT(Inputs(FindNode(g, "wide_f")), ElementsAre("wide_f/f/sum"));  // no bias
+}
+
+TEST(OnnxExportTabularTest, DynamicTablesAreUnimplemented) {
+  const Valued v = WithValues(
+      BuildModelFromSpecText(SourceFile("examples/models/wide_and_deep.yaml"), "wide_and_deep"));
+  ASSERT_NE(v.model, nullptr);
+  absl::StatusOr<std::string> bytes = ModelToOnnx(
+      *v.model, v.params, v.state, std::vector<TrainedTableRows>(v.model->sparse_tables().size()));
+  EXPECT_TRUE(absl::IsUnimplemented(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()),
+              ::testing::HasSubstr("table emb_C1/embeddings: dynamic tables have no ONNX form: "
+                                   "their ids are unbounded; give the table `buckets:` to export "
+                                   "it to ONNX"));
+}
+
+TEST(OnnxExportTabularTest, CrossedTablesAreUnimplemented) {
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(R"(
+input: [2]
+head: binary
+layers:
+  - linear: {features: [a, b], crosses: [[a, b]], buckets: 10}
+)",
+                                                                        "crossed");
+  if (!model.ok()) GTEST_SKIP() << "this build has no crosses: " << model.status();
+  const Valued v = WithValues(std::move(model));
+  absl::StatusOr<std::string> bytes = ModelToOnnx(
+      *v.model, v.params, v.state, std::vector<TrainedTableRows>(v.model->sparse_tables().size()));
+  EXPECT_TRUE(absl::IsUnimplemented(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()),
+              ::testing::HasSubstr("crossed tables have no ONNX form"));
+}
+
+TEST(OnnxExportTabularTest, RefusesRowsThatAreNotTheTables) {
+  Tabular t = WithRows(
+      BuildModelFromSpecText(SourceFile("tests/onnx/tabular_combiners.yaml"), "combiners"));
+  ASSERT_NE(t.v.model, nullptr);
+  const auto refused = [&](std::vector<TrainedTableRows> tables, const std::string& what) {
+    absl::StatusOr<std::string> bytes = ModelToOnnx(*t.v.model, t.v.params, t.v.state, tables);
+    EXPECT_TRUE(absl::IsInvalidArgument(bytes.status())) << what << ": " << bytes.status();
+    EXPECT_THAT(std::string(bytes.status().message()), ::testing::HasSubstr(what));
+  };
+  refused({}, "got the rows of 0 tables, but the model has 7");
+  std::vector<TrainedTableRows> more = t.tables;
+  more.emplace_back();
+  refused(more, "got the rows of 8 tables");
+  std::vector<TrainedTableRows> bad = t.tables;
+  bad[0].ids.push_back(11);  // a_mean has 11 buckets
+  bad[0].weights.resize(bad[0].weights.size() + 4);
+  refused(bad, "trained row id 11 is outside [0, buckets)");
+  bad = t.tables;
+  bad[2].ids.push_back(-1);
+  bad[2].weights.resize(bad[2].weights.size() + 4);
+  refused(bad, "trained row id -1 is outside");
+  bad = t.tables;
+  ASSERT_FALSE(bad[1].ids.empty());
+  bad[1].ids.push_back(bad[1].ids[0]);
+  bad[1].weights.resize(bad[1].weights.size() + 4);
+  refused(bad, "is given twice");
+  bad = t.tables;
+  bad[4].weights.pop_back();
+  refused(bad, "each id needs dim weights");
+}
+
+TEST(OnnxExportTabularTest, TablesPastTwoGibAreRefusedBeforeTheyAreMade) {
+  const Valued v = WithValues(BuildModelFromSpecText(R"(
+input: [1]
+head: binary
+layers:
+  - embedding: {feature: f, dim: 64, buckets: 10000000}
+  - dense: {units: 1}
+)",
+                                                     "huge"));
+  ASSERT_NE(v.model, nullptr);
+  absl::StatusOr<std::string> bytes =
+      ModelToOnnx(*v.model, v.params, v.state, std::vector<TrainedTableRows>(1));
+  EXPECT_TRUE(absl::IsResourceExhausted(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()), ::testing::HasSubstr("2 GiB"));
+}
+
+TEST(OnnxExportTabularTest, TheImporterRefusesATabularGraph) {
+  for (const char* path :
+       {"examples/models/wide_and_deep.yaml", "tests/onnx/tabular_combiners.yaml",
+        "tests/onnx/tabular_softmax.yaml"}) {
+    const Tabular t = WithRows(BuildModelFromSpecText(Bucketed(path, 20), path));
+    ASSERT_NE(t.v.model, nullptr);
+    absl::StatusOr<std::string> bytes = ModelToOnnx(*t.v.model, t.v.params, t.v.state, t.tables);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    absl::StatusOr<ImportedOnnx> imported = ImportOnnx(*bytes, "model.onnx");
+    EXPECT_TRUE(absl::IsInvalidArgument(imported.status())) << path << ": " << imported.status();
+    EXPECT_THAT(std::string(imported.status().message()), ::testing::HasSubstr("embedding tables"))
+        << path;
+  }
 }
 
 }  // namespace

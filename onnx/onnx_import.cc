@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <queue>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -26,6 +29,7 @@ constexpr int kMaxNodes = 100000;
 constexpr int64_t kMaxInputDim = 1 << 20;
 
 constexpr char kPreprocessingKey[] = "pstrain.preprocessing";
+constexpr char kSpecKey[] = "pstrain.model_spec";  // onnx/onnx_export.h kOnnxSpecKey
 constexpr char kPreprocessingPrefix[] = "preprocessing/";
 constexpr char kInputTranspose[] = "input/transpose";
 
@@ -92,6 +96,21 @@ Act InputAct(std::vector<int64_t> chw) {
   return act;
 }
 
+// The graph's int64 inputs (id features: an export of a model with
+// embedding tables, onnx/onnx_export.h), joined by ", ".
+std::string IdFeatureInputs(const onnx::GraphProto& g) {
+  std::set<std::string> initializers;
+  for (const onnx::TensorProto& t : g.initializer()) initializers.insert(t.name());
+  std::vector<std::string> ids;
+  for (const onnx::ValueInfoProto& v : g.input()) {
+    if (!initializers.count(v.name()) &&
+        v.type().tensor_type().elem_type() == onnx::TensorProto_DataType_INT64) {
+      ids.push_back(v.name());
+    }
+  }
+  return absl::StrJoin(ids, ", ");
+}
+
 }  // namespace
 
 absl::StatusOr<ImportedOnnx> Importer::Run(std::string_view bytes) {
@@ -106,6 +125,14 @@ absl::StatusOr<ImportedOnnx> Importer::Run(std::string_view bytes) {
                      "damaged, or another format)"));
   }
   PSTRAIN_RETURN_IF_ERROR(CheckVersions());
+  if (const std::string ids = IdFeatureInputs(model_.graph()); !ids.empty()) {
+    return Error(absl::StrCat(
+        "the graph takes int64 id features (", ids,
+        "): a model with embedding tables, which the ONNX import does not read (it reads image "
+        "classifiers); build the model from its spec (a pstrain export holds it in the "
+        "metadata ",
+        kSpecKey, ")"));
+  }
   PSTRAIN_RETURN_IF_ERROR(IndexGraph());
   PSTRAIN_RETURN_IF_ERROR(ChooseOutput());
   PSTRAIN_RETURN_IF_ERROR(MarkLive());

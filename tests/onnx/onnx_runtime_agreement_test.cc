@@ -5,26 +5,43 @@
 // full_check) accepts each file. Exports are made by make_test_export: initial
 // values after three SGD steps, moving statistics from a batch. Images:
 // Fashion-MNIST's test set for 28x28x1 models, fixed synthetic pixels for the
-// others. Without node, onnxruntime-node or python3-onnx every test is
-// skipped, saying what is missing.
+// others.
+// Tabular models (the click models of examples/models/*.yaml, their dynamic
+// tables made bucketed, and tests/onnx/tabular_*.yaml): ModelToOnnx of
+// random values and trained rows (some ids absent), run by ONNX Runtime on a
+// batch of dense features and padded ids (examples without values, with
+// several, a feature without any), gives what Model::Infer computes from the
+// same batch, within 1e-5 relative; the checker accepts the file.
+// Without node, onnxruntime-node or python3-onnx every test is skipped,
+// saying what is missing.
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/env.h"
 #include "config/model_spec.h"
 #include "data/mnist.h"
+#include "data/sparse_features.h"
 #include "gtest/gtest.h"
+#include "models/registry.h"
 #include "nlohmann/json.hpp"
+#include "onnx/onnx_export.h"
 
 namespace pstrain {
 namespace {
@@ -217,6 +234,230 @@ TEST_P(OnnxRuntimeAgreementTest, OnnxRuntimeGivesPstrainPredictsOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OnnxRuntimeAgreementTest, testing::ValuesIn(Models()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return TestName(info.param);
+                         });
+
+// The tabular models: every click model of examples/models (input [n]) and
+// tests/onnx/tabular_*.yaml.
+std::vector<std::string> TabularModels() {
+  std::vector<std::string> models;
+  std::error_code error;
+  for (const std::string dir : {"/examples/models", "/tests/onnx"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(kSource + dir, error)) {
+      if (entry.path().extension() != ".yaml") continue;
+      absl::StatusOr<std::string> text = Env::Default()->ReadFile(entry.path().string());
+      if (!text.ok()) continue;
+      absl::StatusOr<ModelSpec> spec = ParseModelSpec(*text, entry.path().string());
+      if (spec.ok() && spec->input.size() == 1) models.push_back(entry.path().string());
+    }
+  }
+  std::sort(models.begin(), models.end());
+  return models;
+}
+
+constexpr int kExamples = 64;
+constexpr int64_t kExampleBuckets = 1000;  // what a dynamic table of an example becomes
+
+// A tabular model with random values and trained rows, and a batch for it.
+struct TabularCase {
+  std::unique_ptr<Model> model;
+  std::vector<float> params, state;
+  std::vector<TrainedTableRows> tables;
+  std::vector<float> dense;  // kExamples x n
+  SparseBatch batch;         // one column per model.sparse_features()
+};
+
+// The spec `text` as ModelToOnnx can export it: dynamic tables given
+// kExampleBuckets buckets, lines of linear's `crosses:` dropped (crossed
+// tables have no ONNX form).
+std::string ExportableSpec(const std::string& text) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "crosses:")) continue;
+    lines.push_back(
+        absl::StrReplaceAll(line, {{"dynamic: true", absl::StrCat("buckets: ", kExampleBuckets)}}));
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+// The model of the spec at `path` (ExportableSpec), its initial values perturbed, every table's
+// rows trained at about 60% of its ids, and a batch: example 0 without values in any feature,
+// example 1 with four in each, the rest 0 to 4; feature `none` without a value in any example.
+TabularCase MakeTabularCase(const std::string& path) {
+  TabularCase c;
+  const std::string text = ExportableSpec(Env::Default()->ReadFile(path).value_or(""));
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(text, path);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return c;
+  c.model = std::move(*model);
+  const Model& m = *c.model;
+  std::mt19937_64 random(17);
+  std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+  c.params.resize(m.num_params());
+  c.state.resize(m.num_state());
+  m.InitializeVariables(5, c.params.data(), c.state.data());
+  for (float& p : c.params) p += 0.1f * uniform(random);
+  for (const SparseTableInfo& t : m.sparse_tables()) {
+    TrainedTableRows& rows = c.tables.emplace_back();
+    for (int64_t id = t.buckets - 1; id >= 0; --id) {  // not in id order
+      if (random() % 10 >= 6) continue;
+      rows.ids.push_back(id);
+      for (int64_t j = 0; j < t.dim; ++j) rows.weights.push_back(uniform(random));
+    }
+  }
+  // A feature's ids fit every table that reads it.
+  std::vector<int64_t> buckets(m.sparse_features().size(), INT64_MAX);
+  for (const SparseTableInfo& t : m.sparse_tables()) {
+    buckets[t.feature] = std::min(buckets[t.feature], t.buckets);
+  }
+  const int64_t n = m.input_shape()[0];
+  c.dense.resize(kExamples * n);
+  for (float& x : c.dense) x = 2.0f * uniform(random);
+  for (size_t f = 0; f < m.sparse_features().size(); ++f) {
+    SparseFeatureColumn& column = c.batch.features.emplace_back();
+    column.name = m.sparse_features()[f];
+    for (int i = 0; i < kExamples; ++i) {
+      const int count = column.name == "none" || i == 0 ? 0 : i == 1 ? 4 : random() % 5;
+      for (int k = 0; k < count; ++k) column.values.push_back(random() % buckets[f]);
+      column.offsets.push_back(static_cast<int64_t>(column.values.size()));
+    }
+  }
+  return c;
+}
+
+// Model::Infer's logits for the case's batch, the rows filled from its
+// trained rows (zeros for the others).
+std::vector<float> PstrainLogits(TabularCase& c) {
+  SparseStep step;
+  const absl::Status prepared = c.model->PrepareSparse(c.batch, kExamples, &step);
+  EXPECT_TRUE(prepared.ok()) << prepared;
+  for (size_t t = 0; t < step.tables.size(); ++t) {
+    const int64_t dim = c.model->sparse_tables()[t].dim;
+    std::map<int64_t, size_t> index;
+    for (size_t k = 0; k < c.tables[t].ids.size(); ++k) index[c.tables[t].ids[k]] = k;
+    TableStep& table = step.tables[t];
+    table.rows.assign(table.ids.size() * dim, 0.0f);
+    for (size_t r = 0; r < table.ids.size(); ++r) {
+      auto it = index.find(table.ids[r]);
+      if (it == index.end()) continue;
+      std::copy_n(c.tables[t].weights.begin() + it->second * dim, dim,
+                  table.rows.begin() + r * dim);
+    }
+  }
+  const Tensor& logits =
+      c.model->Infer(c.params.data(), c.state.data(), c.dense.data(), kExamples, &step);
+  return std::vector<float>(logits.data(), logits.data() + logits.size());
+}
+
+// The graph's inputs for the case's batch, as ort_run.js reads them: dense
+// [N, n] when n > 0, each feature's ids [N, L] padded with -1.
+json OrtInputs(const TabularCase& c) {
+  json inputs = json::object();
+  const int64_t n = c.model->input_shape()[0];
+  if (n > 0) {
+    json data = json::array();
+    for (float x : c.dense) data.push_back(static_cast<double>(x));
+    inputs[kOnnxDenseInputName] = {{"type", "float32"}, {"dims", {kExamples, n}}, {"data", data}};
+  }
+  for (const SparseFeatureColumn& column : c.batch.features) {
+    int64_t longest = 0;
+    for (int i = 0; i < kExamples; ++i) {
+      longest = std::max(longest, column.offsets[i + 1] - column.offsets[i]);
+    }
+    json data = json::array();
+    for (int i = 0; i < kExamples; ++i) {
+      for (int64_t k = 0; k < longest; ++k) {
+        const int64_t at = column.offsets[i] + k;
+        data.push_back(at < column.offsets[i + 1] ? static_cast<int64_t>(column.values[at]) : -1);
+      }
+    }
+    inputs[column.name] = {{"type", "int64"}, {"dims", {kExamples, longest}}, {"data", data}};
+  }
+  return inputs;
+}
+
+class TabularOnnxAgreementTest : public OnnxRuntimeAgreementTest {};
+
+TEST_P(TabularOnnxAgreementTest, OnnxRuntimeGivesPstrainsInference) {
+  TabularCase c = MakeTabularCase(GetParam());
+  ASSERT_NE(c.model, nullptr);
+  const std::vector<float> logits = PstrainLogits(c);
+  absl::StatusOr<std::string> bytes = ModelToOnnx(*c.model, c.params, c.state, c.tables);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  const std::string onnx = dir_ + "/model.onnx";
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(onnx, *bytes).ok());
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir_ + "/inputs.json", OrtInputs(c).dump()).ok());
+
+  const CommandResult check =
+      RunCommand({kPython, kSource + "/tests/onnx/check_onnx.py", onnx}, dir_ + "/check");
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  const CommandResult ort =
+      RunCommand({"/usr/bin/env", "NODE_PATH=" + kNodePath, "node",
+                  kSource + "/tests/onnx/ort_run.js", onnx, dir_ + "/inputs.json"},
+                 dir_ + "/ort");
+  ASSERT_EQ(ort.exit_code, 0) << ort.err;
+  const json out = json::parse(ort.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << ort.out;
+
+  // What the graph should give, from pstrain's logits (in double).
+  const bool binary = c.model->head() == Head::kBinary;
+  const int classes = c.model->num_classes();
+  std::vector<double> probabilities(kExamples * classes);
+  std::vector<int64_t> expected_classes(kExamples);
+  for (int i = 0; i < kExamples; ++i) {
+    double* p = &probabilities[i * classes];
+    if (binary) {
+      const double z = logits[i];
+      p[1] = 1.0 / (1.0 + std::exp(-z));
+      p[0] = 1.0 - p[1];
+      expected_classes[i] = z > 0;
+      continue;
+    }
+    const float* z = &logits[i * classes];
+    const double max = *std::max_element(z, z + classes);
+    double sum = 0;
+    for (int k = 0; k < classes; ++k) sum += p[k] = std::exp(z[k] - max);
+    for (int k = 0; k < classes; ++k) p[k] /= sum;
+    expected_classes[i] = std::max_element(z, z + classes) - z;
+  }
+  std::vector<std::string> names = {"probabilities", "classes"};
+  if (binary) names.push_back("logistic");
+  for (const std::string& name : names) ASSERT_TRUE(out.contains(name)) << name << ": " << ort.out;
+  EXPECT_EQ(out.size(), names.size()) << ort.out;
+  EXPECT_EQ(out["probabilities"]["dims"], json({kExamples, classes}));
+  EXPECT_EQ(out["classes"]["dims"], json({kExamples}));
+  EXPECT_EQ(out["classes"]["data"].get<std::vector<int64_t>>(), expected_classes);
+  // |difference| <= 1e-5 |expected|, with 1e-3 the smallest |expected| that
+  // counts (1 - sigmoid of a large logit is all rounding in float32).
+  double max_relative = 0;
+  const auto compare = [&](double theirs, double ours, const std::string& what) {
+    const double relative = std::fabs(theirs - ours) / std::max(std::fabs(ours), 1e-3);
+    max_relative = std::max(max_relative, relative);
+    EXPECT_LE(relative, kTolerance) << what << ": ONNX Runtime " << theirs << ", pstrain " << ours;
+  };
+  const std::vector<double> theirs = out["probabilities"]["data"].get<std::vector<double>>();
+  ASSERT_EQ(theirs.size(), probabilities.size());
+  for (size_t i = 0; i < theirs.size(); ++i) {
+    compare(theirs[i], probabilities[i],
+            absl::StrCat("probabilities[", i / classes, "][", i % classes, "]"));
+  }
+  if (binary) {
+    EXPECT_EQ(out["logistic"]["dims"], json({kExamples, 1}));
+    const std::vector<double> logistic = out["logistic"]["data"].get<std::vector<double>>();
+    ASSERT_EQ(logistic.size(), static_cast<size_t>(kExamples));
+    for (int i = 0; i < kExamples; ++i) {
+      compare(logistic[i], probabilities[i * 2 + 1], absl::StrCat("logistic[", i, "]"));
+    }
+  }
+  std::printf(
+      "%s: ONNX Runtime vs Model::Infer on %d examples: max relative probability difference "
+      "%.3g; onnx.checker full_check %s\n",
+      std::filesystem::path(GetParam()).filename().c_str(), kExamples, max_relative,
+      check.exit_code == 0 ? "passes" : "FAILS");
+}
+
+INSTANTIATE_TEST_SUITE_P(Tabular, TabularOnnxAgreementTest, testing::ValuesIn(TabularModels()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return TestName(info.param);
                          });
