@@ -92,6 +92,42 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
           }
           return absl::OkStatus();
         }
+        if (key == "crosses" && layer.type != "linear") {
+          std::string name = "(unnamed)";
+          for (const auto& entry : options) {
+            if (entry.first.IsScalar() && entry.first.Scalar() == "name" &&
+                entry.second.IsScalar()) {
+              name = entry.second.Scalar();
+            }
+          }
+          return ErrorAt(source, key_node,
+                         absl::StrCat(path, ": layer ", name, " is ", layer.type,
+                                      "; only linear takes crosses (crossed features, each a "
+                                      "weight table of the wide part)"));
+        }
+        for (const KeySpec& k : type->keys) {
+          if (k.name != key || k.set_lists == nullptr) continue;
+          if (!value.IsSequence()) {
+            return ErrorAt(source, value, absl::StrCat(path, " is ", k.accepts));
+          }
+          std::vector<std::vector<std::string>> lists;
+          for (const YAML::Node& list : value) {
+            if (!list.IsSequence()) {
+              return ErrorAt(source, list,
+                             absl::StrCat(path,
+                                          ": each is a list of features' names, e.g. "
+                                          "[C1, C2]"));
+            }
+            lists.emplace_back();
+            for (const YAML::Node& n : list) {
+              if (!n.IsScalar()) return ErrorAt(source, n, path + ": each feature is a name");
+              lists.back().push_back(n.Scalar());
+            }
+          }
+          const std::string error = k.set_lists(lists, &layer);
+          if (error.empty()) return absl::OkStatus();
+          return ErrorAt(source, value, absl::StrCat(path, " ", error));
+        }
         for (const KeySpec& k : type->keys) {
           if (k.name != key || k.set_list == nullptr) continue;
           if (!value.IsSequence()) {
@@ -201,6 +237,48 @@ absl::Status CheckTables(const Source& source, const std::vector<LayerSpec>& lay
           source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
           ") needs buckets: <n> (a table of rows [0, n)) or dynamic: true (a table of any id, "
           "rows created on first touch), one of the two"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A linear's crosses: each of two or more distinct features, no two of the
+// same features (in whatever order), and each table's name its own (a feature
+// "a_X_b" and a cross [a, b] would share one). The layer's table name of a
+// cross is models/embedding.h's CrossTableName.
+absl::Status CheckCrosses(const Source& source, const std::vector<LayerSpec>& layers) {
+  for (const LayerSpec& l : layers) {
+    const std::string layer =
+        absl::StrCat(source.name, ": layer ", l.name, " (", l.type, ", line ", l.line, ")");
+    std::map<std::set<std::string>, std::string> crossed;  // features -> the cross as written
+    std::set<std::string> tables(l.features.begin(), l.features.end());
+    for (const std::vector<std::string>& cross : l.crosses) {
+      const std::string text = absl::StrCat("[", absl::StrJoin(cross, ", "), "]");
+      if (cross.size() < 2) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layer, ": cross ", text, " has ", cross.size(),
+                         cross.size() == 1 ? " feature" : " features",
+                         "; a cross is a list of two or more features' names, e.g. [C1, C2]"));
+      }
+      std::set<std::string> features;
+      for (const std::string& f : cross) {
+        if (!features.insert(f).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              layer, ": cross ", text, " names ", f, " twice; a cross is of distinct features"));
+        }
+      }
+      auto [it, added] = crossed.emplace(features, text);
+      if (!added) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layer, ": crosses ", it->second, " and ", text,
+                         " cross the same features; give each cross once"));
+      }
+      const std::string table = absl::StrJoin(cross, "_X_");
+      if (!tables.insert(table).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(layer, ": cross ", text, "'s table ", l.name, "/", table,
+                         " has the name of another of its tables; rename a feature"));
+      }
     }
   }
   return absl::OkStatus();
@@ -404,6 +482,7 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
   }
   PSTRAIN_RETURN_IF_ERROR(NameLayers(source, &spec->layers));
   PSTRAIN_RETURN_IF_ERROR(CheckTables(source, spec->layers));
+  PSTRAIN_RETURN_IF_ERROR(CheckCrosses(source, spec->layers));
   return CheckGraph(source, spec->layers);
 }
 

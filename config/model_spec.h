@@ -42,7 +42,9 @@
 //     - embedding: {feature: C2, dim: 8, buckets: 100000, name: emb_C2}
 //     - concat: {input: input, inputs: [emb_C1, emb_C2]}
 //     - dense: {units: 64, activation: relu}
-//     - dense: {units: 1}
+//     - dense: {units: 1, name: deep}
+//     - linear: {features: [C1, C2], crosses: [[C1, C2]], dynamic: true, name: wide}
+//     - add: {input: deep, inputs: [wide]}
 //
 // embedding and linear read their feature's ids, not an activation: without
 // `input` they take the model's input (LayerTakesModelInputByDefault), so the
@@ -106,6 +108,11 @@ struct LayerSpec {
   // a weight of per value (non-empty, distinct).
   std::string feature;
   std::vector<std::string> features;
+  // linear: crossed features (tf.feature_column.crossed_column), each a list
+  // of two or more distinct features' names (in `features` or not), no two
+  // of the same features; each a table "<name>/<a>_X_<b>..." of a weight per
+  // combination of their values.
+  std::vector<std::vector<std::string>> crosses;
   int dim = 0;  // embedding: floats per row
   // embedding, linear: a table of rows [0, buckets) (ids hashed or taken as
   // they are), or with `dynamic` (exactly one of the two) a hash table of any
@@ -146,7 +153,9 @@ inline constexpr int kMaxSpecLayers = 10000;
 // message. InvalidArgument, with the line, for a syntax error, an unknown
 // layer type or key (with "did you mean"), a value of the wrong type, a zero
 // or negative size, a duplicate name, an embedding or linear without exactly
-// one of buckets and dynamic: true, head: binary with classes other than 2,
+// one of buckets and dynamic: true, a linear's cross of fewer than two
+// features, of one feature twice, of the features of another cross or whose
+// table has another table's name, head: binary with classes other than 2,
 // or more than kMaxSpecLayers layers.
 // Shapes are checked when the spec is built (models/spec_builder.h).
 absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source);

@@ -282,7 +282,7 @@ layers:
   - concat: {inputs: [embedding]}
   - dense: {units: 1, name: deep}
   - linear: {features: [C1, C2], dynamic: true, use_bias: false}
-  - linear: {features: [C3], buckets: 100, name: wide}
+  - linear: {features: [C3], crosses: [[C1, C2], [C3, C4, "true"]], buckets: 100, name: wide}
   - add: {input: deep, inputs: [linear, wide]}
 )";
 
@@ -323,6 +323,9 @@ TEST(ModelSpecTest, ReadsSparseLayersTabularInputAndABinaryHead) {
   EXPECT_FALSE(linear.use_bias);
   EXPECT_EQ(spec->layers[8].buckets, 100);
   EXPECT_TRUE(spec->layers[8].use_bias);
+  EXPECT_TRUE(linear.crosses.empty());
+  EXPECT_EQ(spec->layers[8].crosses,
+            (std::vector<std::vector<std::string>>{{"C1", "C2"}, {"C3", "C4", "true"}}));
   EXPECT_EQ(spec->layers[0].line, 5);
 
   // A tabular model may have no dense features; bare uniform is scale 0.05.
@@ -363,6 +366,12 @@ TEST(ModelSpecTest, SparseLayersAndTheHeadWriteOutAndReadBack) {
       << yaml;
   EXPECT_NE(yaml.find("  - linear: {name: \"linear\", features: [\"C1\", \"C2\"], dynamic: true, "
                       "use_bias: false}\n"),
+            std::string::npos)
+      << yaml;
+  // Crosses only when there are some (so the YAML of a linear without is as
+  // it was), names quoted.
+  EXPECT_NE(yaml.find("  - linear: {name: \"wide\", features: [\"C3\"], crosses: [[\"C1\", "
+                      "\"C2\"], [\"C3\", \"C4\", \"true\"]], buckets: 100, use_bias: true}\n"),
             std::string::npos)
       << yaml;
   EXPECT_NE(yaml.find("  - dot_interaction: {name: \"dot_interaction\", input: \"bottom\", "
@@ -472,8 +481,34 @@ TEST(ModelSpecTest, BadSparseLayersAndHeadsAreRefusedNamingWhatAndWhere) {
       {head + "  - linear: {dynamic: true}\n", {"linear needs features"}},
       {head + "  - linear: {features: [C1], dynamic: true, dim: 3}\n",
        {"unknown key linear.dim",
-        "linear takes name, input, features, buckets, dynamic, "
+        "linear takes name, input, features, crosses, buckets, dynamic, "
         "use_bias"}},
+      {head + "  - linear: {features: [C1], crosses: [[C1]], dynamic: true, name: wide}\n",
+       {"net.yaml: layer wide (linear, line 4): cross [C1] has 1 feature; a cross is a list of "
+        "two or more features' names"}},
+      {head + "  - linear: {features: [C1], crosses: [[]], dynamic: true}\n",
+       {"layer linear (linear, line 4): cross [] has 0 features"}},
+      {head + "  - linear: {features: [C1], crosses: [[C1, C2, C1]], dynamic: true}\n",
+       {"layer linear (linear, line 4): cross [C1, C2, C1] names C1 twice"}},
+      {head + "  - linear: {features: [C1], crosses: [[C1, C2], [C3, C4], [C2, C1]], "
+              "dynamic: true, name: wide}\n",
+       {"layer wide (linear, line 4): crosses [C1, C2] and [C2, C1] cross the same features"}},
+      {head + "  - linear: {features: [C1_X_C2], crosses: [[C1, C2]], dynamic: true}\n",
+       {"layer linear (linear, line 4): cross [C1, C2]'s table linear/C1_X_C2 has the name of "
+        "another of its tables"}},
+      {head + "  - embedding: {feature: C1, dim: 8, dynamic: true, crosses: [[C1, C2]], "
+              "name: e}\n",
+       {"layers[0] embedding.crosses: layer e is embedding; only linear takes crosses", "line 4"}},
+      {head + "  - dense: {units: 1, crosses: [[C1, C2]]}\n",
+       {"layers[0] dense.crosses: layer (unnamed) is dense; only linear takes crosses"}},
+      {head + "  - linear: {features: [C1], crosses: [C1, C2], dynamic: true}\n",
+       {"linear.crosses: each is a list of features' names, e.g. [C1, C2]"}},
+      {head + "  - linear: {features: [C1], crosses: C1, dynamic: true}\n",
+       {"linear.crosses is a list of crosses"}},
+      {head + "  - linear: {features: [C1], crosses: [[C1, [C2]]], dynamic: true}\n",
+       {"linear.crosses: each feature is a name"}},
+      {head + "  - linear: {features: [C1], crosses: [[C1, \"a b\"]], dynamic: true}\n",
+       {"linear.crosses has \"a b\": a feature's name is letters"}},
       {head + "  - dot_interaction\n", {"dot_interaction needs inputs"}},
       {head + "  - dense: {units: 1, kernel_initializer: uniform}\n",
        {"kernel_initializer is glorot_uniform"}},
@@ -506,6 +541,8 @@ TEST(ModelSpecTest, TheReferenceDescribesTheSparseLayers) {
   EXPECT_NE(reference.find("  combiner: sum, mean or sqrtn"), std::string::npos);
   EXPECT_NE(reference.find("(default uniform(0.05))"), std::string::npos);
   EXPECT_NE(reference.find("  features: a list of the sparse features' names"), std::string::npos);
+  EXPECT_NE(reference.find("  crosses: a list of crosses, e.g. [[C1, C2], [C3, C4, C5]]"),
+            std::string::npos);
   EXPECT_NE(reference.find("dot_interaction: DLRM's feature interaction"), std::string::npos);
   EXPECT_NE(reference.find("  input: the name of an earlier layer whose output it takes, or input "
                            "(default: input; only its place in the graph matters)"),

@@ -143,6 +143,45 @@ KeySpec FeaturesKey() {
       });
 }
 
+// linear's crosses: lists of features' names. Whether each is a cross (two
+// or more distinct features, no two of the same features) is checked once
+// the layer has its name (model_spec.cc), so that the message can name it.
+KeySpec CrossesKey() {
+  KeySpec key =
+      Key("crosses", "none",
+          "a list of crosses, e.g. [[C1, C2], [C3, C4, C5]], each a list of two or more distinct "
+          "sparse features' names (listed in features or not), as "
+          "tf.feature_column.crossed_column: a table <name>/<a>_X_<b>... of one weight per "
+          "combination of an example's values of the features (none if one has none), its row "
+          "the combination's fingerprint as tf.sparse.cross_hashed takes it, modulo buckets "
+          "(with dynamic: true, its low 63 bits)",
+          nullptr, [](const LayerSpec& layer) {
+            std::vector<std::string> crosses;
+            for (const std::vector<std::string>& cross : layer.crosses) {
+              std::vector<std::string> quoted;
+              for (const std::string& f : cross) quoted.push_back(config_internal::Quoted(f));
+              crosses.push_back(absl::StrCat("[", absl::StrJoin(quoted, ", "), "]"));
+            }
+            return absl::StrCat("[", absl::StrJoin(crosses, ", "), "]");
+          });
+  key.set_lists = [](const std::vector<std::vector<std::string>>& lists,
+                     LayerSpec* layer) -> std::string {
+    for (const std::vector<std::string>& cross : lists) {
+      for (const std::string& f : cross) {
+        if (!ValidName(f)) {
+          return absl::StrCat("has ", config_internal::Quoted(f),
+                              ": a feature's name is letters, digits, _ - . and / (not "
+                              "leading, trailing or doubled), at most 128");
+        }
+      }
+    }
+    layer->crosses = lists;
+    return "";
+  };
+  key.written = [](const LayerSpec& layer) { return !layer.crosses.empty(); };
+  return key;
+}
+
 // A number in [min, max) (or [min, max] when `max_inclusive`), or > min when
 // `min_exclusive`.
 KeySpec FloatKey(std::string name, float LayerSpec::*field, float min, bool min_exclusive,
@@ -402,10 +441,11 @@ const std::vector<TypeSpec>& Types() {
         {"linear",
          "linear",
          "the wide part of Wide & Deep, as tf.feature_column.linear_model: a weight per "
-         "(feature, value) summed over every value of every listed feature, plus a bias; output "
-         "[1]; tables <name>/<feature> of one float per row, starting at zero, and variable "
-         "bias; reads no activation (without input, takes the model's)",
-         {FeaturesKey(), BucketsKey(), dynamic,
+         "(feature, value) summed over every value of every listed feature and cross, plus a "
+         "bias; output [1]; tables <name>/<feature> and <name>/<a>_X_<b>... of one float per "
+         "row, starting at zero, and variable bias; reads no activation (without input, takes "
+         "the model's)",
+         {FeaturesKey(), CrossesKey(), BucketsKey(), dynamic,
           BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false")}},
         {"dot_interaction",
          "dot_interaction",

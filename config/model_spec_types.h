@@ -29,6 +29,10 @@ struct KeySpec {
   // A list key (linear's features) reads its list's scalars with this
   // instead of `set`.
   std::function<std::string(const std::vector<std::string>& items, LayerSpec* layer)> set_list;
+  // A list-of-lists key (linear's crosses) reads its lists' scalars with
+  // this instead of `set`.
+  std::function<std::string(const std::vector<std::vector<std::string>>& lists, LayerSpec* layer)>
+      set_lists;
   // When set, ModelSpecToYaml writes the key only if it returns true (of
   // buckets and dynamic, the one in use).
   std::function<bool(const LayerSpec& layer)> written;

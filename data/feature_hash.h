@@ -11,12 +11,9 @@
 // util::Fingerprint64. It is a fingerprint: fixed forever, the same on every
 // platform, not seeded. Not suitable where an adversary picks the tokens
 // (TensorFlow's to_hash_bucket_strong exists for that; not provided here).
-//
-// Crossed features (tf.sparse.cross_hashed, crossed_column) are not provided:
-// TensorFlow combines the per-feature fingerprints with FingerprintCat64
-// starting from an undocumented default hash key, and its documentation gives
-// no numeric value to test an implementation against.
+// Crossed features combine their values' fingerprints (CrossFingerprint).
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -38,6 +35,49 @@ int64_t HashBucketFast(std::string_view s, int64_t num_buckets);
 // zeros or '+') and then calls to_hash_bucket_fast on that string. So
 // HashBucketFastInt64(17, n) == HashBucketFast("17", n).
 int64_t HashBucketFastInt64(int64_t id, int64_t num_buckets);
+
+// Crossed features (linear's crosses): a combination of values, one from each
+// crossed feature in the cross's order, each in its 64-bit form (an integer
+// id's int64 bits, a string's Fingerprint64), becomes one 64-bit value
+//
+//   h = kCrossHashKey;  for each value v in order: h = FingerprintCat64(h, v)
+//
+// This is TensorFlow's SparseCross kernel with hashed_output (HashCrosser in
+// core/kernels/sparse_cross_op.cc, what tf.sparse.cross_hashed and
+// tf.feature_column.crossed_column run) with its default hash_key. The test
+// checks it against the numbers TensorFlow's own sparse_cross_op_test
+// expects, for the default key and for key + 1. So a bucketed table's row,
+// h mod buckets (unsigned), is crossed_column([a, b, ...],
+// hash_bucket_size=buckets)'s id for raw string or int64 features a, b, ...
+// listed in the same order. A dynamic table takes h's low 63 bits, as it
+// takes a token's; TensorFlow's num_buckets 0 takes h mod (2^63 - 1)
+// instead, so there the two differ (for about half of all h, by 1). Not
+// checked against a running TensorFlow; not tf.sparse.cross_hashed's V2
+// (SparseCrossV2), which starts from the first value instead of a key.
+
+// sparse_ops._DEFAULT_HASH_KEY, the hash_key of crossed_column and
+// tf.sparse.cross_hashed when none is given.
+inline constexpr uint64_t kCrossHashKey = 0xDECAFCAFFE;
+
+// TensorFlow's FingerprintCat64 (core/platform/fingerprint.h): a fingerprint
+// of two fingerprints, order-sensitive. Not for adversarial inputs.
+constexpr uint64_t FingerprintCat64(uint64_t fp1, uint64_t fp2) {
+  constexpr uint64_t kMul = 0xc6a4a7935bd1e995ULL;
+  auto shift_mix = [](uint64_t v) { return v ^ (v >> 47); };
+  uint64_t result = fp1 ^ kMul;
+  result ^= shift_mix(fp2 * kMul) * kMul;
+  result *= kMul;
+  result = shift_mix(result) * kMul;
+  return shift_mix(result);
+}
+
+// The 64-bit value of one combination of crossed values, `values[0 .. n)` in
+// the cross's order (above). Header-only, so the models need no FarmHash.
+inline uint64_t CrossFingerprint(const uint64_t* values, size_t n) {
+  uint64_t h = kCrossHashKey;
+  for (size_t i = 0; i < n; ++i) h = FingerprintCat64(h, values[i]);
+  return h;
+}
 
 }  // namespace pstrain
 

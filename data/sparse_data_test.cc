@@ -45,6 +45,24 @@ TEST(FeatureHashTest, IsTheUnsignedFingerprintModuloBuckets) {
   }
 }
 
+// The numbers TensorFlow's sparse_cross_op_test.py (python/kernel_tests)
+// expects of tf.sparse.cross_hashed over one string value in each of three
+// features with num_buckets 0 (h mod 2^63 - 1): with the default hash_key, and
+// with hash_key _DEFAULT_HASH_KEY + 1.
+TEST(FeatureHashTest, CrossesMatchTensorFlowsSparseCrossTest) {
+  const uint64_t values[] = {Fingerprint64("batch1-FC1-F1"), Fingerprint64("batch1-FC2-F1"),
+                             Fingerprint64("batch1-FC3-F1")};
+  constexpr uint64_t kInt64Max = 0x7fffffffffffffff;
+  EXPECT_EQ(CrossFingerprint(values, 3) % kInt64Max, 1971693436396284976u);
+  uint64_t h = kCrossHashKey + 1;
+  for (uint64_t v : values) h = FingerprintCat64(h, v);
+  EXPECT_EQ(h % kInt64Max, 4847552627144134031u);
+  // The order matters; one value alone is still combined with the key.
+  const uint64_t swapped[] = {values[1], values[0], values[2]};
+  EXPECT_NE(CrossFingerprint(swapped, 3), CrossFingerprint(values, 3));
+  EXPECT_EQ(CrossFingerprint(values, 1), FingerprintCat64(kCrossHashKey, values[0]));
+}
+
 TEST(FeatureHashTest, IntegerIdsHashTheirDecimalString) {
   EXPECT_EQ(HashBucketFastInt64(17, 100), HashBucketFast("17", 100));
   EXPECT_EQ(HashBucketFastInt64(0, 100), HashBucketFast("0", 100));

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pstrain {
 namespace {
@@ -107,6 +109,10 @@ void Embedding::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& 
   ZeroInputGradient(in, din);
 }
 
+std::string CrossTableName(const std::vector<std::string>& features) {
+  return absl::StrJoin(features, "_X_");
+}
+
 Linear::Linear(std::string name, const LinearOptions& options)
     : Layer(std::move(name)), options_(options) {}
 
@@ -116,6 +122,27 @@ absl::StatusOr<Shape> Linear::Build(const Shape& /*input*/) {
   }
   if (options_.buckets < 0) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": buckets must be >= 0"));
+  }
+  // Every table's name is its own (a feature "a_X_b" and a cross [a, b]
+  // would share one), and no two crosses cross the same features.
+  std::set<std::string> tables(options_.features.begin(), options_.features.end());
+  std::set<std::set<std::string>> crossed;
+  for (const std::vector<std::string>& cross : options_.crosses) {
+    const std::set<std::string> features(cross.begin(), cross.end());
+    const std::string text = absl::StrCat("[", absl::StrJoin(cross, ", "), "]");
+    if (cross.size() < 2 || features.size() != cross.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), ": cross ", text, " is not two or more distinct features"));
+    }
+    if (!crossed.insert(features).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), ": cross ", text, " crosses the same features as another"));
+    }
+    if (!tables.insert(CrossTableName(cross)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(name(), ": cross ", text, "'s table ", name(),
+                                                     "/", CrossTableName(cross),
+                                                     " has the name of another of its tables"));
+    }
   }
   return Shape{1};
 }
@@ -134,7 +161,20 @@ std::vector<SparseTableSpec> Linear::SparseTables() const {
   for (const std::string& feature : options_.features) {
     tables.push_back({feature, feature, 1, options_.buckets, {TableInitializer::kZeros, 0.0f}});
   }
+  for (const std::vector<std::string>& cross : options_.crosses) {
+    tables.push_back({CrossTableName(cross),
+                      cross[0],
+                      1,
+                      options_.buckets,
+                      {TableInitializer::kZeros, 0.0f},
+                      cross});
+  }
   return tables;
+}
+
+const std::vector<int64_t>& Linear::ValueOffsets(const SparseStep& step, size_t f) const {
+  if (f < options_.features.size()) return step.offsets[features_[f]];
+  return step.tables[tables_[f]].offsets;  // a cross's
 }
 
 void Linear::BindSparse(std::vector<int> tables, std::vector<int> features) {
@@ -150,7 +190,7 @@ void Linear::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) {
   for (int64_t b = 0; b < batch; ++b) (*out)[b] = bias;
   for (size_t f = 0; f < tables_.size(); ++f) {
     const TableStep& table = args.sparse->tables[tables_[f]];
-    const std::vector<int64_t>& offsets = args.sparse->offsets[features_[f]];
+    const std::vector<int64_t>& offsets = ValueOffsets(*args.sparse, f);
     for (int64_t b = 0; b < batch; ++b) {
       float sum = 0.0f;
       for (int64_t k = offsets[b]; k < offsets[b + 1]; ++k) sum += table.rows[table.slots[k]];
@@ -165,7 +205,7 @@ void Linear::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& dou
   const int64_t batch = in.dim(0);
   for (size_t f = 0; f < tables_.size(); ++f) {
     TableStep& table = args.sparse->tables[tables_[f]];
-    const std::vector<int64_t>& offsets = args.sparse->offsets[features_[f]];
+    const std::vector<int64_t>& offsets = ValueOffsets(*args.sparse, f);
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t k = offsets[b]; k < offsets[b + 1]; ++k) table.grads[table.slots[k]] += dout[b];
     }

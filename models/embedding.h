@@ -57,13 +57,23 @@ struct LinearOptions {
   std::vector<std::string> features;  // one weight table per feature
   int64_t buckets = 0;                // > 0: each table has rows [0, buckets); 0: dynamic
   bool use_bias = true;
+  // Crossed features (tf.feature_column.crossed_column): one weight table per
+  // cross, each a list of two or more distinct features (listed in
+  // `features` or not), no two crossing the same set of features.
+  std::vector<std::vector<std::string>> crosses = {};
 };
+
+// The table name of a cross of `features`: "a_X_b_X_c" (the layer's name
+// comes before it: "wide/a_X_b_X_c").
+std::string CrossTableName(const std::vector<std::string>& features);
 
 // The "wide" part of Wide & Deep (tf.feature_column.linear_model): one weight
 // per (feature, value), summed over every value of every listed feature, plus
 // a bias; output [1] per example. Each feature has its own table of one float
 // per row, "<name>/<feature>", starting at zero; the bias is "<name>/bias", a
-// dense variable.
+// dense variable. Each cross adds a table "<name>/<a>_X_<b>..." of one weight
+// per combination of the crossed features' values (SparseTableInfo::cross),
+// summed in the same way.
 class Linear : public Layer {
  public:
   Linear(std::string name, const LinearOptions& options);
@@ -77,6 +87,9 @@ class Linear : public Layer {
                 const BackwardArgs& args) override;
 
  private:
+  // Where the values of table f (of SparseTables()) are, per example.
+  const std::vector<int64_t>& ValueOffsets(const SparseStep& step, size_t f) const;
+
   LinearOptions options_;
   std::vector<int> tables_;
   std::vector<int> features_;

@@ -70,8 +70,8 @@ class Model {
   // later layer. InvalidArgument, naming the layer, for anything else.
   // With Head::kBinary the last layer's output must be [1] and
   // num_classes 2. Sparse layers' tables (Layer::SparseTables) become the
-  // model's sparse_tables(), in layer order, and the features they read its
-  // sparse_features(), in order of first use.
+  // model's sparse_tables(), in layer order, and the features they read
+  // (crossed ones too) its sparse_features(), in order of first use.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
                                                        int num_classes,
                                                        std::vector<std::unique_ptr<Layer>> layers,
@@ -85,7 +85,8 @@ class Model {
   // Logits per example: num_classes, or 1 for a binary head.
   int num_logits() const { return head_ == Head::kBinary ? 1 : num_classes_; }
   // The embedding tables of its sparse layers (not in the flat vectors), and
-  // the sparse features they read, by name.
+  // the sparse features they read, by name: the columns a batch carries (a
+  // cross reads its features' columns; it is not one itself).
   const std::vector<SparseTableInfo>& sparse_tables() const { return sparse_tables_; }
   const std::vector<std::string>& sparse_features() const { return sparse_features_; }
   bool has_sparse() const { return !sparse_tables_.empty(); }
@@ -96,17 +97,21 @@ class Model {
   // holder to fill in the rows. A bucketed table takes an id (kIds) as its
   // row and a token's fingerprint (kTokens) modulo its buckets
   // (tf.strings.to_hash_bucket_fast); a dynamic table takes an id as it is
-  // and a fingerprint's low 63 bits. InvalidArgument, naming the feature,
-  // table and example, and changing nothing that matters (the step is to be
+  // and a fingerprint's low 63 bits. A crossed table (SparseTableInfo::cross)
+  // takes every combination of an example's values of its features, each
+  // combination's CrossFingerprint as a token's fingerprint, and gets its own
+  // TableStep::offsets. InvalidArgument, naming the feature or cross, table
+  // and example, and changing nothing that matters (the step is to be
   // discarded), for columns that do not match, a negative id, an id >= a
   // bucketed table's buckets, or more than kMaxValuesPerExample values in
-  // one example.
+  // one example's feature or cross.
   absl::Status PrepareSparse(const SparseBatch& batch, int64_t examples, SparseStep* step) const;
 
   // Checks whole columns of a dataset (one per sparse_features(), in that
   // order) as PrepareSparse checks a batch, so bad data is refused when it
-  // is loaded, not at the step that meets it. Errors name the feature, the
-  // example's index and `source`.
+  // is loaded, not at the step that meets it (a cross's values are counted,
+  // not computed). Errors name the feature or cross, the example's index and
+  // `source`.
   absl::Status CheckSparseColumns(const std::vector<const SparseFeatureColumn*>& columns,
                                   const std::string& source) const;
   const std::vector<VariableInfo>& variables() const { return variables_; }

@@ -31,36 +31,60 @@ struct TableInitializer {
 // A table a layer declares (Layer::SparseTables).
 struct SparseTableSpec {
   std::string name;     // Relative to the layer ("embeddings"); the model prefixes the layer's.
-  std::string feature;  // The sparse feature whose values address its rows.
+  std::string feature;  // The sparse feature whose values address its rows (a cross: cross[0]).
   int64_t dim = 0;      // Floats per row.
   // > 0: a bucketed table with rows [0, buckets); 0: dynamic (any id >= 0,
   // rows created on first touch).
   int64_t buckets = 0;
   TableInitializer initializer;
+  // A crossed table (tf.feature_column.crossed_column): the features, two or
+  // more and distinct, whose values' combinations address its rows, in the
+  // order they are combined (data/feature_hash.h CrossFingerprint). Empty for
+  // a plain table.
+  std::vector<std::string> cross = {};
 };
 
 // A table of a built model.
 struct SparseTableInfo {
   std::string name;  // "layer/embeddings"
-  int feature = 0;   // Index into Model::sparse_features().
+  // Index into Model::sparse_features(): the feature whose values are the
+  // table's. For a crossed table, cross[0], the first crossed feature: its
+  // values alone do not address the table's rows.
+  int feature = 0;
   int64_t dim = 0;
   int64_t buckets = 0;
   TableInitializer initializer;
+  // A crossed table: indices into Model::sparse_features() of the features
+  // crossed, in the order they are combined. An example's values of the table
+  // are one per combination of its values of these features (their Cartesian
+  // product: none if one of them has none), each the CrossFingerprint of the
+  // combination's 64-bit values (data/feature_hash.h), whatever their kinds
+  // (any id, negative too, may be crossed); its row is that fingerprint
+  // modulo buckets, or for a dynamic table its low 63 bits, as a token's.
+  // Empty for a plain table.
+  std::vector<int> cross = {};
 };
 
 // The largest row a table may have (floats per row).
 inline constexpr int64_t kMaxEmbeddingDim = 1 << 16;
 
-// The most values one example may have in one feature; an example with more
-// is refused (naming the feature and example) before anything is looked up.
+// The most values one example may have in one feature, or in one cross (the
+// product of its crossed features' counts); an example with more is refused
+// (naming the feature or cross, and the example) before anything is looked up.
 inline constexpr int64_t kMaxValuesPerExample = 1 << 16;
 
 // One table's part of a step.
 struct TableStep {
   std::vector<int64_t> ids;  // Distinct row ids the batch touches, in first-seen order.
   // For every value of the table's feature in the batch (in the batch
-  // column's order): the index of its row in `ids`.
+  // column's order): the index of its row in `ids`. For a crossed table: for
+  // every combination of values, example by example (the last crossed
+  // feature's value varying fastest, as TensorFlow's SparseCross orders them).
   std::vector<int32_t> slots;
+  // A crossed table's own offsets (examples + 1): example i's values are
+  // slots[offsets[i], offsets[i + 1]). Empty for a plain table, whose values
+  // are its feature's (SparseStep::offsets).
+  std::vector<int64_t> offsets;
   std::vector<float> rows;   // ids.size() x dim: their values, filled by the row holder
   std::vector<float> grads;  // ids.size() x dim: d(batch-mean loss)/d(row), by the backward pass
 };
@@ -78,7 +102,8 @@ struct TrainedTableRows {
 struct SparseStep {
   int64_t examples = 0;
   // Per sparse feature of the model: the batch column's offsets (examples +
-  // 1), so a table's values of example i are slots[offsets[i], offsets[i + 1]).
+  // 1), so a plain table's values of example i are slots[offsets[i],
+  // offsets[i + 1]) (a crossed table has its own: TableStep::offsets).
   std::vector<std::vector<int64_t>> offsets;
   std::vector<TableStep> tables;  // Per table of the model.
 };

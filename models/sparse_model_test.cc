@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "data/feature_hash.h"
 #include "gtest/gtest.h"
 #include "models/dense.h"
 #include "models/dot_interaction.h"
@@ -87,10 +88,11 @@ SparseBatch Batch() {
 
 // Loss (batch mean) and gradients match central differences, for every row
 // value and every dense parameter.
-void CheckModelGradients(Model* model, double tolerance) {
+void CheckModelGradients(Model* model, double tolerance, const SparseBatch& data = Batch()) {
   const int64_t batch = 4;
   SparseStep step;
-  ASSERT_TRUE(model->PrepareSparse(Batch(), batch, &step).ok());
+  absl::Status prepared = model->PrepareSparse(data, batch, &step);
+  ASSERT_TRUE(prepared.ok()) << prepared;
   SplitMix64 rng(7);
   for (size_t t = 0; t < step.tables.size(); ++t) {
     step.tables[t].rows.resize(step.tables[t].ids.size() * model->sparse_tables()[t].dim);
@@ -132,6 +134,36 @@ void CheckModelGradients(Model* model, double tolerance) {
   for (size_t k = 0; k < params.size(); ++k) {
     check(&params[k], grads[k], "param " + std::to_string(k));
   }
+  // Every table is read: a table the passes ignored would pass the check
+  // above with zero gradients.
+  for (size_t t = 0; t < step.tables.size(); ++t) {
+    bool nonzero = false;
+    for (float g : step.tables[t].grads) nonzero = nonzero || g != 0.0f;
+    EXPECT_TRUE(nonzero) << model->sparse_tables()[t].name;
+  }
+}
+
+// A linear layer over a and b with crosses [a, b] and [b, c] (c read by no
+// other layer), added to a dense layer over the input; binary head.
+std::unique_ptr<Model> CrossedLinear(int64_t buckets) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  DenseOptions logit;
+  logit.units = 1;
+  layers.push_back(std::make_unique<Dense>("deep", logit));
+  layers.push_back(std::make_unique<Linear>(
+      "wide", LinearOptions{{"a", "b"}, buckets, true, {{"a", "b"}, {"b", "c"}}}));
+  layers.push_back(std::make_unique<Add>("add"));
+  auto model =
+      Model::Create("crossed", {3}, 2, std::move(layers), {{0}, {0}, {1, 2}}, Head::kBinary);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// Batch() and a third feature c.
+SparseBatch CrossedBatch() {
+  SparseBatch batch = Batch();
+  batch.features.push_back(Column("c", SparseValueKind::kTokens, {{11}, {12, 13}, {14}, {11}}));
+  return batch;
 }
 
 TEST(SparseModelTest, TablesAndFeaturesAsDeclared) {
@@ -256,6 +288,135 @@ TEST(SparseModelTest, AModelWithAnEmptyDenseInputTrains) {
 TEST(SparseModelTest, WideAndDeepGradientsMatchNumeric) {
   auto model = WideAndDeep();
   CheckModelGradients(model.get(), 2e-2);
+}
+
+TEST(SparseModelTest, CrossesAreTablesOfTheirOwnOverTheInputFeatures) {
+  auto model = CrossedLinear(0);
+  ASSERT_NE(model, nullptr);
+  // c is read only by a cross, and is still a column the batch carries.
+  EXPECT_EQ(model->sparse_features(), (std::vector<std::string>{"a", "b", "c"}));
+  const auto& tables = model->sparse_tables();
+  ASSERT_EQ(tables.size(), 4u);
+  EXPECT_EQ(tables[0].name, "wide/a");
+  EXPECT_TRUE(tables[0].cross.empty());
+  EXPECT_EQ(tables[2].name, "wide/a_X_b");
+  EXPECT_EQ(tables[2].cross, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tables[2].feature, 0);
+  EXPECT_EQ(tables[2].dim, 1);
+  EXPECT_EQ(tables[2].initializer.kind, TableInitializer::kZeros);
+  EXPECT_EQ(tables[3].name, "wide/b_X_c");
+  EXPECT_EQ(tables[3].cross, (std::vector<int>{1, 2}));
+  EXPECT_EQ(tables[3].feature, 1);
+}
+
+TEST(SparseModelTest, CrossedLinearGradientsMatchNumeric) {
+  for (int64_t buckets : {0, 5}) {
+    auto model = CrossedLinear(buckets);
+    ASSERT_NE(model, nullptr);
+    SparseBatch batch = CrossedBatch();
+    if (buckets > 0) {  // ids within the buckets
+      batch.features[0] = Column("a", SparseValueKind::kIds, {{1, 4}, {4}, {}, {0, 1, 1}});
+      batch.features[1].values = {0, 2, 3, 3, 1};
+    }
+    SCOPED_TRACE(buckets);
+    CheckModelGradients(model.get(), 2e-2, batch);
+  }
+}
+
+// The values of a cross are the Cartesian product of the example's values
+// of its features, each its combination's CrossFingerprint.
+TEST(SparseModelTest, ACrossesValuesAreTheProductOfItsFeaturesValues) {
+  auto model = CrossedLinear(0);
+  ASSERT_NE(model, nullptr);
+  SparseBatch batch;
+  // Example 0: a has 2 values and b 3; example 1 has no b; example 2 has
+  // a pair of example 0; example 3 has no a.
+  batch.features.push_back(Column("a", SparseValueKind::kIds, {{1, 2}, {1}, {2}, {}}));
+  batch.features.push_back(Column("b", SparseValueKind::kTokens, {{7, 8, 9}, {}, {8}, {7}}));
+  batch.features.push_back(Column("c", SparseValueKind::kIds, {{3}, {3}, {3}, {3}}));
+  SparseStep step;
+  ASSERT_TRUE(model->PrepareSparse(batch, 4, &step).ok());
+  const TableStep& ab = step.tables[2];
+  EXPECT_EQ(ab.offsets, (std::vector<int64_t>{0, 6, 6, 7, 7}));
+  ASSERT_EQ(ab.ids.size(), 6u);
+  EXPECT_EQ(ab.slots, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 4}));
+  // The last feature varies fastest: (1, 7), (1, 8), (1, 9), (2, 7), ...
+  constexpr uint64_t kLow63 = (uint64_t{1} << 63) - 1;
+  const uint64_t pair[] = {2, 8};
+  EXPECT_EQ(ab.ids[4], static_cast<int64_t>(CrossFingerprint(pair, 2) & kLow63));
+  const uint64_t first[] = {1, 7};
+  EXPECT_EQ(ab.ids[0], static_cast<int64_t>(CrossFingerprint(first, 2) & kLow63));
+  // Plain tables and their offsets are as they were.
+  EXPECT_TRUE(step.tables[0].offsets.empty());
+  EXPECT_EQ(step.tables[0].ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(step.offsets[1], (std::vector<int64_t>{0, 3, 3, 4, 5}));
+  // [b, c]: 3 + 0 + 1 + 1 values.
+  EXPECT_EQ(step.tables[3].offsets, (std::vector<int64_t>{0, 3, 3, 4, 5}));
+
+  // A bucketed layer takes the fingerprint modulo its buckets.
+  auto bucketed = CrossedLinear(1000);
+  ASSERT_NE(bucketed, nullptr);
+  ASSERT_TRUE(bucketed->PrepareSparse(batch, 4, &step).ok());
+  EXPECT_EQ(step.tables[2].ids[4], static_cast<int64_t>(CrossFingerprint(pair, 2) % 1000));
+  EXPECT_EQ(step.tables[2].offsets, (std::vector<int64_t>{0, 6, 6, 7, 7}));
+
+  // The linear layer sums the cross's weights: example 0's six rows.
+  std::vector<float> params(model->num_params(), 0.0f);
+  ASSERT_TRUE(model->PrepareSparse(batch, 4, &step).ok());
+  for (size_t t = 0; t < step.tables.size(); ++t)
+    step.tables[t].rows.assign(step.tables[t].ids.size(), 0.0f);
+  for (size_t k = 0; k < step.tables[2].rows.size(); ++k) step.tables[2].rows[k] = 1.0f + k;
+  std::vector<float> inputs(4 * 3, 0.0f);
+  const Tensor& logits = model->Infer(params.data(), nullptr, inputs.data(), 4, &step);
+  EXPECT_FLOAT_EQ(logits[0], 1 + 2 + 3 + 4 + 5 + 6);
+  EXPECT_FLOAT_EQ(logits[1], 0);
+  EXPECT_FLOAT_EQ(logits[2], 5);
+  EXPECT_FLOAT_EQ(logits[3], 0);
+}
+
+TEST(SparseModelTest, TooManyCombinationsAreRefusedNamingCrossAndExample) {
+  auto model = CrossedLinear(0);
+  ASSERT_NE(model, nullptr);
+  SparseBatch batch = CrossedBatch();
+  // 300 x 300 = 90000 > 65536 combinations in example 1; each feature alone
+  // is within its cap.
+  std::vector<int64_t> many(300);
+  for (int i = 0; i < 300; ++i) many[i] = i;
+  batch.features[0] = Column("a", SparseValueKind::kIds, {{1}, many, {}, {}});
+  batch.features[1] = Column("b", SparseValueKind::kIds, {{1}, many, {}, {}});
+  SparseStep step;
+  absl::Status s = model->PrepareSparse(batch, 4, &step);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("cross [a, b] (table wide/a_X_b): example 1 of the batch has 300 x "
+                             "300 combinations of values, more than the 65536"),
+            std::string::npos)
+      << s;
+  std::vector<const SparseFeatureColumn*> columns;
+  for (const SparseFeatureColumn& c : batch.features) columns.push_back(&c);
+  s = model->CheckSparseColumns(columns, "/data");
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("cross [a, b] (table wide/a_X_b): example 1 of /data has 300 x 300"),
+            std::string::npos)
+      << s;
+  // 256 x 256 is the cap itself.
+  many.resize(256);
+  batch.features[0] = Column("a", SparseValueKind::kIds, {{1}, many, {}, {}});
+  batch.features[1] = Column("b", SparseValueKind::kIds, {{1}, many, {}, {}});
+  ASSERT_TRUE(model->PrepareSparse(batch, 4, &step).ok());
+  EXPECT_EQ(step.tables[2].offsets[2] - step.tables[2].offsets[1], 65536);
+  EXPECT_TRUE(model->CheckSparseColumns(columns, "/data").ok());
+}
+
+TEST(SparseModelTest, ALinearRefusesCrossesThatAreNotCrosses) {
+  const std::vector<std::vector<std::vector<std::string>>> bad = {
+      {{"a"}}, {{"a", "a"}}, {{"a", "b"}, {"b", "a"}}, {{"a_X_b", "c"}, {"a", "b_X_c"}}};
+  for (const auto& crosses : bad) {
+    std::vector<std::unique_ptr<Layer>> layers;
+    layers.push_back(std::make_unique<Linear>("wide", LinearOptions{{"a"}, 0, true, crosses}));
+    auto model = Model::Create("m", {3}, 2, std::move(layers), {{0}}, Head::kBinary);
+    EXPECT_TRUE(absl::IsInvalidArgument(model.status())) << crosses.size();
+    EXPECT_NE(model.status().message().find("wide: cross ["), std::string::npos) << model.status();
+  }
 }
 
 TEST(SparseModelTest, DlrmGradientsMatchNumeric) {

@@ -103,6 +103,7 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
   } else if (l.type == "linear") {
     LinearOptions o;
     o.features = l.features;
+    o.crosses = l.crosses;
     o.buckets = l.dynamic ? 0 : l.buckets;
     o.use_bias = l.use_bias;
     layers->push_back(std::make_unique<Linear>(l.name, o));

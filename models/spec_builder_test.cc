@@ -639,8 +639,9 @@ TEST(SparseSpecTest, WideAndDeepBuildsWithItsTablesAndVariables) {
                                       "deep_logit/kernel [32, 1]", "deep_logit/bias [1]",
                                       "wide/bias [1]"}));
   EXPECT_EQ(m.sparse_features(), CriteoFeatures());
-  // 26 embedding tables, then the wide part's 26 weight tables, all dynamic.
-  ASSERT_EQ(m.sparse_tables().size(), 52u);
+  // 26 embedding tables, then the wide part's 26 weight tables and its
+  // cross's, all dynamic.
+  ASSERT_EQ(m.sparse_tables().size(), 53u);
   for (int i = 0; i < 26; ++i) {
     const SparseTableInfo& emb = m.sparse_tables()[i];
     const std::string c = CriteoFeatures()[i];
@@ -655,6 +656,11 @@ TEST(SparseSpecTest, WideAndDeepBuildsWithItsTablesAndVariables) {
     EXPECT_EQ(wide.dim, 1);
     EXPECT_EQ(wide.buckets, 0);
   }
+  const SparseTableInfo& cross = m.sparse_tables()[52];
+  EXPECT_EQ(cross.name, "wide/C1_X_C2");
+  EXPECT_EQ(cross.cross, (std::vector<int>{0, 1}));
+  EXPECT_EQ(cross.dim, 1);
+  EXPECT_EQ(cross.buckets, 0);
   EXPECT_TRUE(std::isfinite(SparseTrainStep(m)));
 }
 
