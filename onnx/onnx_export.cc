@@ -688,7 +688,8 @@ Activation AddInput(GraphBuilder& b, const Model& model, onnx::GraphProto* graph
 }
 
 // The outputs on the logits: softmax's probabilities and ArgMax classes, or
-// for a binary head [1 - sigmoid(z), sigmoid(z)], z > 0 and sigmoid(z).
+// for a binary head [1 - sigmoid(z), sigmoid(z)], sigmoid(z) > 0.5 and
+// sigmoid(z).
 void AddHead(GraphBuilder& b, const Model& model, const Activation& logits,
              onnx::GraphProto* graph) {
   if (model.head() == Head::kSoftmax) {
@@ -711,8 +712,10 @@ void AddHead(GraphBuilder& b, const Model& model, const Activation& logits,
   onnx::NodeProto* both = b.Node("Concat", kOnnxProbabilitiesName,
                                  {negative->output(0), logistic->output(0)}, /*exact=*/true);
   SetInt(both, "axis", 1);
-  onnx::NodeProto* positive =
-      b.Node("Greater", classes + "/positive", {logits.tensor, b.FloatConstant("zero", 0.0f)});
+  // Class 1 where sigmoid(z) > 0.5, as pstrain's Predictor decides
+  // (serving/predictor.cc), so classes agree with the probabilities.
+  onnx::NodeProto* positive = b.Node("Greater", classes + "/positive",
+                                     {logistic->output(0), b.FloatConstant("half", 0.5f)});
   onnx::NodeProto* cast = b.Node("Cast", classes + "/int64", {positive->output(0)});
   SetInt(cast, "to", onnx::TensorProto::INT64);
   b.Node("Squeeze", kOnnxClassesName, {cast->output(0), b.Int64Constant("axis_1", {1})},

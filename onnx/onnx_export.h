@@ -99,9 +99,10 @@
 // A binary head (Head::kBinary, one logit z) has the outputs, in order:
 //   probabilities  float32 [N, 2]: [1 - sigmoid(z), sigmoid(z)]
 //                  ("probabilities/negative" Sub, then Concat)
-//   classes        int64 [N]: 1 where z > 0, else 0 (as pstrain counts a
-//                  binary prediction correct, models/loss.cc; z == 0 is 0)
-//                  ("classes/positive" Greater, "classes/int64" Cast, Squeeze)
+//   classes        int64 [N]: 1 where sigmoid(z) > 0.5, else 0, as
+//                  pstrain's Predictor decides (a tie is 0; the ArgMax of
+//                  the probabilities) ("classes/positive" Greater of
+//                  "logistic" and 0.5, "classes/int64" Cast, Squeeze)
 //   logistic       float32 [N, 1]: sigmoid(z) (node "logistic")
 // A softmax head on a tabular model has the two outputs above.
 // The ONNX importer (onnx_import.h) does not read tabular graphs.

@@ -633,7 +633,7 @@ TEST(OnnxExportTabularTest, WideAndDeepWithBucketedTables) {
   EXPECT_THAT(Inputs(FindNode(g, "probabilities")),
               ElementsAre("probabilities/negative", "logistic"));
   EXPECT_EQ(OpOf(g, "classes/positive"), "Greater");
-  EXPECT_THAT(Inputs(FindNode(g, "classes/positive")), ElementsAre("logit", "constants/zero"));
+  EXPECT_THAT(Inputs(FindNode(g, "classes/positive")), ElementsAre("logistic", "constants/half"));
   EXPECT_EQ(Int(FindNode(g, "classes/int64"), "to"), onnx::TensorProto::INT64);
   EXPECT_EQ(OpOf(g, "classes"), "Squeeze");
   // Nothing but sum combiners: no counts.

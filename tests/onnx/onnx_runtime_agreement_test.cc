@@ -411,7 +411,8 @@ TEST_P(TabularOnnxAgreementTest, OnnxRuntimeGivesPstrainsInference) {
       const double z = logits[i];
       p[1] = 1.0 / (1.0 + std::exp(-z));
       p[0] = 1.0 - p[1];
-      expected_classes[i] = z > 0;
+      // As pstrain's Predictor decides: sigmoid(z) in float32 > 0.5.
+      expected_classes[i] = 1.0f / (1.0f + std::exp(-logits[i])) > 0.5f;
       continue;
     }
     const float* z = &logits[i * classes];
