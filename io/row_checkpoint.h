@@ -15,7 +15,8 @@
 //            int64 dim, int64 slot_floats, int64 rows
 //   blocks   each: uint32 table, uint64 count, uint32 masked_crc(those 12 bytes),
 //            `count` rows, uint32 masked_crc(the rows)
-//     row    int64 id, int64 last_step, float weights[dim], float slots[slot_floats]
+//     row    int64 id, int64 last_step (0 for a table without eviction, which
+//            keeps none), float weights[dim], float slots[slot_floats]
 //   trailer  uint32 0xffffffff, uint64 total rows, uint64 blocks,
 //            uint32 the header's masked_crc(body),
 //            uint32 masked_crc(those 24 bytes)

@@ -22,8 +22,11 @@ constexpr int64_t kMaxDim = 65536;
 // Records are allocated in chunks of at most this many bytes (a power of two
 // records, at least one), so a stripe wastes at most one chunk.
 constexpr int64_t kChunkBytes = 64 * 1024;
-// A record: [id: int64][last step: int64][weights][slots], in floats.
-constexpr int64_t kHeaderFloats = 4;
+// A record: [id: int64][last step: int64, only with ttl_steps > 0][weights]
+// [slots], in floats. Without eviction nothing reads the last step, and its
+// 8 bytes would be an eighth of a dim-8 Adagrad row.
+constexpr int64_t kIdFloats = 2;
+constexpr int64_t kLastStepFloats = 2;
 constexpr int kStripeBits = 6;
 static_assert(EmbeddingTable::kNumStripes == 1 << kStripeBits);
 constexpr uint64_t kStripeSalt = 0x5851f42d4c957f2dULL;
@@ -61,17 +64,23 @@ class CountingAllocator {
 // record's id field holds -2 - (the next free record, or -1).
 class RecordStore {
  public:
-  RecordStore(int64_t stride_floats, int chunk_shift)
-      : stride_(stride_floats), shift_(chunk_shift) {}
+  // `last_step`: whether records hold one.
+  RecordStore(int64_t stride_floats, int chunk_shift, bool last_step)
+      : stride_(stride_floats),
+        shift_(chunk_shift),
+        header_(kIdFloats + (last_step ? kLastStepFloats : 0)) {}
 
   float* Record(uint32_t r) const {
     return chunks_[r >> shift_].get() + static_cast<int64_t>(r & ((1u << shift_) - 1)) * stride_;
   }
   int64_t IdOf(uint32_t r) const { return GetInt(r, 0); }
-  int64_t LastStep(uint32_t r) const { return GetInt(r, 2); }
+  // 0 for records without a last step.
+  int64_t LastStep(uint32_t r) const { return header_ > kIdFloats ? GetInt(r, kIdFloats) : 0; }
   void SetId(uint32_t r, int64_t id) { SetInt(r, 0, id); }
-  void SetLastStep(uint32_t r, int64_t step) { SetInt(r, 2, step); }
-  float* Data(uint32_t r) const { return Record(r) + kHeaderFloats; }
+  void SetLastStep(uint32_t r, int64_t step) {
+    if (header_ > kIdFloats) SetInt(r, kIdFloats, step);
+  }
+  float* Data(uint32_t r) const { return Record(r) + header_; }
 
   uint32_t Allocate() {
     if (free_head_ >= 0) {
@@ -118,6 +127,7 @@ class RecordStore {
 
   const int64_t stride_;
   const int shift_;
+  const int64_t header_;  // floats before a record's weights
   std::vector<std::unique_ptr<float[]>> chunks_;
   uint32_t high_water_ = 0;
   int64_t free_head_ = -1;
@@ -176,8 +186,8 @@ void GroupByStripe(absl::Span<const int64_t> ids, int (*stripe_of)(int64_t),
 }  // namespace
 
 struct EmbeddingTable::Stripe {
-  Stripe(int64_t stride_floats, int chunk_shift)
-      : store(stride_floats, chunk_shift),
+  Stripe(int64_t stride_floats, int chunk_shift, bool last_step)
+      : store(stride_floats, chunk_shift, last_step),
         index(0, IndexHash{&store}, IndexEq{&store}, CountingAllocator<uint32_t>(&index_bytes)),
         pending(0, absl::Hash<int64_t>(), std::equal_to<int64_t>(),
                 PendingMap::allocator_type(&pending_bytes)) {}
@@ -225,10 +235,11 @@ EmbeddingTable::EmbeddingTable(const EmbeddingTableOptions& options)
     : options_(options),
       initializer_(options.name, options.initializer),
       optimizer_(options.optimizer, options.dim) {
-  const int64_t stride = kHeaderFloats + optimizer_.stored_floats();
+  const bool last_step = options.ttl_steps > 0;
+  const int64_t stride = kIdFloats + (last_step ? kLastStepFloats : 0) + optimizer_.stored_floats();
   const int64_t records = std::max<int64_t>(1, kChunkBytes / (stride * sizeof(float)));
   const int shift = std::bit_width(static_cast<uint64_t>(records)) - 1;
-  for (auto& stripe : stripes_) stripe = std::make_unique<Stripe>(stride, shift);
+  for (auto& stripe : stripes_) stripe = std::make_unique<Stripe>(stride, shift, last_step);
 }
 
 EmbeddingTable::~EmbeddingTable() = default;

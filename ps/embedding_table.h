@@ -41,11 +41,11 @@ struct EmbeddingTableOptions {
 //
 // Storage: 64 stripes chosen by a mix of the id. Each stripe has its own
 // absl::Mutex, an array of fixed-size chunks holding records of [id, last
-// step, weights, slots], and a flat_hash_set of record indices looked up by
-// id (its hash and equality read the id from the record, so the index costs
-// 4 bytes + 1 control byte per slot rather than the 16 + 1 of a map from
-// id). Evicted records go on a free list threaded through their id field and
-// are reused before the chunks grow. Chunks and the index never shrink.
+// step (only when ttl_steps > 0: nothing else reads it), weights, slots], and a flat_hash_set of
+// record indices looked up by id (its hash and equality read the id from the record, so the index
+// costs 4 bytes + 1 control byte per slot rather than the 16 + 1 of a map from id). Evicted records
+// go on a free list threaded through their id field and are reused before the chunks grow. Chunks
+// and the index never shrink.
 //
 // Thread safety: every method may be called from many threads at once.
 // Lookup and ApplyGradients lock one stripe at a time, so each row is read
@@ -109,7 +109,8 @@ class EmbeddingTable {
   int64_t slot_floats() const;
 
   // Calls fn for every row: its id, weights (dim floats; for FTRL computed
-  // from z and n), slots and last step, stripe by stripe in no particular
+  // from z and n), slots and last step (0 in a table without eviction, which
+  // keeps none), stripe by stripe in no particular
   // order, and stops at the first error fn returns. Each stripe is
   // read-locked while fn runs on its rows: fn must not call into this table.
   // The spans are valid only during the call.
@@ -119,7 +120,8 @@ class EmbeddingTable {
   absl::Status ForEachRow(RowVisitor fn) const;
 
   // Restores one row as ForEachRow gave it (for a checkpoint restore, onto
-  // any number of ps). Bypasses admission. For FTRL `weights` must have dim
+  // any number of ps). Bypasses admission. A table without eviction ignores
+  // `last_step`. For FTRL `weights` must have dim
   // floats but is not used: z and n define the row. InvalidArgument for a
   // bad id, wrong sizes, a non-finite value or a slot out of its domain;
   // AlreadyExists if the id has a row.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -406,6 +407,40 @@ TEST(EmbeddingTableTest, MemoryPerRowAtOneMillionRows) {
             << table->RowBytes() << " B of row + slots: ratio " << ratio << "\n";
   EXPECT_EQ(table->RowBytes(), 128);
   EXPECT_LT(ratio, 2.0);
+}
+
+// A record holds its last step only when the table evicts: without
+// ttl_steps its 8 bytes are not stored (ForEachRow gives 0), with it they are
+// and eviction reads them.
+TEST(EmbeddingTableTest, OnlyATableThatEvictsStoresTheLastStep) {
+  constexpr int64_t kRows = 100000, kDim = 8;
+  EmbeddingTableOptions evicting = Options("ttl", kDim);
+  evicting.ttl_steps = 10;
+  auto plain = Make(Options("plain", kDim)), ttl = Make(evicting);
+  std::vector<int64_t> ids(kRows);
+  for (int64_t i = 0; i < kRows; ++i) ids[i] = i * 2654435761LL % (int64_t{1} << 40);
+  const std::vector<float> grads = Grads(kRows, kDim, 0.01f);
+  ASSERT_TRUE(plain->ApplyGradients(ids, grads, 7).ok());
+  ASSERT_TRUE(ttl->ApplyGradients(ids, grads, 7).ok());
+  const double saved = static_cast<double>(ttl->MemoryBytes() - plain->MemoryBytes()) / kRows;
+  std::cout << "last step: " << saved << " bytes per row more with eviction\n";
+  EXPECT_GT(saved, 7.5);
+  EXPECT_LT(saved, 12.0);  // 8, and the chunks rounding another way
+  auto last_steps = [](const EmbeddingTable& table) {
+    std::set<int64_t> steps;
+    EXPECT_TRUE(table
+                    .ForEachRow([&](int64_t, absl::Span<const float>, absl::Span<const float>,
+                                    int64_t last_step) {
+                      steps.insert(last_step);
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return steps;
+  };
+  EXPECT_EQ(last_steps(*plain), std::set<int64_t>{0});
+  EXPECT_EQ(last_steps(*ttl), std::set<int64_t>{7});
+  EXPECT_EQ(ttl->Evict(17), kRows);
+  EXPECT_EQ(plain->Evict(17), 0);
 }
 
 }  // namespace

@@ -499,7 +499,7 @@ absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
   restored.checksum.assign(tables_.size(), 0);
   absl::Status status;
   for (const RowsFile& file : files) {
-    status = RestoreFile(env, file, optimizer, &restored);
+    status = RestoreFile(env, file, optimizer, step, &restored);
     if (!status.ok()) break;
   }
   {
@@ -521,7 +521,7 @@ absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
 }
 
 absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
-                                      RestoredRows* restored) {
+                                      int64_t step, RestoredRows* restored) {
   PSTRAIN_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(file.path));
   if (bytes.size() != file.size_bytes || crc32c::Value(bytes.data(), bytes.size()) != file.crc32c) {
     return absl::DataLossError(absl::StrCat(
@@ -558,7 +558,11 @@ absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std:
     if (t < 0 || RowOwner(layout_[t].key, id, options_.num_ps) != options_.ps_index) {
       return absl::OkStatus();
     }
-    PSTRAIN_RETURN_IF_ERROR(tables_[t]->InsertRow(id, weights, slots, last_step));
+    // A table saved without eviction keeps no last step (0): its rows count
+    // as updated at the checkpoint's step, so turning eviction on does not
+    // drop them all at once.
+    PSTRAIN_RETURN_IF_ERROR(
+        tables_[t]->InsertRow(id, weights, slots, last_step > 0 ? last_step : step));
     restored->checksum[t] += RowChecksum(id, weights, slots, last_step);
     ++restored->rows;
     return absl::OkStatus();

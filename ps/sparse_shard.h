@@ -200,8 +200,9 @@ class SparseShard {
   // Takes the snapshot Save waits for once the rows reached its step.
   void MaybeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Snapshot> SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `step`: the checkpoint's.
   absl::Status RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
-                           RestoredRows* restored);
+                           int64_t step, RestoredRows* restored);
   // Looks up the parts and answers.
   void Answer(std::vector<RowsRef> parts, const PullDone& done);
   // The waiters the rows' step now satisfies (or all, after shutdown or a
