@@ -29,7 +29,8 @@ std::unique_ptr<Model> TestSparseModel() {
   return model.ok() ? std::move(*model) : nullptr;
 }
 
-std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireSecurity& wire) {
+std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireSecurity& wire,
+                                const TestPsOptions& options) {
   auto ps = std::make_unique<TestPs>();
   auto ranges = BalancedRanges(kNumParams, num_chunks);
   ShardOptions o;
@@ -43,7 +44,7 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   o.optimizer.type = OptimizerType::kSgd;
   o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
   o.total_replicas = 2;
-  o.train_steps = 100;
+  o.train_steps = options.train_steps;
   std::vector<std::unique_ptr<ParameterShard>> shards;
   shards.push_back(*ParameterShard::Create(o));
   ps->shard = shards.back().get();
@@ -60,8 +61,9 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   sparse.ps_index = index;
   sparse.num_ps = num_chunks;
   sparse.total_replicas = 2;
-  std::unique_ptr<Model> model = TestSparseModel();
-  ps->task->AttachSparse(*SparseShard::Create(*model, rules, sparse), "adagrad");
+  std::unique_ptr<Model> own = options.sparse_model == nullptr ? TestSparseModel() : nullptr;
+  const Model& model = options.sparse_model == nullptr ? *own : *options.sparse_model;
+  ps->task->AttachSparse(*SparseShard::Create(model, rules, sparse), "adagrad");
   ps->service = std::make_unique<ParameterServerService>(ps->task.get(), wire.token);
   grpc::ServerBuilder builder;
   int port = 0;

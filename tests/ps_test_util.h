@@ -36,8 +36,15 @@ struct TestPs {
 // The model whose tables StartPs's ps hold: "emb/embeddings" (feature f,
 // dynamic, dim 2) and "lin/f" (10 buckets, dim 1).
 std::unique_ptr<Model> TestSparseModel();
+// What StartPs may change (benchmarks): the model whose tables the ps holds
+// (TestSparseModel() if null; it must outlive the call) and the job's steps.
+struct TestPsOptions {
+  const Model* sparse_model = nullptr;
+  int64_t train_steps = 100;
+};
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr,
-                                const WireSecurity& wire = WireSecurity());
+                                const WireSecurity& wire = WireSecurity(),
+                                const TestPsOptions& options = TestPsOptions());
 
 }  // namespace testing_util
 }  // namespace pstrain
