@@ -102,11 +102,19 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
     nlohmann::json tables = nlohmann::json::array();
     for (size_t t = 0; t < model.sparse_tables().size(); ++t) {
       const SparseTableInfo& info = model.sparse_tables()[t];
-      tables.push_back({{"name", info.name},
-                        {"feature", model.sparse_features()[info.feature]},
-                        {"dim", info.dim},
-                        {"buckets", info.buckets},
-                        {"rows", embeddings->rows[t]}});
+      nlohmann::json table = {{"name", info.name},
+                              {"feature", model.sparse_features()[info.feature]},
+                              {"dim", info.dim},
+                              {"buckets", info.buckets},
+                              {"rows", embeddings->rows[t]}};
+      if (!info.cross.empty()) {
+        // A crossed table (linear's crosses): the features it crosses.
+        table.erase("feature");
+        nlohmann::json crossed = nlohmann::json::array();
+        for (int f : info.cross) crossed.push_back(model.sparse_features()[f]);
+        table["cross"] = crossed;
+      }
+      tables.push_back(table);
     }
     m["tables"] = tables;
     m["embeddings_file"] = kEmbeddings;

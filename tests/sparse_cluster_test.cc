@@ -38,8 +38,9 @@ SyntheticCtrConfig DataConfig() {
   return config;
 }
 
-// Wide & Deep: a linear part over every field, and embeddings concatenated
-// with the dense features into a small MLP; dynamic tables.
+// Wide & Deep: a linear part over every field and the cross C1 x C2, and
+// embeddings concatenated with the dense features into a small MLP; dynamic
+// tables.
 std::string WideAndDeepSpec() {
   std::vector<std::string> fields, embeddings;
   std::string layers;
@@ -56,7 +57,7 @@ std::string WideAndDeepSpec() {
                       "  - dense: {units: 1, name: deep_logit}\n"
                       "  - linear: {features: [",
                       absl::StrJoin(fields, ", "),
-                      "], dynamic: true, name: wide}\n"
+                      "], crosses: [[C1, C2]], dynamic: true, name: wide}\n"
                       "  - add: {input: deep_logit, inputs: [wide]}\n");
 }
 
@@ -150,7 +151,7 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
       train.output,
       R"(saved ([0-9]+) embedding rows at step [0-9]+ to model\.ckpt-2000\.rows-[01]-of-2 \(rows checksum ([0-9a-f]+)\))");
   ASSERT_EQ(saved.ps, 2) << train.output;
-  EXPECT_GT(saved.rows, 800);  // 8 fields x 100 ids, x 2 tables each
+  EXPECT_GT(saved.rows, 1600);  // 8 fields x 100 ids, x 2 tables each, and pairs of C1 x C2
 
   // The same job on 3 ps: every ps reads both rows files and keeps its rows.
   const std::string three =

@@ -77,6 +77,10 @@ done
 ((steps > log_every)) || { echo "steps must exceed $log_every (the first log window is skipped)" >&2; exit 2; }
 
 work="$(mktemp -d /tmp/ctr-pytorch.XXXXXX)"
+# The example without its C1 x C2 cross (crosses:): the PyTorch network has
+# none, and the two must be the same network.
+spec="$work/wide_and_deep.yaml"
+grep -v '^ *crosses:' "$root/examples/models/wide_and_deep.yaml" >"$spec"
 # Every process this script starts names $work in its command line (the
 # launcher and its tasks by the job dir, PyTorch by the data dir): on exit,
 # whatever is still running is stopped by pid.
@@ -166,7 +170,7 @@ run_pstrain() {
   cluster "$work/$name.yaml" "$nps"
   : >"$log"
   "$bin/pstrain-launch" --config="$work/$name.yaml" \
-    --model="$root/examples/models/wide_and_deep.yaml" --data_dir="$data" --job_dir="$job" \
+    --model="$spec" --data_dir="$data" --job_dir="$job" \
     --train_steps="$n" --batch_size="$batch" --learning_rate="$dense_lr" \
     --embedding_learning_rate="$embedding_lr" --embedding_optimizer=adagrad --eval_steps=0 \
     --log_every_n_steps="$log_every" --checkpoint_steps=0 >"$log" 2>&1 &
