@@ -27,8 +27,14 @@ using RoleRunner = std::function<absl::Status(const RoleConfig&, const RoleConte
 int RunRole(const char* job_name, const RoleRunner& run, Env* env);
 
 // The exit status of a task that a supervisor (pstrain-launch, systemd's
-// Restart=on-failure) should start again.
-inline constexpr int kExitRestartable = 3;
+// Restart=on-failure, the GCE startup script, Kubernetes) should start again.
+// 138 (128 + SIGUSR1's 10) because Kubeflow's training operator, under a
+// TFJob's `restartPolicy: ExitCode`, recreates a pod only for exit codes of
+// 128 and more (IsRetryableExitCode in pkg/util/train/train_util.go; its
+// 2018 tf-operator version retried only 130, 137, 143 and 138, "the user's
+// retryable error") and fails the whole job on 1..127. Exits 1 and 2 stay
+// permanent failures there too.
+inline constexpr int kExitRestartable = 138;
 
 // Compute threads for a `threads` setting: itself, or every core for 0.
 int ComputeThreads(int threads);

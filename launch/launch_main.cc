@@ -33,7 +33,7 @@ DECLARE_string(config);
 DEFINE_int32(base_port, 23450, "First loopback port for a Cloud ML Engine trainingInput config.");
 DEFINE_string(bin_dir, "", "Where the pstrain binaries are (default: beside pstrain-launch).");
 DEFINE_int32(max_restarts, 3,
-             "Times a task that dies (killed by a signal, or exiting with status 3, a "
+             "Times a task that dies (killed by a signal, or exiting with status 138, a "
              "task's \"restart me\") is started again while the others go on; 0: the first "
              "death ends the job.");
 DEFINE_double(stop_grace, 0,

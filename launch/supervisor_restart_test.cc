@@ -19,7 +19,7 @@ using testing_util::Options;
 using testing_util::Sh;
 
 // A script that counts its runs in `file` and dies as `deaths` says for the
-// first runs ("kill": SIGKILL, "3": exit 3), then exits 0.
+// first runs ("kill": SIGKILL, "138": exit 138), then exits 0.
 std::string DiesAtFirst(const std::string& file, const std::vector<std::string>& deaths) {
   std::string script = absl::StrCat("n=$(cat ", file, " 2>/dev/null || echo 0); echo $((n+1)) > ",
                                     file, "; echo run $n; ");
@@ -43,7 +43,7 @@ TEST(SupervisorTest, ADeadProcessIsRestartedWhileTheOthersGoOn) {
   options.restart_delay = absl::Milliseconds(50);
   const std::string runs = TempFile("runs");
   auto supervisor = Supervisor::Start(
-      {Sh("ps:0", "sleep 1; echo still here"), Sh("worker:1", DiesAtFirst(runs, {"kill", "3"}))},
+      {Sh("ps:0", "sleep 1; echo still here"), Sh("worker:1", DiesAtFirst(runs, {"kill", "138"}))},
       options);
   ASSERT_TRUE(supervisor.ok()) << supervisor.status();
   const pid_t ps = (*supervisor)->pids()[0];
@@ -57,9 +57,9 @@ TEST(SupervisorTest, ADeadProcessIsRestartedWhileTheOthersGoOn) {
   const std::vector<std::string> got = lines.Get();
   EXPECT_THAT(got, Contains("[launcher] worker:1 was killed by signal 9 (SIGKILL); restarting it "
                             "in 50ms (restart 1 of 3)"));
-  EXPECT_THAT(got,
-              Contains("[launcher] worker:1 exited with status 3; restarting it in 50ms (restart 2 "
-                       "of 3)"));
+  EXPECT_THAT(
+      got, Contains("[launcher] worker:1 exited with status 138; restarting it in 50ms (restart 2 "
+                    "of 3)"));
   EXPECT_THAT(got, Contains("[worker:1] run 2"));  // the third run's output is read too
   EXPECT_THAT(got, Contains("[ps:0] still here"));
   EXPECT_GE(lines.IndexOf("[worker:1] run 2"), lines.IndexOf("[worker:1] run 1"));
