@@ -1,7 +1,9 @@
 // TensorFlow's TF_CONFIG (tf_config.cc).
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "config/cluster_config.h"
 #include "config/config_test_util.h"
 #include "config/config_yaml_util.h"
@@ -44,6 +46,92 @@ TEST(TfConfigTest, MasterAndCloudMlEngineExtras) {
   config = ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief"}})");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->task.task_index, 0);
+}
+
+// Exactly what Kubeflow's training operator sets in a TFJob pod's
+// "tensorflow" container (genTFConfigJSONStr: Go's json.Marshal of
+// {Cluster, Task, Environment}, so compact, with the cluster's keys sorted
+// and the index a JSON number).
+std::string OperatorTfConfig(const std::string& type, int index,
+                             const std::string& domain = ".default.svc") {
+  return absl::StrCat(R"({"cluster":{"chief":["mnist-chief-0)", domain,
+                      R"(:2222"],"ps":["mnist-ps-0)", domain, R"(:2222","mnist-ps-1)", domain,
+                      R"(:2222"],"worker":["mnist-worker-0)", domain, R"(:2222","mnist-worker-1)",
+                      domain, R"(:2222"]},"task":{"type":")", type, R"(","index":)", index,
+                      R"(},"environment":"cloud"})");
+}
+
+TEST(TfConfigTest, EveryTaskOfATrainingOperatorTfJob) {
+  for (const auto& [type, index] : std::vector<std::pair<std::string, int>>{
+           {"chief", 0}, {"ps", 0}, {"ps", 1}, {"worker", 0}, {"worker", 1}}) {
+    SCOPED_TRACE(absl::StrCat(type, ":", index));
+    absl::StatusOr<TfConfig> config = ParseTfConfig(OperatorTfConfig(type, index));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->task, (TaskSpec{type, index}));
+    EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"mnist-chief-0.default.svc:2222"});
+    EXPECT_EQ(config->cluster.ps, (std::vector<std::string>{"mnist-ps-0.default.svc:2222",
+                                                            "mnist-ps-1.default.svc:2222"}));
+    EXPECT_EQ(config->cluster.worker,
+              (std::vector<std::string>{"mnist-worker-0.default.svc:2222",
+                                        "mnist-worker-1.default.svc:2222"}));
+  }
+  // CUSTOM_CLUSTER_DOMAIN on the operator appends the cluster's domain.
+  absl::StatusOr<TfConfig> config =
+      ParseTfConfig(OperatorTfConfig("worker", 1, ".team-a.svc.cluster.local"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->cluster.worker[1], "mnist-worker-1.team-a.svc.cluster.local:2222");
+}
+
+TEST(TfConfigTest, TrainingOperatorMasterPortsAndIndexTypes) {
+  // A TFJob whose chief replica type is Master, on another tfjob-port.
+  absl::StatusOr<TfConfig> config = ParseTfConfig(
+      R"({"cluster":{"master":["j-master-0.ns.svc:2223"],"ps":["j-ps-0.ns.svc:2223"],)"
+      R"("worker":["j-worker-0.ns.svc:2223"]},"task":{"type":"master","index":0},)"
+      R"("environment":"cloud"})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->task, (TaskSpec{"chief", 0}));
+  EXPECT_EQ(config->cluster.chief, std::vector<std::string>{"j-master-0.ns.svc:2223"});
+  EXPECT_EQ(config->cluster.worker, std::vector<std::string>{"j-worker-0.ns.svc:2223"});
+
+  // The index as a JSON number or as a string (hand-written TF_CONFIGs).
+  for (const char* index : {"1", "\"1\""}) {
+    config = ParseTfConfig(
+        absl::StrCat(R"({"cluster":{"chief":["c:1"],"ps":["p:1"],"worker":["w:1","w:2"]},)",
+                     R"("task":{"type":"worker","index":)", index, "}}"));
+    ASSERT_TRUE(config.ok()) << index << ": " << config.status();
+    EXPECT_EQ(config->task, (TaskSpec{"worker", 1})) << index;
+  }
+  ExpectInvalid(
+      ParseTfConfig(R"({"cluster":{"chief":["c:1"]},"task":{"type":"chief","index":0.5}})")
+          .status(),
+      {"TF_CONFIG: task.index: \"0.5\" is not an integer"});
+}
+
+TEST(TfConfigTest, TrainingOperatorEvaluatorAndDynamicWorkers) {
+  // Evaluator replicas are listed in the cluster the operator writes; they
+  // are not part of the training cluster.
+  absl::StatusOr<TfConfig> config = ParseTfConfig(
+      R"({"cluster":{"chief":["j-chief-0.ns.svc:2222"],"evaluator":["j-evaluator-0.ns.svc:2222"],)"
+      R"("ps":["j-ps-0.ns.svc:2222"],"worker":["j-worker-0.ns.svc:2222"]},)"
+      R"("task":{"type":"ps","index":0},"environment":"cloud"})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->task, (TaskSpec{"ps", 0}));
+  EXPECT_EQ(config->cluster.num_tasks("chief") + config->cluster.num_tasks("worker") +
+                config->cluster.num_tasks("ps"),
+            3);
+  // The evaluator itself is told what to do instead.
+  ExpectInvalid(ParseTfConfig(R"({"cluster":{"chief":["c:1"],"evaluator":["e:1"],"ps":["p:1"]},)"
+                              R"("task":{"type":"evaluator","index":0},"environment":"cloud"})")
+                    .status(),
+                {"TF_CONFIG: task.type: \"evaluator\" is not a job name", "the chief evaluates",
+                 "remove the TFJob's Evaluator replicas"});
+  // enableDynamicWorker: a worker sees itself as {"index": address} and a ps
+  // sees only itself; pstrain refuses, saying which TFJob setting to change.
+  ExpectInvalid(ParseTfConfig(R"({"cluster":{"worker":{"1":"j-worker-1.ns.svc:2222"},)"
+                              R"("ps":["j-ps-0.ns.svc:2222"]},"task":{"type":"worker","index":1}})")
+                    .status(),
+                {"TF_CONFIG: cluster.worker is an object of index: address", "enableDynamicWorker",
+                 "set it to false"});
 }
 
 TEST(TfConfigTest, Errors) {
