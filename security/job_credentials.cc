@@ -135,8 +135,9 @@ absl::StatusOr<std::string> KeyPem(EVP_PKEY* key) {
   return BioContents(bio.get());
 }
 
-// Creates `path` (which must not exist) with `mode` and writes `contents`.
-absl::Status WriteNewFile(const std::string& path, const std::string& contents, mode_t mode) {
+}  // namespace
+
+absl::Status WriteNewFile(const std::string& path, const std::string& contents, int mode) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     if (errno == EEXIST) {
@@ -164,8 +165,6 @@ absl::Status WriteNewFile(const std::string& path, const std::string& contents, 
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 std::vector<std::string> CredentialNames(const ClusterSpec& cluster) {
   std::vector<std::string> names;

@@ -29,6 +29,10 @@ std::vector<std::string> CredentialNames(const ClusterSpec& cluster);
 absl::Status MakeJobCredentials(const std::string& dir, const std::vector<std::string>& names,
                                 int days = 3650);
 
+// Creates the local file `path`, which must not exist (AlreadyExists, naming
+// it, if it does), with permissions `mode`, and writes `contents`.
+absl::Status WriteNewFile(const std::string& path, const std::string& contents, int mode);
+
 // The subject's DNS names of a PEM certificate (for tests and `pstrain-certs
 // --show`), and whether it was signed by the CA in `ca_pem`.
 struct CertificateInfo {
