@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/xplane.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
 
@@ -38,6 +39,16 @@ std::string TraceRunName(const TraceSteps& steps) {
 
 std::string TraceFileName(const TracedTask& task) {
   return absl::StrCat(task.job_name, "-", task.task_index, ".trace.json");
+}
+
+std::string ProfileHostName(const TracedTask& task) {
+  std::string host = absl::StrCat(task.job_name, "-", task.task_index);
+  for (char& c : host) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '_' || c == '-';
+    if (!plain) c = '_';
+  }
+  return host;
 }
 
 ClockSample BestSample(const std::vector<ClockSample>& samples) {
@@ -134,16 +145,27 @@ void TaskTrace::WriteIfNew() {
   const size_t events = recorder_->size();
   if (written_ && events == written_events_) return;
   const std::string path = absl::StrCat(run_dir_, "/", TraceFileName(task_));
+  const std::string json = recorder_->ToJson();
   absl::Status s = env_->CreateDirs(run_dir_);
-  if (s.ok()) s = recorder_->Write(env_, path);
+  if (s.ok()) s = env_->WriteFileAtomic(path, json);
   if (!s.ok()) {
     // Not marked written: the end of the role tries again.
     LOG(WARNING) << "could not write the trace " << path << ": " << s;
     return;
   }
+  // The same trace for TensorBoard's Profile tab.
+  const std::string host = ProfileHostName(task_);
+  s = WriteProfilePluginFiles(env_, run_dir_, host, json);
+  if (!s.ok()) {
+    LOG(WARNING) << "could not write " << XPlaneFileName(host) << " and "
+                 << TraceJsonGzFileName(host) << " in " << run_dir_ << ": " << s;
+    return;
+  }
   written_ = true;
   written_events_ = events;
-  LOG(INFO) << "trace (" << recorder_->size() << " events) written to " << path
+  LOG(INFO) << "trace (" << recorder_->size() << " events) written to " << path << " and, for "
+            << "TensorBoard's Profile tab, " << XPlaneFileName(host) << " and "
+            << TraceJsonGzFileName(host) << " beside it"
             << (recorder_->dropped() > 0
                     ? absl::StrCat(" (", recorder_->dropped(), " events over the cap dropped)")
                     : "");

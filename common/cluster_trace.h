@@ -2,8 +2,11 @@
 // Chrome trace, and the chief's merge of them into one view of the cluster
 // on one clock.
 //
-// Every task writes <job_dir>/plugins/profile/steps_<A>_<B>/<job>-<index>.trace.json;
-// the chief, at the end of the job, writes cluster.trace.json beside them.
+// Every task writes <job_dir>/plugins/profile/steps_<A>_<B>/<job>-<index>.trace.json
+// (Perfetto, chrome://tracing) and, for TensorBoard's Profile tab,
+// <host>.xplane.pb and <host>.trace.json.gz beside it (common/xplane.h; host
+// = ProfileHostName()); the chief, at the end of the job, writes
+// cluster.trace.json beside them.
 // Clocks: every client of the parameter servers (chief, workers) records in
 // its trace's otherData "ps_clock_offsets_us", ps task i's clock minus its
 // own (measured from Status round trips), so every process can be shifted
@@ -39,6 +42,10 @@ struct TracedTask {
 std::string TraceRunName(const TraceSteps& steps);
 // "<job>-<index>.trace.json".
 std::string TraceFileName(const TracedTask& task);
+// The host name of a task's profile plugin files: "<job>-<index>" ("chief-0",
+// "worker-1", "ps-0"), every character but [A-Za-z0-9_-] replaced by '_'.
+// Distinct for the tasks of a job (job names are distinct and have no '-').
+std::string ProfileHostName(const TracedTask& task);
 
 // One sample of another clock: `offset_us` = its time minus ours at the
 // middle of a round trip of `round_trip_us` (the error is at most half).

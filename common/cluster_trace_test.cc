@@ -37,6 +37,8 @@ std::vector<TracedTask> Cluster() { return {{"chief", 0}, {"worker", 0}, {"ps", 
 TEST(ClusterTraceTest, NamesAndBestSample) {
   EXPECT_EQ(TraceRunName(TraceSteps{100, 110}), "steps_100_110");
   EXPECT_EQ(TraceFileName(TracedTask{"worker", 3}), "worker-3.trace.json");
+  EXPECT_EQ(ProfileHostName(TracedTask{"worker", 3}), "worker-3");
+  EXPECT_EQ(ProfileHostName(TracedTask{"ps", 0}), "ps-0");
   const ClockSample best = BestSample({{500, 900}, {120, 80}, {300, 400}});
   EXPECT_EQ(best.offset_us, 120);
   EXPECT_EQ(best.round_trip_us, 80);
@@ -104,6 +106,14 @@ TEST(TaskTraceTest, WritesOnceTheWindowHasPassedAndTheChiefMerges) {
   }
   ASSERT_TRUE(env.FileExists(ps_file));  // written while the task goes on
   EXPECT_EQ(Json::parse(*env.ReadFile(ps_file))["traceEvents"].size(), 3u);  // name + 2 steps
+  // And, just after it, the files for TensorBoard's Profile tab
+  // (common/xplane_test.cc checks what they hold).
+  const std::string gz_file = "/j/plugins/profile/steps_1_2/ps-0.trace.json.gz";
+  while (!env.FileExists(gz_file) && absl::Now() - start < absl::Seconds(10)) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(env.FileExists(gz_file));
+  EXPECT_TRUE(env.FileExists("/j/plugins/profile/steps_1_2/ps-0.xplane.pb"));
   auto chief = TaskTrace::Create(&env, "/j", "1:2", TracedTask{"chief", 0});
   ASSERT_TRUE(chief.ok());
   (*chief)->recorder()->SetStep(1);
