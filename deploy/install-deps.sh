@@ -5,7 +5,8 @@
 # ONNX: the schema pstrain compiles (libonnx-dev), the checker and PyTorch the
 # tests run (python3-onnx, python3-torch), and ONNX Runtime for Node.js
 # (npm onnxruntime-node, with its CPU library inside) in a project-local
-# prefix, .deps/node, that the tests find.
+# prefix, .deps/node, that the tests find. Kubernetes: the manifest tests
+# validate deploy/kubernetes/ with python3-yaml and python3-jsonschema.
 set -euo pipefail
 
 packages=(
@@ -16,6 +17,7 @@ packages=(
   libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   libonnx-dev python3-onnx python3-torch nodejs npm libfarmhash-dev
+  python3-yaml python3-jsonschema
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 libopenblas0-pthread hyperfine wrk)
