@@ -220,6 +220,10 @@ absl::Status ReadEmbeddings(Env* env, const std::string& dir, const nlohmann::js
     return DataLoss(JoinPath(dir, kManifest), absl::StrCat("a table is malformed: ", ex.what()));
   }
   e->tables.assign(want.size(), {});
+  for (const Want& w : want) {
+    e->table_names.push_back(w.name);
+    e->table_dims.push_back(w.dim);
+  }
   auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
     if (contents.tables.size() != want.size()) {
       return DataLoss(path, absl::StrCat("holds ", contents.tables.size(), " tables; ", kManifest,
@@ -288,6 +292,23 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
         "export of ", params.size(), " parameters and ", state.size(), " state values for ",
         model.name(), ", which has ", model.num_params(), " and ", model.num_state()));
   }
+  // The ONNX graph first: an error that stops the export leaves no files.
+  std::optional<std::string> onnx;
+  std::string no_onnx;
+  if (model.spec_yaml().empty()) {
+    no_onnx = "the model has no spec, which the ONNX graph is written from";
+  } else if (absl::StatusOr<std::string> graph = ModelToOnnx(model, params, state, tables);
+             graph.ok()) {
+    onnx = std::move(*graph);
+  } else if (absl::IsResourceExhausted(graph.status()) || absl::IsUnimplemented(graph.status()) ||
+             model.has_sparse()) {
+    // The version still serves pstrain-serve: a model ONNX cannot hold (past
+    // protobuf's 2 GiB, a dynamic table, a click model's names) loses only
+    // its model.onnx.
+    no_onnx = std::string(graph.status().message());
+  } else {
+    return graph.status();
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
   int64_t version = absl::ToUnixSeconds(absl::Now());
   if (!versions.empty() && versions.back() >= version) version = versions.back() + 1;
@@ -317,20 +338,11 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
                              writer.Write(env, JoinPath(dir, kEmbeddings), global_step));
     embeddings = EmbeddingsFile{summary.size_bytes, summary.crc32c, summary.rows};
   }
-  if (model.spec_yaml().empty()) {
-    LOG(INFO) << "export of " << model.name() << " to " << dir << ": no " << kOnnx
-              << " (the model has no spec, which the ONNX graph is written from)";
-  } else if (absl::StatusOr<std::string> onnx = ModelToOnnx(model, params, state, tables);
-             !onnx.ok()) {
-    // The version still serves pstrain-serve: a model ONNX cannot hold (past
-    // protobuf's 2 GiB, a dynamic table) loses only its model.onnx.
-    if (!absl::IsResourceExhausted(onnx.status()) && !absl::IsUnimplemented(onnx.status())) {
-      return onnx.status();
-    }
-    LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
-                 << onnx.status().message() << ")";
-  } else {
+  if (onnx.has_value()) {
     PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kOnnx), *onnx));
+  } else {
+    LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
+                 << no_onnx << ")";
   }
   const nlohmann::json manifest = Manifest(model, options, global_step, version, hparams_yaml,
                                            bytes.size(), crc, embeddings ? &*embeddings : nullptr);

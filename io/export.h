@@ -61,6 +61,10 @@ struct ExportedModel {
   // A click model's trained rows, per Model::sparse_tables() entry in order
   // (empty for a model without tables).
   std::vector<TrainedTableRows> tables;
+  // Their names and dims as the manifest lists them (a loader checks them
+  // against the model it builds).
+  std::vector<std::string> table_names;
+  std::vector<int64_t> table_dims;
 };
 
 // Writes a new version under `export_base` from the values of `model` (built

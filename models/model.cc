@@ -384,6 +384,8 @@ absl::StatusOr<int64_t> CrossCount(const std::vector<const SparseFeatureColumn*>
     counts.push_back(column->offsets[i + 1] - column->offsets[i]);
     if (count <= kMaxValuesPerExample) count *= counts.back();
   }
+  // A feature without values leaves no combination, however many the others have.
+  if (std::find(counts.begin(), counts.end(), 0) != counts.end()) return 0;
   if (count <= kMaxValuesPerExample) return count;
   return absl::InvalidArgumentError(
       absl::StrCat("has ", absl::StrJoin(counts, " x "), " combinations of values, more than the ",

@@ -866,6 +866,19 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
           "`crosses:`"));
     }
   }
+  // One int64 input per feature holds its values' rows: every table that
+  // reads the feature must take the same rows (a string hashed modulo 11 and
+  // modulo 17 gives two).
+  for (const SparseTableInfo& t : model.sparse_tables()) {
+    for (const SparseTableInfo& u : model.sparse_tables()) {
+      if (t.feature != u.feature || t.buckets == u.buckets) continue;
+      return absl::UnimplementedError(absl::StrCat(
+          "ONNX export of ", model.name(), ": feature ", model.sparse_features()[t.feature],
+          " is read by tables of ", t.buckets, " (", t.name, ") and ", u.buckets, " (", u.name,
+          ") buckets; the graph takes one row id per value, which a string hashed modulo two "
+          "bucket counts does not have: give the feature's tables the same buckets"));
+    }
+  }
   if (tables.size() != model.sparse_tables().size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ONNX export of ", model.name(), ": got the rows of ", tables.size(),

@@ -755,6 +755,30 @@ layers:
               ::testing::HasSubstr("crossed tables have no ONNX form"));
 }
 
+// A string's row in a table is its fingerprint modulo the table's buckets:
+// tables of one feature with different bucket counts cannot share the
+// feature's one id input.
+TEST(OnnxExportTabularTest, AFeaturesTablesOfOtherBucketCountsAreUnimplemented) {
+  const Valued v = WithValues(BuildModelFromSpecText(R"(
+input: [2]
+head: binary
+layers:
+  - embedding: {feature: a, dim: 2, buckets: 11, name: emb}
+  - concat: {input: input, inputs: [emb]}
+  - dense: {units: 1, name: deep}
+  - linear: {features: [a], buckets: 17, name: wide}
+  - add: {input: deep, inputs: [wide]}
+)",
+                                                     "mixed buckets"));
+  ASSERT_NE(v.model, nullptr);
+  absl::StatusOr<std::string> bytes = ModelToOnnx(
+      *v.model, v.params, v.state, std::vector<TrainedTableRows>(v.model->sparse_tables().size()));
+  EXPECT_TRUE(absl::IsUnimplemented(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()),
+              ::testing::HasSubstr("feature a is read by tables of 11 (emb/embeddings) and 17 "
+                                   "(wide/a) buckets"));
+}
+
 TEST(OnnxExportTabularTest, RefusesRowsThatAreNotTheTables) {
   Tabular t = WithRows(
       BuildModelFromSpecText(SourceFile("tests/onnx/tabular_combiners.yaml"), "combiners"));
@@ -769,9 +793,9 @@ TEST(OnnxExportTabularTest, RefusesRowsThatAreNotTheTables) {
   more.emplace_back();
   refused(more, "got the rows of 8 tables");
   std::vector<TrainedTableRows> bad = t.tables;
-  bad[0].ids.push_back(11);  // a_mean has 11 buckets
+  bad[0].ids.push_back(13);  // a_mean has 13 buckets
   bad[0].weights.resize(bad[0].weights.size() + 4);
-  refused(bad, "trained row id 11 is outside [0, buckets)");
+  refused(bad, "trained row id 13 is outside [0, buckets)");
   bad = t.tables;
   bad[2].ids.push_back(-1);
   bad[2].weights.resize(bad[2].weights.size() + 4);

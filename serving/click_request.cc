@@ -82,9 +82,10 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
                                                      : std::string(value.type_name())));
       }
       for (size_t i = 0; i < value.size(); ++i) {
-        if (!value[i].is_number() || !std::isfinite(value[i].get<double>())) {
+        if (!value[i].is_number() || !std::isfinite(value[i].get<double>()) ||
+            std::fabs(value[i].get<double>()) > std::numeric_limits<float>::max()) {
           return Bad(absl::StrCat(at, "[", i, "]"),
-                     absl::StrCat("expected a finite number, got ", value[i].dump()));
+                     absl::StrCat("expected a finite float32, got ", value[i].dump()));
         }
         dense.push_back(value[i].get<float>());
       }

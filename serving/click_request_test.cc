@@ -75,6 +75,8 @@ TEST(ClickRequestTest, RefusesBadInstancesSayingWhere) {
           {R"({"instances": [{"user_id": [1]}]})", "instances[0]: no \"dense\""},
           {R"({"instances": [{"dense": [1]}]})", "instances[0].dense: a list of 2 numbers"},
           {R"({"instances": [{"dense": [1, "2"]}]})", "instances[0].dense[1]: expected a finite"},
+          {R"({"instances": [{"dense": [1, 1e39]}]})",
+           "instances[0].dense[1]: expected a finite float32, got 1e+39"},
           {R"({"instances": [{"dense": [1, 2], "user_id": [-3]}]})",
            "instances[0].user_id[0]: id -3 is negative"},
           {R"({"instances": [{"dense": [1, 2], "user_id": [1.5]}]})",

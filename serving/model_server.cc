@@ -290,8 +290,9 @@ HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& b
     probabilities.push_back(p.probabilities);
     logistic.push_back({p.logistic});
   }
-  return Ok({{"outputs",
-              {{"classes", classes}, {"probabilities", probabilities}, {"logistic", logistic}}}});
+  nlohmann::json outputs = {{"classes", classes}, {"probabilities", probabilities}};
+  if (!predictions->empty() && predictions->front().binary) outputs["logistic"] = logistic;
+  return Ok({{"outputs", outputs}});
 }
 
 std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "data/augment.h"
 #include "glog/logging.h"
@@ -76,6 +76,21 @@ absl::Status ParsePng(const nlohmann::json& b64, const std::vector<int64_t>& sha
     }
   }
   return absl::OkStatus();
+}
+
+// PrepareSparse's message about "example K of the batch" of a slice that
+// starts at instance `begin`, as "instance begin + K (0-based)".
+std::string InstanceMessage(absl::string_view m, int64_t begin) {
+  constexpr absl::string_view kExample = "example ", kOfBatch = " of the batch";
+  const size_t at = m.find(kExample);
+  const size_t of = m.find(kOfBatch);
+  int64_t k = 0;
+  if (at == absl::string_view::npos || of == absl::string_view::npos || of < at ||
+      !absl::SimpleAtoi(m.substr(at + kExample.size(), of - at - kExample.size()), &k)) {
+    return std::string(m);
+  }
+  return absl::StrCat(m.substr(0, at), "instance ", begin + k, " (0-based)",
+                      m.substr(of + kOfBatch.size()));
 }
 
 }  // namespace
@@ -155,6 +170,13 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
   }
   for (size_t t = 0; t < infos.size(); ++t) {
     TrainedTableRows& rows = exported.tables[t];
+    if (exported.table_names[t] != infos[t].name || exported.table_dims[t] != infos[t].dim ||
+        rows.weights.size() != rows.ids.size() * infos[t].dim) {
+      return absl::DataLossError(absl::StrCat(dir, ": the export's table ", t, " is ",
+                                              exported.table_names[t], " of dim ",
+                                              exported.table_dims[t], "; ", exported.model, " has ",
+                                              infos[t].name, " of dim ", infos[t].dim, " there"));
+    }
     Table table;
     table.dim = infos[t].dim;
     table.row_of.reserve(rows.ids.size());
@@ -199,28 +221,46 @@ std::vector<Prediction> Predictor::Predict(const float* images, int64_t n) {
 
 absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequest& request) {
   CHECK(is_click_model()) << "only a click model takes PredictClicks";
-  if (request.n == 0) return std::vector<Prediction>{};
+  // In slices of kClickSlice instances: a step's rows, and a cross's
+  // combinations (up to 65536 per instance), grow with the instances.
+  constexpr int64_t kClickSlice = 64;
+  std::vector<Prediction> predictions;
+  predictions.reserve(request.n);
   absl::MutexLock lock(&mu_);
-  SparseStep step;
-  if (absl::Status s = model_->PrepareSparse(request.sparse, request.n, &step); !s.ok()) {
-    // PrepareSparse counts examples "of the batch": here they are instances.
-    return absl::InvalidArgumentError(
-        absl::StrReplaceAll(s.message(), {{"of the batch", "(0-based) of the request"}}));
-  }
-  for (size_t t = 0; t < tables_.size(); ++t) {
-    const Table& table = tables_[t];
-    TableStep& rows = step.tables[t];
-    rows.rows.assign(rows.ids.size() * table.dim, 0.0f);
-    for (size_t k = 0; k < rows.ids.size(); ++k) {
-      const auto it = table.row_of.find(rows.ids[k]);
-      if (it == table.row_of.end()) continue;  // never trained: zeros
-      std::copy_n(table.weights.begin() + it->second * table.dim, table.dim,
-                  rows.rows.begin() + k * table.dim);
+  SparseBatch slice;
+  for (int64_t begin = 0; begin < request.n; begin += kClickSlice) {
+    const int64_t n = std::min(kClickSlice, request.n - begin);
+    slice.features.resize(request.sparse.features.size());
+    for (size_t f = 0; f < slice.features.size(); ++f) {
+      const SparseFeatureColumn& all = request.sparse.features[f];
+      SparseFeatureColumn& column = slice.features[f];
+      column.name = all.name;
+      column.kind = all.kind;
+      column.Clear();
+      for (int64_t i = begin; i < begin + n; ++i) column.AppendExample(all, i);
     }
+    SparseStep step;
+    if (absl::Status s = model_->PrepareSparse(slice, n, &step); !s.ok()) {
+      return absl::InvalidArgumentError(InstanceMessage(s.message(), begin));
+    }
+    for (size_t t = 0; t < tables_.size(); ++t) {
+      const Table& table = tables_[t];
+      TableStep& rows = step.tables[t];
+      rows.rows.assign(rows.ids.size() * table.dim, 0.0f);
+      for (size_t k = 0; k < rows.ids.size(); ++k) {
+        const auto it = table.row_of.find(rows.ids[k]);
+        if (it == table.row_of.end()) continue;  // never trained: zeros
+        std::copy_n(table.weights.begin() + it->second * table.dim, table.dim,
+                    rows.rows.begin() + k * table.dim);
+      }
+    }
+    const float* dense =
+        request.dense.empty() ? nullptr : request.dense.data() + begin * click_inputs_.num_dense;
+    std::vector<Prediction> some = ToPredictions(
+        model_->Infer(exported_.params.data(), exported_.state.data(), dense, n, &step), n);
+    predictions.insert(predictions.end(), some.begin(), some.end());
   }
-  return ToPredictions(model_->Infer(exported_.params.data(), exported_.state.data(),
-                                     request.dense.data(), request.n, &step),
-                       request.n);
+  return predictions;
 }
 
 std::vector<Prediction> Predictor::ToPredictions(const Tensor& logits, int64_t n) const {

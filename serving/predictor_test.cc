@@ -157,17 +157,18 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
   ASSERT_TRUE(ReadClickRequest(R"({"instances": [
       {"dense": [0.5, -1], "user": [17], "tokens": ["a", "b"]},
       {"dense": [0, 1], "user": 99, "tokens": ["a", "a"]},
-      {"dense": [2, 2], "user": [5, 17]}]})",
+      {"dense": [2, 2], "user": [5, 17]},
+      {"dense": [2, 2], "user": [99]}]})",
                                p.click_inputs(), 10, &request)
                   .ok());
   absl::StatusOr<std::vector<Prediction>> got = p.PredictClicks(request);
   ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), 3u);
+  ASSERT_EQ(got->size(), 4u);
 
   // The same forward pass with the rows looked up here: an id that is not in
   // the export (user 99) reads as zeros.
   SparseStep step;
-  ASSERT_TRUE(c.model->PrepareSparse(request.sparse, 3, &step).ok());
+  ASSERT_TRUE(c.model->PrepareSparse(request.sparse, 4, &step).ok());
   for (size_t t = 0; t < step.tables.size(); ++t) {
     const int64_t dim = c.model->sparse_tables()[t].dim;
     TableStep& table = step.tables[t];
@@ -181,8 +182,8 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
     }
   }
   const Tensor& logits =
-      c.model->Infer(c.params.data(), c.state.data(), request.dense.data(), 3, &step);
-  for (int i = 0; i < 3; ++i) {
+      c.model->Infer(c.params.data(), c.state.data(), request.dense.data(), 4, &step);
+  for (int i = 0; i < 4; ++i) {
     const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(logits.data()[i])));
     EXPECT_NEAR((*got)[i].logistic, want, 1e-6) << i;
     EXPECT_TRUE((*got)[i].binary);
@@ -191,8 +192,9 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
     EXPECT_NEAR((*got)[i].probabilities[0], 1 - want, 1e-6);
     EXPECT_NEAR((*got)[i].probabilities[1], want, 1e-6);
   }
-  // The rows matter: the two instances that differ only in rows differ.
-  EXPECT_NE((*got)[0].logistic, (*got)[1].logistic);
+  // The rows matter: the two instances that differ only in their users'
+  // rows (trained ones, and an untrained one's zeros) differ.
+  EXPECT_NE((*got)[2].logistic, (*got)[3].logistic);
   EXPECT_EQ(PredictionJson((*got)[0])["logistic"][0], (*got)[0].logistic);
 
   // An integer id past a bucketed table is refused, naming it.
@@ -203,7 +205,50 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
                   .ok());
   absl::StatusOr<std::vector<Prediction>> refused = p.PredictClicks(bad);
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
-  EXPECT_NE(refused.status().message().find("feature tokens, example 1 (0-based) of the request"),
+  EXPECT_NE(refused.status().message().find(
+                "feature tokens, instance 1 (0-based): id 16 is out of range"),
+            std::string::npos)
+      << refused.status();
+}
+
+// A request runs in slices of instances; each instance gets the answer it
+// gets alone, and an error names the instance by its place in the request.
+TEST(PredictorTest, AClickRequestOfManySlicesAnswersEachInstanceAsAlone) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  ASSERT_TRUE(
+      WriteExport(&env, "/job/export", *c.model, ModelOptions(), 9, "", c.params, c.state, c.tables)
+          .ok());
+  std::unique_ptr<Predictor> p = *Predictor::Load(&env, "/job");
+  nlohmann::json instances = nlohmann::json::array();
+  for (int i = 0; i < 150; ++i) {
+    nlohmann::json instance = {{"dense", {0.01 * i, 1.0 - 0.02 * i}}};
+    if (i % 3 != 0) instance["user"] = {i % 2 ? 5 : 17};
+    if (i % 4 != 0) instance["tokens"] = {"a", i % 5 ? "b" : "c"};
+    instances.push_back(instance);
+  }
+  ClickRequest all;
+  ASSERT_TRUE(ReadClickRequest(nlohmann::json({{"instances", instances}}).dump(), p->click_inputs(),
+                               1000, &all)
+                  .ok());
+  std::vector<Prediction> got = *p->PredictClicks(all);
+  ASSERT_EQ(got.size(), 150u);
+  for (int i = 0; i < 150; i += 7) {
+    ClickRequest one = EmptyClickRequest(p->click_inputs());
+    ASSERT_TRUE(AppendClickInstance(instances[i], p->click_inputs(), "", &one).ok());
+    EXPECT_FLOAT_EQ(got[i].logistic, (*p->PredictClicks(one))[0].logistic) << i;
+  }
+  instances[130]["tokens"] = {16};  // an id past the table's 16 buckets
+  for (auto& instance : instances) {
+    if (instance.contains("tokens")) instance["tokens"] = {3};
+  }
+  instances[130]["tokens"] = {16};
+  ClickRequest bad;
+  ASSERT_TRUE(ReadClickRequest(nlohmann::json({{"instances", instances}}).dump(), p->click_inputs(),
+                               1000, &bad)
+                  .ok());
+  absl::StatusOr<std::vector<Prediction>> refused = p->PredictClicks(bad);
+  EXPECT_NE(refused.status().message().find("feature tokens, instance 130 (0-based): id 16"),
             std::string::npos)
       << refused.status();
 }

@@ -213,7 +213,9 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
                  120);
   ASSERT_EQ(predict.exit_code, 0) << predict.output.substr(0, 2000);
   // The JSON is the last line (glog writes to stderr before it).
-  const std::string json_line = predict.output.substr(predict.output.rfind("{\"predictions\""));
+  const size_t json_at = predict.output.rfind("{\"predictions\"");
+  ASSERT_NE(json_at, std::string::npos) << predict.output.substr(0, 2000);
+  const std::string json_line = predict.output.substr(json_at);
   const nlohmann::json predictions = nlohmann::json::parse(json_line)["predictions"];
   ASSERT_EQ(static_cast<int64_t>(predictions.size()), test->size());
   std::vector<double> scores;

@@ -65,6 +65,13 @@ int64_t ResidentBytes() {
 
 int Run() {
   TuneMallocForLargeBuffers();
+  if (FLAGS_rows < 1 || FLAGS_batch < 1 || FLAGS_batch > (int64_t{1} << 24) || FLAGS_dim < 1 ||
+      FLAGS_dim > kMaxEmbeddingDim || FLAGS_num_ps < 1 || FLAGS_num_ps > 64) {
+    std::fprintf(stderr,
+                 "pstrain-table-fill-bench: --rows >= 1, --batch in [1, 2^24], --dim in [1, "
+                 "65536], --num_ps in [1, 64]\n");
+    return 2;
+  }
   const int num_ps = FLAGS_num_ps;
   std::vector<std::unique_ptr<Layer>> layers;
   layers.push_back(std::make_unique<Embedding>(

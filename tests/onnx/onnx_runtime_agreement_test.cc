@@ -251,6 +251,8 @@ std::vector<std::string> TabularModels() {
       absl::StatusOr<ModelSpec> spec = ParseModelSpec(*text, entry.path().string());
       if (spec.ok() && spec->input.size() == 1) models.push_back(entry.path().string());
     }
+    // A directory that cannot be read is a case that fails, not no case.
+    if (error) models.push_back(absl::StrCat(kSource, dir, " (unreadable: ", error.message(), ")"));
   }
   std::sort(models.begin(), models.end());
   return models;
