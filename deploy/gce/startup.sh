@@ -196,8 +196,14 @@ run_task() {
   if [[ "$run_mode" == systemd ]]; then
     systemctl daemon-reload
     systemctl enable pstrain@"$role" >/dev/null 2>&1 || true
-    systemctl restart pstrain@"$role"
-    while systemctl is-active --quiet pstrain@"$role"; do sleep 10; done
+    systemctl restart pstrain@"$role" ||
+      die "systemctl restart pstrain@$role failed (the unit's start limit reached?): see systemctl status pstrain@$role"
+    # Waits while the task runs, also while systemd starts it again itself
+    # (Restart=on-failure: "activating" for RestartSec) or stops it: only a
+    # task that has ended is this loop's to start again.
+    while [[ "$(systemctl show -p ActiveState --value pstrain@"$role")" =~ ^(active|activating|deactivating|reloading)$ ]]; do
+      sleep 10
+    done
     result="$(systemctl show -p ExecMainStatus --value pstrain@"$role")"
   else
     # shellcheck disable=SC2086  # the flags are words
