@@ -7,6 +7,8 @@
 # (npm onnxruntime-node, with its CPU library inside) in a project-local
 # prefix, .deps/node, that the tests find. Kubernetes: the manifest tests
 # validate deploy/kubernetes/ with python3-yaml and python3-jsonschema.
+# systemd: tests/systemd/ boots this machine's own OS under systemd in a
+# container (systemd-container's systemd-nspawn) to run pstrain@.service.
 set -euo pipefail
 
 packages=(
@@ -17,7 +19,7 @@ packages=(
   libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   libonnx-dev python3-onnx python3-torch nodejs npm libfarmhash-dev
-  python3-yaml python3-jsonschema
+  python3-yaml python3-jsonschema systemd systemd-container
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3 libopenblas0-pthread hyperfine wrk)
