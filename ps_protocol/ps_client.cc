@@ -51,6 +51,7 @@ PsClient::PsClient(const PsClientOptions& options)
   absl::MutexLock lock(&mu_);
   sent_.assign(n, false);
   chunk_steps_.assign(n, 0);
+  chunk_done_.assign(n, 0);
   chunk_generations_.assign(n, 0);
   if (options_.replica >= 0) sender_ = std::thread([this] { SenderLoop(); });
   if (!options_.layout.tables.empty()) {
@@ -78,13 +79,14 @@ PsClient::~PsClient() {
 absl::StatusOr<ParameterView> PsClient::Pull() {
   if (!have_fresh_) {
     std::vector<int64_t> steps, generations;
+    std::vector<char> done;
     bool job_done = false;
     int64_t bytes = 0;
     const absl::Time give_up = absl::Now() + options_.consistent_pull_wait;
     while (true) {
       PSTRAIN_ASSIGN_OR_RETURN(
           int64_t pulled, connections_.PullChunks(options_.layout, params_.data(), state_.data(),
-                                                  &steps, &job_done, &generations));
+                                                  &steps, &job_done, &generations, &done));
       bytes += pulled;
       const bool apart = std::adjacent_find(generations.begin(), generations.end(),
                                             std::not_equal_to<>()) != generations.end();
@@ -104,6 +106,7 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
     absl::MutexLock lock(&mu_);
     chunk_steps_ = std::move(steps);
     chunk_generations_ = std::move(generations);
+    chunk_done_ = std::move(done);
     job_done_ = job_done;
     bytes_received_ += bytes;
   }
@@ -112,17 +115,24 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   ParameterView view;
   view.params = params_.data();
   view.state = state_.data();
-  // Sync: the lowest chunk step. Chunks apart in one generation (a replica
-  // restarted after pushing some chunks of a step and not others) are
-  // brought together by pushing every chunk at the lowest: the chunks
-  // already past it answer stale, the one behind completes its step.
-  view.global_step =
-      options_.sync ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end()) : chunk_steps_[0];
-  view.job_done = job_done_;
+  // The lowest chunk step. Chunks apart (a replica killed after pushing some
+  // chunks of a step and not others) are brought together: sync, by
+  // pushing every chunk at the lowest (the chunks already past it answer
+  // stale, the one behind completes its step); async, by pushing until
+  // every chunk says the job is done (a done chunk applies nothing more).
+  view.global_step = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+  view.job_done = JobDoneLocked();
   view.rows = rows_.get();
   view_step_ = view.global_step;
   view_generation_ = chunk_generations_.empty() ? 0 : chunk_generations_[0];
   return view;
+}
+
+bool PsClient::JobDoneLocked() const {
+  // Sync: any chunk (they end at one step: a sync step is applied on every
+  // chunk or on none). Async: every chunk.
+  if (options_.sync) return job_done_;
+  return std::all_of(chunk_done_.begin(), chunk_done_.end(), [](char d) { return d != 0; });
 }
 
 absl::Status PsClient::PullRows(SparseStep* step) {
@@ -323,6 +333,7 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     chunk_generations_[c] = r.generation();
     stale_ = stale_ || r.stale();
     job_done_ = job_done_ || r.job_done();
+    chunk_done_[c] = r.job_done();
     bytes_sent_ +=
         static_cast<int64_t>(call.request.gradients().size() + call.request.indices().size() +
                              call.request.batch_stats().size());
@@ -373,11 +384,9 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     // After a rollback, the chunks that answered are of the old run: claim no
     // more than the lowest step (the aborted chunks' is the one pushed), and
     // not the end of the job.
-    outcome.global_step = rolled_back_ || options_.sync
-                              ? *std::min_element(chunk_steps_.begin(), chunk_steps_.end())
-                              : chunk_steps_[0];
+    outcome.global_step = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
     outcome.stale = stale_ || rolled_back_ || (rows_stale.ok() && *rows_stale);
-    outcome.job_done = job_done_ && !rolled_back_;
+    outcome.job_done = JobDoneLocked() && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.
     have_fresh_ = !rolled_back_;
     if (rolled_back_) {

@@ -102,6 +102,8 @@ class PsClient : public ParameterClient {
   void SendChunk(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
   void OnChunkDone(int chunk, grpc::Status status);
   void EnqueueLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the last answers say the job is done for this replica.
+  bool JobDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PsClientOptions options_;
   const PsConnections connections_;
@@ -131,6 +133,11 @@ class PsClient : public ParameterClient {
   // Each chunk's generation, as its last answer gave it; pushes carry it.
   std::vector<int64_t> chunk_generations_ ABSL_GUARDED_BY(mu_);
   bool job_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Whether each chunk said the job is done at its last answer. Async, the
+  // job is done for this replica only when every chunk says so: a replica
+  // killed mid-push leaves some chunks a step ahead of the others for the
+  // rest of the job, and the ones behind still need their last push.
+  std::vector<char> chunk_done_ ABSL_GUARDED_BY(mu_);
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;  // Progress not yet reported.
   int loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;

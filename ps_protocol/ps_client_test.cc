@@ -343,8 +343,11 @@ TEST_F(PsClientFakePsTest, APsSlowButWithinTheDeadlineIsWaitedFor) {
 
 // --- Chunks answered out of order ---
 
-// Async: a view's step, and a push's, is chunk 0's; each chunk's next push
-// carries that chunk's own step and generation, as its last answer gave them.
+// Async: a view's step, and a push's, is the lowest chunk's, and the job is
+// done only when every chunk says so (one chunk ahead of the others, as a
+// replica killed mid-push leaves them, still owes the others their last
+// pushes); each chunk's next push carries that chunk's own step and
+// generation, as its last answer gave them.
 TEST_F(PsClientFakePsTest, ChunksAnsweredOutOfOrderLandAtTheirOffsets) {
   static constexpr int64_t kPullSteps[4] = {5, 3, 9, 7};
   static constexpr int64_t kPushSteps[2][4] = {{11, 14, 10, 12}, {21, 24, 20, 22}};
@@ -375,14 +378,14 @@ TEST_F(PsClientFakePsTest, ChunksAnsweredOutOfOrderLandAtTheirOffsets) {
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(fake_.AnswerOrder("Pull", 4).back(), 0);
   EXPECT_TRUE(HoldsRound(view->params, view->state, 0));
-  EXPECT_EQ(view->global_step, 5);
+  EXPECT_EQ(view->global_step, 3);  // of steps 5, 3, 9, 7
   EXPECT_FALSE(view->job_done);
 
   client->ReportProgress(2.5, 32);
   auto outcome = Push(*client, view->global_step);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(fake_.AnswerOrder("PushPull", 4), (std::vector<int>{2, 0, 1, 3}));
-  EXPECT_EQ(outcome->global_step, 11);
+  EXPECT_EQ(outcome->global_step, 10);  // of 11, 14, 10, 12
   EXPECT_FALSE(outcome->stale);
   EXPECT_FALSE(outcome->job_done);
   std::vector<SeenCall> pushes = fake_.Calls("PushPull");
@@ -404,14 +407,14 @@ TEST_F(PsClientFakePsTest, ChunksAnsweredOutOfOrderLandAtTheirOffsets) {
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
   EXPECT_TRUE(HoldsRound(view->params, view->state, 1));
-  EXPECT_EQ(view->global_step, 11);
+  EXPECT_EQ(view->global_step, 10);
 
   outcome = Push(*client, view->global_step);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(fake_.AnswerOrder("PushPull", 8), (std::vector<int>{2, 0, 1, 3, 2, 0, 1, 3}));
-  EXPECT_EQ(outcome->global_step, 21);
+  EXPECT_EQ(outcome->global_step, 20);  // of 21, 24, 20, 22
   EXPECT_TRUE(outcome->stale);
-  EXPECT_TRUE(outcome->job_done);
+  EXPECT_FALSE(outcome->job_done);  // chunk 2 alone says so
   pushes = fake_.Calls("PushPull");
   ASSERT_EQ(pushes.size(), 8u);
   for (size_t k = 4; k < pushes.size(); ++k) {
@@ -424,8 +427,28 @@ TEST_F(PsClientFakePsTest, ChunksAnsweredOutOfOrderLandAtTheirOffsets) {
   view = client->Pull();
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_TRUE(HoldsRound(view->params, view->state, 2));
-  EXPECT_EQ(view->global_step, 21);
-  EXPECT_TRUE(view->job_done);
+  EXPECT_EQ(view->global_step, 20);
+  EXPECT_FALSE(view->job_done);
+}
+
+// Async: the job is done for a replica once every chunk says so.
+TEST_F(PsClientFakePsTest, AsyncJobIsDoneWhenEveryChunkSaysSo) {
+  fake_.SetScript([](const SeenCall& call) {
+    Answer a = Ok(0, call.method == "Pull" ? 99 + (call.chunk > 0) : 100, 1);
+    // The pull: chunks 1-3 at train_steps (done), chunk 0 a step behind.
+    a.job_done = call.method == "Pull" ? call.chunk > 0 : true;
+    return a;
+  });
+  auto client = Client(Options());
+  ASSERT_NE(client, nullptr);
+  auto view = client->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->global_step, 99);
+  EXPECT_FALSE(view->job_done);
+  auto outcome = Push(*client, view->global_step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->global_step, 100);
+  EXPECT_TRUE(outcome->job_done);
 }
 
 // Sync: a view's step, and a push's, is the lowest chunk step; every chunk

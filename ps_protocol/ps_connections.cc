@@ -102,7 +102,8 @@ absl::Status PsConnections::Broadcast(int n, const char* what,
 absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, float* params,
                                                   float* state, std::vector<int64_t>* chunk_steps,
                                                   bool* job_done,
-                                                  std::vector<int64_t>* chunk_generations) const {
+                                                  std::vector<int64_t>* chunk_generations,
+                                                  std::vector<char>* chunk_done) const {
   const auto& chunks = layout.chunks;
   const int n = static_cast<int>(chunks.size());
   std::vector<PullRequest> requests(n);
@@ -117,6 +118,7 @@ absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, flo
   int64_t bytes = 0;
   chunk_steps->resize(n);
   if (chunk_generations != nullptr) chunk_generations->resize(n);
+  if (chunk_done != nullptr) chunk_done->resize(n);
   for (int c = 0; c < n; ++c) {
     const PullResponse& r = responses[c];
     const size_t want = (chunks[c].end - chunks[c].begin) * sizeof(float);
@@ -129,6 +131,7 @@ absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, flo
     (*chunk_steps)[c] = r.global_step();
     if (chunk_generations != nullptr) (*chunk_generations)[c] = r.generation();
     *job_done = *job_done || r.job_done();
+    if (chunk_done != nullptr) (*chunk_done)[c] = r.job_done();
     bytes += static_cast<int64_t>(want + r.state().size());
   }
   return bytes;

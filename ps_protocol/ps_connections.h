@@ -59,10 +59,12 @@ class PsConnections {
   // Pulls every chunk of `layout` into `params` and `state` (the model's
   // flat vectors); each chunk's step goes to (*chunk_steps)[c], and its
   // generation to (*chunk_generations)[c] if that is not null; `job_done`
-  // if any chunk says so. Returns the payload bytes received.
+  // if any chunk says so, and whether each does to (*chunk_done)[c] if that
+  // is not null. Returns the payload bytes received.
   absl::StatusOr<int64_t> PullChunks(const ShardLayout& layout, float* params, float* state,
                                      std::vector<int64_t>* chunk_steps, bool* job_done,
-                                     std::vector<int64_t>* chunk_generations = nullptr) const;
+                                     std::vector<int64_t>* chunk_generations = nullptr,
+                                     std::vector<char>* chunk_done = nullptr) const;
 
  private:
   const std::vector<std::string> addresses_;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
@@ -100,6 +101,51 @@ TEST_F(PsRpcTest, PullPushRoundTripAcrossTwoShards) {
   outcome = client_->Push(1, grads.data(), &stats);
   ASSERT_TRUE(outcome.ok());
   EXPECT_TRUE(outcome->job_done);
+}
+
+// Async: a replica killed after pushing some chunks of a step and not the
+// others leaves those chunks one update ahead for the rest of the job. The
+// trainers push until every chunk has reached train_steps (100 here), not
+// only the first that says the job is done.
+void TrainAfterAPartialPush(TestPs* ahead, int chunk, int64_t size, PsClient* client,
+                            GrpcParameterServers* servers) {
+  std::vector<float> g(size, 0.0f);
+  const std::vector<float> batch_stats(chunk == 0 ? 1 : 0, 0.0f);  // chunk 0 holds the state
+  absl::Notification pushed;
+  ahead->task->Push(chunk, /*replica=*/1, /*step=*/0, /*generation=*/0, g, batch_stats, {},
+                    [&](absl::Status s, PushResult) {
+                      EXPECT_TRUE(s.ok()) << s;
+                      pushed.Notify();
+                    });
+  pushed.WaitForNotification();
+  absl::StatusOr<ParameterView> view = client->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->global_step, 0);  // the lowest chunk's
+  std::vector<float> grads(kNumParams, 0.0f);
+  const float stats = 0;
+  int64_t step = view->global_step;
+  bool done = view->job_done;
+  for (int i = 0; i < 200 && step < 100 && !done; ++i) {  // the trainer's end condition
+    absl::StatusOr<PushOutcome> out = client->Push(step, grads.data(), &stats);
+    ASSERT_TRUE(out.ok()) << out.status();
+    step = out->global_step;
+    done = out->job_done;
+  }
+  EXPECT_EQ(step, 100);
+  absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
+  ASSERT_TRUE(statuses.ok()) << statuses.status();
+  EXPECT_EQ((*statuses)[0].global_step, 100);
+  EXPECT_EQ((*statuses)[1].global_step, 100);
+}
+
+TEST_F(PsRpcTest, AsyncTrainersPushUntilEveryChunkReachesTrainStepsAfterAPartialPush) {
+  Initialize();
+  TrainAfterAPartialPush(ps1_.get(), 1, kNumParams - 5, client_.get(), servers_.get());
+}
+
+TEST_F(PsRpcTest, AsyncTrainersPushUntilEveryChunkReachesTrainStepsWhenChunkZeroIsAhead) {
+  Initialize();
+  TrainAfterAPartialPush(ps0_.get(), 0, 5, client_.get(), servers_.get());
 }
 
 TEST_F(PsRpcTest, Bf16WireHalvesTheBytes) {
