@@ -86,14 +86,17 @@ std::string Gunzip(const std::string& gz) {
 
 // A complete event as both files can say it: thread, name, start and
 // duration in picoseconds, step.
+// Starts are counted from kT0Us: picoseconds since the epoch are past int64.
 using Span = std::tuple<int64_t, std::string, int64_t, int64_t, int64_t>;
+
+constexpr int64_t kT0Us = 1'700'000'000'000'000;  // the test trace's start, us since the epoch
 
 std::multiset<Span> JsonSpans(const Json& trace) {
   std::multiset<Span> spans;
   for (const Json& e : trace["traceEvents"]) {
     if (e["ph"] != "X") continue;
     spans.emplace(e["tid"].get<int64_t>(), e["name"].get<std::string>(),
-                  e["ts"].get<int64_t>() * 1'000'000, e["dur"].get<int64_t>() * 1'000'000,
+                  (e["ts"].get<int64_t>() - kT0Us) * 1'000'000, e["dur"].get<int64_t>() * 1'000'000,
                   e["args"]["step"].get<int64_t>());
   }
   return spans;
@@ -112,7 +115,8 @@ std::multiset<Span> XSpaceSpans(const XPlane& plane) {
         if (StatName(plane, s) == kStepNumStat) step = s.int64_value();
       }
       spans.emplace(line.id(), plane.event_metadata().at(e.metadata_id()).name(),
-                    line.timestamp_ns() * 1000 + e.offset_ps(), e.duration_ps(), step);
+                    (line.timestamp_ns() - kT0Us * 1000) * 1000 + e.offset_ps(), e.duration_ps(),
+                    step);
     }
   }
   return spans;
@@ -125,7 +129,7 @@ void WriteTaskTrace(MemEnv* env, const TracedTask& task) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   TraceRecorder* recorder = (*trace)->recorder();
   recorder->SetStep(0);
-  constexpr int64_t t0 = 1'700'000'000'000'000;  // microseconds since the epoch
+  constexpr int64_t t0 = kT0Us;
   recorder->NameThread("compute");
   recorder->Complete("worker", "train step", t0 + 100, t0 + 900);
   recorder->Complete("model", "forward", t0 + 110, t0 + 400);
