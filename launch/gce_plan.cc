@@ -196,6 +196,17 @@ absl::StatusOr<GcePlan> ParseGcePlanImpl(std::string_view yaml_text, const Sourc
   }
   plan.job.training.job_dir = plan.spec.job_dir;
   if (!plan.spec.data_dir.empty()) plan.job.training.data_dir = plan.spec.data_dir;
+  const TrainingSpec& t = plan.job.training;
+  if (!t.token_file.empty() && t.tls_dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source.name,
+        ": training.token_file without training.tls_dir: pstrain-gce makes the job's "
+        "certificates and token and hands each VM its own (drop token_file), or give both "
+        "(credentials already on the VMs' image)"));
+  }
+  if (!t.insecure && t.tls_dir.empty()) {
+    plan.spec.credentials = absl::StrCat(plan.spec.job_dir, "/credentials");
+  }
   for (int role = 0; role < 3; ++role) {
     std::vector<std::string>* tasks = role == kGceChief    ? &plan.job.cluster.chief
                                       : role == kGceWorker ? &plan.job.cluster.worker
@@ -253,7 +264,8 @@ std::vector<std::vector<std::string>> GceUpCommands(const GcePlan& plan,
         absl::StrCat("--metadata=pstrain-role=", kRoles[role], ",pstrain-job-dir=", s.job_dir,
                      ",pstrain-train-steps=", plan.job.training.train_steps,
                      ",pstrain-package=", s.package, ",pstrain-group=", name,
-                     s.data_dir.empty() ? "" : ",pstrain-data-dir=" + s.data_dir)};
+                     s.data_dir.empty() ? "" : ",pstrain-data-dir=" + s.data_dir,
+                     s.credentials.empty() ? "" : ",pstrain-credentials=" + s.credentials)};
     if (s.preemptible[role]) tmpl.push_back("--preemptible");
     commands.push_back(tmpl);
     commands.push_back({"compute", "instance-groups", "managed", "create", name, project, zone,

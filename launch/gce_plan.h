@@ -44,6 +44,11 @@ struct GceSpec {
   std::string network = "default";
   std::string tag;
   int port = 2222;
+  // Where the VMs read their mutual TLS credentials (<job_dir>/credentials,
+  // launch/gce_credentials.h), which pstrain-gce makes and uploads: set
+  // unless the job is plaintext (training.insecure) or brings its own
+  // (training.tls_dir on the image). Empty: none handed out.
+  std::string credentials;
 };
 
 // Roles in GceSpec's per-role arrays.
@@ -59,6 +64,8 @@ struct GcePlan {
 };
 
 // Parses a cluster YAML with a gce section; `source` names it in errors.
+// training.token_file without training.tls_dir is refused (pstrain-gce hands
+// out both, or the image holds both).
 // InvalidArgument naming the key for a missing or bad value (job and tag
 // must be lowercase names, the bucket a gs:// URL, counts >= 1 worker or
 // chief-only...). The job config is validated like any other.
@@ -67,8 +74,9 @@ absl::StatusOr<GcePlan> ParseGcePlan(std::string_view yaml_text, std::string_vie
 // The gcloud command lines, each an argv (without "gcloud" itself).
 //  up: a firewall rule for the job's tag (the task port between its VMs
 //      only), per role an instance template (machine type, image, preemptible,
-//      the scripts and settings as metadata) and a managed instance group with
-//      one named instance per task (its index as per-instance metadata).
+//      the scripts and settings as metadata, pstrain-credentials among them
+//      when spec.credentials is set) and a managed instance group with one
+//      named instance per task (its index as per-instance metadata).
 //  down: every group, template and the rule `up` made.
 // `scripts_dir` holds startup.sh and shutdown.sh; `config_file` the job
 // config (cluster of instance names) given to every VM.

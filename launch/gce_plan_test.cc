@@ -61,7 +61,8 @@ TEST(GcePlanTest, UpMakesARuleATemplateAndANamedGroupPerRoleAndDownRemovesThem) 
             "--metadata=pstrain-role=chief,pstrain-job-dir=gs://bkt/mnist-1,"
             "pstrain-train-steps=3000,pstrain-package=gs://bkt/pstrain_" +
                 std::string(PSTRAIN_VERSION) +
-                "_amd64.deb,pstrain-group=mnist-1-chief,pstrain-data-dir=gs://bkt/data");
+                "_amd64.deb,pstrain-group=mnist-1-chief,pstrain-data-dir=gs://bkt/data,"
+                "pstrain-credentials=gs://bkt/mnist-1/credentials");
   EXPECT_EQ(up[2],
             "compute instance-groups managed create mnist-1-chief --project=proj "
             "--zone=us-central1-a --template=mnist-1-chief --size=0");

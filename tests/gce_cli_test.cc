@@ -5,8 +5,10 @@
 // installed the test says so and checks the commands with a recorded stub
 // instead.
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "tests/fakes/fake_compute.h"
+#include "tests/fakes/fake_gcs.h"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -23,6 +26,7 @@ namespace {
 
 using nlohmann::json;
 using testing_util::FakeCompute;
+using testing_util::FakeGcs;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
 using testing_util::RunProcess;
@@ -52,22 +56,54 @@ class GceCliTest : public ::testing::Test {
                     ->WriteFileAtomic(config_, absl::StrReplaceAll(example, {{"PROJECT", "proj-1"},
                                                                              {"BUCKET", "bkt"}}))
                     .ok());
+    // The job's credentials go to the bucket: Cloud Storage is our fake.
+    ASSERT_GT(gcs_.Start(), 0);
+    gcs_.CreateBucket("bkt");
+    credentials_dir_ = JoinPath(dir_, "credentials");
+  }
+
+  // The environment and flags every pstrain-gce run here gets: Cloud Storage
+  // is the fake, the credentials go to a directory of the test's.
+  std::vector<std::string> GceCommand(const std::vector<std::string>& env,
+                                      const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"/usr/bin/env", "STORAGE_EMULATOR_HOST=" + gcs_.endpoint()};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.push_back(kGce);
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--credentials_dir=" + credentials_dir_);
+    argv.push_back("--scripts_dir=" + kSourceDir + "/deploy/gce");
+    return argv;
+  }
+
+  // The job's uploaded credentials: every task's pair, the CA certificate
+  // and the token; never the CA key.
+  void ExpectTheCredentialsUploaded() {
+    std::set<std::string> expected;
+    for (const char* f : {"ca.crt", "job.token", "chief-0.crt", "chief-0.key", "worker-0.crt",
+                          "worker-0.key", "worker-1.crt", "worker-1.key", "ps-0.crt", "ps-0.key"}) {
+      expected.insert(std::string("fashion-mnist-1/credentials/") + f);
+    }
+    EXPECT_EQ(gcs_.ObjectNames("bkt"), expected);
+    EXPECT_EQ(gcs_.GetObject("bkt", "fashion-mnist-1/credentials/ps-0.key"),
+              ReadAll(JoinPath(credentials_dir_, "ps-0.key")));
+    EXPECT_TRUE(Env::Default()->FileExists(JoinPath(credentials_dir_, "ca.key")));
   }
 
   // pstrain-gce VERB with gcloud pointed at `compute` and a config dir of
   // its own; no credentials (the fake needs none).
   ProcessResult Gce(const std::string& verb, const FakeCompute& compute) {
-    return RunProcess(
-        {"/usr/bin/env", "CLOUDSDK_CONFIG=" + JoinPath(dir_, "gcloud"),
-         "CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true",
-         "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=" + compute.endpoint(),
-         "CLOUDSDK_CORE_DISABLE_PROMPTS=1", "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=true",
-         "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=true", kGce, verb, "--config=" + config_,
-         "--scripts_dir=" + kSourceDir + "/deploy/gce"},
-        300);
+    return RunProcess(GceCommand({"CLOUDSDK_CONFIG=" + JoinPath(dir_, "gcloud"),
+                                  "CLOUDSDK_AUTH_DISABLE_CREDENTIALS=true",
+                                  "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE=" + compute.endpoint(),
+                                  "CLOUDSDK_CORE_DISABLE_PROMPTS=1",
+                                  "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=true",
+                                  "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=true"},
+                                 {verb, "--config=" + config_}),
+                      300);
   }
 
-  std::string dir_, config_;
+  std::string dir_, config_, credentials_dir_;
+  FakeGcs gcs_;
 };
 
 TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
@@ -120,6 +156,7 @@ TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
     EXPECT_EQ(MetadataItem(tmpl, "pstrain-train-steps"), "2000");
     EXPECT_EQ(MetadataItem(tmpl, "pstrain-package"), "gs://bkt/pstrain_0.12.0_amd64.deb");
     EXPECT_EQ(MetadataItem(tmpl, "pstrain-group"), name);
+    EXPECT_EQ(MetadataItem(tmpl, "pstrain-credentials"), "gs://bkt/fashion-mnist-1/credentials");
     const std::string cluster = MetadataItem(tmpl, "pstrain-cluster-config");
     EXPECT_NE(cluster.find("fashion-mnist-1-ps-0:2222"), std::string::npos) << cluster;
     EXPECT_NE(cluster.find("fashion-mnist-1-worker-1:2222"), std::string::npos) << cluster;
@@ -143,6 +180,7 @@ TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
   EXPECT_EQ(instances, (std::vector<std::string>{
                            "fashion-mnist-1-chief-0 index 0", "fashion-mnist-1-worker-0 index 0",
                            "fashion-mnist-1-worker-1 index 1", "fashion-mnist-1-ps-0 index 0"}));
+  ExpectTheCredentialsUploaded();
 
   // Up again: the first command fails (the rule exists); the user is told
   // how to remove what is there.
@@ -161,6 +199,8 @@ TEST_F(GceCliTest, UpMakesTheJobWithGcloudAndDownDeletesIt) {
     EXPECT_FALSE(compute.Has(global + "instanceTemplates/fashion-mnist-1-" + role));
     EXPECT_FALSE(compute.Has(zone + "instanceGroupManagers/fashion-mnist-1-" + role));
   }
+  EXPECT_TRUE(gcs_.ObjectNames("bkt").empty());
+  EXPECT_FALSE(Env::Default()->FileExists(credentials_dir_));
 }
 
 // Without gcloud (or beside it): the commands pstrain-gce runs, through a
@@ -195,10 +235,13 @@ TEST_F(GceCliTest, TheCommandsWithARecordedStub) {
   const std::string stub = JoinPath(dir_, "gcloud-stub");
   const std::string log = JoinPath(dir_, "gcloud.log");
   ASSERT_TRUE(testing_util::WriteRecordingGcloud(stub, log));
-  ProcessResult up = RunProcess({kGce, "up", "--config=" + config_, "--gcloud=" + stub,
-                                 "--scripts_dir=" + kSourceDir + "/deploy/gce"},
-                                60);
+  ProcessResult up =
+      RunProcess(GceCommand({}, {"up", "--config=" + config_, "--gcloud=" + stub}), 60);
   ASSERT_EQ(up.exit_code, 0) << up.output;
+  ExpectTheCredentialsUploaded();
+  EXPECT_NE(up.output.find("made the job's CA, certificates and token in " + credentials_dir_),
+            std::string::npos)
+      << up.output;
   const std::string commands = ReadAll(log);
   size_t at = 0;
   for (const std::string& expected :
@@ -221,6 +264,81 @@ TEST_F(GceCliTest, TheCommandsWithARecordedStub) {
                                         << commands;
     at = found + expected.size();
   }
+  EXPECT_NE(commands.find(",pstrain-credentials=gs://bkt/fashion-mnist-1/credentials"),
+            std::string::npos)
+      << commands;
+
+  // Up again after a failure keeps the same CA (the VMs already made hold
+  // its certificates); down deletes the credentials here and in the bucket.
+  const std::string ca = ReadAll(JoinPath(credentials_dir_, "ca.crt"));
+  up = RunProcess(GceCommand({}, {"up", "--config=" + config_, "--gcloud=" + stub}), 60);
+  ASSERT_EQ(up.exit_code, 0) << up.output;
+  EXPECT_NE(up.output.find("kept the job's CA"), std::string::npos) << up.output;
+  EXPECT_EQ(ReadAll(JoinPath(credentials_dir_, "ca.crt")), ca);
+  ProcessResult down =
+      RunProcess(GceCommand({}, {"down", "--config=" + config_, "--gcloud=" + stub}), 60);
+  EXPECT_EQ(down.exit_code, 0) << down.output;
+  EXPECT_NE(
+      down.output.find("deleted 10 credential files in gs://bkt/fashion-mnist-1/credentials/"),
+      std::string::npos)
+      << down.output;
+  EXPECT_TRUE(gcs_.ObjectNames("bkt").empty());
+  EXPECT_FALSE(Env::Default()->FileExists(credentials_dir_));
+}
+
+// On a user's machine the upload carries the user's gcloud login, sent to
+// gcloud's storage endpoint (here the fake, through gcloud's own override
+// variable, which also demands the token).
+TEST_F(GceCliTest, TheUploadCarriesTheUsersGcloudToken) {
+  const std::string stub = JoinPath(dir_, "gcloud-stub");
+  const std::string log = JoinPath(dir_, "gcloud.log");
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(stub, "#!/bin/sh\necho \"gcloud $*\" >> " + log +
+                                              "\n[ \"$1 $2\" = \"auth print-access-token\" ] && "
+                                              "echo ' ya29.user-token'\nexit 0\n")
+                  .ok());
+  ASSERT_EQ(::chmod(stub.c_str(), 0755), 0);
+  gcs_.RequireToken("ya29.user-token");
+  const std::vector<std::string> gce = {
+      "/usr/bin/env",
+      "-u",
+      "STORAGE_EMULATOR_HOST",
+      "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=" + gcs_.endpoint() + "/storage/v1/",
+      kGce,
+      "--config=" + config_,
+      "--gcloud=" + stub,
+      "--credentials_dir=" + credentials_dir_,
+      "--scripts_dir=" + kSourceDir + "/deploy/gce"};
+  std::vector<std::string> up = gce;
+  up.push_back("up");
+  ProcessResult result = RunProcess(up, 60);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  ExpectTheCredentialsUploaded();
+  // One token for the whole upload.
+  const std::string commands = ReadAll(log);
+  EXPECT_EQ(commands.find("gcloud auth print-access-token"),
+            commands.rfind("gcloud auth print-access-token"))
+      << commands;
+  std::vector<std::string> down = gce;
+  down.push_back("down");
+  result = RunProcess(down, 60);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(gcs_.ObjectNames("bkt").empty());
+}
+
+// Cloud Storage refusing the upload stops `up` before any VM is made.
+TEST_F(GceCliTest, AFailedCredentialUploadMakesNoVm) {
+  const std::string stub = JoinPath(dir_, "gcloud-stub");
+  const std::string log = JoinPath(dir_, "gcloud.log");
+  ASSERT_TRUE(testing_util::WriteRecordingGcloud(stub, log));
+  gcs_.FailNext(1000, 403);
+  ProcessResult up =
+      RunProcess(GceCommand({}, {"up", "--config=" + config_, "--gcloud=" + stub}), 60);
+  EXPECT_EQ(up.exit_code, 1) << up.output;
+  EXPECT_NE(up.output.find("gs://bkt/fashion-mnist-1/credentials/ca.crt"), std::string::npos)
+      << up.output;
+  EXPECT_NE(up.output.find("no VM was made"), std::string::npos) << up.output;
+  EXPECT_EQ(ReadAll(log).find("instance-templates create"), std::string::npos) << ReadAll(log);
 }
 
 }  // namespace

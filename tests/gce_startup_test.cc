@@ -172,6 +172,17 @@ TEST_F(GceStartupTest, ABadMetadataValueOrAnUnreachableBucketIsNamed) {
   EXPECT_NE(ReadAll(bad.log_path).find("instance metadata pstrain-job-dir is not set"),
             std::string::npos)
       << ReadAll(bad.log_path);
+  // Credentials named by the metadata but missing from the bucket.
+  worker->Set("instance/attributes/pstrain-job-dir", "gs://bkt/job");
+  worker->Set("instance/attributes/pstrain-credentials", "gs://bkt/job/credentials");
+  gcs_.PutObject("bkt", "job/credentials/ca.crt", "ca");
+  gcs_.PutObject("bkt", "job/credentials/job.token", "token");
+  bad = Boot(*worker, "bad", 4);
+  EXPECT_EQ(WaitProcess(&bad, 30), 1);
+  EXPECT_NE(ReadAll(bad.log_path).find("gs://bkt/job/credentials/worker-0.crt does not exist"),
+            std::string::npos)
+      << ReadAll(bad.log_path);
+  worker->Remove("instance/attributes/pstrain-credentials");
   // An unreachable bucket.
   worker->Set("instance/attributes/pstrain-job-dir", "gs://bkt/job");
   worker->Set("instance/attributes/pstrain-storage-endpoint", "http://127.0.0.1:1");

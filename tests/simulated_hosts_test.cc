@@ -8,10 +8,17 @@
 //
 // `gcloud` is a recorded-command stub on PATH here: the group-stop path is
 // checked by the command the startup script runs.
+//
+// The job runs with mutual TLS as pstrain-gce sets it up: `pstrain-gce up`
+// (against the fake Cloud Storage, with the stub for its gcloud commands)
+// makes the job's credentials in a local directory and uploads each task's
+// share; every VM's startup script fetches its own, and a VM holding another
+// job's certificate cannot join.
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,10 +45,38 @@ using testing_util::WaitProcess;
 const std::string kSourceDir = PSTRAIN_SOURCE_DIR;
 const std::string kPackage = PSTRAIN_PACKAGE;
 const std::string kFakeCloud = PSTRAIN_FAKE_CLOUD;
+const std::string kBinDir = PSTRAIN_BIN_DIR;
 const std::string kVmnet = kSourceDir + "/tests/hosts/vmnet.sh";
 
 // The job's VMs: instance names as a managed instance group gives them.
 const std::vector<std::string> kHosts = {"job-ps-0", "job-chief-0", "job-worker-0", "job-worker-1"};
+// The cluster YAML every VM gets: TLS on (no `insecure`), the credentials
+// are the startup script's flags.
+constexpr char kCluster[] =
+    "cluster:\n  chief: [\"job-chief-0:2222\"]\n"
+    "  worker: [\"job-worker-0:2222\", \"job-worker-1:2222\"]\n  ps: [\"job-ps-0:2222\"]\n"
+    "training:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
+    "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n";
+// A VM of another job on the same network, and what its worker says when
+// the job's ps refuses its certificate until it stops waiting.
+const std::string kIntruder = "other-worker-0";
+constexpr char kIntruderGaveUp[] = "s (startup_timeout) for the parameter servers";
+// The ps closes the connection in the TLS handshake (and logs it).
+constexpr char kIntruderRefused[] = "Socket closed";
+
+// The job as pstrain-gce takes it: its instance names are kHosts.
+constexpr char kGceJob[] = R"(gce:
+  project: p
+  zone: us-central1-a
+  job: job
+  bucket: gs://bkt
+  workers: 2
+  ps: 1
+training:
+  model: mnist_cnn
+  update: sync
+  train_steps: 100
+)";
 
 class SimulatedHostsTest : public testing_util::ClusterTestBase {
  protected:
@@ -61,6 +96,7 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
     std::vector<std::string> create = {"/bin/bash", kVmnet, "create", net_,
                                        std::to_string(subnet_)};
     create.insert(create.end(), kHosts.begin(), kHosts.end());
+    create.push_back(kIntruder);
     r = RunProcess(create, 60);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     created_ = true;
@@ -80,6 +116,23 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
     gcloud_log_ = JoinPath(dir_, "gcloud.log");
     ASSERT_TRUE(testing_util::WriteRecordingGcloud(JoinPath(bin, "gcloud"), gcloud_log_));
     setenv("PATH", (bin + ":" + getenv("PATH")).c_str(), 1);
+
+    // pstrain-gce up: the job's credentials made here, each task's share in
+    // the bucket, and where they are in every template's metadata.
+    const std::string gce_yaml = JoinPath(dir_, "gce.yaml");
+    ASSERT_TRUE(Env::Default()->WriteFileAtomic(gce_yaml, kGceJob).ok());
+    credentials_dir_ = JoinPath(dir_, "credentials");
+    ProcessResult up = RunProcess(
+        {"/usr/bin/env", "STORAGE_EMULATOR_HOST=" + gcs_.endpoint(), kBinDir + "/pstrain-gce", "up",
+         "--config=" + gce_yaml, "--credentials_dir=" + credentials_dir_,
+         "--scripts_dir=" + kSourceDir + "/deploy/gce"},
+        60);
+    ASSERT_EQ(up.exit_code, 0) << up.output;
+    const std::string commands = ReadAll(gcloud_log_);
+    const size_t at = commands.find("pstrain-credentials=");
+    ASSERT_NE(at, std::string::npos) << commands;
+    credentials_ = commands.substr(at + 20, commands.find_first_of(", \n", at) - at - 20);
+    EXPECT_EQ(credentials_, "gs://bkt/job/credentials");
   }
 
   void TearDown() override {
@@ -119,11 +172,7 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
     }
     const std::string role = host.substr(4, host.rfind('-') - 4);
     const std::string index = host.substr(host.rfind('-') + 1);
-    const std::string cluster =
-        "cluster:\n  chief: [\"job-chief-0:2222\"]\n"
-        "  worker: [\"job-worker-0:2222\", \"job-worker-1:2222\"]\n  ps: [\"job-ps-0:2222\"]\n"
-        "training:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
-        "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n  insecure: true\n";
+    const std::string cluster = kCluster;
     const std::string a = "instance/attributes/";
     std::map<std::string, std::string> values = {
         {a + "pstrain-role", role},
@@ -133,6 +182,7 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
         {a + "pstrain-data-dir", "gs://bkt/data"},
         {a + "pstrain-train-steps", std::to_string(train_steps_)},
         {a + "pstrain-package", "gs://bkt/pkg/pstrain.deb"},
+        {a + "pstrain-credentials", credentials_},
         {a + "pstrain-storage-endpoint", gcs_.endpoint()},
         {a + "pstrain-install-root", Root(host, boot)},
         {a + "pstrain-run", "direct"},
@@ -168,8 +218,33 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
     WaitProcess(&vm.metadata, 5);
   }
 
+  // Each VM fetched ca.crt, the token and its own task's pair, nothing else;
+  // the CA key never left this machine.
+  void ExpectEachVmHoldsOnlyItsOwnCredentials() {
+    const std::string ca = ReadAll(JoinPath(credentials_dir_, "ca.crt"));
+    ASSERT_FALSE(ca.empty());
+    EXPECT_TRUE(Env::Default()->FileExists(JoinPath(credentials_dir_, "ca.key")));
+    for (const std::string& host : kHosts) {
+      const std::string name = host.substr(4);  // ps-0, chief-0, worker-1
+      const std::string tls = JoinPath(Root(host, vms_[host].boots - 1), "etc/pstrain/tls");
+      std::vector<std::string> files = *Env::Default()->ListDir(tls);
+      std::sort(files.begin(), files.end());
+      std::vector<std::string> expected = {"ca.crt", "job.token", name + ".crt", name + ".key"};
+      std::sort(expected.begin(), expected.end());
+      EXPECT_EQ(files, expected) << host;
+      EXPECT_EQ(ReadAll(JoinPath(tls, "ca.crt")), ca) << host;
+      EXPECT_EQ(ReadAll(JoinPath(tls, name + ".key")),
+                ReadAll(JoinPath(credentials_dir_, name + ".key")))
+          << host;
+    }
+    for (const std::string& object : gcs_.ObjectNames("bkt")) {
+      EXPECT_EQ(object.find("ca.key"), std::string::npos) << object;
+      EXPECT_EQ(object.find("client."), std::string::npos) << object;
+    }
+  }
+
   FakeGcs gcs_;
-  std::string net_, gcloud_log_;
+  std::string net_, gcloud_log_, credentials_dir_, credentials_;
   int subnet_ = 0;
   bool created_ = false;
   // Enough steps after the worker VM's preemption (at 30) for its recreated
@@ -189,6 +264,7 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
   ASSERT_TRUE(WaitForText(chief_log, "step = 20,", 180)) << ReadAll(chief_log);
   EXPECT_NE(ReadAll(vms_["job-ps-0"].startup.log_path).find("installed pstrain-ps "),
             std::string::npos);
+  ASSERT_NO_FATAL_FAILURE(ExpectEachVmHoldsOnlyItsOwnCredentials());
 
   // The ps VM is preempted: the chief checkpoints and stops the job; the
   // other VMs wait for the ps to come back.
@@ -200,6 +276,26 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
   ASSERT_NO_FATAL_FAILURE(Boot("job-ps-0"));
   ASSERT_TRUE(WaitForText(chief_log, "training resumes at step", 120)) << ReadAll(chief_log);
 
+  // A VM with another job's certificate and token cannot join, even one
+  // that trusts this job's CA (ca.crt is no secret): the job's ps refuses
+  // its certificate in the handshake, so the intruder never reaches it.
+  const std::string other = JoinPath(dir_, "other-credentials");
+  ProcessResult certs =
+      RunProcess({kBinDir + "/pstrain-certs", "--workers=2", "--ps=1", "--out=" + other}, 60);
+  ASSERT_EQ(certs.exit_code, 0) << certs.output;
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(JoinPath(other, "ca.crt"),
+                                    ReadAll(JoinPath(credentials_dir_, "ca.crt")))
+                  .ok());
+  const std::string cluster_file = JoinPath(dir_, "cluster.yaml");
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(cluster_file, kCluster).ok());
+  Background intruder = StartProcess(
+      {"/bin/bash", kVmnet, "exec", net_, kIntruder, kBinDir + "/pstrain-worker",
+       "--config=" + cluster_file, "--job_name=worker", "--task_index=0",
+       "--job_dir=" + JoinPath(dir_, "other-job"), "--data_dir=" + data_, "--train_steps=100",
+       "--tls_dir=" + other, "--token_file=" + other + "/job.token", "--startup_timeout=8"},
+      JoinPath(dir_, "intruder.log"));
+
   // A worker VM is preempted: the worker leaves, the job goes on without it,
   // and the recreated VM's worker joins again.
   ASSERT_TRUE(WaitForText(chief_log, "step = 30,", 180)) << ReadAll(chief_log);
@@ -207,6 +303,15 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
   EXPECT_TRUE(WaitForText(TaskLog("job-worker-1", 0), "stopping at global step", 5))
       << ReadAll(TaskLog("job-worker-1", 0));
   ASSERT_NO_FATAL_FAILURE(Boot("job-worker-1"));
+
+  // The intruder gave up, refused by the live ps all along.
+  EXPECT_NE(WaitProcess(&intruder, 60), 0) << ReadAll(intruder.log_path);
+  for (const char* expected : {kIntruderGaveUp, kIntruderRefused}) {
+    EXPECT_NE(ReadAll(intruder.log_path).find(expected), std::string::npos)
+        << ReadAll(intruder.log_path);
+  }
+  EXPECT_NE(ReadAll(TaskLog("job-ps-0", 1)).find("Handshake failed"), std::string::npos)
+      << ReadAll(TaskLog("job-ps-0", 1));
 
   // The job finishes; every VM's script sees COMPLETED and stops its group.
   for (const std::string& host : kHosts) {
@@ -236,6 +341,19 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
                 .find(absl::StrCat("is COMPLETED at global step ", train_steps_)),
             std::string::npos)
       << ReadAll(vms_["job-worker-0"].startup.log_path);
+
+  // pstrain-gce down removes the credentials, here and in the bucket; the
+  // job's checkpoints stay.
+  ProcessResult down = RunProcess(
+      {"/usr/bin/env", "STORAGE_EMULATOR_HOST=" + gcs_.endpoint(), kBinDir + "/pstrain-gce", "down",
+       "--config=" + JoinPath(dir_, "gce.yaml"), "--credentials_dir=" + credentials_dir_},
+      60);
+  EXPECT_EQ(down.exit_code, 0) << down.output;
+  EXPECT_FALSE(Env::Default()->FileExists(credentials_dir_));
+  for (const std::string& name : gcs_.ObjectNames("bkt")) {
+    EXPECT_NE(name.rfind("job/credentials/", 0), 0u) << name;
+  }
+  EXPECT_TRUE(gcs_.HasObject("bkt", "job/checkpoint"));
 }
 
 }  // namespace

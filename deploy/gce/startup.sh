@@ -22,6 +22,10 @@
 #   pstrain-data-dir        gs://bucket/data (else the config's)
 #   pstrain-flags           more training flags, e.g. "--update=sync --batch_size=100"
 #   pstrain-package         gs://bucket/pstrain_<version>_amd64.deb (else: already installed)
+#   pstrain-credentials     gs://bucket/job/credentials: where pstrain-gce put the job's
+#                           mutual TLS credentials; this VM fetches ca.crt, job.token and
+#                           its own task's <role>-<index>.crt/.key, nothing else (else:
+#                           the job is plaintext, or tls_dir is on the image)
 #   pstrain-group           the managed instance group (else read from "created-by")
 #   pstrain-storage-endpoint  a Cloud Storage emulator (tests); else storage.googleapis.com
 #   pstrain-install-root    unpack the package here instead of installing it (tests)
@@ -82,6 +86,9 @@ train_steps="$(md pstrain-train-steps)"
 data_dir="$(md pstrain-data-dir "")"
 extra_flags="$(md pstrain-flags "")"
 package="$(md pstrain-package "")"
+credentials="$(md pstrain-credentials "")"
+[[ -z "$credentials" || "$credentials" == gs://?*/?* ]] ||
+  die "metadata pstrain-credentials = '$credentials' is not a gs://bucket/path"
 max_restarts="$(md pstrain-max-restarts 10)"
 [[ "$max_restarts" =~ ^[0-9]+$ ]] ||
   die "metadata pstrain-max-restarts = '$max_restarts' is not a number of restarts"
@@ -161,6 +168,25 @@ if [[ -n "$done_step" && "$done_step" -ge "$train_steps" ]]; then
   exit 0
 fi
 
+tls_flags=""
+# This task's credentials: the CA certificate, the job token and its own key
+# pair, fetched anew at every boot into a directory only root reads.
+if [[ -n "$credentials" ]]; then
+  tls_dir="$root/etc/pstrain/tls"
+  name="$role-$task_index"
+  old_umask="$(umask)"
+  umask 077
+  mkdir -p "$tls_dir"
+  chmod 700 "$tls_dir"
+  for file in ca.crt job.token "$name.crt" "$name.key"; do
+    gcs_get "$credentials/$file" "$tls_dir/$file" ||
+      die "$credentials/$file does not exist: the job's credentials are missing from the bucket (run pstrain-gce up again, or pstrain-gce down)"
+  done
+  umask "$old_umask"
+  tls_flags=" --tls_dir=$tls_dir --token_file=$tls_dir/job.token"
+  log "fetched $name's certificate and key, the CA certificate and the job token from $credentials"
+fi
+
 # The package.
 bin_dir="$root/usr/bin"
 if [[ -n "$package" ]]; then
@@ -181,6 +207,7 @@ fi
 mkdir -p "$root/etc/pstrain" "$root/var/log"
 printf '%s\n' "$cluster_config" >"$root/etc/pstrain/cluster.yaml"
 flags="--config=$root/etc/pstrain/cluster.yaml --job_name=$role --task_index=$task_index --job_dir=$job_dir --train_steps=$train_steps"
+flags+="$tls_flags"
 if [[ -n "$data_dir" ]]; then flags+=" --data_dir=$data_dir"; fi
 if [[ -n "$extra_flags" ]]; then flags+=" $extra_flags"; fi
 env_file="$root/etc/pstrain/pstrain.env"
