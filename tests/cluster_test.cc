@@ -1,7 +1,7 @@
 // Jobs of real pstrain processes on loopback: a cluster learns in sync and
-// async mode, a worker killed in sync mode does not hang the job, the
-// launcher reports a dead process and leaves nothing behind, and bad configs
-// fail at start with a message naming the key.
+// async mode, bf16 on the wire learns as well as float32, a worker killed in sync mode does not
+// hang the job, the launcher reports a dead process and leaves nothing behind, and bad configs fail
+// at start with a message naming the key.
 #include <signal.h>
 
 #include <algorithm>
@@ -190,6 +190,41 @@ TEST_F(ClusterTest, AsyncTwoPsTwoWorkersLearns) {
       {kBin + "/pstrain-launch", "--config=" + config, "--train-steps=60", "--eval_steps=0"}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GT(FinalAccuracy(r.output, 60), 0.8) << r.output;
+}
+
+// bfloat16 on the wire (gradients and the parameters pushed back) against
+// float32, on Fashion-MNIST with the same seeds: what the wire format costs
+// in final accuracy (docs/training.md). A small dense network keeps it quick;
+// the wire carries its values as it carries any model's.
+TEST_F(ClusterTest, Bf16OnTheWireLearnsAsWellAsFloat32OnTheSameSeeds) {
+  const std::string fashion = "/usr/share/datasets/fashion-mnist";
+  if (!Env::Default()->FileExists(JoinPath(fashion, "train-images-idx3-ubyte.gz"))) {
+    GTEST_SKIP() << "\n*** SKIPPED: Fashion-MNIST is not in " << fashion
+                 << " (Debian package dataset-fashion-mnist, which deploy/install-deps.sh "
+                    "installs) ***";
+  }
+  const std::string spec = JoinPath(dir_, "mlp.yaml");
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(spec,
+                                    "name: mlp\ninput: [28, 28, 1]\nclasses: 10\nlayers:\n"
+                                    "  - flatten\n  - dense: {units: 128, activation: relu}\n"
+                                    "  - dense: {units: 10}\n")
+                  .ok());
+  const std::string config = WriteConfig(1, 1, "sync");
+  std::map<std::string, double> accuracy;
+  for (const std::string wire : {"float32", "bf16"}) {
+    ProcessResult r = RunProcess(
+        {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec, "--data_dir=" + fashion,
+         "--job_dir=" + JoinPath(dir_, "job-" + wire), "--wire_format=" + wire, "--batch_size=50",
+         "--train_steps=400", "--eval_steps=0", "--log_every_n_steps=100", "--optimizer=adam",
+         "--learning_rate=0.001"},
+        300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    accuracy[wire] = FinalAccuracy(r.output, 400);
+    std::cerr << "wire_format " << wire << ": accuracy " << accuracy[wire] << "\n";
+  }
+  EXPECT_GT(accuracy["float32"], 0.78);  // 400 steps of 2 x 50: about 0.82 here
+  EXPECT_NEAR(accuracy["bf16"], accuracy["float32"], 0.01);
 }
 
 TEST_F(ClusterTest, TfConfigWorksLikeTheYaml) {
