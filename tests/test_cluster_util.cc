@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -194,6 +195,19 @@ bool WaitForText(const std::string& path, const std::string& text, int timeout_s
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
   while (std::chrono::steady_clock::now() < deadline) {
     if (ReadAll(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+bool WaitForLoggedStep(const std::string& path, int64_t step, int timeout_secs) {
+  const std::regex line(R"(step = ([0-9]+), loss)");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string text = ReadAll(path);
+    for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it) {
+      if (std::stoll((*it)[1]) >= step) return true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ Background StartProcess(const std::vector<std::string>& args, const std::string&
 int WaitProcess(Background* process, int timeout_secs);
 // Polls `path` until it contains `text` (true) or `timeout_secs` pass.
 bool WaitForText(const std::string& path, const std::string& text, int timeout_secs);
+
+// Waits until the file at `path` holds a progress line ("step = N, loss")
+// with N >= `step`. For async jobs, whose replicas log the global step their
+// push reached, which may skip any one number.
+bool WaitForLoggedStep(const std::string& path, int64_t step, int timeout_secs);
 std::string ReadAll(const std::string& path);
 
 // Writes an executable script `path` that appends "gcloud ARGS..." (its
