@@ -34,17 +34,29 @@ absl::StatusOr<std::string> DefaultGceCredentialsDir(const GceSpec& spec,
 // directory: every task's pair, ca.crt and job.token.
 std::vector<std::string> GceUploadedCredentialFiles(const GcePlan& plan);
 
+// The files the job's credentials are on the user's machine: ca.crt, ca.key,
+// job.token and a pair per CredentialNames (the "client" pair included).
+std::vector<std::string> GceLocalCredentialFiles(const GcePlan& plan);
+
 // Makes the job's credentials in the local directory `dir` (parents made as
-// needed, `dir` itself 0700), or keeps them when `dir` already holds a full
-// set whose certificates the CA there signed (an `up` run again after a
-// failure). True if they were made now. A partial or foreign set is
+// needed, `dir` itself 0700; it must be missing or empty, as `down` deletes
+// it), or keeps them when `dir` already holds a full set whose certificates
+// the CA there signed (an `up` run again after a failure). True if they
+// were made now. A partial or foreign set, or a directory of other files, is
 // FailedPrecondition naming `dir` and what to do; nothing is replaced.
 absl::StatusOr<bool> EnsureGceCredentials(const GcePlan& plan, const std::string& dir);
 
 // Copies GceUploadedCredentialFiles from `dir` on `local` to spec.credentials
-// on `gcs`. An error names the file and the object.
+// on `gcs`. An error names the file and the object. A ca.crt already in the
+// bucket that is not `dir`'s (the job was started with another set, whose
+// certificates its VMs hold) is FailedPrecondition, and nothing is uploaded.
 absl::Status UploadGceCredentials(Env* local, Env* gcs, const GcePlan& plan,
                                   const std::string& dir);
+
+// Deletes GceLocalCredentialFiles from `dir`, then `dir`, which must then be
+// empty (FailedPrecondition otherwise: nothing but the job's files is
+// deleted). A missing `dir` is fine.
+absl::Status RemoveLocalGceCredentials(const GcePlan& plan, const std::string& dir);
 
 // Deletes every object under spec.credentials on `gcs`; how many there were
 // (0 if none: `down` may run twice).

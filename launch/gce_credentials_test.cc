@@ -137,6 +137,50 @@ TEST_F(GceCredentialsTest, APartialOrForeignSetIsRefusedAndLeftAlone) {
   EXPECT_EQ(*Env::Default()->ReadFile(JoinPath(dir_, "ps-0.crt")), foreign);
 }
 
+TEST_F(GceCredentialsTest, OnlyADirectoryOfItsOwnIsUsedAndDownDeletesOnlyTheJobsFiles) {
+  // A directory of other files is refused (down would delete it).
+  const std::string busy = JoinPath(root_, "busy");
+  ASSERT_EQ(::mkdir(busy.c_str(), 0755), 0);
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(JoinPath(busy, "notes.txt"), "mine").ok());
+  absl::StatusOr<bool> made = EnsureGceCredentials(plan_, busy);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.status().message().find("is not empty"), std::string::npos) << made.status();
+  // An empty one is used, and made private.
+  const std::string empty = JoinPath(root_, "empty");
+  ASSERT_EQ(::mkdir(empty.c_str(), 0755), 0);
+  ASSERT_TRUE(EnsureGceCredentials(plan_, empty).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(empty.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // down deletes the job's files and the directory; a file of someone
+  // else's keeps the directory (and is said).
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(JoinPath(empty, "notes.txt"), "mine").ok());
+  absl::Status removed = RemoveLocalGceCredentials(plan_, empty);
+  EXPECT_FALSE(removed.ok());
+  EXPECT_FALSE(Env::Default()->FileExists(JoinPath(empty, "ca.key")));
+  EXPECT_EQ(*Env::Default()->ReadFile(JoinPath(empty, "notes.txt")), "mine");
+  ASSERT_TRUE(EnsureGceCredentials(plan_, dir_).ok());
+  ASSERT_TRUE(RemoveLocalGceCredentials(plan_, dir_).ok());
+  EXPECT_FALSE(Env::Default()->FileExists(dir_));
+  EXPECT_TRUE(RemoveLocalGceCredentials(plan_, dir_).ok());  // down twice
+}
+
+TEST_F(GceCredentialsTest, AnotherCaInTheBucketIsNotReplaced) {
+  // The job was started from another machine: its VMs trust that CA.
+  gcs_.PutObject("bkt", "mnist-1/credentials/ca.crt", "their CA");
+  ASSERT_TRUE(EnsureGceCredentials(plan_, dir_).ok());
+  absl::Status s = UploadGceCredentials(Env::Default(), gcs_env_.get(), plan_, dir_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("is another CA than"), std::string::npos) << s;
+  EXPECT_EQ(gcs_.ObjectNames("bkt"), std::set<std::string>{"mnist-1/credentials/ca.crt"});
+  EXPECT_EQ(gcs_.GetObject("bkt", "mnist-1/credentials/ca.crt"), "their CA");
+  // Its own CA there (an `up` run again) is fine.
+  gcs_.PutObject("bkt", "mnist-1/credentials/ca.crt",
+                 *Env::Default()->ReadFile(JoinPath(dir_, "ca.crt")));
+  EXPECT_TRUE(UploadGceCredentials(Env::Default(), gcs_env_.get(), plan_, dir_).ok());
+}
+
 TEST_F(GceCredentialsTest, AnUploadThatFailsNamesTheObject) {
   ASSERT_TRUE(EnsureGceCredentials(plan_, dir_).ok());
   gcs_.FailNext(1000, 403);

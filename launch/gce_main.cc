@@ -197,8 +197,10 @@ int HandOutCredentials(const pstrain::GcePlan& plan) {
   return 0;
 }
 
-// down: the uploaded credentials and the local directory deleted.
-int RemoveCredentials(const pstrain::GceSpec& spec) {
+// down: the uploaded credentials deleted, then the local ones, but only once
+// the bucket's are gone (a `down` run again finishes the job then).
+int RemoveCredentials(const pstrain::GcePlan& plan) {
+  const pstrain::GceSpec& spec = plan.spec;
   if (spec.credentials.empty()) return 0;
   absl::StatusOr<std::string> dir = CredentialsDir(spec);
   if (FLAGS_dry_run) {
@@ -206,29 +208,26 @@ int RemoveCredentials(const pstrain::GceSpec& spec) {
                 dir.ok() ? dir->c_str() : "the local credentials");
     return 0;
   }
-  int failures = 0;
   std::unique_ptr<pstrain::HttpTransport> transport = pstrain::NewCurlTransport();
   std::unique_ptr<pstrain::Env> gcs = UserGcs(transport.get());
   absl::StatusOr<int> deleted = pstrain::DeleteGceCredentials(gcs.get(), spec);
-  if (deleted.ok()) {
-    std::printf("deleted %d credential files in %s/\n", *deleted, spec.credentials.c_str());
-  } else {
-    std::fprintf(stderr, "pstrain-gce: %s\n", std::string(deleted.status().message()).c_str());
-    ++failures;
+  if (!deleted.ok()) {
+    std::fprintf(stderr,
+                 "pstrain-gce: %s; kept the job's CA and certificates in %s: run pstrain-gce "
+                 "down again\n",
+                 std::string(deleted.status().message()).c_str(),
+                 dir.ok() ? dir->c_str() : "the local directory");
+    return 1;
   }
-  if (dir.ok()) {
-    std::error_code error;
-    const auto removed = std::filesystem::remove_all(*dir, error);
-    if (error) {
-      std::fprintf(stderr, "pstrain-gce: cannot remove %s: %s\n", dir->c_str(),
-                   error.message().c_str());
-      ++failures;
-    } else if (removed > 0) {
-      std::printf("removed the job's CA and certificates in %s\n", dir->c_str());
-    }
+  std::printf("deleted %d credential files in %s/\n", *deleted, spec.credentials.c_str());
+  if (!dir.ok()) return 0;
+  if (absl::Status s = pstrain::RemoveLocalGceCredentials(plan, *dir); !s.ok()) {
+    std::fprintf(stderr, "pstrain-gce: %s\n", std::string(s.message()).c_str());
+    return 1;
   }
+  std::printf("removed the job's CA and certificates in %s\n", dir->c_str());
   std::fflush(stdout);
-  return failures;
+  return 0;
 }
 
 std::string ScriptsDir() {
@@ -272,7 +271,7 @@ int main(int argc, char** argv) {
          verb == "status" ? pstrain::GceStatusCommands(*plan) : pstrain::GceDownCommands(*plan)) {
       failures += Run(command) != 0;
     }
-    if (verb == "down") failures += RemoveCredentials(plan->spec);
+    if (verb == "down") failures += RemoveCredentials(*plan);
     if (verb == "down" && failures > 0) {
       std::fprintf(stderr, "pstrain-gce: %d deletions failed (already gone?); see above\n",
                    failures);

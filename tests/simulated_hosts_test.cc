@@ -16,6 +16,7 @@
 // job's certificate cannot join.
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -232,6 +233,13 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
       std::vector<std::string> expected = {"ca.crt", "job.token", name + ".crt", name + ".key"};
       std::sort(expected.begin(), expected.end());
       EXPECT_EQ(files, expected) << host;
+      struct stat st;
+      ASSERT_EQ(::stat(tls.c_str(), &st), 0) << tls;
+      EXPECT_EQ(st.st_mode & 0777, 0700u) << tls;
+      for (const std::string& f : files) {
+        ASSERT_EQ(::stat(JoinPath(tls, f).c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0600u) << host << " " << f;
+      }
       EXPECT_EQ(ReadAll(JoinPath(tls, "ca.crt")), ca) << host;
       EXPECT_EQ(ReadAll(JoinPath(tls, name + ".key")),
                 ReadAll(JoinPath(credentials_dir_, name + ".key")))

@@ -174,6 +174,7 @@ tls_flags=""
 if [[ -n "$credentials" ]]; then
   tls_dir="$root/etc/pstrain/tls"
   name="$role-$task_index"
+  mkdir -p "$root/etc/pstrain"
   old_umask="$(umask)"
   umask 077
   mkdir -p "$tls_dir"

@@ -22,9 +22,12 @@
 // reach the threads that run them through a completion queue that
 // libgrpc++'s own threads drain with grpc_completion_queue_next; where core
 // runs a callback from grpc_cq_end_op instead, its executor hands it over
-// under locks absl_sync_annotations.cc already makes visible. Nothing else
-// is hidden: a race in our code, even one run from a gRPC callback, is still
-// reported.
+// under locks absl_sync_annotations.cc already makes visible. No report is
+// suppressed: a race in our code, even one run from a gRPC callback, is still
+// reported unless gRPC itself orders it. (A tag's address is reused by later
+// batches, and TSan keeps what was released on it, so two unrelated threads
+// that each start a batch on one tag are ordered too: a race between them
+// could be missed, never a false one reported.)
 #include <dlfcn.h>
 #include <grpc/grpc.h>
 #include <sanitizer/tsan_interface.h>
