@@ -188,6 +188,10 @@ struct TrainingSpec {
   // float32 value; what is not sent is kept by the replica and added to its
   // next gradients (error feedback), so nothing is lost, only delayed.
   std::string compression = "none";
+  // The next step's forward pass starts as soon as the first layers'
+  // parameters are back, and waits layer by layer for the rest, instead of
+  // after the last answer of the push (PsClient, overlap_pull).
+  bool overlap_pull = true;
   double compression_ratio = 0.01;
   // Profiling: "A:B" makes every task write a Chrome trace of global steps
   // A..B to <job_dir>/plugins/profile/steps_A_B/ (see common/cluster_trace.h).

@@ -87,6 +87,9 @@ DEFINE_string(wire_format, "float32",
 DEFINE_string(compression, "none",
               "Gradient compression: none, or topk (the largest gradients, error feedback).");
 DEFINE_double(compression_ratio, 0.01, "topk: the fraction of each chunk's gradients pushed.");
+DEFINE_bool(overlap_pull, true,
+            "Start the next forward pass as the first layers' parameters arrive, waiting layer "
+            "by layer for the rest (false: after the whole pull).");
 DEFINE_string(trace_steps, "",
               "A:B writes a Chrome trace of global steps A..B of every task to "
               "<job_dir>/plugins/profile/steps_A_B/.");

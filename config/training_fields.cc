@@ -64,6 +64,7 @@ const Field kFields[] = {
     {"wire_format", &TrainingSpec::wire_format},
     {"compression", &TrainingSpec::compression},
     {"compression_ratio", &TrainingSpec::compression_ratio},
+    {"overlap_pull", &TrainingSpec::overlap_pull},
     {"trace_steps", &TrainingSpec::trace_steps},
     {"tls_dir", &TrainingSpec::tls_dir},
     {"token_file", &TrainingSpec::token_file},

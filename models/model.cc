@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
     }
     std::vector<int64_t> offsets;
     int64_t first_param = -1;
+    int64_t param_end = -1;
     for (VariableSpec spec : layer->Variables()) {
       if (spec.trainable && layer->frozen()) spec.frozen = true;
       if (!spec.trainable && layer->state_decay() >= 0) spec.decay = layer->state_decay();
@@ -130,11 +131,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       info.spec = spec;
       offsets.push_back(info.offset);
       if (spec.trainable && first_param < 0) first_param = info.offset;
+      if (spec.trainable) param_end = info.offset + info.size;
       model->variables_.push_back(std::move(info));
     }
     layer->BindOffsets(std::move(offsets));
     model->BindSparseTables(layer);
     model->layer_first_param_.push_back(first_param);
+    model->layer_param_end_.push_back(param_end);
     shapes.push_back(*out);
     if (in != std::vector<int>{static_cast<int>(i)}) model->chain_ = false;
   }
@@ -169,7 +172,8 @@ void Model::InitializeVariables(uint64_t seed, float* params, float* state) cons
 }
 
 void Model::Forward(const float* params, const float* state, const float* images, int64_t batch,
-                    bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse) {
+                    bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse,
+                    const std::function<void(int64_t)>* params_ready) {
   acts_[0].Resize(Batched(batch, input_shape_));
   // A model of sparse features alone has an empty dense input (input: [0]).
   if (acts_[0].size() > 0) std::memcpy(acts_[0].data(), images, acts_[0].size() * sizeof(float));
@@ -179,6 +183,9 @@ void Model::Forward(const float* params, const float* state, const float* images
     std::abort();
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
+    // Parameters may still be arriving (a parameter client that overlaps
+    // its pull with this pass): wait for this layer's.
+    if (params_ready != nullptr && layer_param_end_[i] > 0) (*params_ready)(layer_param_end_[i]);
     ForwardArgs args;
     args.training = training;
     args.seed = MixSeeds(seed, i);
@@ -205,9 +212,13 @@ void Model::Forward(const float* params, const float* state, const float* images
 LossResult Model::TrainStep(const float* params, const float* state, const float* images,
                             const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
                             float* batch_stats, const std::function<void(int64_t)>& grads_ready,
-                            SparseStep* sparse) {
+                            SparseStep* sparse, const std::function<void(int64_t)>& params_ready) {
   if (num_state_ > 0) std::memcpy(batch_stats, state, num_state_ * sizeof(float));
-  Forward(params, state, images, batch, /*training=*/true, seed, batch_stats, sparse);
+  Forward(params, state, images, batch, /*training=*/true, seed, batch_stats, sparse,
+          params_ready ? &params_ready : nullptr);
+  // Every parameter has arrived before the backward pass (which also reads
+  // them) begins.
+  if (params_ready) params_ready(num_params_);
   BackwardArgs args;
   args.params = params;
   args.grads = grads;

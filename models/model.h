@@ -135,11 +135,16 @@ class Model {
   // `grads_ready`, if set, is called after each layer's backward pass that
   // produced gradients, with the lowest flat offset whose gradients are now
   // final (everything from there to the end of the vector is).
+  // `params_ready`, if set, is called before each layer's forward pass with
+  // the end of the flat range [0, end) it reads and must return once those
+  // values are in `params` (a client still receiving them), and once more
+  // with num_params() before the backward pass. `state` must be complete.
   LossResult TrainStep(const float* params, const float* state, const float* images,
                        const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
                        float* batch_stats,
                        const std::function<void(int64_t)>& grads_ready = nullptr,
-                       SparseStep* sparse = nullptr);
+                       SparseStep* sparse = nullptr,
+                       const std::function<void(int64_t)>& params_ready = nullptr);
 
   // Forward pass in evaluation mode; loss summed over the batch.
   // `sparse`: the batch's rows, for a model with sparse layers (its grads
@@ -167,7 +172,8 @@ class Model {
  private:
   Model() = default;
   void Forward(const float* params, const float* state, const float* images, int64_t batch,
-               bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse);
+               bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse,
+               const std::function<void(int64_t)>* params_ready = nullptr);
   LossResult Loss(const int32_t* labels, Tensor* dlogits) const;
   // Appends `layer`'s tables (and new features) and tells it where they are.
   void BindSparseTables(Layer* layer);
@@ -189,6 +195,7 @@ class Model {
   std::string spec_yaml_;
 
   std::vector<int64_t> layer_first_param_;  // Per layer: lowest trainable offset, or -1.
+  std::vector<int64_t> layer_param_end_;    // and one past its highest, or -1.
   std::vector<Tensor> acts_;                // acts_[0] = input, acts_[i + 1] = output of layer i.
   // Per layer: the activations it takes (acts_ indices); {i} in a chain.
   std::vector<std::vector<int>> inputs_;

@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.retry_budget = retry_budget;
   options.wire = job.wire;
   options.trace = trace;
+  options.overlap_pull = job.training.overlap_pull;
   options.compression_ratio =
       job.training.compression == "topk" ? job.training.compression_ratio : 0;
   return PsClient::Create(options);

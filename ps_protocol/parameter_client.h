@@ -2,6 +2,8 @@
 #define PSTRAIN_PS_PROTOCOL_PARAMETER_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +29,17 @@ struct ParameterView {
   // Where the rows of the model's embedding tables are read; null for a
   // model without any.
   RowReader* rows = nullptr;
+  // Set when `params` may still be arriving (a client that returned the
+  // last push before all of its answers, so the next forward pass can start
+  // on the first layers): returns once params[0, end) hold their values.
+  // `state` is always complete.
+  std::function<void(int64_t end)> await_params;
+
+  // Waits for params[0, end) (every value by default) if they may still be
+  // arriving; call before reading them outside a training step.
+  void AwaitParams(int64_t end = std::numeric_limits<int64_t>::max()) const {
+    if (await_params) await_params(end);
+  }
 };
 
 // What a push learned.
@@ -34,6 +47,10 @@ struct PushOutcome {
   int64_t global_step = 0;  // After the update.
   bool stale = false;       // The gradients were dropped as too old (sync).
   bool job_done = false;
+  // Nothing was sent: the parameters this step was computed from did not
+  // all arrive as one step's (the previous push's last answers found the job
+  // rolled back, or done). Pull again and compute the step anew.
+  bool discarded = false;
 };
 
 // How the training loop reaches the parameters: in the same process (a local
@@ -46,6 +63,11 @@ class ParameterClient {
   // Fetches the current parameters. The view stays valid until the next call
   // on this client.
   virtual absl::StatusOr<ParameterView> Pull() = 0;
+
+  // Like Pull, for the training loop's next step: may return before every
+  // value has arrived (the last push's answers still on the wire), with
+  // view.await_params set; the step's forward pass waits for each layer's.
+  virtual absl::StatusOr<ParameterView> PullOverlapped() { return Pull(); }
 
   // Models with sparse layers: fills step->tables[t].rows with the current
   // rows of the ids Model::PrepareSparse chose for this step's batch, and

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -50,6 +51,7 @@ PsClient::PsClient(const PsClientOptions& options)
   }
   absl::MutexLock lock(&mu_);
   sent_.assign(n, false);
+  in_flight_.assign(n, 0);
   chunk_steps_.assign(n, 0);
   chunk_done_.assign(n, 0);
   chunk_generations_.assign(n, 0);
@@ -64,7 +66,7 @@ PsClient::~PsClient() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     // In-flight calls reference this client: cancel them and wait.
-    pending_ -= static_cast<int>(queue_.size());  // Never to be sent.
+    for (const auto& [chunk, due] : queue_) ChunkFinishedLocked(chunk);  // Never to be sent.
     queue_.clear();
     for (auto& call : calls_) {
       if (call->context) call->context->TryCancel();
@@ -76,7 +78,24 @@ PsClient::~PsClient() {
   if (sender_.joinable()) sender_.join();
 }
 
-absl::StatusOr<ParameterView> PsClient::Pull() {
+absl::StatusOr<ParameterView> PsClient::Pull() { return PullView(/*overlapped=*/false); }
+
+absl::StatusOr<ParameterView> PsClient::PullOverlapped() { return PullView(/*overlapped=*/true); }
+
+absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
+  if (!overlapped || !have_fresh_) {
+    // The answers still out write params_: let them land, and take in what
+    // they say (a pull from the ps if they cannot be trained on).
+    absl::MutexLock lock(&mu_);
+    SettleTailLocked();
+    if (discard_) have_fresh_ = false;
+    discard_ = false;
+    absl::Status error = std::exchange(tail_error_, absl::OkStatus());
+    if (!error.ok()) {
+      have_fresh_ = false;
+      return error;
+    }
+  }
   if (!have_fresh_) {
     std::vector<int64_t> steps, generations;
     std::vector<char> done;
@@ -113,6 +132,7 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   have_fresh_ = false;
   absl::MutexLock lock(&mu_);
   ParameterView view;
+  // Pull settled the tail; PullOverlapped may leave it out.
   view.params = params_.data();
   view.state = state_.data();
   // The lowest chunk step. Chunks apart (a replica killed after pushing some
@@ -120,9 +140,13 @@ absl::StatusOr<ParameterView> PsClient::Pull() {
   // pushing every chunk at the lowest (the chunks already past it answer
   // stale, the one behind completes its step); async, by pushing until
   // every chunk says the job is done (a done chunk applies nothing more).
-  view.global_step = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
-  view.job_done = JobDoneLocked();
+  // With answers still out, chunk 0's (Push returned on it, and it said the
+  // job goes on).
+  view.global_step =
+      tail_ ? chunk_steps_[0] : *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+  view.job_done = !tail_ && JobDoneLocked();
   view.rows = rows_.get();
+  view.await_params = [this](int64_t end) { AwaitParams(end); };
   view_step_ = view.global_step;
   view_generation_ = chunk_generations_.empty() ? 0 : chunk_generations_[0];
   return view;
@@ -148,8 +172,24 @@ RowClient::Traffic PsClient::row_traffic() const {
 
 void PsClient::StartPush(int64_t step, const float* grads, const float* batch_stats) {
   absl::MutexLock lock(&mu_);
+  if (tail_) {
+    // The last push's answers are still arriving (the forward pass is about
+    // to wait for them): begin this one when they are in.
+    deferred_ = true;
+    deferred_step_ = step;
+    deferred_grads_ = grads;
+    deferred_stats_ = batch_stats;
+    return;
+  }
+  BeginPushLocked(step, grads, batch_stats);
+}
+
+void PsClient::BeginPushLocked(int64_t step, const float* grads, const float* batch_stats) {
+  CHECK_EQ(pending_, 0) << "a push began while another is in flight";
   push_step_ = step;
-  CHECK_EQ(pending_, 0) << "StartPush while a push is in flight";
+  started_ = true;
+  aligned_ = std::adjacent_find(chunk_steps_.begin(), chunk_steps_.end(), std::not_equal_to<>()) ==
+             chunk_steps_.end();
   grads_ = grads;
   batch_stats_ = batch_stats;
   std::fill(sent_.begin(), sent_.end(), false);
@@ -161,8 +201,73 @@ void PsClient::StartPush(int64_t step, const float* grads, const float* batch_st
   step_give_up_ = absl::InfinitePast();
 }
 
+void PsClient::SettleTailLocked() {
+  if (tail_) {
+    mu_.Await(absl::Condition(
+        +[](int* pending) { return *pending == 0; }, &pending_));
+    tail_ = false;
+    grads_ = nullptr;
+    tail_stale_ = stale_;  // chunk 0's was counted when Push returned
+    const int64_t lowest = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+    if (!error_.ok()) {
+      discard_ = true;
+      tail_error_ = error_;
+    } else if (rolled_back_ || JobDoneLocked() || (options_.sync && lowest != chunk_steps_[0])) {
+      // The view the next step was computed from is not one step's (a
+      // rollback; sync, a chunk now behind chunk 0, whose step the view
+      // claimed), or there is no next step: it must not be pushed.
+      discard_ = true;
+      if (rolled_back_) {
+        LOG(WARNING) << "replica " << options_.replica << ": the push for step " << push_step_
+                     << " was not applied everywhere (the job was rolled back to a "
+                        "checkpoint); pulling again";
+      }
+    }
+  }
+  if (deferred_) {
+    deferred_ = false;
+    BeginPushLocked(deferred_step_, deferred_grads_, deferred_stats_);
+  }
+}
+
+bool PsClient::MayReturnEarlyLocked() const {
+  // Sync chunks that were apart (a replica killed between the pushes of its
+  // chunks) are brought together by this push: no early view then.
+  return options_.overlap_pull && !in_flight_[0] && error_.ok() && !rolled_back_ && !job_done_ &&
+         !chunk_done_[0] && (!options_.sync || aligned_);
+}
+
+bool PsClient::PushAnsweredLocked() const { return pending_ == 0 || MayReturnEarlyLocked(); }
+
+bool PsClient::ParamsArrivedLocked() const {
+  const auto& chunks = options_.layout.chunks;
+  for (size_t c = 0; c < chunks.size() && chunks[c].begin < await_end_; ++c) {
+    if (in_flight_[c]) return false;
+  }
+  return true;
+}
+
+void PsClient::AwaitParams(int64_t end) {
+  absl::MutexLock lock(&mu_);
+  if (!tail_) return;
+  await_end_ = end;
+  if (ParamsArrivedLocked()) return;
+  const absl::Time start = absl::Now();
+  {
+    ScopedTraceEvent event(options_.trace, "comm", "wait for parameters");
+    mu_.Await(absl::Condition(this, &PsClient::ParamsArrivedLocked));
+  }
+  awaited_millis_ += absl::ToDoubleMilliseconds(absl::Now() - start);
+}
+
+void PsClient::ChunkFinishedLocked(int chunk) {
+  in_flight_[chunk] = 0;
+  --pending_;
+}
+
 void PsClient::EnqueueLocked(int chunk) {
   sent_[chunk] = true;
+  in_flight_[chunk] = 1;
   ++pending_;
   queue_.emplace_back(chunk, absl::InfinitePast());
   cv_.Signal();
@@ -170,7 +275,8 @@ void PsClient::EnqueueLocked(int chunk) {
 
 void PsClient::GradientsReady(int64_t from) {
   absl::MutexLock lock(&mu_);
-  if (grads_ == nullptr) return;
+  SettleTailLocked();  // the forward pass has waited for it: at once
+  if (!started_ || discard_) return;
   const auto& chunks = options_.layout.chunks;
   // Chunks are in flat order and the backward pass finishes a suffix of the
   // vector at a time: send the newly finished ones, last first.
@@ -269,7 +375,7 @@ void PsClient::SendChunk(int c) {
     // and do not start a call once the client is stopping.
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      --pending_;
+      ChunkFinishedLocked(c);
       return;
     }
     call.context = std::make_unique<grpc::ClientContext>();
@@ -343,7 +449,7 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
         CallError("PushPull", absl::StrCat(connections_.TaskName(chunk.ps), " (chunk ", c, ")"),
                   status, options_.retry_budget);
   }
-  --pending_;
+  ChunkFinishedLocked(c);
 }
 
 absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
@@ -351,15 +457,24 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
   CHECK_GE(options_.replica, 0) << "this client does not train";
   const absl::Time start = absl::Now();
   PushOutcome outcome;
-  bool started;
   {
     absl::MutexLock lock(&mu_);
-    started = grads_ == grads;
-  }
-  // Without StartPush for this step, everything goes now.
-  if (!started) StartPush(step, grads, batch_stats);
-  {
-    absl::MutexLock lock(&mu_);
+    SettleTailLocked();
+    if (discard_) {
+      // The parameters of this step were not one step's: send nothing.
+      discard_ = false;
+      started_ = false;
+      grads_ = nullptr;
+      have_fresh_ = false;
+      sparse_ = nullptr;
+      absl::Status error = std::exchange(tail_error_, absl::OkStatus());
+      if (!error.ok()) return error;
+      outcome.discarded = true;
+      outcome.global_step = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+      return outcome;
+    }
+    // Without StartPush for this step, everything goes now.
+    if (!started_) BeginPushLocked(step, grads, batch_stats);
     for (int c = static_cast<int>(sent_.size()) - 1; c >= 0; --c) {
       if (!sent_[c]) EnqueueLocked(c);
     }
@@ -372,21 +487,32 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
   }
   {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](int* pending) { return *pending == 0; }, &pending_));
-    grads_ = nullptr;
+    mu_.Await(absl::Condition(this, &PsClient::PushAnsweredLocked));
+    started_ = false;
+    tail_ = pending_ > 0;
+    if (!tail_) grads_ = nullptr;
     if (!error_.ok()) return error_;
     // Rows restored under this push (a rollback): like an aborted chunk,
     // the next Pull reads everything again.
     const bool rows_rolled_back = absl::IsAborted(rows_stale.status());
     if (!rows_stale.ok() && !rows_rolled_back) return rows_stale.status();
     if (rows_rolled_back) rolled_back_ = true;
+    if (tail_ && rolled_back_) {
+      // Not to be trained on: wait for the rest and read everything again.
+      SettleTailLocked();
+      discard_ = false;
+      tail_error_ = absl::OkStatus();
+    }
     // After a rollback, the chunks that answered are of the old run: claim no
     // more than the lowest step (the aborted chunks' is the one pushed), and
-    // not the end of the job.
-    outcome.global_step = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
-    outcome.stale = stale_ || rolled_back_ || (rows_stale.ok() && *rows_stale);
-    outcome.job_done = JobDoneLocked() && !rolled_back_;
+    // not the end of the job. With a tail, chunk 0's step (it said the job
+    // goes on; the tail's answers are taken in before the next push).
+    outcome.global_step =
+        tail_ ? chunk_steps_[0] : *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+    outcome.stale = stale_ || rolled_back_ || (rows_stale.ok() && *rows_stale) || tail_stale_;
+    stale_ = false;  // the tail's own are counted when it settles
+    tail_stale_ = false;
+    outcome.job_done = !tail_ && JobDoneLocked() && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.
     have_fresh_ = !rolled_back_;
     if (rolled_back_) {
@@ -394,7 +520,8 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
                    << " was not applied (the job was rolled back to a checkpoint); pulling again";
     }
   }
-  exposed_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  exposed_millis_.push_back(absl::ToDoubleMilliseconds(absl::Now() - start) + awaited_millis_);
+  awaited_millis_ = 0;
   return outcome;
 }
 

@@ -41,6 +41,10 @@ struct PsClientOptions {
   // > 0: top-k compression (common/sparse_gradients.h): each chunk pushes
   // this fraction of its gradients, with error feedback.
   double compression_ratio = 0;
+  // Push returns once chunk 0 (the first layers' parameters and the state)
+  // has answered; the next forward pass waits layer by layer for the rest
+  // (ParameterView::await_params). false: Push waits for every answer.
+  bool overlap_pull = true;
   TraceRecorder* trace = nullptr;  // every chunk's encoding and round trip; may be null
 };
 
@@ -57,6 +61,16 @@ struct PsClientOptions {
 // and the backward pass never reads parameters of chunks it already pushed,
 // so the compute thread and the answers touch disjoint memory.
 //
+// With overlap_pull, Push returns as soon as chunk 0 has answered (it is
+// pushed last and holds the first layers, so the others are mostly in by
+// then) and leaves the rest of the answers as the push's tail: the view the
+// next Pull returns says so (await_params), and the forward pass waits for
+// each layer's chunks before reading them, so it computes on the first
+// layers while the last ones are still on the wire. The tail is settled
+// before anything of the next step is sent: a tail that failed makes that
+// Push return the error, and one that found the job rolled back or done
+// makes it return `discarded` without sending anything.
+//
 // Every call has a deadline; UNAVAILABLE is retried with exponential backoff
 // within the retry budget (a retried push counts once on the ps). One
 // training loop per client.
@@ -65,7 +79,11 @@ class PsClient : public ParameterClient {
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const PsClientOptions& options);
   ~PsClient() override;
 
+  // Every value of the view has arrived (the last push's answers are in).
   absl::StatusOr<ParameterView> Pull() override;
+  // May return while the last push's answers are still arriving (the view's
+  // await_params waits for them; overlap_pull).
+  absl::StatusOr<ParameterView> PullOverlapped() override;
   // Pull() from the ps even if the last push brought the parameters back.
   absl::StatusOr<ParameterView> PullLatest() {
     have_fresh_ = false;
@@ -73,6 +91,9 @@ class PsClient : public ParameterClient {
   }
   void StartPush(int64_t step, const float* grads, const float* batch_stats) override;
   void GradientsReady(int64_t from) override;
+  // Returns once every chunk holding values below `end` has answered the last
+  // push (at once without a tail). The views' await_params.
+  void AwaitParams(int64_t end);
   absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads,
                                    const float* batch_stats) override;
   // Sent with the next push of chunk 0.
@@ -87,8 +108,10 @@ class PsClient : public ParameterClient {
   // Bytes sent and received in parameter and gradient payloads so far.
   int64_t bytes_sent() const;
   int64_t bytes_received() const;
-  // Time from the end of each step's backward pass until its last answer:
-  // the part of the round trip not hidden behind computation.
+  // Per step, the time the training loop waited for answers: from the end
+  // of the backward pass until Push returned, plus the forward pass's waits
+  // for the rest (overlap_pull): the part of the round trip not hidden
+  // behind computation.
   const std::vector<double>& exposed_millis() const { return exposed_millis_; }
   // "p50 X ms, p90 Y ms, p99 Z ms over N steps" of exposed_millis().
   std::string LatencySummary() const;
@@ -98,10 +121,24 @@ class PsClient : public ParameterClient {
 
   explicit PsClient(const PsClientOptions& options);
 
+  absl::StatusOr<ParameterView> PullView(bool overlapped);
+
   void SenderLoop();
   void SendChunk(int chunk) ABSL_LOCKS_EXCLUDED(mu_);
   void OnChunkDone(int chunk, grpc::Status status);
   void EnqueueLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A chunk's call of this push has ended (answered, failed, or never sent).
+  void ChunkFinishedLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the buffers of `step`'s push current (nothing of it sent yet).
+  void BeginPushLocked(int64_t step, const float* grads, const float* batch_stats)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for the last push's tail and takes in what it said; then begins a
+  // push StartPush announced meanwhile.
+  void SettleTailLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether Push may return with answers still out (overlap_pull).
+  bool MayReturnEarlyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PushAnsweredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ParamsArrivedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the last answers say the job is done for this replica.
   bool JobDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -126,7 +163,23 @@ class PsClient : public ParameterClient {
   const float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;
   const float* batch_stats_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<bool> sent_ ABSL_GUARDED_BY(mu_);
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // Chunk calls not yet finished.
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;              // Chunk calls not yet finished.
+  std::vector<char> in_flight_ ABSL_GUARDED_BY(mu_);  // per chunk: its call not yet finished
+  bool started_ ABSL_GUARDED_BY(mu_) = false;         // a push began and Push has not returned it
+  bool aligned_ ABSL_GUARDED_BY(mu_) = true;          // every chunk was at one step when it began
+  // Push returned with answers still out (overlap_pull): the tail.
+  bool tail_ ABSL_GUARDED_BY(mu_) = false;
+  // The step, gradients and statistics StartPush announced while a tail was out.
+  bool deferred_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t deferred_step_ ABSL_GUARDED_BY(mu_) = 0;
+  const float* deferred_grads_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const float* deferred_stats_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The settled tail failed (error) or found the job rolled back or done:
+  // the next push sends nothing and returns the error or `discarded`.
+  bool discard_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status tail_error_ ABSL_GUARDED_BY(mu_);
+  bool tail_stale_ ABSL_GUARDED_BY(mu_) = false;  // counted with the next push
+  int64_t await_end_ ABSL_GUARDED_BY(mu_) = 0;    // AwaitParams' argument
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
   int64_t push_step_ ABSL_GUARDED_BY(mu_) = 0;             // the step of the push in flight (sync)
@@ -150,8 +203,9 @@ class PsClient : public ParameterClient {
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time step_give_up_ ABSL_GUARDED_BY(mu_);
 
-  bool have_fresh_ = false;  // params_ hold the last step's answers.
+  bool have_fresh_ = false;  // params_ hold the last step's answers (or will: tail_).
   std::vector<double> exposed_millis_;
+  double awaited_millis_ = 0;  // AwaitParams' waits since the last Push
   std::thread sender_;
 };
 

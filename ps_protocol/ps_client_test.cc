@@ -99,6 +99,9 @@ class FakePsTest : public ::testing::Test {
     o.rpc_timeout = absl::Seconds(5);
     o.retry_budget = absl::Seconds(5);
     o.consistent_pull_wait = absl::Seconds(2);
+    // These tests check a push as a whole (Push returns once every chunk
+    // has answered); the overlap tests below turn it on.
+    o.overlap_pull = false;
     return o;
   }
 
@@ -494,6 +497,203 @@ TEST_F(PsClientFakePsTest, SyncStepIsTheLowestChunkStepWhateverTheAnswerOrder) {
   EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
   EXPECT_TRUE(HoldsRound(view->params, view->state, 1));
   EXPECT_EQ(view->global_step, 4);
+}
+
+// --- overlap_pull: Push returns on chunk 0, the view waits for the rest ---
+
+// Whether params[0, end) hold `round`'s values.
+AssertionResult HoldsRoundBelow(const float* params, int64_t end, int round) {
+  for (int64_t i = 0; i < end; ++i) {
+    if (params[i] != Value(i, round)) {
+      return AssertionFailure() << "params[" << i << "] = " << params[i] << ", expected "
+                                << Value(i, round) << " (round " << round << ")";
+    }
+  }
+  return AssertionSuccess();
+}
+
+TEST_F(PsClientFakePsTest, OverlapPushReturnsOnChunkZeroAndTheViewWaitsForTheRest) {
+  // Chunk 3 (the last layers) answers 600 ms after the others.
+  fake_.SetScript([](const SeenCall& call) {
+    Answer a = Ok(call.attempt + 1, call.attempt + 1);
+    if (call.chunk == 3) a.delay = absl::Milliseconds(600);
+    return a;
+  });
+  PsClientOptions o = Options();
+  o.overlap_pull = true;
+  o.sync = true;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+
+  const absl::Time start = absl::Now();
+  auto outcome = Push(*client, 0);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));  // not after chunk 3's answer
+  EXPECT_EQ(outcome->global_step, 1);
+  EXPECT_FALSE(outcome->job_done);
+  EXPECT_FALSE(outcome->discarded);
+
+  auto view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(fake_.Calls("Pull").empty());  // the answers are the view
+  ASSERT_TRUE(view->await_params);
+  EXPECT_EQ(view->global_step, 1);
+  const int64_t chunk3 = TestLayout().chunks[3].begin;
+  // The first three chunks are in (the state with chunk 0) ...
+  view->AwaitParams(chunk3);
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_TRUE(HoldsRoundBelow(view->params, chunk3, 1));
+  for (int64_t k = 0; k < kNumState; ++k) EXPECT_EQ(view->state[k], StateValue(k, 1));
+  // ... the rest when chunk 3 answers.
+  view->AwaitParams();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(590));
+  EXPECT_TRUE(HoldsRound(view->params, view->state, 1));
+
+  // The next step's push: its gradients go as the backward pass finishes
+  // them, after the tail has settled.
+  client->StartPush(1, grads_.data(), stats_.data());
+  client->GradientsReady(0);
+  outcome = Push(*client, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->global_step, 2);
+  view = client->Pull();  // a whole view: waits for chunk 3 again
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(HoldsRound(view->params, view->state, 2));
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(fake_.CountChunk("PushPull", c), 2) << "chunk " << c;
+  for (const SeenCall& call : fake_.Calls("PushPull")) {
+    EXPECT_EQ(call.step, call.attempt) << "chunk " << call.chunk;
+    EXPECT_TRUE(call.gradients_ok) << "chunk " << call.chunk;
+  }
+  // Both steps' waits are counted: the first step's 600 ms went to the
+  // forward pass's AwaitParams, not to Push.
+  ASSERT_EQ(client->exposed_millis().size(), 2u);
+  EXPECT_GE(client->exposed_millis()[1], 300);
+}
+
+TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothing) {
+  bool fail = true;
+  fake_.SetScript([&fail](const SeenCall& call) {
+    if (fail && call.chunk == 3) {
+      Answer a;
+      a.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "chunk 3 is broken");
+      a.delay = absl::Milliseconds(200);
+      return a;
+    }
+    return Ok(1, 1);
+  });
+  PsClientOptions o = Options();
+  o.overlap_pull = true;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+
+  auto outcome = Push(*client, 0);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();  // chunk 0 answered
+  auto view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  view->AwaitParams();  // returns when chunk 3 has failed
+  client->StartPush(1, grads_.data(), stats_.data());
+  client->GradientsReady(0);
+  outcome = Push(*client, 1);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_EQ(outcome.status().code(), absl::StatusCode::kFailedPrecondition) << outcome.status();
+  EXPECT_THAT(std::string(outcome.status().message()), HasSubstr("(chunk 3)"));
+  // Nothing of the step computed on the broken view went out.
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(fake_.CountChunk("PushPull", c), 1) << "chunk " << c;
+
+  // The error was that step's: the next pull reads the ps, and training goes on.
+  fail = false;
+  view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
+  outcome = Push(*client, 1);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(fake_.CountChunk("PushPull", 3), 2);
+}
+
+TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextStep) {
+  fake_.SetScript([](const SeenCall& call) {
+    if (call.method == "PushPull" && call.chunk == 2 && call.attempt == 0) {
+      Answer a;
+      a.status = grpc::Status(grpc::StatusCode::ABORTED, "rolled back to a checkpoint");
+      a.delay = absl::Milliseconds(150);
+      return a;
+    }
+    return Ok(call.method == "Pull" ? 3 : 1, call.method == "Pull" ? 0 : 1);
+  });
+  PsClientOptions o = Options();
+  o.overlap_pull = true;
+  o.sync = true;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+
+  auto outcome = Push(*client, 0);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_FALSE(outcome->discarded);
+  auto view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  view->AwaitParams();
+  client->StartPush(view->global_step, grads_.data(), stats_.data());
+  client->GradientsReady(0);
+  outcome = Push(*client, view->global_step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_TRUE(outcome->discarded);
+  for (int c = 0; c < 4; ++c) EXPECT_EQ(fake_.CountChunk("PushPull", c), 1) << "chunk " << c;
+  // The step is computed anew from the ps's parameters.
+  view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
+  EXPECT_TRUE(HoldsRound(view->params, view->state, 3));
+  EXPECT_EQ(view->global_step, 0);
+}
+
+TEST_F(PsClientFakePsTest, OverlapSyncChunksApartWaitForEveryAnswer) {
+  // The pull finds chunk 1 a step behind (a replica killed between its
+  // chunks' pushes): this push brings them together, and Push waits for
+  // chunk 3's late answer rather than claim chunk 0's step.
+  fake_.SetScript([](const SeenCall& call) {
+    if (call.method == "Pull") return Ok(0, call.chunk == 1 ? 4 : 5);
+    Answer a = Ok(1, call.chunk == 1 ? 5 : 6);
+    a.stale = call.chunk != 1;
+    if (call.chunk == 3) a.delay = absl::Milliseconds(300);
+    return a;
+  });
+  PsClientOptions o = Options();
+  o.overlap_pull = true;
+  o.sync = true;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+  auto view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->global_step, 4);
+  const absl::Time start = absl::Now();
+  auto outcome = Push(*client, view->global_step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  EXPECT_EQ(outcome->global_step, 5);
+  view = client->PullOverlapped();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(HoldsRound(view->params, view->state, 1));  // no tail
+}
+
+TEST_F(PsClientFakePsTest, OverlapAsyncJobIsDoneWhenEveryChunkSaysSo) {
+  // Chunk 0 says the job is done: Push waits for every answer (no early view).
+  fake_.SetScript([](const SeenCall& call) {
+    Answer a = Ok(0, call.method == "Pull" ? 99 + (call.chunk > 0) : 100, 1);
+    a.job_done = call.method == "Pull" ? call.chunk > 0 : true;
+    if (call.method == "PushPull" && call.chunk == 3) a.delay = absl::Milliseconds(200);
+    return a;
+  });
+  PsClientOptions o = Options();
+  o.overlap_pull = true;
+  auto client = Client(o);
+  ASSERT_NE(client, nullptr);
+  auto view = client->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_FALSE(view->job_done);
+  auto outcome = Push(*client, view->global_step);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_EQ(outcome->global_step, 100);
+  EXPECT_TRUE(outcome->job_done);
 }
 
 TEST_F(PsClientFakePsTest, SyncPullWaitsUntilEveryChunkIsOfOneGeneration) {

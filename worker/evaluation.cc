@@ -15,6 +15,7 @@ namespace pstrain {
 
 absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& view,
                                             const Dataset& data, int batch_size) {
+  view.AwaitParams();  // a training loop's view may still be receiving its last values
   EvalMetrics metrics;
   metrics.global_step = view.global_step;
   metrics.binary = model->head() == Head::kBinary;

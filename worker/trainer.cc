@@ -31,6 +31,31 @@ absl::StatusOr<int64_t> Trainer::Run() {
   }
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
   int64_t step = view.global_step;
+  // The pull after a step: the last push's answers (or, when they cannot be
+  // trained on, the parameter servers'), rewinding the batches if the job
+  // was rolled back under it.
+  auto pull = [&]() -> absl::Status {
+    const int64_t computed = view.global_step;  // the step the last batch was for
+    {
+      ScopedTraceEvent event(trace, "comm", "pull");
+      PSTRAIN_ASSIGN_OR_RETURN(view, client_->PullOverlapped());
+    }
+    // A step at or below the one just computed: the job was rolled back (a
+    // push always moves the step past it otherwise).
+    if (view.global_step <= computed && options_.rewind) {
+      LOG(WARNING) << "the job was rolled back to global step " << view.global_step
+                   << " (this replica had computed step " << computed
+                   << "); reading the batches from there again";
+      PSTRAIN_ASSIGN_OR_RETURN(rewound_, options_.rewind(view.global_step));
+      batches_ = rewound_.get();
+    }
+    step = view.global_step;
+    if (options_.on_pull) PSTRAIN_RETURN_IF_ERROR(options_.on_pull(view));
+    return absl::OkStatus();
+  };
+  // Before each layer's forward pass, its parameters if they may still be
+  // arriving (a client that overlaps the pull with the next step).
+  const std::function<void(int64_t)> params_ready = [&view](int64_t end) { view.AwaitParams(end); };
   double window_loss = 0.0;
   int64_t window_steps = 0;          // Local steps in this logging window.
   int64_t window_start_step = step;  // Global step at the window's start.
@@ -54,8 +79,8 @@ absl::StatusOr<int64_t> Trainer::Run() {
       r = model_->TrainStep(
           view.params, view.state, images_.data(), labels_.data(), batch,
           MixSeeds(options_.seed, view.global_step), grads_.data(), batch_stats_.data(),
-          [this](int64_t from) { client_->GradientsReady(from); },
-          sparse ? &sparse_step_ : nullptr);
+          [this](int64_t from) { client_->GradientsReady(from); }, sparse ? &sparse_step_ : nullptr,
+          view.await_params ? params_ready : nullptr);
     }
     absl::StatusOr<PushOutcome> pushed;
     {
@@ -63,6 +88,13 @@ absl::StatusOr<int64_t> Trainer::Run() {
       pushed = client_->Push(view.global_step, grads_.data(), batch_stats_.data());
     }
     PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome, std::move(pushed));
+    if (outcome.discarded) {
+      // Computed from parameters that were not one step's (the last push's
+      // final answers found the job rolled back, or done): nothing was
+      // sent; pull and compute the step anew.
+      PSTRAIN_RETURN_IF_ERROR(pull());
+      continue;
+    }
     step = outcome.global_step;
     if (outcome.stale) ++stale_pushes_;
     client_->ReportProgress(r.loss_sum / batch, batch);
@@ -86,22 +118,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
       window_start = Clock::now();
     }
     if (finished) break;
-    const int64_t computed = view.global_step;  // the step the last batch was for
-    {
-      ScopedTraceEvent event(trace, "comm", "pull");
-      PSTRAIN_ASSIGN_OR_RETURN(view, client_->Pull());
-    }
-    // A step at or below the one just computed: the job was rolled back (a
-    // push always moves the step past it otherwise).
-    if (view.global_step <= computed && options_.rewind) {
-      LOG(WARNING) << "the job was rolled back to global step " << view.global_step
-                   << " (this replica had computed step " << computed
-                   << "); reading the batches from there again";
-      PSTRAIN_ASSIGN_OR_RETURN(rewound_, options_.rewind(view.global_step));
-      batches_ = rewound_.get();
-    }
-    step = view.global_step;
-    if (options_.on_pull) PSTRAIN_RETURN_IF_ERROR(options_.on_pull(view));
+    PSTRAIN_RETURN_IF_ERROR(pull());
   }
   if (window_steps > 0) last_loss_ = window_loss / window_steps;
   return step;

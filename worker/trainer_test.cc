@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -163,6 +164,91 @@ TEST(TrainerTest, ARollbackRewindsTheBatchesToTheRestoredStep) {
   EXPECT_EQ(*step, 10);
   EXPECT_EQ(rewound_to, (std::vector<int64_t>{3}));
   EXPECT_EQ(client.pushed_, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// A client that overlaps its pulls: every view after the first says its
+// parameters may still be arriving (await_params records what the forward
+// pass waits for), and the push of step `discard_at` is discarded once.
+class OverlappedClient : public ParameterClient {
+ public:
+  OverlappedClient(const Model& model, int64_t discard_at)
+      : params_(model.num_params()), state_(model.num_state()), discard_at_(discard_at) {
+    model.InitializeVariables(1, params_.data(), state_.data());
+  }
+  absl::StatusOr<ParameterView> Pull() override {
+    ++full_pulls_;
+    ParameterView view;
+    view.params = params_.data();
+    view.state = state_.data();
+    view.global_step = step_;
+    return view;
+  }
+  absl::StatusOr<ParameterView> PullOverlapped() override {
+    if (fresh_) {
+      fresh_ = false;
+      ParameterView view;
+      view.params = params_.data();
+      view.state = state_.data();
+      view.global_step = step_;
+      view.await_params = [this](int64_t end) { waits_.back().push_back(end); };
+      waits_.emplace_back();
+      return view;
+    }
+    return Pull();
+  }
+  absl::StatusOr<PushOutcome> Push(int64_t step, const float*, const float*) override {
+    PushOutcome outcome;
+    if (step == discard_at_ && !discarded_) {
+      discarded_ = true;
+      outcome.discarded = true;  // nothing sent: the trainer pulls again
+      outcome.global_step = step_;
+      return outcome;
+    }
+    pushed_.push_back(step);
+    step_ = step + 1;
+    fresh_ = true;
+    outcome.global_step = step_;
+    return outcome;
+  }
+  std::vector<int64_t> pushed_;
+  std::vector<std::vector<int64_t>> waits_;  // per overlapped view, the ends waited for
+  int full_pulls_ = 0;
+
+ private:
+  std::vector<float> params_, state_;
+  const int64_t discard_at_;
+  int64_t step_ = 0;
+  bool fresh_ = false;
+  bool discarded_ = false;
+};
+
+TEST(TrainerTest, TheForwardPassWaitsLayerByLayerAndADiscardedStepIsComputedAnew) {
+  auto model = *BuildModel("mnist_cnn", {});
+  Dataset train = QuadrantDataset(100, 1);
+  auto batches = BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+  OverlappedClient client(*model, /*discard_at=*/3);
+  TrainerOptions options;
+  options.train_steps = 6;
+  options.log_every_n_steps = 0;
+  Trainer trainer(model.get(), &client, batches->get(), options);
+  absl::StatusOr<int64_t> step = trainer.Run();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 6);
+  // Step 3 was computed twice and pushed once, from a full pull.
+  EXPECT_EQ(client.pushed_, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(client.full_pulls_, 2);  // the first view, and the one after the discarded step
+  // Every overlapped view that was trained on: one wait per layer with
+  // parameters, each for more of the vector (first layers first), and the
+  // whole vector before the backward pass.
+  ASSERT_EQ(client.waits_.size(), 5u);  // after the pushes of steps 0-4 (5 ended the job)
+  for (const std::vector<int64_t>& waits : client.waits_) {
+    ASSERT_GE(waits.size(), 3u);
+    EXPECT_GT(waits.front(), 0);
+    EXPECT_LT(waits.front(), model->num_params());  // conv1 alone, not the whole vector
+    EXPECT_TRUE(std::is_sorted(waits.begin(), waits.end()));
+    EXPECT_EQ(waits.back(), model->num_params());
+  }
 }
 
 TEST(TrainerTest, EvalLineHasEstimatorFormat) {
