@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -142,11 +143,10 @@ absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
   // every chunk says the job is done (a done chunk applies nothing more).
   // With answers still out, chunk 0's (Push returned on it, and it said the
   // job goes on).
-  view.global_step =
-      tail_ ? chunk_steps_[0] : *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+  view.global_step = LowestStepLocked();
   view.job_done = !tail_ && JobDoneLocked();
   view.rows = rows_.get();
-  view.await_params = [this](int64_t end) { AwaitParams(end); };
+  if (tail_) view.await_params = [this](int64_t end) { AwaitParams(end); };
   view_step_ = view.global_step;
   view_generation_ = chunk_generations_.empty() ? 0 : chunk_generations_[0];
   return view;
@@ -207,12 +207,14 @@ void PsClient::SettleTailLocked() {
         +[](int* pending) { return *pending == 0; }, &pending_));
     tail_ = false;
     grads_ = nullptr;
-    tail_stale_ = stale_;  // chunk 0's was counted when Push returned
-    const int64_t lowest = *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+    // The push was counted stale when Push returned if chunk 0 said so.
+    tail_stale_ = stale_ && !counted_stale_;
+    const int64_t claimed = provisional_step_;
+    const int64_t lowest = LowestStepLocked();
     if (!error_.ok()) {
       discard_ = true;
       tail_error_ = error_;
-    } else if (rolled_back_ || JobDoneLocked() || (options_.sync && lowest != chunk_steps_[0])) {
+    } else if (rolled_back_ || JobDoneLocked() || (options_.sync && lowest != claimed)) {
       // The view the next step was computed from is not one step's (a
       // rollback; sync, a chunk now behind chunk 0, whose step the view
       // claimed), or there is no next step: it must not be pushed.
@@ -235,6 +237,16 @@ bool PsClient::MayReturnEarlyLocked() const {
   // chunks) are brought together by this push: no early view then.
   return options_.overlap_pull && !in_flight_[0] && error_.ok() && !rolled_back_ && !job_done_ &&
          !chunk_done_[0] && (!options_.sync || aligned_);
+}
+
+int64_t PsClient::LowestStepLocked() const {
+  // A chunk still answering this push is at least one past its last step
+  // (every push moves a chunk's step on, or answers stale past it).
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  for (size_t c = 0; c < chunk_steps_.size(); ++c) {
+    lowest = std::min(lowest, chunk_steps_[c] + (in_flight_[c] ? 1 : 0));
+  }
+  return lowest;
 }
 
 bool PsClient::PushAnsweredLocked() const { return pending_ == 0 || MayReturnEarlyLocked(); }
@@ -346,28 +358,30 @@ void PsClient::SendChunk(int c) {
   r.set_replica(options_.replica);
   r.set_step(step);
   const int64_t n = chunk.end - chunk.begin;
-  ScopedTraceEvent encode(options_.trace, "comm", trace_encode_[c]);
-  if (!compressors_.empty()) {
-    // Once per push: a retry resends what was picked (the residual has
-    // already given it up).
-    if (!call.built) {
+  // Encoded once per push: a retry resends the request as built (top-k's
+  // residual has already given up what it picked; and a retry of the tail
+  // runs while the next step may be writing the gradient buffer).
+  if (!call.built) {
+    ScopedTraceEvent encode(options_.trace, "comm", trace_encode_[c]);
+    if (!compressors_.empty()) {
       r.set_dtype(options_.bf16 ? BFLOAT16 : FLOAT32);
       compressors_[c]->Compress(grads + chunk.begin, options_.bf16, r.mutable_indices(),
                                 r.mutable_gradients());
-      call.built = true;
+    } else if (options_.bf16) {
+      r.set_dtype(BFLOAT16);
+      r.mutable_gradients()->resize(n * sizeof(uint16_t));
+      FloatsToBf16(grads + chunk.begin, n,
+                   reinterpret_cast<uint16_t*>(r.mutable_gradients()->data()));
+    } else {
+      r.set_dtype(FLOAT32);
+      r.set_gradients(reinterpret_cast<const char*>(grads + chunk.begin), n * sizeof(float));
     }
-  } else if (options_.bf16) {
-    r.set_dtype(BFLOAT16);
-    r.mutable_gradients()->resize(n * sizeof(uint16_t));
-    FloatsToBf16(grads + chunk.begin, n,
-                 reinterpret_cast<uint16_t*>(r.mutable_gradients()->data()));
-  } else {
-    r.set_gradients(reinterpret_cast<const char*>(grads + chunk.begin), n * sizeof(float));
-  }
-  if (chunk.state > 0) {
-    r.set_batch_stats(reinterpret_cast<const char*>(stats), chunk.state * sizeof(float));
-  } else {
-    r.clear_batch_stats();
+    if (chunk.state > 0) {
+      r.set_batch_stats(reinterpret_cast<const char*>(stats), chunk.state * sizeof(float));
+    } else {
+      r.clear_batch_stats();
+    }
+    call.built = true;
   }
   call.response.Clear();
   {
@@ -490,6 +504,7 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     mu_.Await(absl::Condition(this, &PsClient::PushAnsweredLocked));
     started_ = false;
     tail_ = pending_ > 0;
+    provisional_step_ = LowestStepLocked();
     if (!tail_) grads_ = nullptr;
     if (!error_.ok()) return error_;
     // Rows restored under this push (a rollback): like an aborted chunk,
@@ -507,10 +522,9 @@ absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,
     // more than the lowest step (the aborted chunks' is the one pushed), and
     // not the end of the job. With a tail, chunk 0's step (it said the job
     // goes on; the tail's answers are taken in before the next push).
-    outcome.global_step =
-        tail_ ? chunk_steps_[0] : *std::min_element(chunk_steps_.begin(), chunk_steps_.end());
+    outcome.global_step = LowestStepLocked();
     outcome.stale = stale_ || rolled_back_ || (rows_stale.ok() && *rows_stale) || tail_stale_;
-    stale_ = false;  // the tail's own are counted when it settles
+    counted_stale_ = outcome.stale;  // a tail that says so too is not counted again
     tail_stale_ = false;
     outcome.job_done = !tail_ && JobDoneLocked() && !rolled_back_;
     // After a rollback the answers are not one step's: read everything again.

@@ -138,6 +138,8 @@ class PsClient : public ParameterClient {
   // Whether Push may return with answers still out (overlap_pull).
   bool MayReturnEarlyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool PushAnsweredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The lowest chunk step, a chunk still answering counting one past its last.
+  int64_t LowestStepLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ParamsArrivedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the last answers say the job is done for this replica.
   bool JobDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -178,8 +180,11 @@ class PsClient : public ParameterClient {
   // the next push sends nothing and returns the error or `discarded`.
   bool discard_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status tail_error_ ABSL_GUARDED_BY(mu_);
-  bool tail_stale_ ABSL_GUARDED_BY(mu_) = false;  // counted with the next push
-  int64_t await_end_ ABSL_GUARDED_BY(mu_) = 0;    // AwaitParams' argument
+  bool tail_stale_ ABSL_GUARDED_BY(mu_) = false;
+  bool counted_stale_ ABSL_GUARDED_BY(mu_) = false;  // the last Push said stale
+  int64_t provisional_step_ ABSL_GUARDED_BY(mu_) =
+      0;  // the step it claimed with a tail out  // counted with the next push
+  int64_t await_end_ ABSL_GUARDED_BY(mu_) = 0;  // AwaitParams' argument
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
   int64_t push_step_ ABSL_GUARDED_BY(mu_) = 0;             // the step of the push in flight (sync)

@@ -7,6 +7,7 @@
 #include "ps_protocol/ps_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -513,10 +514,11 @@ AssertionResult HoldsRoundBelow(const float* params, int64_t end, int round) {
 }
 
 TEST_F(PsClientFakePsTest, OverlapPushReturnsOnChunkZeroAndTheViewWaitsForTheRest) {
-  // Chunk 3 (the last layers) answers 600 ms after the others.
+  // Chunk 3 (the last layers) answers 1.5 s after the others.
   fake_.SetScript([](const SeenCall& call) {
+    if (call.method == "Pull") return Ok(0, 0);
     Answer a = Ok(call.attempt + 1, call.attempt + 1);
-    if (call.chunk == 3) a.delay = absl::Milliseconds(600);
+    if (call.chunk == 3) a.delay = absl::Milliseconds(1500);
     return a;
   });
   PsClientOptions o = Options();
@@ -524,29 +526,30 @@ TEST_F(PsClientFakePsTest, OverlapPushReturnsOnChunkZeroAndTheViewWaitsForTheRes
   o.sync = true;
   auto client = Client(o);
   ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Pull().ok());  // the channels are up
 
   const absl::Time start = absl::Now();
   auto outcome = Push(*client, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));  // not after chunk 3's answer
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200));  // not after chunk 3's answer
   EXPECT_EQ(outcome->global_step, 1);
   EXPECT_FALSE(outcome->job_done);
   EXPECT_FALSE(outcome->discarded);
 
   auto view = client->PullOverlapped();
   ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_TRUE(fake_.Calls("Pull").empty());  // the answers are the view
+  EXPECT_EQ(fake_.Calls("Pull").size(), 4u);  // the answers are the view: no new pull
   ASSERT_TRUE(view->await_params);
   EXPECT_EQ(view->global_step, 1);
   const int64_t chunk3 = TestLayout().chunks[3].begin;
   // The first three chunks are in (the state with chunk 0) ...
   view->AwaitParams(chunk3);
-  EXPECT_LT(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(1200));
   EXPECT_TRUE(HoldsRoundBelow(view->params, chunk3, 1));
   for (int64_t k = 0; k < kNumState; ++k) EXPECT_EQ(view->state[k], StateValue(k, 1));
   // ... the rest when chunk 3 answers.
   view->AwaitParams();
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(590));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(1490));
   EXPECT_TRUE(HoldsRound(view->params, view->state, 1));
 
   // The next step's push: its gradients go as the backward pass finishes
@@ -564,18 +567,20 @@ TEST_F(PsClientFakePsTest, OverlapPushReturnsOnChunkZeroAndTheViewWaitsForTheRes
     EXPECT_EQ(call.step, call.attempt) << "chunk " << call.chunk;
     EXPECT_TRUE(call.gradients_ok) << "chunk " << call.chunk;
   }
-  // Both steps' waits are counted: the first step's 600 ms went to the
+  // Both steps' waits are counted: the rest of chunk 3's 1.5 s went to the
   // forward pass's AwaitParams, not to Push.
   ASSERT_EQ(client->exposed_millis().size(), 2u);
-  EXPECT_GE(client->exposed_millis()[1], 300);
+  EXPECT_GE(client->exposed_millis()[1], 250);
 }
 
 TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothing) {
-  bool fail = true;
+  std::atomic<bool> fail = true;
   fake_.SetScript([&fail](const SeenCall& call) {
-    if (fail && call.chunk == 3) {
+    if (call.method == "PushPull" && fail && call.chunk == 3) {
+      // After chunks 0-2 of the first push have been answered.
       Answer a;
       a.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "chunk 3 is broken");
+      a.after_answered = 3;
       a.delay = absl::Milliseconds(200);
       return a;
     }
@@ -585,6 +590,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothin
   o.overlap_pull = true;
   auto client = Client(o);
   ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Pull().ok());  // the channels are up
 
   auto outcome = Push(*client, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status();  // chunk 0 answered
@@ -604,7 +610,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothin
   fail = false;
   view = client->PullOverlapped();
   ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
+  EXPECT_EQ(fake_.Calls("Pull").size(), 8u);
   outcome = Push(*client, 1);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_EQ(fake_.CountChunk("PushPull", 3), 2);
@@ -615,7 +621,8 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextSt
     if (call.method == "PushPull" && call.chunk == 2 && call.attempt == 0) {
       Answer a;
       a.status = grpc::Status(grpc::StatusCode::ABORTED, "rolled back to a checkpoint");
-      a.delay = absl::Milliseconds(150);
+      a.after_answered = 3;  // after chunks 0, 1 and 3
+      a.delay = absl::Milliseconds(200);
       return a;
     }
     return Ok(call.method == "Pull" ? 3 : 1, call.method == "Pull" ? 0 : 1);
@@ -625,6 +632,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextSt
   o.sync = true;
   auto client = Client(o);
   ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Pull().ok());  // the channels are up
 
   auto outcome = Push(*client, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
@@ -641,7 +649,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextSt
   // The step is computed anew from the ps's parameters.
   view = client->PullOverlapped();
   ASSERT_TRUE(view.ok()) << view.status();
-  EXPECT_EQ(fake_.Calls("Pull").size(), 4u);
+  EXPECT_EQ(fake_.Calls("Pull").size(), 8u);
   EXPECT_TRUE(HoldsRound(view->params, view->state, 3));
   EXPECT_EQ(view->global_step, 0);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "data/augment.h"
@@ -31,6 +32,9 @@ absl::StatusOr<int64_t> Trainer::Run() {
   }
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
   int64_t step = view.global_step;
+  // However the loop ends, no answer of its last push stays on the wire: the
+  // client and the gradient buffer may go away after Run returns.
+  absl::Cleanup last_answers = [&view] { view.AwaitParams(); };
   // The pull after a step: the last push's answers (or, when they cannot be
   // trained on, the parameter servers'), rewinding the batches if the job
   // was rolled back under it.
