@@ -180,9 +180,9 @@ struct TrainingSpec {
   int64_t histogram_steps = 1000;
   double flush_secs = 30;
   int threads = 0;  // compute threads per process, 0 = all cores
-  // Encoding of gradients and pulled parameters on the wire: float32, or bf16
-  // (half the bytes; the ps keep float32 masters and optimizer state).
-  std::string wire_format = "float32";
+  // Encoding of gradients and pulled parameters on the wire: bf16 (half the
+  // bytes; the ps keep float32 masters and optimizer state), or float32.
+  std::string wire_format = "bf16";
   // Gradient compression on the wire: "none", or "topk": each chunk sends
   // only its compression_ratio largest gradients (by magnitude) as index and
   // float32 value; what is not sent is kept by the replica and added to its

@@ -82,8 +82,9 @@ DEFINE_int64(save_summary_steps, 100,
 DEFINE_int64(histogram_steps, 1000, "Global steps between variable histograms (0: none).");
 DEFINE_double(flush_secs, 30, "Event files are flushed at least this often (seconds).");
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
-DEFINE_string(wire_format, "float32",
-              "Gradients and pulled parameters on the wire: float32 or bf16 (half the bytes).");
+DEFINE_string(wire_format, "bf16",
+              "Gradients and pulled parameters on the wire: bf16 (half the bytes; the ps keep "
+              "float32) or float32.");
 DEFINE_string(compression, "none",
               "Gradient compression: none, or topk (the largest gradients, error feedback).");
 DEFINE_double(compression_ratio, 0.01, "topk: the fraction of each chunk's gradients pushed.");
