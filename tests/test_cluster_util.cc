@@ -16,11 +16,13 @@
 #include <cstring>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/env.h"
 #include "data/test_util.h"
 #include "gtest/gtest.h"
@@ -83,7 +85,10 @@ bool WriteCifarQuadrantData(const std::string& dir, int per_batch, int test) {
   return true;
 }
 
-int FreePort() {
+namespace {
+
+// An ephemeral loopback port the kernel hands out now (closed again), or -1.
+int EphemeralPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -96,6 +101,22 @@ int FreePort() {
   }
   ::close(fd);
   return port;
+}
+
+}  // namespace
+
+int FreePort() {
+  // A port once closed may be handed out again at once: never give one twice
+  // in a process, or two tasks of one cluster could get the same address (CI
+  // saw ps[0] and worker[0] on one port).
+  static absl::Mutex mu(absl::kConstInit);
+  static std::set<int>* given = new std::set<int>;  // guarded by mu
+  absl::MutexLock lock(&mu);
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = EphemeralPort();
+    if (port > 0 && given->insert(port).second) return port;
+  }
+  return -1;
 }
 
 std::string LoopbackAddresses(int n) {
