@@ -5,7 +5,8 @@
 
 #include "models/parallel.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define PSTRAIN_DIRECT_CONV_KERNELS 1
 #include <immintrin.h>
 #endif
 
@@ -41,34 +42,64 @@ void FlipKernel(const float* kernel, int64_t k, int64_t cin, int64_t cout, float
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(PSTRAIN_DIRECT_CONV_KERNELS)
 
 namespace {
 
-// P output pixels x (16 * V) output channels, accumulated in P * V vector
+// One vector register of kLanes floats: AVX-512 (32 registers of 16) or
+// AVX2 with FMA (16 registers of 8). The register blocks below are chosen per
+// instruction set so the accumulators, the loaded weights or gradients and
+// one broadcast fit in the registers.
+#if defined(__AVX512F__)
+using Vec = __m512;
+constexpr int kLanes = 16;
+inline Vec Zero() { return _mm512_setzero_ps(); }
+inline Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec Broadcast(float x) { return _mm512_set1_ps(x); }
+inline Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+#else
+using Vec = __m256;
+constexpr int kLanes = 8;
+inline Vec Zero() { return _mm256_setzero_ps(); }
+inline Vec Load(const float* p) { return _mm256_loadu_ps(p); }
+inline Vec Broadcast(float x) { return _mm256_set1_ps(x); }
+inline Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline void Store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+#endif
+
+// The most output pixels (forward) or input channels (kernel gradient) one
+// register block holds beside V vectors of output channels.
+template <int V>
+constexpr int kMaxBlock = kLanes == 16 ? 24 / V
+                                       : (V == 1   ? 12
+                                          : V == 2 ? 6
+                                                   : 4);
+
+// P output pixels x (kLanes * V) output channels, accumulated in P * V vector
 // registers over every tap and input channel.
 template <int V, int P>
 inline void MicroKernel(const float* in, int64_t in_row_stride, int64_t cin, const float* kernel,
                         int64_t k, int64_t cout, float* out) {
-  __m512 acc[P][V];
+  Vec acc[P][V];
 #pragma GCC unroll 32
   for (int p = 0; p < P; ++p) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[p][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) acc[p][v] = Zero();
   }
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t j = 0; j < k; ++j) {
       const float* src = in + i * in_row_stride + j * cin;
       const float* w = kernel + (i * k + j) * cin * cout;
       for (int64_t ci = 0; ci < cin; ++ci) {
-        __m512 wv[V];
+        Vec wv[V];
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) wv[v] = _mm512_loadu_ps(w + ci * cout + 16 * v);
+        for (int v = 0; v < V; ++v) wv[v] = Load(w + ci * cout + kLanes * v);
 #pragma GCC unroll 32
         for (int p = 0; p < P; ++p) {
-          const __m512 b = _mm512_set1_ps(src[p * cin + ci]);
+          const Vec b = Broadcast(src[p * cin + ci]);
 #pragma GCC unroll 4
-          for (int v = 0; v < V; ++v) acc[p][v] = _mm512_fmadd_ps(b, wv[v], acc[p][v]);
+          for (int v = 0; v < V; ++v) acc[p][v] = Fma(b, wv[v], acc[p][v]);
         }
       }
     }
@@ -76,12 +107,10 @@ inline void MicroKernel(const float* in, int64_t in_row_stride, int64_t cin, con
 #pragma GCC unroll 32
   for (int p = 0; p < P; ++p) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + p * cout + 16 * v, acc[p][v]);
+    for (int v = 0; v < V; ++v) Store(out + p * cout + kLanes * v, acc[p][v]);
   }
 }
 
-// One output row's pixels [0, out_w) for channels [co, co + 16 V): the
-// widest register block first, then narrower ones for the rest.
 // Two output rows (y, y + 1) x P pixels x 16 channels: each input value is
 // broadcast once for both rows (input row y + r serves tap r of row y and
 // tap r - 1 of row y + 1), half the broadcasts of two single-row blocks.
@@ -89,9 +118,9 @@ template <int P>
 inline void MicroKernelTwoRows(const float* in, int64_t in_row_stride, int64_t cin,
                                const float* kernel, int64_t k, int64_t cout, float* out,
                                int64_t out_row_stride) {
-  __m512 acc0[P], acc1[P];
+  Vec acc0[P], acc1[P];
 #pragma GCC unroll 32
-  for (int p = 0; p < P; ++p) acc0[p] = acc1[p] = _mm512_setzero_ps();
+  for (int p = 0; p < P; ++p) acc0[p] = acc1[p] = Zero();
   for (int64_t r = 0; r <= k; ++r) {
     const bool first = r<k, second = r> 0;
     for (int64_t j = 0; j < k; ++j) {
@@ -101,29 +130,29 @@ inline void MicroKernelTwoRows(const float* in, int64_t in_row_stride, int64_t c
       const float* w1 = second ? kernel + ((r - 1) * k + j) * cin * cout : nullptr;
       if (first && second) {
         for (int64_t ci = 0; ci < cin; ++ci) {
-          const __m512 a = _mm512_loadu_ps(w0 + ci * cout);
-          const __m512 b = _mm512_loadu_ps(w1 + ci * cout);
+          const Vec a = Load(w0 + ci * cout);
+          const Vec b = Load(w1 + ci * cout);
 #pragma GCC unroll 32
           for (int p = 0; p < P; ++p) {
-            const __m512 x = _mm512_set1_ps(src[p * cin + ci]);
-            acc0[p] = _mm512_fmadd_ps(x, a, acc0[p]);
-            acc1[p] = _mm512_fmadd_ps(x, b, acc1[p]);
+            const Vec x = Broadcast(src[p * cin + ci]);
+            acc0[p] = Fma(x, a, acc0[p]);
+            acc1[p] = Fma(x, b, acc1[p]);
           }
         }
       } else if (first) {
         for (int64_t ci = 0; ci < cin; ++ci) {
-          const __m512 a = _mm512_loadu_ps(w0 + ci * cout);
+          const Vec a = Load(w0 + ci * cout);
 #pragma GCC unroll 32
           for (int p = 0; p < P; ++p) {
-            acc0[p] = _mm512_fmadd_ps(_mm512_set1_ps(src[p * cin + ci]), a, acc0[p]);
+            acc0[p] = Fma(Broadcast(src[p * cin + ci]), a, acc0[p]);
           }
         }
       } else {
         for (int64_t ci = 0; ci < cin; ++ci) {
-          const __m512 b = _mm512_loadu_ps(w1 + ci * cout);
+          const Vec b = Load(w1 + ci * cout);
 #pragma GCC unroll 32
           for (int p = 0; p < P; ++p) {
-            acc1[p] = _mm512_fmadd_ps(_mm512_set1_ps(src[p * cin + ci]), b, acc1[p]);
+            acc1[p] = Fma(Broadcast(src[p * cin + ci]), b, acc1[p]);
           }
         }
       }
@@ -131,17 +160,23 @@ inline void MicroKernelTwoRows(const float* in, int64_t in_row_stride, int64_t c
   }
 #pragma GCC unroll 32
   for (int p = 0; p < P; ++p) {
-    _mm512_storeu_ps(out + p * cout, acc0[p]);
-    _mm512_storeu_ps(out + out_row_stride + p * cout, acc1[p]);
+    Store(out + p * cout, acc0[p]);
+    Store(out + out_row_stride + p * cout, acc1[p]);
   }
 }
 
-// The register-block width for `n` items with at most `wide` per block: a
-// divisor of n of at least wide / 2 when there is one (32 pixels as 16 + 16
-// rather than 24 + 8), else `wide` (the rest then in narrower blocks).
+// The register-block width for `n` items with at most `wide` per block: on
+// AVX-512 a divisor of n of at least wide / 2 when there is one (32 pixels as
+// 16 + 16 rather than 24 + 8), else `wide` (the rest then in narrower
+// blocks).
 constexpr int kWidths[] = {24, 16, 12, 8, 6, 4, 3, 2, 1};
+
 int BlockWidth(int64_t n, int wide) {
   for (int w : kWidths) {
+    // AVX2: the widest block first. Its 16 registers leave a narrower
+    // block too few accumulators to hide the FMA latency (4 pixels x 2
+    // vectors ran at half the speed of 6 x 2).
+    if (kLanes == 8 && w == wide) return w;
     if (w <= wide && 2 * w >= wide && n % w == 0) return w;
   }
   return wide;
@@ -198,60 +233,70 @@ void TwoRows(const float* in, int64_t in_row_stride, int64_t out_w, int64_t cin,
   });
 }
 
+// One output row's pixels [0, out_w) for channels [co, co + kLanes V): the
+// widest register block first, then narrower ones for the rest.
 template <int V>
 void Row(const float* in, int64_t in_row_stride, int64_t out_w, int64_t cin, const float* kernel,
          int64_t k, int64_t cout, float* out) {
-  ForBlocks<24 / V>(out_w, [&](int64_t x, auto width) {
+  ForBlocks<kMaxBlock<V>>(out_w, [&](int64_t x, auto width) {
     constexpr int P = decltype(width)::value;
     MicroKernel<V, P>(in + x * cin, in_row_stride, cin, kernel, k, cout, out + x * cout);
   });
 }
 
+// The kernel gradient's tiles of output rows (below): 24 KiB of output
+// gradients and input rows, measured best on AVX2 (Zen 3, 32 KiB L1). AVX-512
+// builds keep one tile per group, as they were measured.
+constexpr int64_t kGradTileBytes = kLanes == 8 ? 24 << 10 : int64_t{1} << 40;
+
 // Kernel-gradient block: input channels [0, C) (of `in`, which points at
-// channel ci0 of the tap's first pixel) x output channels 16 V, summed over
-// `rows` output rows of `out_w` pixels.
+// channel ci0 of the tap's first pixel) x output channels kLanes V, summed over
+// output rows [r0, r1) of `out_w` pixels, added to `grad` when `accumulate`.
 template <int V, int C>
-inline void GradMicroKernel(const float* in, int64_t in_row_stride, int64_t rows,
+inline void GradMicroKernel(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
                             int64_t rows_per_example, int64_t example_stride, int64_t out_w,
-                            int64_t cin, const float* dy, int64_t cout, float* grad) {
-  __m512 acc[C][V];
+                            int64_t cin, const float* dy, int64_t cout, bool accumulate,
+                            float* grad) {
+  Vec acc[C][V];
 #pragma GCC unroll 32
   for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) acc[c][v] = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) {
+      acc[c][v] = accumulate ? Load(grad + c * cout + kLanes * v) : Zero();
+    }
   }
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / rows_per_example, y = r % rows_per_example;
     const float* src = in + n * example_stride + y * in_row_stride;
     const float* g = dy + r * out_w * cout;
     for (int64_t x = 0; x < out_w; ++x) {
-      __m512 gv[V];
+      Vec gv[V];
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) gv[v] = _mm512_loadu_ps(g + x * cout + 16 * v);
+      for (int v = 0; v < V; ++v) gv[v] = Load(g + x * cout + kLanes * v);
 #pragma GCC unroll 32
       for (int c = 0; c < C; ++c) {
-        const __m512 b = _mm512_set1_ps(src[x * cin + c]);
+        const Vec b = Broadcast(src[x * cin + c]);
 #pragma GCC unroll 4
-        for (int v = 0; v < V; ++v) acc[c][v] = _mm512_fmadd_ps(b, gv[v], acc[c][v]);
+        for (int v = 0; v < V; ++v) acc[c][v] = Fma(b, gv[v], acc[c][v]);
       }
     }
   }
 #pragma GCC unroll 32
   for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(grad + c * cout + 16 * v, acc[c][v]);
+    for (int v = 0; v < V; ++v) Store(grad + c * cout + kLanes * v, acc[c][v]);
   }
 }
 
-// Every input channel of one tap for channels [co, co + 16 V).
+// Every input channel of one tap for channels [co, co + kLanes V).
 template <int V>
-void GradTap(const float* in, int64_t in_row_stride, int64_t rows, int64_t rows_per_example,
-             int64_t example_stride, int64_t out_w, int64_t cin, const float* dy, int64_t cout,
-             float* grad) {
-  ForBlocks<24 / V>(cin, [&](int64_t c, auto width) {
+void GradTap(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
+             int64_t rows_per_example, int64_t example_stride, int64_t out_w, int64_t cin,
+             const float* dy, int64_t cout, bool accumulate, float* grad) {
+  ForBlocks<kMaxBlock<V>>(cin, [&](int64_t c, auto width) {
     constexpr int C = decltype(width)::value;
-    GradMicroKernel<V, C>(in + c, in_row_stride, rows, rows_per_example, example_stride, out_w, cin,
-                          dy, cout, grad + c * cout);
+    GradMicroKernel<V, C>(in + c, in_row_stride, r0, r1, rows_per_example, example_stride, out_w,
+                          cin, dy, cout, accumulate, grad + c * cout);
   });
 }
 
@@ -270,37 +315,54 @@ void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out
       std::max<int64_t>(1, (256 << 10) / ((example_stride + out_h * out_w * cout) * 4));
   const int64_t groups = (batch + per_group - 1) / per_group;
   scratch->resize(groups * size);
+  // Within a group, tiles of output rows whose gradients and input rows stay
+  // in the L1 cache while every tap and channel block passes over them; the
+  // blocks' sums accumulate in the group's partial.
+  const int64_t row_bytes = (in_row_stride + out_w * cout) * int64_t{sizeof(float)};
+  const int64_t tile = std::max<int64_t>(1, kGradTileBytes / row_bytes);
   ParallelFor(groups, 1, [&](int64_t begin, int64_t end) {
     for (int64_t g = begin; g < end; ++g) {
       const int64_t n0 = g * per_group, n = std::min(per_group, batch - n0);
       float* part = scratch->data() + g * size;
       const float* dy = dout + n0 * out_h * out_w * cout;
-      for (int64_t i = 0; i < k; ++i) {
-        for (int64_t j = 0; j < k; ++j) {
-          const float* in = padded + n0 * example_stride + i * in_row_stride + j * cin;
-          float* tap = part + (i * k + j) * cin * cout;
-          for (int64_t co = 0; co < cout;) {
-            const int64_t left = (cout - co) / 16;
-            const int64_t rows = n * out_h;
-            // Blocks of many input channels and few output channels: each
-            // pass over the group's positions then reads one cache line of
-            // input and one of output gradient per position.
-            if (left >= 4 && cin < 16) {
-              GradTap<4>(in, in_row_stride, rows, out_h, example_stride, out_w, cin, dy + co, cout,
-                         tap + co);
-              co += 64;
-            } else if (left == 3 && cin < 16) {
-              GradTap<3>(in, in_row_stride, rows, out_h, example_stride, out_w, cin, dy + co, cout,
-                         tap + co);
-              co += 48;
-            } else if (left >= 2 && cin < 64) {
-              GradTap<2>(in, in_row_stride, rows, out_h, example_stride, out_w, cin, dy + co, cout,
-                         tap + co);
-              co += 32;
-            } else {
-              GradTap<1>(in, in_row_stride, rows, out_h, example_stride, out_w, cin, dy + co, cout,
-                         tap + co);
-              co += 16;
+      const int64_t rows = n * out_h;
+      for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        const int64_t r1 = std::min(rows, r0 + tile);
+        const bool accumulate = r0 > 0;
+        for (int64_t i = 0; i < k; ++i) {
+          for (int64_t j = 0; j < k; ++j) {
+            const float* in = padded + n0 * example_stride + i * in_row_stride + j * cin;
+            float* tap = part + (i * k + j) * cin * cout;
+            for (int64_t co = 0; co < cout;) {
+              const int64_t left = (cout - co) / 16;
+              if constexpr (kLanes == 8) {
+                // AVX2: sixteen channels (two vectors) by up to six input
+                // channels fill 12 of the 16 registers.
+                GradTap<2>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                           cout, accumulate, tap + co);
+                co += 16;
+                continue;
+              }
+              // Blocks of many input channels and few output channels: each
+              // pass over the tile's positions then reads one cache line of
+              // input and one of output gradient per position.
+              if (left >= 4 && cin < 16) {
+                GradTap<4>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                           cout, accumulate, tap + co);
+                co += 64;
+              } else if (left == 3 && cin < 16) {
+                GradTap<3>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                           cout, accumulate, tap + co);
+                co += 48;
+              } else if (left >= 2 && cin < 64) {
+                GradTap<2>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                           cout, accumulate, tap + co);
+                co += 32;
+              } else {
+                GradTap<1>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                           cout, accumulate, tap + co);
+                co += 16;
+              }
             }
           }
         }
@@ -325,7 +387,7 @@ void DirectConvStride1(const float* padded, int64_t batch, int64_t out_h, int64_
                        int64_t cin, const float* kernel, int64_t k, int64_t cout, float* out) {
   const int64_t in_h = out_h + k - 1, in_w = out_w + k - 1;
   const int64_t in_row_stride = in_w * cin;
-  if (cout == 16 && out_h % 2 == 0) {
+  if (kLanes == 16 && cout == 16 && out_h % 2 == 0) {
     // Sixteen channels: pairs of rows share their broadcasts.
     const int64_t pairs = out_h / 2;
     ParallelFor(batch * pairs, 2, [&](int64_t begin, int64_t end) {
@@ -343,6 +405,13 @@ void DirectConvStride1(const float* padded, int64_t batch, int64_t out_h, int64_
       const float* in = padded + (n * in_h + y) * in_row_stride;
       float* o = out + row * out_w * cout;
       for (int64_t co = 0; co < cout;) {
+        if constexpr (kLanes == 8) {
+          // AVX2: six pixels by sixteen channels (two vectors) fill 12 of
+          // the 16 registers.
+          Row<2>(in, in_row_stride, out_w, cin, kernel + co, k, cout, o + co);
+          co += 16;
+          continue;
+        }
         const int64_t left = (cout - co) / 16;
         // Four vectors of channels only when a row holds enough pixels for
         // six-pixel blocks; on narrow maps, wider pixel blocks of fewer
@@ -365,7 +434,7 @@ void DirectConvStride1(const float* padded, int64_t batch, int64_t out_h, int64_
   });
 }
 
-#else  // !__AVX512F__
+#else  // !PSTRAIN_DIRECT_CONV_KERNELS
 
 bool DirectConvSupported(int64_t) { return false; }
 

@@ -10,9 +10,11 @@ namespace pstrain {
 // micro-kernels: each task computes a run of output pixels times up to 64
 // output channels in registers, reading the input once per kernel tap. Used
 // by Conv2D for stride-1 convolutions whose output channels are a multiple
-// of 16, on builds with AVX-512.
+// of 16, on builds with AVX-512 or AVX2 with FMA (each with its own register
+// blocks).
 
-// Whether the kernels exist in this build (AVX-512F) and take `out_channels`.
+// Whether the kernels exist in this build (AVX-512F, or AVX2 and FMA) and
+// take `out_channels`.
 bool DirectConvSupported(int64_t out_channels);
 
 // Copies `in` (batch x h x w x c) into `out` (batch x out_h x out_w x c) at

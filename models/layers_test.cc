@@ -98,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{8, 3, 2, Padding::kFixed}, ConvCase{7, 3, 2, Padding::kFixed}));
 
 // Output channels in multiples of 16 take the direct kernels
-// (models/direct_conv.h) on AVX-512 builds, and their input gradients too
+// (models/direct_conv.h) on AVX-512 and AVX2 builds, and their input gradients too
 // when the input channels are a multiple of 16: checked against the direct
 // loop and numeric gradients for every register-block width.
 TEST(Conv2DLayerTest, DirectKernelsMatchReference) {
@@ -195,7 +195,7 @@ TEST(Conv2DLayerTest, ManyChunksGradients) {
 
 TEST(Conv2DLayerTest, DirectKernelsWithBiasAndFusedReluGradients) {
   // 16k filters, stride 1, same padding: the direct kernels (on AVX-512
-  // builds) compute the forward pass and, through the ReLU's mask, the
+  // and AVX2 builds) compute the forward pass and, through the ReLU's mask, the
   // kernel and bias gradients; the input gradient too when the input
   // channels are 16k (the first case), else im2col + GEMM (the second).
   GradientCheckOptions options;
