@@ -111,6 +111,83 @@ inline void MicroKernel(const float* in, int64_t in_row_stride, int64_t cin, con
   }
 }
 
+// P output pixels anywhere in the batch (src[p]: pixel p's first tap in the
+// padded input; out: the first pixel's output, the others following it) x
+// (kLanes * V) output channels. The AVX2 forward pass walks the batch's pixels
+// as one run in blocks of P, so no block but the last is narrower than P.
+template <int V, int P>
+inline void MicroKernelAt(const float* const* src, int64_t in_row_stride, int64_t cin,
+                          const float* kernel, int64_t k, int64_t cout, float* out) {
+  Vec acc[P][V];
+#pragma GCC unroll 32
+  for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) acc[p][v] = Zero();
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t tap = i * in_row_stride + j * cin;
+      const float* w = kernel + (i * k + j) * cin * cout;
+      const float* in[P];
+#pragma GCC unroll 32
+      for (int p = 0; p < P; ++p) in[p] = src[p] + tap;
+      for (int64_t ci = 0; ci < cin; ++ci) {
+        Vec wv[V];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) wv[v] = Load(w + ci * cout + kLanes * v);
+#pragma GCC unroll 32
+        for (int p = 0; p < P; ++p) {
+          const Vec b = Broadcast(in[p][ci]);
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v) acc[p][v] = Fma(b, wv[v], acc[p][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 32
+  for (int p = 0; p < P; ++p) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) Store(out + p * cout + kLanes * v, acc[p][v]);
+  }
+}
+
+// Pixels [p0, p0 + np) of the batch (np <= 6), every output channel, sixteen
+// at a time: AVX2's blocks.
+void PixelsAvx2(const float* padded, int64_t out_h, int64_t out_w, int64_t in_h,
+                int64_t in_row_stride, int64_t cin, const float* kernel, int64_t k, int64_t cout,
+                int64_t p0, int64_t np, float* out) {
+  const float* src[6];
+  int64_t row = p0 / out_w, x = p0 % out_w;
+  for (int64_t p = 0; p < np; ++p) {
+    const int64_t n = row / out_h, y = row % out_h;
+    src[p] = padded + (n * in_h + y) * in_row_stride + x * cin;
+    if (++x == out_w) x = 0, ++row;
+  }
+  float* o = out + p0 * cout;
+  for (int64_t co = 0; co < cout; co += 16) {
+    switch (np) {
+      case 6:
+        MicroKernelAt<2, 6>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+      case 5:
+        MicroKernelAt<2, 5>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+      case 4:
+        MicroKernelAt<2, 4>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+      case 3:
+        MicroKernelAt<2, 3>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+      case 2:
+        MicroKernelAt<2, 2>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+      default:
+        MicroKernelAt<2, 1>(src, in_row_stride, cin, kernel + co, k, cout, o + co);
+        break;
+    }
+  }
+}
+
 // Two output rows (y, y + 1) x P pixels x 16 channels: each input value is
 // broadcast once for both rows (input row y + r serves tap r of row y and
 // tap r - 1 of row y + 1), half the broadcasts of two single-row blocks.
@@ -300,6 +377,53 @@ void GradTap(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
   });
 }
 
+// AVX2, 3x3 kernels, an even number of input channels: one kernel row's
+// three taps x input channels [c, c + 2) (of `in`, which points at channel c
+// of tap (i, 0)'s first pixel) x sixteen output channels, 12 accumulators
+// with no narrower rest for any even channel count.
+inline void GradRowOfTaps(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
+                          int64_t rows_per_example, int64_t example_stride, int64_t out_w,
+                          int64_t cin, const float* dy, int64_t cout, bool accumulate,
+                          float* grad) {
+  // grad + (j * cin + c) * cout + 8 v: tap j, channel c, vector v.
+  Vec acc[3][2][2];
+#pragma GCC unroll 3
+  for (int j = 0; j < 3; ++j) {
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) {
+        acc[j][c][v] = accumulate ? Load(grad + (j * cin + c) * cout + kLanes * v) : Zero();
+      }
+    }
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / rows_per_example, y = r % rows_per_example;
+    const float* src = in + n * example_stride + y * in_row_stride;
+    const float* g = dy + r * out_w * cout;
+    for (int64_t x = 0; x < out_w; ++x) {
+      const Vec g0 = Load(g + x * cout), g1 = Load(g + x * cout + kLanes);
+#pragma GCC unroll 3
+      for (int j = 0; j < 3; ++j) {
+#pragma GCC unroll 2
+        for (int c = 0; c < 2; ++c) {
+          const Vec b = Broadcast(src[(x + j) * cin + c]);
+          acc[j][c][0] = Fma(b, g0, acc[j][c][0]);
+          acc[j][c][1] = Fma(b, g1, acc[j][c][1]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 3
+  for (int j = 0; j < 3; ++j) {
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) Store(grad + (j * cin + c) * cout + kLanes * v, acc[j][c][v]);
+    }
+  }
+}
+
 }  // namespace
 
 void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out_h, int64_t out_w,
@@ -309,10 +433,12 @@ void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out
   const int64_t in_row_stride = in_w * cin;
   const int64_t example_stride = in_h * in_row_stride;
   const int64_t size = k * k * cin * cout;
-  // Groups of examples small enough to stay in the caches while every tap
-  // and channel block passes over them.
+  // Groups of examples small enough to stay in the L2 cache while every tap
+  // and channel block passes over them (AVX2: 512 KiB, which halves the
+  // partials to add on the small maps; AVX-512 as it was measured).
+  const int64_t group_bytes = kLanes == 8 ? 512 << 10 : 256 << 10;
   const int64_t per_group =
-      std::max<int64_t>(1, (256 << 10) / ((example_stride + out_h * out_w * cout) * 4));
+      std::max<int64_t>(1, group_bytes / ((example_stride + out_h * out_w * cout) * 4));
   const int64_t groups = (batch + per_group - 1) / per_group;
   scratch->resize(groups * size);
   // Within a group, tiles of output rows whose gradients and input rows stay
@@ -329,6 +455,18 @@ void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         const int64_t r1 = std::min(rows, r0 + tile);
         const bool accumulate = r0 > 0;
+        if (kLanes == 8 && k == 3 && cin % 2 == 0) {
+          for (int64_t i = 0; i < k; ++i) {
+            const float* in = padded + n0 * example_stride + i * in_row_stride;
+            for (int64_t co = 0; co < cout; co += 16) {
+              for (int64_t c = 0; c < cin; c += 2) {
+                GradRowOfTaps(in + c, in_row_stride, r0, r1, out_h, example_stride, out_w, cin,
+                              dy + co, cout, accumulate, part + (i * k * cin + c) * cout + co);
+              }
+            }
+          }
+          continue;
+        }
         for (int64_t i = 0; i < k; ++i) {
           for (int64_t j = 0; j < k; ++j) {
             const float* in = padded + n0 * example_stride + i * in_row_stride + j * cin;
@@ -399,19 +537,27 @@ void DirectConvStride1(const float* padded, int64_t batch, int64_t out_h, int64_
     });
     return;
   }
+  if constexpr (kLanes == 8) {
+    // AVX2: the batch's pixels as one run, in blocks of six pixels by
+    // sixteen channels (12 of the 16 registers), so that no block but the
+    // last is narrower (a narrower one has too few accumulators to hide the
+    // FMA latency: the 2-pixel rest of a 32- or 8-pixel row ran at half
+    // speed).
+    const int64_t pixels = batch * out_h * out_w;
+    ParallelFor((pixels + 5) / 6, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        PixelsAvx2(padded, out_h, out_w, in_h, in_row_stride, cin, kernel, k, cout, 6 * b,
+                   std::min<int64_t>(6, pixels - 6 * b), out);
+      }
+    });
+    return;
+  }
   ParallelFor(batch * out_h, 4, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / out_h, y = row % out_h;
       const float* in = padded + (n * in_h + y) * in_row_stride;
       float* o = out + row * out_w * cout;
       for (int64_t co = 0; co < cout;) {
-        if constexpr (kLanes == 8) {
-          // AVX2: six pixels by sixteen channels (two vectors) fill 12 of
-          // the 16 registers.
-          Row<2>(in, in_row_stride, out_w, cin, kernel + co, k, cout, o + co);
-          co += 16;
-          continue;
-        }
         const int64_t left = (cout - co) / 16;
         // Four vectors of channels only when a row holds enough pixels for
         // six-pixel blocks; on narrow maps, wider pixel blocks of fewer

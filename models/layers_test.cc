@@ -143,7 +143,8 @@ TEST(Conv2DLayerTest, DirectKernelsMatchReference) {
 
 TEST(DirectConvTest, KernelGradientOverManyGroupsMatchesDirectSum) {
   if (!DirectConvSupported(16)) GTEST_SKIP() << "no direct kernels in this build";
-  // 32x32x16 examples make one example per group: five groups summed.
+  // 32x32x16 examples make one (AVX-512) or two (AVX2) examples per group:
+  // five or three groups summed, the last one short on AVX2.
   const int64_t batch = 5, h = 32, w = 32, cin = 16, cout = 32, k = 3;
   SplitMix64 rng(3);
   std::vector<float> in(batch * h * w * cin), dout(batch * h * w * cout);
@@ -154,7 +155,9 @@ TEST(DirectConvTest, KernelGradientOverManyGroupsMatchesDirectSum) {
   std::vector<float> grad(k * k * cin * cout), scratch;
   DirectConvKernelGradStride1(padded.data(), batch, h, w, cin, dout.data(), k, cout, &scratch,
                               grad.data());
-  EXPECT_EQ(scratch.size(), static_cast<size_t>(5 * k * k * cin * cout));
+  const size_t size = k * k * cin * cout;
+  EXPECT_EQ(scratch.size() % size, 0u);
+  EXPECT_GE(scratch.size() / size, 3u);
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < k; ++j)
       for (int64_t ci = 0; ci < cin; ci += 5)
