@@ -377,20 +377,21 @@ void GradTap(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
   });
 }
 
-// AVX2, 3x3 kernels, an even number of input channels: one kernel row's
-// three taps x input channels [c, c + 2) (of `in`, which points at channel c
-// of tap (i, 0)'s first pixel) x sixteen output channels, 12 accumulators
-// with no narrower rest for any even channel count.
+// AVX2, K x K kernels with K = 3 (an even number of input channels) or 5:
+// one kernel row's K taps x input channels [c, c + C) (of `in`, which points
+// at channel c of tap (i, 0)'s first pixel) x sixteen output channels, in 12
+// (K = 3, C = 2) or 10 (K = 5, C = 1) accumulators, with no narrower rest.
+template <int K, int C>
 inline void GradRowOfTaps(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
                           int64_t rows_per_example, int64_t example_stride, int64_t out_w,
                           int64_t cin, const float* dy, int64_t cout, bool accumulate,
                           float* grad) {
-  // grad + (j * cin + c) * cout + 8 v: tap j, channel c, vector v.
-  Vec acc[3][2][2];
-#pragma GCC unroll 3
-  for (int j = 0; j < 3; ++j) {
+  // grad + (j * cin + c) * cout + kLanes v: tap j, channel c, vector v.
+  Vec acc[K][C][2];
+#pragma GCC unroll 5
+  for (int j = 0; j < K; ++j) {
 #pragma GCC unroll 2
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 2
       for (int v = 0; v < 2; ++v) {
         acc[j][c][v] = accumulate ? Load(grad + (j * cin + c) * cout + kLanes * v) : Zero();
@@ -403,10 +404,10 @@ inline void GradRowOfTaps(const float* in, int64_t in_row_stride, int64_t r0, in
     const float* g = dy + r * out_w * cout;
     for (int64_t x = 0; x < out_w; ++x) {
       const Vec g0 = Load(g + x * cout), g1 = Load(g + x * cout + kLanes);
-#pragma GCC unroll 3
-      for (int j = 0; j < 3; ++j) {
+#pragma GCC unroll 5
+      for (int j = 0; j < K; ++j) {
 #pragma GCC unroll 2
-        for (int c = 0; c < 2; ++c) {
+        for (int c = 0; c < C; ++c) {
           const Vec b = Broadcast(src[(x + j) * cin + c]);
           acc[j][c][0] = Fma(b, g0, acc[j][c][0]);
           acc[j][c][1] = Fma(b, g1, acc[j][c][1]);
@@ -414,13 +415,25 @@ inline void GradRowOfTaps(const float* in, int64_t in_row_stride, int64_t r0, in
       }
     }
   }
-#pragma GCC unroll 3
-  for (int j = 0; j < 3; ++j) {
+#pragma GCC unroll 5
+  for (int j = 0; j < K; ++j) {
 #pragma GCC unroll 2
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < C; ++c) {
 #pragma GCC unroll 2
       for (int v = 0; v < 2; ++v) Store(grad + (j * cin + c) * cout + kLanes * v, acc[j][c][v]);
     }
+  }
+}
+
+// Every input channel of kernel row i's taps (`in`: tap (i, 0)) for
+// channels [co, co + 16), as GradRowOfTaps<K, C> blocks.
+template <int K, int C>
+void GradRow(const float* in, int64_t in_row_stride, int64_t r0, int64_t r1,
+             int64_t rows_per_example, int64_t example_stride, int64_t out_w, int64_t cin,
+             const float* dy, int64_t cout, bool accumulate, float* grad) {
+  for (int64_t c = 0; c < cin; c += C) {
+    GradRowOfTaps<K, C>(in + c, in_row_stride, r0, r1, rows_per_example, example_stride, out_w, cin,
+                        dy, cout, accumulate, grad + c * cout);
   }
 }
 
@@ -455,13 +468,17 @@ void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         const int64_t r1 = std::min(rows, r0 + tile);
         const bool accumulate = r0 > 0;
-        if (kLanes == 8 && k == 3 && cin % 2 == 0) {
+        if (kLanes == 8 && ((k == 3 && cin % 2 == 0) || k == 5)) {
           for (int64_t i = 0; i < k; ++i) {
             const float* in = padded + n0 * example_stride + i * in_row_stride;
             for (int64_t co = 0; co < cout; co += 16) {
-              for (int64_t c = 0; c < cin; c += 2) {
-                GradRowOfTaps(in + c, in_row_stride, r0, r1, out_h, example_stride, out_w, cin,
-                              dy + co, cout, accumulate, part + (i * k * cin + c) * cout + co);
+              float* row = part + i * k * cin * cout + co;
+              if (k == 3) {
+                GradRow<3, 2>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                              cout, accumulate, row);
+              } else {
+                GradRow<5, 1>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
+                              cout, accumulate, row);
               }
             }
           }
