@@ -35,6 +35,7 @@ class Conv2D : public Layer {
 
   absl::StatusOr<Shape> Build(const Shape& input) override;
   std::vector<VariableSpec> Variables() const override;
+  int64_t ForwardMultiplyAdds() const override { return out_h_ * out_w_ * k_ * options_.filters; }
   void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;
   void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
                 const BackwardArgs& args) override;

@@ -23,6 +23,7 @@ class Dense : public Layer {
 
   absl::StatusOr<Shape> Build(const Shape& input) override;
   std::vector<VariableSpec> Variables() const override;
+  int64_t ForwardMultiplyAdds() const override { return in_features_ * options_.units; }
   void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;
   void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
                 const BackwardArgs& args) override;

@@ -101,6 +101,10 @@ class Layer {
 
   // Valid after Build().
   virtual std::vector<VariableSpec> Variables() const { return {}; }
+  // Valid after Build(): the multiply-adds of one example's forward pass in
+  // the layer's products (convolutions, dense layers; 0 for the rest), for
+  // benchmarks' FLOP rates.
+  virtual int64_t ForwardMultiplyAdds() const { return 0; }
   // Valid after Build(): the embedding tables it declares (models/embedding.h).
   virtual std::vector<SparseTableSpec> SparseTables() const { return {}; }
   // Where each table of SparseTables() is among the model's tables

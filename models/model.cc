@@ -576,4 +576,10 @@ absl::Status Model::PrepareSparse(const SparseBatch& batch, int64_t examples,
   return absl::OkStatus();
 }
 
+int64_t Model::ForwardMultiplyAdds() const {
+  int64_t total = 0;
+  for (const auto& layer : layers_) total += layer->ForwardMultiplyAdds();
+  return total;
+}
+
 }  // namespace pstrain

@@ -116,6 +116,9 @@ class Model {
                                   const std::string& source) const;
   const std::vector<VariableInfo>& variables() const { return variables_; }
   int64_t num_params() const { return num_params_; }
+  // Multiply-adds of one example's forward pass over every layer
+  // (Layer::ForwardMultiplyAdds).
+  int64_t ForwardMultiplyAdds() const;
   int64_t num_state() const { return num_state_; }
   const InputPreprocessing& input_preprocessing() const { return input_preprocessing_; }
   void set_input_preprocessing(const InputPreprocessing& p) { input_preprocessing_ = p; }

@@ -60,6 +60,9 @@ class ResidualBlock : public Layer {
 
   absl::StatusOr<Shape> Build(const Shape& input) override;
   std::vector<VariableSpec> Variables() const override;
+  int64_t ForwardMultiplyAdds() const override {
+    return conv1_.ForwardMultiplyAdds() + conv2_.ForwardMultiplyAdds();
+  }
   void BindOffsets(std::vector<int64_t> offsets) override;
   void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;
   void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,

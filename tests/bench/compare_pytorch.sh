@@ -2,7 +2,8 @@
 # Side-by-side training throughput of mnist_cnn (batch 100): pstrain-bench
 # against PyTorch (Debian python3-torch with oneDNN convolutions and OpenBLAS,
 # OPENBLAS_NUM_THREADS=1), the same thread count, alternating runs so both see
-# the same machine. Prints each run, the medians and the ratio.
+# the same machine. Prints each run, the medians, the ratio and the median
+# share of the GEMM peak pstrain's training step reaches.
 #
 # Both run with glibc's malloc told to keep freed memory (mmap and trim
 # thresholds raised): PyTorch allocates and frees its activations every step
@@ -25,11 +26,12 @@ export GLIBC_TUNABLES="glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 
-ours=() theirs=() ours_eval=() theirs_eval=()
+ours=() theirs=() ours_eval=() theirs_eval=() shares=()
 for ((i = 1; i <= rounds; i++)); do
   out="$("$bench" --model=mnist_cnn --batch_size=100 --steps="$steps" --threads="$threads")"
   o=$(awk -F': ' '/^train examples\/sec/ {print $2}' <<<"$out")
   oe=$(awk -F': ' '/^eval examples\/sec/ {print $2}' <<<"$out")
+  shares+=("$(awk -F': ' '/^share of the GEMM peak/ {print $2 + 0}' <<<"$out")")
   out="$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$root/tests/bench/pytorch_mnist_cnn.py" \
          --mode=bench --batch_size=100 --steps="$steps" --threads="$threads")"
   t=$(awk -F': ' '/^train examples\/sec/ {print $2}' <<<"$out")
@@ -42,4 +44,6 @@ mt=$(printf '%s\n' "${theirs[@]}" | median)
 moe=$(printf '%s\n' "${ours_eval[@]}" | median)
 mte=$(printf '%s\n' "${theirs_eval[@]}" | median)
 echo "median train examples/sec: pstrain $mo, pytorch $mt, ratio $(awk -v a="$mo" -v b="$mt" 'BEGIN {printf "%.2f", a / b}')"
+echo "pstrain's training step at a median $(printf '%s\n' "${shares[@]}" | median)% of" \
+     "$threads threads x the GEMM peak (pstrain-bench: 6 x forward multiply-adds per example)"
 echo "median eval examples/sec: pstrain $moe, pytorch $mte, ratio $(awk -v a="$moe" -v b="$mte" 'BEGIN {printf "%.2f", a / b}')"
