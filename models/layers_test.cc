@@ -281,6 +281,44 @@ TEST(MaxPool2DTest, PicksMaximum) {
   EXPECT_EQ(out[0], 4.0f);
 }
 
+TEST(MaxPool2DTest, TiesGoToTheFirstTapAndMatchAWindowScan) {
+  // Values from a handful of levels, so most windows tie: the gradient goes
+  // to the first maximum in window order, as a plain scan picks it.
+  for (Padding padding : {Padding::kValid, Padding::kSame}) {
+    MaxPool2D pool("pool", 3, 2, padding);
+    ASSERT_TRUE(pool.Build({7, 6, 5}).ok());
+    Tensor in({2, 7, 6, 5});
+    SplitMix64 rng(5);
+    for (int64_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(rng.Next() % 3);
+    Tensor out, din;
+    ForwardArgs f;
+    f.training = true;
+    pool.Forward(in, &out, f);
+    Tensor dy(out.shape());
+    for (int64_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i + 1);
+    pool.Backward(in, out, dy, &din, {});
+    const PaddedDim h = ComputePadding(7, 3, 2, padding), w = ComputePadding(6, 3, 2, padding);
+    std::vector<float> want_din(in.size(), 0.0f);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t oh = 0; oh < h.out; ++oh)
+        for (int64_t ow = 0; ow < w.out; ++ow)
+          for (int64_t c = 0; c < 5; ++c) {
+            int64_t at = -1;
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t ih = oh * 2 - h.pad_before + i, iw = ow * 2 - w.pad_before + j;
+                if (ih < 0 || ih >= 7 || iw < 0 || iw >= 6) continue;
+                const int64_t idx = ((n * 7 + ih) * 6 + iw) * 5 + c;
+                if (at < 0 || in[idx] > in[at]) at = idx;
+              }
+            const int64_t o = ((n * h.out + oh) * w.out + ow) * 5 + c;
+            ASSERT_EQ(out[o], in[at]) << o;
+            want_din[at] += dy[o];
+          }
+    for (int64_t i = 0; i < din.size(); ++i) ASSERT_EQ(din[i], want_din[i]) << i;
+  }
+}
+
 TEST(DenseTest, GradientsMatchNumeric) {
   DenseOptions o;
   o.units = 7;

@@ -1,6 +1,7 @@
 #include "models/max_pool2d.h"
 
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "models/parallel.h"
@@ -25,42 +26,64 @@ void MaxPool2D::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) 
   const int64_t in_size = g_.in_h * g_.in_w * g_.c;
   const bool keep_argmax = args.training;
   if (keep_argmax) argmax_.resize(batch * out_size);
-  ParallelFor(batch, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> best(g_.c);
-    std::vector<int32_t> best_index(g_.c);
-    for (int64_t n = begin; n < end; ++n) {
-      const float* x = in.data() + n * in_size;
-      float* y = out->data() + n * out_size;
-      int32_t* am = keep_argmax ? argmax_.data() + n * out_size : nullptr;
-      for (int64_t oh = 0; oh < g_.out_h; ++oh) {
-        for (int64_t ow = 0; ow < g_.out_w; ++ow) {
-          std::fill(best.begin(), best.end(), -std::numeric_limits<float>::infinity());
-          std::fill(best_index.begin(), best_index.end(), -1);
-          for (int64_t i = 0; i < pool_size_; ++i) {
-            const int64_t ih = oh * stride_ - g_.pad_top + i;
-            if (ih < 0 || ih >= g_.in_h) continue;
-            for (int64_t j = 0; j < pool_size_; ++j) {
-              const int64_t iw = ow * stride_ - g_.pad_left + j;
-              if (iw < 0 || iw >= g_.in_w) continue;
-              const int64_t base = (ih * g_.in_w + iw) * g_.c;
-              for (int64_t c = 0; c < g_.c; ++c) {
-                // Strict '>' keeps the first maximum; '!(<=)' also takes a NaN.
-                if (x[base + c] > best[c] || best_index[c] < 0) {
-                  best[c] = x[base + c];
-                  best_index[c] = static_cast<int32_t>(base + c);
+  // Each window's first tap is taken as it is, then a later tap wins where
+  // it is strictly greater (the first maximum; a NaN first tap stays): one
+  // branch-free pass over the channels per tap.
+  auto pool = [&](auto with_argmax) {
+    constexpr bool kArgmax = decltype(with_argmax)::value;
+    const int64_t c = g_.c;
+    ParallelFor(batch, 4, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        const float* x = in.data() + n * in_size;
+        float* y = out->data() + n * out_size;
+        int32_t* am = kArgmax ? argmax_.data() + n * out_size : nullptr;
+        for (int64_t oh = 0; oh < g_.out_h; ++oh) {
+          for (int64_t ow = 0; ow < g_.out_w; ++ow) {
+            const int64_t o = (oh * g_.out_w + ow) * c;
+            float* best = y + o;
+            int32_t* index = kArgmax ? am + o : nullptr;
+            bool first = true;
+            for (int64_t i = 0; i < pool_size_; ++i) {
+              const int64_t ih = oh * stride_ - g_.pad_top + i;
+              if (ih < 0 || ih >= g_.in_h) continue;
+              for (int64_t j = 0; j < pool_size_; ++j) {
+                const int64_t iw = ow * stride_ - g_.pad_left + j;
+                if (iw < 0 || iw >= g_.in_w) continue;
+                const int32_t base = static_cast<int32_t>((ih * g_.in_w + iw) * c);
+                const float* xp = x + base;
+                if (first) {
+                  for (int64_t k = 0; k < c; ++k) best[k] = xp[k];
+                  if constexpr (kArgmax) {
+                    for (int64_t k = 0; k < c; ++k) index[k] = base + static_cast<int32_t>(k);
+                  }
+                  first = false;
+                  continue;
+                }
+                for (int64_t k = 0; k < c; ++k) {
+                  const bool wins = xp[k] > best[k];
+                  best[k] = wins ? xp[k] : best[k];
+                  if constexpr (kArgmax) {
+                    index[k] = wins ? base + static_cast<int32_t>(k) : index[k];
+                  }
                 }
               }
             }
-          }
-          const int64_t o = (oh * g_.out_w + ow) * g_.c;
-          for (int64_t c = 0; c < g_.c; ++c) {
-            y[o + c] = best[c];
-            if (am) am[o + c] = best_index[c];
+            if (first) {  // No tap inside the input.
+              for (int64_t k = 0; k < c; ++k) best[k] = -std::numeric_limits<float>::infinity();
+              if constexpr (kArgmax) {
+                for (int64_t k = 0; k < c; ++k) index[k] = -1;
+              }
+            }
           }
         }
       }
-    }
-  });
+    });
+  };
+  if (keep_argmax) {
+    pool(std::true_type{});
+  } else {
+    pool(std::false_type{});
+  }
 }
 
 void MaxPool2D::Backward(const Tensor& in, const Tensor&, const Tensor& dout, Tensor* din,
