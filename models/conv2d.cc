@@ -308,21 +308,34 @@ void Conv2D::DirectBackward(const Tensor& in, const Tensor& out, const Tensor& d
   const int64_t cout = options_.filters;
   const int64_t rows = batch * out_h_ * out_w_;
   const float* dz = dout.data();
-  if (options_.activation == Activation::kRelu) {
-    if (static_cast<int64_t>(dz_.size()) < rows * cout) dz_.resize(rows * cout);
-    ParallelFor(rows, 256, [&](int64_t begin, int64_t end) {
+  const bool relu = options_.activation == Activation::kRelu;
+  if (relu && static_cast<int64_t>(dz_.size()) < rows * cout) dz_.resize(rows * cout);
+  // d(z) through the ReLU's mask and, in the same pass, each piece's column
+  // sums for the bias gradient, added in piece order (the same for any
+  // thread count).
+  constexpr int64_t kPiece = 256;
+  const int64_t pieces = (rows + kPiece - 1) / kPiece;
+  if (options_.use_bias) bias_partial_.assign(pieces * cout, 0.0f);
+  if (relu || options_.use_bias) {
+    ParallelFor(rows, kPiece, [&](int64_t begin, int64_t end) {
       const int64_t n = (end - begin) * cout;
-      ArrayMap(dz_.data() + begin * cout, n) =
-          (ArrayMap(out.data() + begin * cout, n) > 0.0f)
-              .select(ArrayMap(dout.data() + begin * cout, n), 0.0f);
+      const float* piece = dout.data() + begin * cout;
+      if (relu) {
+        ArrayMap(dz_.data() + begin * cout, n) =
+            (ArrayMap(out.data() + begin * cout, n) > 0.0f).select(ArrayMap(piece, n), 0.0f);
+        piece = dz_.data() + begin * cout;
+      }
+      if (options_.use_bias) {
+        auto sum = ArrayMap(bias_partial_.data() + (begin / kPiece) * cout, cout);
+        for (int64_t p = 0; p < end - begin; ++p) sum += ArrayMap(piece + p * cout, cout);
+      }
     });
-    dz = dz_.data();
   }
+  if (relu) dz = dz_.data();
   if (options_.use_bias) {
-    // Column sums of d(z), in row order (the same for any thread count).
     auto db = ArrayMap(args.grads + offset(1), cout);
     db.setZero();
-    for (int64_t p = 0; p < rows; ++p) db += ArrayMap(dz + p * cout, cout);
+    for (int64_t p = 0; p < pieces; ++p) db += ArrayMap(bias_partial_.data() + p * cout, cout);
   }
   // Kernel gradient from the padded input the forward pass left in padded_
   // (padded again should another input have passed through since).

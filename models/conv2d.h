@@ -70,6 +70,7 @@ class Conv2D : public Layer {
   Buffer flipped_;                      // The adjoint's kernel.
   std::vector<float> grad_scratch_;     // Per-group kernel gradients.
   Buffer dz_;                           // d(out) through the ReLU's mask.
+  std::vector<float> bias_partial_;     // Per-piece bias gradients.
 
   Conv2DOptions options_;
   int64_t in_h_ = 0, in_w_ = 0, in_c_ = 0;
