@@ -221,6 +221,18 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Segment> segment
   slots_.resize(slot_names_.size(), std::vector<float>(size_, 0.0f));
 }
 
+bool Optimizer::LeavesParamsUnchanged(const float* grad) const {
+  if (runs_.empty()) return true;
+  if (config_.type != OptimizerType::kSgd) return false;
+  for (const Run& run : runs_) {
+    if (run.decay) return false;
+    for (int64_t i = run.begin; i < run.end; ++i) {
+      if (grad[i] != 0.0f) return false;  // NaN included
+    }
+  }
+  return true;
+}
+
 const std::string& Optimizer::slot_name(int i) const {
   CHECK_GE(i, 0);
   CHECK_LT(i, num_slots());

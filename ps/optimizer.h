@@ -95,6 +95,11 @@ class Optimizer {
   // other or the slots; they may be null only when size() == 0. Allocates
   // nothing.
   void Apply(int64_t global_step, const float* grad, float* params);
+  // Whether Apply with `grad` cannot move any parameter: every variable is
+  // frozen, or plain SGD without weight decay gets an all-zero gradient on
+  // its variables. (Momentum and Adam move parameters with zero gradients,
+  // weight decay shrinks them.)
+  bool LeavesParamsUnchanged(const float* grad) const;
 
   // Slot variables, for checkpoints: 0 for SGD, 1 for momentum ("momentum"),
   // 2 for Adam ("m", "v"). Each holds size() floats, zero after Create.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -254,6 +255,48 @@ TEST(OptimizerTest, WeightDecayExclusionsMayBeShellPatterns) {
   for (int i = 0; i < 10; ++i) {
     EXPECT_EQ(params[i] != 2.0f, decayed[i]) << "element " << i << ": " << params[i];
   }
+}
+
+// Whether an update can leave every parameter as it is, checked against
+// what Apply does with that gradient.
+TEST(OptimizerTest, LeavesParamsUnchangedOnlyWhenApplyDoes) {
+  const std::vector<Segment> segments = {{"a/kernel", 0, 3}, {"b/kernel", 3, 6, /*frozen=*/true}};
+  struct Case {
+    OptimizerType type;
+    float weight_decay;
+    std::vector<float> grad;
+    bool unchanged;
+  };
+  const std::vector<float> zeros(6, 0.0f);
+  const std::vector<float> frozen_only = {0, 0, 0, 1, 1, 1};  // gradient on the frozen one only
+  const std::vector<float> one = {0, 1, 0, 0, 0, 0};
+  const std::vector<float> nan = {0, std::numeric_limits<float>::quiet_NaN(), 0, 0, 0, 0};
+  for (const Case& c :
+       {Case{OptimizerType::kSgd, 0.0f, zeros, true},
+        Case{OptimizerType::kSgd, 0.0f, frozen_only, true},
+        Case{OptimizerType::kSgd, 0.0f, one, false}, Case{OptimizerType::kSgd, 0.0f, nan, false},
+        Case{OptimizerType::kSgd, 0.1f, zeros, false},
+        Case{OptimizerType::kMomentum, 0.0f, zeros, false},
+        Case{OptimizerType::kAdam, 0.0f, zeros, false}}) {
+    SCOPED_TRACE(OptimizerTypeName(c.type));
+    OptimizerConfig config = MakeConfig(c.type, 0.5f);
+    config.weight_decay = c.weight_decay;
+    std::unique_ptr<Optimizer> optimizer = MustCreate(config, segments, 6);
+    std::vector<float> params(6, 2.0f);
+    // A step with a gradient first, so momentum and Adam have slots to move.
+    const std::vector<float> ones(6, 1.0f);
+    optimizer->Apply(0, ones.data(), params.data());
+    EXPECT_EQ(optimizer->LeavesParamsUnchanged(c.grad.data()), c.unchanged);
+    const std::vector<float> before = params;
+    optimizer->Apply(1, c.grad.data(), params.data());
+    if (c.unchanged) {
+      EXPECT_EQ(params, before);
+    }
+  }
+  // Every variable frozen: nothing ever moves, whatever the optimizer.
+  std::unique_ptr<Optimizer> all_frozen =
+      MustCreate(MakeConfig(OptimizerType::kAdam, 0.5f), {{"b/kernel", 0, 6, /*frozen=*/true}}, 6);
+  EXPECT_TRUE(all_frozen->LeavesParamsUnchanged(frozen_only.data()));
 }
 
 TEST(OptimizerTest, FrozenVariablesKeepTheirValuesAndSlots) {

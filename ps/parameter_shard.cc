@@ -152,6 +152,7 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   optimizer_->set_adam_step(optimizer_step);
   std::copy(params.begin(), params.end(), params_.begin());
   std::copy(state.begin(), state.end(), state_.begin());
+  ++params_version_;
   step_ = global_step;
   initialized_ = true;
   generation_ = generation;
@@ -170,11 +171,18 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   return absl::OkStatus();
 }
 
-absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state,
-                                                bool bf16) const {
+absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state, bool bf16,
+                                                int64_t have_generation,
+                                                int64_t have_version) const {
   absl::MutexLock lock(&mu_);
   if (!initialized_) return NotInitializedLocked();
-  if (bf16) {
+  PushResult r;
+  r.params_version = params_version_;
+  r.params_unchanged =
+      have_version != 0 && have_generation == generation_ && have_version == params_version_;
+  if (r.params_unchanged) {
+    params->clear();
+  } else if (bf16) {
     params->resize(params_.size() * sizeof(uint16_t));
     FloatsToBf16(params_.data(), static_cast<int64_t>(params_.size()),
                  reinterpret_cast<uint16_t*>(params->data()));
@@ -184,7 +192,6 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
   }
   state->resize(state_.size() * sizeof(float));
   if (!state_.empty()) std::memcpy(state->data(), state_.data(), state->size());
-  PushResult r;
   r.global_step = step_;
   r.job_done = DoneLocked();
   r.generation = generation_;
@@ -209,6 +216,7 @@ int ParameterShard::RequiredLocked() const {
 
 void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
   ScopedTraceEvent event(options_.trace, "ps", "apply");
+  if (!optimizer_->LeavesParamsUnchanged(grads)) ++params_version_;
   optimizer_->Apply(step_, grads, params_.data());
   if (options_.state_decays.empty()) {
     const float d = options_.state_decay;

@@ -69,6 +69,10 @@ struct PushResult {
   bool stale = false;       // The push was for an older step and was dropped.
   bool job_done = false;    // The step reached train_steps, or the job is shutting down.
   int64_t generation = 0;   // The shard's generation (Initialize makes a new one).
+  // Read: the parameters' version (PushPullResponse.params_version), and
+  // whether they were left out because the reader holds that version.
+  int64_t params_version = 0;
+  bool params_unchanged = false;
 };
 
 // The logic of one parameter server: a slice of the flat parameter vector, its
@@ -133,7 +137,11 @@ class ParameterShard {
   // Copies the current values into `params` and `state` (resized). Returns the
   // step and whether the job is done; Unavailable before Initialize.
   // With `bf16`, the parameters are written as bfloat16 (half the bytes).
-  absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false) const;
+  // A reader that holds the parameters of `have_generation` at
+  // `have_version` (nonzero) gets `params` empty and params_unchanged while
+  // they are still those.
+  absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false,
+                                  int64_t have_generation = 0, int64_t have_version = 0) const;
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and
@@ -215,6 +223,8 @@ class ParameterShard {
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
   // A new random value at each Initialize; 0 before the first.
   int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts changes of params_ (never reset: a restore is one more).
+  int64_t params_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
   int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;

@@ -86,6 +86,44 @@ std::vector<float> State(const ParameterShard& shard) {
   return v;
 }
 
+TEST(ParameterShardTest, ReadLeavesOutParametersTheReaderHolds) {
+  auto shard = Make(Options(false, 1, 1));
+  std::string p, s;
+  absl::StatusOr<PushResult> r = shard->Read(&p, &s);
+  ASSERT_TRUE(r.ok());
+  const int64_t generation = r->generation, v1 = r->params_version;
+  EXPECT_GT(v1, 0);
+  EXPECT_FALSE(r->params_unchanged);
+  // Holding the current version of this generation: no parameters.
+  r = shard->Read(&p, &s, false, generation, v1);
+  EXPECT_TRUE(r->params_unchanged);
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(s.size(), sizeof(float));  // the state always comes
+  // Another generation, or no version: the parameters.
+  r = shard->Read(&p, &s, false, generation + 1, v1);
+  EXPECT_FALSE(r->params_unchanged);
+  EXPECT_EQ(p.size(), 3 * sizeof(float));
+  EXPECT_FALSE(shard->Read(&p, &s, false, generation, 0)->params_unchanged);
+  // A zero gradient (plain SGD) keeps the version; a nonzero one moves it.
+  Outcome a, b;
+  shard->Push(0, 0, std::vector<float>{0, 0, 0}, kStats, a.Callback());
+  ASSERT_TRUE(a.called && a.status.ok());
+  EXPECT_TRUE(shard->Read(&p, &s, false, generation, v1)->params_unchanged);
+  shard->Push(0, 1, std::vector<float>{0, 1, 0}, kStats, b.Callback());
+  ASSERT_TRUE(b.called && b.status.ok());
+  r = shard->Read(&p, &s, false, generation, v1);
+  EXPECT_FALSE(r->params_unchanged);
+  EXPECT_GT(r->params_version, v1);
+  // Initialize again (a restore) is a change too, in the new generation.
+  const int64_t v2 = r->params_version;
+  ASSERT_TRUE(
+      shard->Initialize(std::vector<float>{1, 2, 3}, std::vector<float>{0}, 0, {}, 0, generation)
+          .ok());
+  r = shard->Read(&p, &s, false, generation, v2);
+  EXPECT_FALSE(r->params_unchanged);
+  EXPECT_GT(r->params_version, v2);
+}
+
 TEST(ParameterShardTest, StateValuesFollowTheirOwnDecayWhenGiven) {
   ShardOptions o = Options(false, 1, 1);
   o.num_state = 2;

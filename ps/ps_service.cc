@@ -218,14 +218,17 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
     if (s.ok()) {
       // Parameters as they are now: after this push's step in sync mode, the
       // latest in async mode.
-      absl::StatusOr<PushResult> now =
-          task_->Read(request->chunk(), response->mutable_params(), response->mutable_state(),
-                      request->dtype() == BFLOAT16);
+      // Left out if the client holds them already (have_params_version).
+      absl::StatusOr<PushResult> now = task_->Read(
+          request->chunk(), response->mutable_params(), response->mutable_state(),
+          request->dtype() == BFLOAT16, request->generation(), request->have_params_version());
       response->set_dtype(request->dtype());
       s = now.status();
       if (s.ok()) {
         response->set_global_step(now->global_step);
         response->set_generation(now->generation);
+        response->set_params_version(now->params_version);
+        response->set_params_unchanged(now->params_unchanged);
         response->set_stale(r.stale);
         response->set_job_done(r.job_done || now->job_done);
         task_->NoteDone(request->replica(), response->job_done());

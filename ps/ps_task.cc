@@ -122,9 +122,10 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
 }
 
 absl::StatusOr<PushResult> PsTask::Read(int chunk, std::string* params, std::string* state,
-                                        bool bf16) const {
+                                        bool bf16, int64_t have_generation,
+                                        int64_t have_version) const {
   PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
-  return shard->Read(params, state, bf16);
+  return shard->Read(params, state, bf16, have_generation, have_version);
 }
 
 namespace {

@@ -49,7 +49,8 @@ class PsTask {
                           int64_t global_step, int64_t generation = 0);
   // Copies chunk `chunk`'s values (ParameterShard::Read).
   absl::StatusOr<PushResult> Read(int chunk, std::string* params, std::string* state,
-                                  bool bf16 = false) const;
+                                  bool bf16 = false, int64_t have_generation = 0,
+                                  int64_t have_version = 0) const;
   // A replica's progress report, carried by a push; added to the totals.
   struct Progress {
     double loss_sum = 0;

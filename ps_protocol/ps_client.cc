@@ -56,6 +56,7 @@ PsClient::PsClient(const PsClientOptions& options)
   chunk_steps_.assign(n, 0);
   chunk_done_.assign(n, 0);
   chunk_generations_.assign(n, 0);
+  params_versions_.assign(n, 0);
   if (options_.replica >= 0) sender_ = std::thread([this] { SenderLoop(); });
   if (!options_.layout.tables.empty()) {
     rows_ = std::make_unique<RowClient>(&connections_, options_.layout.tables, options_.replica);
@@ -126,6 +127,7 @@ absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
     absl::MutexLock lock(&mu_);
     chunk_steps_ = std::move(steps);
     chunk_generations_ = std::move(generations);
+    std::fill(params_versions_.begin(), params_versions_.end(), 0);
     chunk_done_ = std::move(done);
     job_done_ = job_done;
     bytes_received_ += bytes;
@@ -344,6 +346,7 @@ void PsClient::SendChunk(int c) {
     stats = batch_stats_;
     step = options_.sync ? push_step_ : chunk_steps_[c];
     r.set_generation(chunk_generations_[c]);
+    r.set_have_params_version(params_versions_[c]);
     // Progress rides on chunk 0's push (once: a retry does not repeat it).
     r.set_loss_sum(c == 0 ? loss_sum_ : 0);
     r.set_loss_batches(c == 0 ? loss_batches_ : 0);
@@ -412,14 +415,22 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
   }
   const PushPullResponse& r = call.response;
   const int64_t n = chunk.end - chunk.begin;
-  const size_t want = n * (options_.bf16 ? sizeof(uint16_t) : sizeof(float));
+  // An unchanged chunk's answer has no parameters: params_ holds them.
+  const size_t want =
+      r.params_unchanged() ? 0 : n * (options_.bf16 ? sizeof(uint16_t) : sizeof(float));
+  if (status.ok() && r.params_unchanged() && call.request.have_params_version() == 0) {
+    status = grpc::Status(grpc::StatusCode::DATA_LOSS,
+                          "answer without parameters to a client that holds none");
+  }
   if (status.ok() && (r.params().size() != want || r.dtype() != call.request.dtype() ||
                       r.state().size() != chunk.state * sizeof(float))) {
     status =
         grpc::Status(grpc::StatusCode::DATA_LOSS,
                      absl::StrCat("answer with ", r.params().size(), " bytes, expected ", want));
   }
-  if (status.ok()) {
+  if (status.ok() && r.params_unchanged()) {
+    if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
+  } else if (status.ok()) {
     // Disjoint from what the compute thread reads: see the class comment.
     if (options_.bf16) {
       Bf16ToFloats(reinterpret_cast<const uint16_t*>(r.params().data()), n,
@@ -451,6 +462,8 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     call.backoff = absl::Milliseconds(50);
     chunk_steps_[c] = r.global_step();
     chunk_generations_[c] = r.generation();
+    params_versions_[c] = r.params_version();
+    if (r.params_unchanged()) ++unchanged_answers_;
     stale_ = stale_ || r.stale();
     job_done_ = job_done_ || r.job_done();
     chunk_done_[c] = r.job_done();
@@ -547,6 +560,11 @@ int64_t PsClient::bytes_sent() const {
 int64_t PsClient::bytes_received() const {
   absl::MutexLock lock(&mu_);
   return bytes_received_;
+}
+
+int64_t PsClient::unchanged_answers() const {
+  absl::MutexLock lock(&mu_);
+  return unchanged_answers_;
 }
 
 std::string PsClient::LatencySummary() const {

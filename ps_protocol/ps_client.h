@@ -108,6 +108,9 @@ class PsClient : public ParameterClient {
   // Bytes sent and received in parameter and gradient payloads so far.
   int64_t bytes_sent() const;
   int64_t bytes_received() const;
+  // PushPull answers that left out a chunk's parameters because this client
+  // held them already (PushPullResponse.params_unchanged).
+  int64_t unchanged_answers() const;
   // Per step, the time the training loop waited for answers: from the end
   // of the backward pass until Push returned, plus the forward pass's waits
   // for the rest (overlap_pull): the part of the round trip not hidden
@@ -190,6 +193,10 @@ class PsClient : public ParameterClient {
   int64_t push_step_ ABSL_GUARDED_BY(mu_) = 0;             // the step of the push in flight (sync)
   // Each chunk's generation, as its last answer gave it; pushes carry it.
   std::vector<int64_t> chunk_generations_ ABSL_GUARDED_BY(mu_);
+  // Per chunk: the params_version (of chunk_generations_) params_ holds,
+  // from the last PushPull answer; 0 after a pull (unknown).
+  std::vector<int64_t> params_versions_ ABSL_GUARDED_BY(mu_);
+  int64_t unchanged_answers_ ABSL_GUARDED_BY(mu_) = 0;
   bool job_done_ ABSL_GUARDED_BY(mu_) = false;
   // Whether each chunk said the job is done at its last answer. Async, the
   // job is done for this replica only when every chunk says so: a replica

@@ -235,6 +235,42 @@ TEST_F(ClusterTest, Bf16OnTheWireLearnsAsWellAsFloat32OnTheSameSeeds) {
   EXPECT_NEAR(accuracy["bf16"], accuracy["float32"], 0.01);
 }
 
+// A frozen layer's chunks never change: after the first answer the ps
+// leaves their parameters out of the PushPull answers, and the replica,
+// which holds them, trains on as before. (1.02M frozen values: one chunk of
+// its own, the rest of them with the trainable layers in a second.)
+TEST_F(ClusterTest, AFrozenLayersChunkIsNotSentBackEveryStep) {
+  const std::string spec = JoinPath(dir_, "frozen.yaml");
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(spec,
+                                    "name: frozen\ninput: [28, 28, 1]\nclasses: 4\nlayers:\n"
+                                    "  - flatten\n"
+                                    "  - dense: {units: 1300, activation: relu, trainable: false}\n"
+                                    "  - dense: {units: 64, activation: relu}\n"
+                                    "  - dense: {units: 4}\n")
+                  .ok());
+  const std::string config = WriteConfig(1, 1, "sync");
+  ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec,
+                                "--train_steps=30", "--eval_steps=0", "--log_every_n_steps=10"},
+                               300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex("worker 0 ([0-9]+) chunk answers left out parameters")))
+      << r.output;
+  // Worker 0's 30 steps: the frozen chunk's first answer carries its values
+  // (the client holds none after its pull), the others do not.
+  EXPECT_GE(std::stoi(m[1]), 25) << r.output;
+  // So it receives far less than it sends (its gradients of every chunk).
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex("worker 0 PushPull time .*bytes per step: ([0-9]+) sent, ([0-9]+) "
+                 "received")))
+      << r.output;
+  EXPECT_LT(std::stod(m[2]), std::stod(m[1]) / 3) << r.output;
+  EXPECT_GT(FinalAccuracy(r.output, 30), 0.5) << r.output;  // chance is 0.25
+}
+
 TEST_F(ClusterTest, TfConfigWorksLikeTheYaml) {
   // Each role from TF_CONFIG, training settings from flags: the Cloud ML
   // Engine way.

@@ -179,6 +179,51 @@ TEST_F(PsRpcTest, Bf16WireHalvesTheBytes) {
   EXPECT_NEAR(master3, 3 - 1.0f / 3.0f, 1e-2);
 }
 
+// A chunk whose parameters did not change since the client's last answer
+// (plain SGD, an all-zero gradient here; frozen layers alike) is answered
+// without its parameters, and the client keeps its copy.
+TEST_F(PsRpcTest, AnUnchangedChunkIsAnsweredWithoutItsParameters) {
+  Initialize();
+  ASSERT_TRUE(client_->Pull().ok());
+  const float stats = 3;
+  // Step 0: both chunks move and answer with their versions.
+  std::vector<float> grads(kNumParams, 1.0f);
+  ASSERT_TRUE(client_->Push(0, grads.data(), &stats).ok());
+  ASSERT_TRUE(client_->Pull().ok());
+  EXPECT_EQ(client_->unchanged_answers(), 0);
+  // Step 1: chunk 1 (params 5..9) gets zeros: answered without parameters.
+  for (int i = 5; i < kNumParams; ++i) grads[i] = 0.0f;
+  const int64_t received = client_->bytes_received();
+  ASSERT_TRUE(client_->Push(1, grads.data(), &stats).ok());
+  absl::StatusOr<ParameterView> view = client_->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(client_->unchanged_answers(), 1);
+  // Chunk 0's 5 floats and the state came; chunk 1's parameters did not.
+  EXPECT_EQ(client_->bytes_received() - received, 5 * 4 + 4);
+  for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], i < 5 ? i - 2.0f : i - 1.0f) << i;
+  EXPECT_EQ(view->global_step, 2);
+  // Step 2: chunk 1 moves again and sends its new values.
+  std::fill(grads.begin(), grads.end(), 1.0f);
+  ASSERT_TRUE(client_->Push(2, grads.data(), &stats).ok());
+  view = client_->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(client_->unchanged_answers(), 1);
+  for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], i < 5 ? i - 3.0f : i - 2.0f) << i;
+  // A client that holds a version of another generation gets the values.
+  PushRequest request;
+  request.set_chunk(0);
+  request.set_replica(1);
+  request.set_step(3);
+  request.set_gradients(Floats(std::vector<float>(5, 0.0f)));
+  request.set_batch_stats(Floats({0}));
+  request.set_generation(0);
+  request.set_have_params_version(1 << 20);
+  PushPullResponse response;
+  ASSERT_TRUE(Call(request, &response).ok());
+  EXPECT_FALSE(response.params_unchanged());
+  EXPECT_EQ(response.params().size(), 5 * sizeof(float));
+}
+
 // A new or restarted ps answers Unavailable until the chief initializes or
 // restores it: clients retry it as they retry a ps that is not up yet.
 TEST_F(PsRpcTest, PullBeforeInitializeIsUnavailable) {

@@ -21,6 +21,11 @@ void LogTraffic(int task, const PsClient& client) {
             << "; bytes per step: "
             << (steps ? client.bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
             << (steps ? client.bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
+  if (client.unchanged_answers() > 0) {
+    LOG(INFO) << "worker " << task << " " << client.unchanged_answers()
+              << " chunk answers left out parameters that had not changed (frozen layers, or "
+                 "SGD with all-zero gradients)";
+  }
   const RowClient::Traffic rows = client.row_traffic();
   if (steps > 0 && (rows.rows_pulled > 0 || rows.rows_pushed > 0)) {
     const auto n = static_cast<int64_t>(steps);
