@@ -468,21 +468,24 @@ void DirectConvKernelGradStride1(const float* padded, int64_t batch, int64_t out
       for (int64_t r0 = 0; r0 < rows; r0 += tile) {
         const int64_t r1 = std::min(rows, r0 + tile);
         const bool accumulate = r0 > 0;
-        if (kLanes == 8 && ((k == 3 && cin % 2 == 0) || k == 5)) {
-          for (int64_t i = 0; i < k; ++i) {
-            const float* in = padded + n0 * example_stride + i * in_row_stride;
-            for (int64_t co = 0; co < cout; co += 16) {
-              float* row = part + i * k * cin * cout + co;
-              if (k == 3) {
-                GradRow<3, 2>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
-                              cout, accumulate, row);
-              } else {
-                GradRow<5, 1>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin, dy + co,
-                              cout, accumulate, row);
+        // AVX2 only: GradRowOfTaps's two vectors are sixteen channels there.
+        if constexpr (kLanes == 8) {
+          if ((k == 3 && cin % 2 == 0) || k == 5) {
+            for (int64_t i = 0; i < k; ++i) {
+              const float* in = padded + n0 * example_stride + i * in_row_stride;
+              for (int64_t co = 0; co < cout; co += 16) {
+                float* row = part + i * k * cin * cout + co;
+                if (k == 3) {
+                  GradRow<3, 2>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin,
+                                dy + co, cout, accumulate, row);
+                } else {
+                  GradRow<5, 1>(in, in_row_stride, r0, r1, out_h, example_stride, out_w, cin,
+                                dy + co, cout, accumulate, row);
+                }
               }
             }
+            continue;
           }
-          continue;
         }
         for (int64_t i = 0; i < k; ++i) {
           for (int64_t j = 0; j < k; ++j) {
@@ -542,7 +545,7 @@ void DirectConvStride1(const float* padded, int64_t batch, int64_t out_h, int64_
                        int64_t cin, const float* kernel, int64_t k, int64_t cout, float* out) {
   const int64_t in_h = out_h + k - 1, in_w = out_w + k - 1;
   const int64_t in_row_stride = in_w * cin;
-  if (kLanes == 16 && cout == 16 && out_h % 2 == 0) {
+  if (kLanes == 16 && cout == 16 && out_h % 2 == 0) {  // AVX-512 only: see TwoRows
     // Sixteen channels: pairs of rows share their broadcasts.
     const int64_t pairs = out_h / 2;
     ParallelFor(batch * pairs, 2, [&](int64_t begin, int64_t end) {

@@ -127,8 +127,8 @@ TEST(Conv2DLayerTest, DirectKernelsMatchReference) {
     for (int64_t i = 0; i < out.size(); ++i) {
       ASSERT_NEAR(out[i], want[i], 1e-4) << i << " of case " << p.w << "x" << p.filters;
     }
-    // With a bias the kernel gradient takes the im2col path; without one
-    // (ResNet's convolutions) the direct kernel-gradient kernels.
+    // With and without a bias (ResNet's convolutions have none): both take
+    // the direct kernel-gradient kernels.
     for (bool bias : {true, false}) {
       Conv2DOptions o = ConvOpts(p.filters, p.kernel, 1, Padding::kSame);
       o.use_bias = bias;
@@ -143,37 +143,48 @@ TEST(Conv2DLayerTest, DirectKernelsMatchReference) {
 
 TEST(DirectConvTest, KernelGradientOverManyGroupsMatchesDirectSum) {
   if (!DirectConvSupported(16)) GTEST_SKIP() << "no direct kernels in this build";
+  struct Case {
+    int64_t batch, h, w, cin, cout, k;
+    size_t min_groups;
+  };
   // 32x32x16 examples make one (AVX-512) or two (AVX2) examples per group:
-  // five or three groups summed, the last one short on AVX2.
-  const int64_t batch = 5, h = 32, w = 32, cin = 16, cout = 32, k = 3;
-  SplitMix64 rng(3);
-  std::vector<float> in(batch * h * w * cin), dout(batch * h * w * cout);
-  for (float& x : in) x = rng.Uniform() - 0.5f;
-  for (float& x : dout) x = rng.Uniform() - 0.5f;
-  std::vector<float> padded(batch * (h + 2) * (w + 2) * cin);
-  PadNhwc(in.data(), batch, h, w, cin, 1, 1, h + 2, w + 2, padded.data());
-  std::vector<float> grad(k * k * cin * cout), scratch;
-  DirectConvKernelGradStride1(padded.data(), batch, h, w, cin, dout.data(), k, cout, &scratch,
-                              grad.data());
-  const size_t size = k * k * cin * cout;
-  EXPECT_EQ(scratch.size() % size, 0u);
-  EXPECT_GE(scratch.size() / size, 3u);
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t ci = 0; ci < cin; ci += 5)
-        for (int64_t co = 0; co < cout; co += 3) {
-          double want = 0;
-          for (int64_t n = 0; n < batch; ++n)
-            for (int64_t y = 0; y < h; ++y)
-              for (int64_t x = 0; x < w; ++x) {
-                const int64_t iy = y + i - 1, ix = x + j - 1;
-                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                want += double{in[((n * h + iy) * w + ix) * cin + ci]} *
-                        dout[((n * h + y) * w + x) * cout + co];
-              }
-          ASSERT_NEAR(grad[((i * k + j) * cin + ci) * cout + co], want, 1e-3)
-              << i << j << " " << ci << " " << co;
-        }
+  // five or three groups summed, the last one short on AVX2. Every case
+  // spans several tiles of output rows: 3x3 over an even channel count
+  // (AVX2: three taps x two channels per block), over three channels (the
+  // generic blocks), and 5x5 (five taps x one channel).
+  for (const Case& p : {Case{5, 32, 32, 16, 32, 3, 3}, Case{3, 32, 32, 3, 16, 3, 1},
+                        Case{3, 14, 14, 32, 32, 5, 1}}) {
+    SCOPED_TRACE(testing::Message() << p.k << "x" << p.k << " " << p.cin << " -> " << p.cout);
+    const int64_t pad = (p.k - 1) / 2, ph = p.h + p.k - 1, pw = p.w + p.k - 1;
+    SplitMix64 rng(3);
+    std::vector<float> in(p.batch * p.h * p.w * p.cin), dout(p.batch * p.h * p.w * p.cout);
+    for (float& x : in) x = rng.Uniform() - 0.5f;
+    for (float& x : dout) x = rng.Uniform() - 0.5f;
+    std::vector<float> padded(p.batch * ph * pw * p.cin);
+    PadNhwc(in.data(), p.batch, p.h, p.w, p.cin, pad, pad, ph, pw, padded.data());
+    const size_t size = p.k * p.k * p.cin * p.cout;
+    std::vector<float> grad(size), scratch;
+    DirectConvKernelGradStride1(padded.data(), p.batch, p.h, p.w, p.cin, dout.data(), p.k, p.cout,
+                                &scratch, grad.data());
+    EXPECT_EQ(scratch.size() % size, 0u);
+    EXPECT_GE(scratch.size() / size, p.min_groups);
+    for (int64_t i = 0; i < p.k; ++i)
+      for (int64_t j = 0; j < p.k; ++j)
+        for (int64_t ci = 0; ci < p.cin; ci += 2)
+          for (int64_t co = 0; co < p.cout; co += 3) {
+            double want = 0;
+            for (int64_t n = 0; n < p.batch; ++n)
+              for (int64_t y = 0; y < p.h; ++y)
+                for (int64_t x = 0; x < p.w; ++x) {
+                  const int64_t iy = y + i - pad, ix = x + j - pad;
+                  if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+                  want += double{in[((n * p.h + iy) * p.w + ix) * p.cin + ci]} *
+                          dout[((n * p.h + y) * p.w + x) * p.cout + co];
+                }
+            ASSERT_NEAR(grad[((i * p.k + j) * p.cin + ci) * p.cout + co], want, 1e-3)
+                << i << j << " " << ci << " " << co;
+          }
+  }
 }
 
 TEST(Conv2DLayerTest, FixedPaddingIsSymmetric) {
