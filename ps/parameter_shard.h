@@ -4,10 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <random>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,7 +14,7 @@
 #include "common/trace.h"
 #include "models/model.h"
 #include "ps/optimizer.h"
-#include "ps/staleness_bound.h"
+#include "ps/step_barrier.h"
 
 namespace pstrain {
 
@@ -40,16 +37,7 @@ struct ShardOptions {
   // empty: state_decay for all. StateDecays() makes it.
   std::vector<float> state_decays;
   OptimizerConfig optimizer;
-  bool sync = false;
-  int replicas_to_aggregate = 1;  // R (sync)
-  int total_replicas = 1;         // N (sync); replica ids are 0..N-1
-  // Bounded staleness (async only): >= 0 makes a push wait while its replica
-  // is more than this many steps ahead of the slowest live one; -1: off.
-  int staleness = -1;
-  // sync: how long a step waits for missing replicas; ssp: how long a
-  // replica may be silent before it is no longer waited for.
-  absl::Duration sync_timeout = absl::Seconds(30);
-  int64_t train_steps = 0;         // The job is done once the step reaches this.
+  StepRule rule;                   // The update rule: ps/step_barrier.h.
   TraceRecorder* trace = nullptr;  // --trace_steps: applies and waits; may be null
 };
 
@@ -63,42 +51,21 @@ struct ShardSnapshot {
   std::vector<std::vector<float>> slots;  // the optimizer's, in slot order
 };
 
-// What a push (or a pull) learns about the shard.
-struct PushResult {
-  int64_t global_step = 0;  // This shard's step after the push was handled.
-  bool stale = false;       // The push was for an older step and was dropped.
-  bool job_done = false;    // The step reached train_steps, or the job is shutting down.
-  int64_t generation = 0;   // The shard's generation (Initialize makes a new one).
-  // Read: the parameters' version (PushPullResponse.params_version), and
-  // whether they were left out because the reader holds that version.
-  int64_t params_version = 0;
-  bool params_unchanged = false;
-};
-
-// The logic of one parameter server: a slice of the flat parameter vector, its
-// optimizer, and the update rule. No gRPC here; the service adapts it.
-//
-//  - async: every push is applied on arrival, under the shard lock, and
-//    advances the shard's step.
-//  - sync: pushes for the current step are summed until R distinct replicas
-//    have pushed (or every replica still considered live, if fewer); then the
-//    average is applied once and the step advances. A push for an older step
-//    is dropped and counted as stale. A repeated (replica, step) counts once.
-//    If a step has waited `sync_timeout` since its first push, what arrived
-//    is applied, the missing replicas are logged and considered gone until
-//    they push again, so a dead worker never hangs the job.
-//  - ssp (bounded staleness): as async, but a push's answer waits while its
-//    replica is more than `staleness` pushes ahead of the slowest live one
-//    (ps/staleness_bound.h).
+// One chunk of the flat parameter vector, its optimizer and batch-norm
+// state: a storage-and-apply engine under the ps's step rule
+// (ps/step_barrier.h: async, sync with backup workers and timeouts, ssp).
+// A push's answer waits for its sync step to complete or, with bounded
+// staleness, for the slower replicas. No gRPC here; the service adapts it.
 //
 // Thread-safe. Push callbacks run on the thread that completes the step (a
-// pushing thread or the sync timer thread), never under the shard lock.
-class ParameterShard {
+// pushing thread or the barrier's timer thread), never under the shard lock.
+class ParameterShard final : private StepEngine {
  public:
-  using PushCallback = std::function<void(absl::Status, PushResult)>;
+  using PushCallback = StepBarrier::Done;
+  using Stats = StepStats;
 
   static absl::StatusOr<std::unique_ptr<ParameterShard>> Create(const ShardOptions& options);
-  ~ParameterShard();  // Fails pending sync pushes with Cancelled, stops the timer.
+  ~ParameterShard() override;  // Fails pending pushes with Cancelled, stops the timer.
 
   // Sets parameters, state and step (the chief's initialization or a
   // restore), and the optimizer's slots and step: `slots` empty zeroes them,
@@ -132,7 +99,7 @@ class ParameterShard {
 
   // Replica `replica` has left the job (its process is stopping): a sync step
   // no longer waits for it, until it pushes again.
-  void ReplicaLeft(int replica);
+  void ReplicaLeft(int replica) { barrier_.ReplicaLeft(replica); }
 
   // Copies the current values into `params` and `state` (resized). Returns the
   // step and whether the job is done; Unavailable before Initialize.
@@ -145,35 +112,25 @@ class ParameterShard {
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and
-  // when the step completes for sync ones. Refused, nothing changed:
-  // InvalidArgument for a wrong gradient or statistics length or a replica
-  // outside [0, N); Aborted for a step ahead of the shard (the job was
-  // rolled back: the replica should pull); Unavailable before Initialize (a
-  // new or restarted ps: retry).
+  // when the step completes for sync ones (ssp: when the replica may go on).
+  // Refused, nothing changed: InvalidArgument for a wrong gradient or
+  // statistics length or a replica outside [0, N); Aborted for a step ahead
+  // of the shard (the job was rolled back: the replica should pull);
+  // Unavailable before Initialize (a new or restarted ps: retry).
   // A nonzero `generation` other than the shard's (values from before the
   // last Initialize: the job was rolled back since) is refused as Aborted.
   void Push(int replica, int64_t step, absl::Span<const float> grads,
             absl::Span<const float> batch_stats, PushCallback done, int64_t generation = 0);
 
-  struct Stats {
-    bool initialized = false;
-    int64_t global_step = 0;
-    int64_t applied_updates = 0;
-    int64_t stale_pushes = 0;
-    int64_t timed_out_steps = 0;
-    int64_t ssp_waits = 0;  // ssp: pushes that waited for slower replicas
-    bool shutting_down = false;
-    bool job_done = false;  // train_steps reached, or shutting down.
-  };
-  Stats GetStats() const;
+  Stats GetStats() const { return barrier_.GetStats(); }
   // The generation of its values (Initialize and restores make new ones).
-  int64_t generation() const;
+  int64_t generation() const { return barrier_.generation(); }
 
   // Marks the job finished: later pushes answer job_done, pending sync
   // pushes complete with job_done. Idempotent.
-  void Shutdown();
+  void Shutdown() { barrier_.Shutdown(); }
   // Blocks until Shutdown() was called or `timeout` passed; true if it was.
-  bool WaitForShutdown(absl::Duration timeout) const;
+  bool WaitForShutdown(absl::Duration timeout) const { return barrier_.WaitForShutdown(timeout); }
 
   // Direct read access for a trainer in the same process that is the only
   // one pushing (a local trainer): the values are stable between its own
@@ -182,11 +139,19 @@ class ParameterShard {
   const float* params_unlocked() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return params_.data(); }
   const float* state_unlocked() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_.data(); }
 
+  // The step rule this chunk follows (PsTask's list of every engine's).
+  StepBarrier& barrier() { return barrier_; }
   const ShardOptions& options() const { return options_; }
   int64_t size() const { return options_.end - options_.begin; }
 
  private:
   explicit ParameterShard(const ShardOptions& options, std::unique_ptr<Optimizer> optimizer);
+
+  // StepEngine, with mu_ held.
+  absl::Status ApplyPendingLocked(int contributors) override;
+  void DiscardPendingLocked() override;
+  void AdvancedLocked(int64_t step) override;
+  void SnapshotLocked() override;
 
   // Initialize's work; pending sync pushes of the old run go to `abandoned`.
   absl::Status InitializeLocked(absl::Span<const float> params, absl::Span<const float> state,
@@ -194,69 +159,24 @@ class ParameterShard {
                                 const std::vector<absl::Span<const float>>& slots,
                                 int64_t optimizer_step, int64_t generation,
                                 std::vector<PushCallback>& abandoned);
-  // Applies the current sync aggregate and returns the callbacks to run.
-  std::vector<PushCallback> CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ssp: the waiting pushes whose replicas may go on now (all of them once
-  // the job is done).
-  std::vector<PushCallback> ReleaseSspLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ssp: a pushed step; its answer waits if its replica is too far ahead.
-  void SspPushedLocked(int replica, PushCallback* done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The timer's work: ssp drops silent replicas, sync completes a step that
-  // waited sync_timeout.
-  void SspTimerLocked(std::vector<PushCallback>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SyncTimerLocked(std::vector<PushCallback>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies one update (a push in async mode, a step's average in sync).
   void ApplyLocked(const float* grads, const float* stats) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardSnapshot CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status NotInitializedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void TimerLoop();
 
   const ShardOptions options_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<float> state_ ABSL_GUARDED_BY(mu_);
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
-  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
-  bool destroying_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  // A new random value at each Initialize; 0 before the first.
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Counts changes of params_ (never reset: a restore is one more).
   int64_t params_version_ ABSL_GUARDED_BY(mu_) = 0;
-  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
-  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t stale_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t timed_out_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> last_async_step_ ABSL_GUARDED_BY(mu_);  // Per replica, for retries.
-  std::vector<int64_t> last_sync_step_ ABSL_GUARDED_BY(mu_);   // Step each replica last counted in.
-
-  // Sync aggregation of the current step.
+  // Sync: the pending step's sums.
   std::vector<float> grad_sum_ ABSL_GUARDED_BY(mu_);
   std::vector<float> stats_sum_ ABSL_GUARDED_BY(mu_);
-  std::set<int> contributors_ ABSL_GUARDED_BY(mu_);
-  std::set<int> live_ ABSL_GUARDED_BY(mu_);  // Replicas not known to be gone.
-  std::vector<PushCallback> waiting_ ABSL_GUARDED_BY(mu_);
-  absl::Time first_push_ ABSL_GUARDED_BY(mu_);
-
-  // Bounded staleness: the clocks, and the pushes waiting (with their
-  // replica's clock) for the slowest to catch up.
-  std::unique_ptr<StalenessBound> ssp_ ABSL_GUARDED_BY(mu_);
-  struct SspWaiter {
-    int replica;
-    int64_t clock;
-    PushCallback done;
-  };
-  std::vector<SspWaiter> ssp_waiting_ ABSL_GUARDED_BY(mu_);
-  int64_t ssp_waits_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // A snapshot waiting for the step to reach snapshot_at_ (sync).
-  bool snapshot_wanted_ ABSL_GUARDED_BY(mu_) = false;
-  bool snapshot_ready_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t snapshot_at_ ABSL_GUARDED_BY(mu_) = 0;
+  // The copy RequestSnapshot asked for, once taken.
   ShardSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
-  std::thread timer_;
+  // Last: stopped first (its timer calls into the members above).
+  StepBarrier barrier_;
 };
 
 // The variables (or parts of them) in [begin, end), relative to `begin`: the

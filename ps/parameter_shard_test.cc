@@ -23,10 +23,10 @@ ShardOptions Options(bool sync, int r, int n) {
   o.state_decay = 0.5f;
   o.optimizer.type = OptimizerType::kSgd;
   o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
-  o.sync = sync;
-  o.replicas_to_aggregate = r;
-  o.total_replicas = n;
-  o.train_steps = 100;
+  o.rule.sync = sync;
+  o.rule.replicas_to_aggregate = r;
+  o.rule.total_replicas = n;
+  o.rule.train_steps = 100;
   return o;
 }
 
@@ -193,7 +193,7 @@ TEST(ParameterShardTest, SyncAveragesDistinctReplicasOnce) {
 
 TEST(ParameterShardTest, SyncTimeoutAppliesWhatArrivedAndStopsWaitingForTheMissing) {
   ShardOptions o = Options(true, 2, 2);
-  o.sync_timeout = absl::Milliseconds(100);
+  o.rule.sync_timeout = absl::Milliseconds(100);
   auto shard = Make(o);
   absl::Notification done;
   PushResult result;
@@ -221,7 +221,7 @@ TEST(ParameterShardTest, SyncTimeoutAppliesWhatArrivedAndStopsWaitingForTheMissi
 
 TEST(ParameterShardTest, ATimedOutReplicaRejoinsWithAStalePush) {
   ShardOptions o = Options(true, 2, 2);
-  o.sync_timeout = absl::Milliseconds(100);
+  o.rule.sync_timeout = absl::Milliseconds(100);
   auto shard = Make(o);
   absl::Notification done;
   shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats,
@@ -310,7 +310,7 @@ TEST(ParameterShardTest, BeforeInitializePushAndReadAreUnavailableToRetry) {
 
 TEST(ParameterShardTest, JobDoneAtTrainStepsAndOnShutdown) {
   ShardOptions o = Options(false, 1, 1);
-  o.train_steps = 1;
+  o.rule.train_steps = 1;
   auto shard = Make(o);
   Outcome a, b;
   shard->Push(0, 0, std::vector<float>{1, 1, 1}, kStats, a.Callback());
@@ -452,7 +452,7 @@ TEST(ParameterShardTest, AReplicaThatLeavesIsNotWaitedFor) {
 
 TEST(ParameterShardTest, SspHoldsAPushWhileItsReplicaIsTooFarAhead) {
   ShardOptions o = Options(/*sync=*/false, 1, 2);
-  o.staleness = 1;
+  o.rule.staleness = 1;
   auto shard = Make(o);
   const std::vector<float> g = {1, 1, 1};
   Outcome a1, a2, b1, a3, a4, b2;
@@ -476,8 +476,8 @@ TEST(ParameterShardTest, SspHoldsAPushWhileItsReplicaIsTooFarAhead) {
 
 TEST(ParameterShardTest, SspStopsWaitingForASilentOrLeavingReplica) {
   ShardOptions o = Options(/*sync=*/false, 1, 3);
-  o.staleness = 0;
-  o.sync_timeout = absl::Milliseconds(200);
+  o.rule.staleness = 0;
+  o.rule.sync_timeout = absl::Milliseconds(200);
   auto shard = Make(o);
   const std::vector<float> g = {1, 1, 1};
   Outcome a, b, c, a2;
@@ -501,8 +501,8 @@ TEST(ParameterShardTest, SspStopsWaitingForASilentOrLeavingReplica) {
 
 TEST(ParameterShardTest, SspReleasesEveryWaitingPushWhenTheJobEnds) {
   ShardOptions o = Options(/*sync=*/false, 1, 2);
-  o.staleness = 0;
-  o.train_steps = 3;
+  o.rule.staleness = 0;
+  o.rule.train_steps = 3;
   auto shard = Make(o);
   const std::vector<float> g = {1, 1, 1};
   Outcome a, b, a2, b2;
@@ -512,7 +512,7 @@ TEST(ParameterShardTest, SspReleasesEveryWaitingPushWhenTheJobEnds) {
   ASSERT_TRUE(a2.called);
   EXPECT_TRUE(a2.result.job_done);
   ShardOptions o2 = Options(false, 1, 2);
-  o2.staleness = 0;
+  o2.rule.staleness = 0;
   auto other = Make(o2);
   Outcome first0, first1, waiting;
   other->Push(0, 0, g, kStats, first0.Callback());

@@ -126,7 +126,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
     return absl::OkStatus();
   }
   Linger(*task, context.termination);
-  const ParameterShard::Stats stats = task->TotalStats();
+  const StepStats stats = task->TotalStats();
   LOG(INFO) << "ps " << index << " done at global step " << stats.global_step << ": "
             << stats.applied_updates << " updates applied, " << stats.stale_pushes
             << " stale pushes dropped, " << stats.timed_out_steps << " sync steps timed out"

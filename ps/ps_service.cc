@@ -341,11 +341,11 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
   for (size_t i = 0; i < rows.tables.size(); ++i) {
     parts.push_back({rows.tables[i], rows.ids[i], rows.values[i]});
   }
-  absl::StatusOr<SparseShard::PushResult> pushed =
+  absl::StatusOr<PushResult> pushed =
       task_->PushRows(request->replica(), request->step(), request->generation(), parts);
   if (pushed.ok()) {
     response->set_stale(pushed->stale);
-    response->set_step(pushed->step);
+    response->set_step(pushed->global_step);
   }
   return Finish(context, pushed.status());
 }

@@ -24,6 +24,17 @@ std::vector<ParameterShard*> Pointers(const std::vector<std::unique_ptr<Paramete
 
 }  // namespace
 
+StepRule StepRuleOf(const JobConfig& job) {
+  StepRule rule;
+  rule.sync = job.training.update == UpdateMode::kSync;
+  rule.staleness = job.training.update == UpdateMode::kSsp ? job.training.staleness : -1;
+  rule.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
+  rule.total_replicas = EffectiveTotalReplicas(job);
+  rule.sync_timeout = absl::Seconds(job.training.sync_timeout);
+  rule.train_steps = job.training.train_steps;
+  return rule;
+}
+
 absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, const Model& model,
                                                        int ps_index, Env* env,
                                                        TraceRecorder* trace) {
@@ -31,6 +42,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
   const ShardLayout layout = ComputeShardLayout(model, num_ps);
   PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer,
                            OptimizerConfigFromSpec(job.training, NumTrainingReplicas(job)));
+  const StepRule rule = StepRuleOf(job);
   std::vector<std::unique_ptr<ParameterShard>> shards;
   for (size_t c = 0; c < layout.chunks.size(); ++c) {
     const Chunk& chunk = layout.chunks[c];
@@ -43,13 +55,8 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.segments = SegmentsForRange(model, chunk.begin, chunk.end);
     options.num_state = chunk.state;
     options.optimizer = optimizer;
-    options.sync = job.training.update == UpdateMode::kSync;
-    options.staleness = job.training.update == UpdateMode::kSsp ? job.training.staleness : -1;
+    options.rule = rule;
     options.trace = trace;
-    options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
-    options.total_replicas = EffectiveTotalReplicas(job);
-    options.sync_timeout = absl::Seconds(job.training.sync_timeout);
-    options.train_steps = job.training.train_steps;
     options.state_decay = static_cast<float>(job.training.batch_norm_decay);
     if (chunk.state > 0) options.state_decays = StateDecays(model, options.state_decay);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
@@ -72,12 +79,10 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     SparseShardOptions options;
     options.ps_index = ps_index;
     options.num_ps = num_ps;
-    options.sync = job.training.update == UpdateMode::kSync;
-    options.replicas_to_aggregate = EffectiveReplicasToAggregate(job);
-    options.total_replicas = EffectiveTotalReplicas(job);
-    options.sync_timeout = absl::Seconds(job.training.sync_timeout);
-    PSTRAIN_ASSIGN_OR_RETURN(task->sparse_, SparseShard::Create(model, rules, options));
-    task->embedding_optimizer_ = job.training.embedding_optimizer;
+    options.rule = rule;
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SparseShard> sparse,
+                             SparseShard::Create(model, rules, options));
+    task->AttachSparse(std::move(sparse), job.training.embedding_optimizer);
   }
   return task;
 }
@@ -88,7 +93,15 @@ PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<Parameter
       shards_(std::move(shards)),
       shard_ptrs_(Pointers(shards_)),
       env_(env),
-      told_done_(shards_.front()->options().total_replicas, false) {}
+      told_done_(shards_.front()->options().rule.total_replicas, false) {
+  for (ParameterShard* shard : shard_ptrs_) barriers_.push_back(&shard->barrier());
+}
+
+void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
+  sparse_ = std::move(sparse);
+  embedding_optimizer_ = std::move(optimizer);
+  barriers_.push_back(&sparse_->barrier());
+}
 
 absl::StatusOr<ParameterShard*> PsTask::FindShard(int chunk) const {
   for (ParameterShard* s : shard_ptrs_) {
@@ -236,8 +249,7 @@ PsStatus PsTask::Status() const {
 
 void PsTask::Shutdown(const std::string& reason) {
   LOG(INFO) << "ps " << identity_.ps_index << ": shutdown requested (" << reason << ")";
-  for (ParameterShard* shard : shard_ptrs_) shard->Shutdown();
-  if (sparse_ != nullptr) sparse_->Shutdown();
+  for (StepBarrier* barrier : barriers_) barrier->Shutdown();
 }
 
 void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
@@ -252,12 +264,11 @@ void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
         absl::StrCat("replica ", replica, " is not in [-1, ", total_replicas(), ")")));
     return;
   }
-  sparse_->Pull(step, /*wait=*/replica >= 0, std::move(parts), std::move(done));
+  sparse_->Pull(replica, step, std::move(parts), std::move(done));
 }
 
-absl::StatusOr<SparseShard::PushResult> PsTask::PushRows(int replica, int64_t step,
-                                                         int64_t generation,
-                                                         absl::Span<const ConstRowsRef> parts) {
+absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,
+                                            absl::Span<const ConstRowsRef> parts) {
   if (sparse_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                       identity_.model, " has no embedding tables"));
@@ -410,8 +421,7 @@ absl::Status PsTask::Leave(int replica, const std::string& reason) {
   }
   LOG(INFO) << "ps " << identity_.ps_index << ": replica " << replica << " is leaving (" << reason
             << ")";
-  for (ParameterShard* shard : shard_ptrs_) shard->ReplicaLeft(replica);
-  if (sparse_ != nullptr) sparse_->ReplicaLeft(replica);
+  for (StepBarrier* barrier : barriers_) barrier->ReplicaLeft(replica);
   ++departures_;
   NoteDone(replica, /*job_done=*/true);  // No need to wait for it at the end.
   return absl::OkStatus();
@@ -426,11 +436,11 @@ int64_t PsTask::ChunkSize(int chunk) const {
   return shard.ok() ? (*shard)->size() : -1;
 }
 
-ParameterShard::Stats PsTask::TotalStats() const {
-  ParameterShard::Stats total = shard_ptrs_.front()->GetStats();
-  for (ParameterShard* shard : shard_ptrs_) {
-    if (shard == shard_ptrs_.front()) continue;
-    const ParameterShard::Stats s = shard->GetStats();
+StepStats PsTask::TotalStats() const {
+  StepStats total = shard_ptrs_.front()->GetStats();
+  total.stale_pushes = total.timed_out_steps = total.ssp_waits = 0;
+  for (StepBarrier* barrier : barriers_) {
+    const StepStats s = barrier->GetStats();
     total.stale_pushes += s.stale_pushes;
     total.timed_out_steps += s.timed_out_steps;
     total.ssp_waits += s.ssp_waits;

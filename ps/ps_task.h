@@ -31,6 +31,9 @@ namespace pstrain {
 // parameter servers (worker/in_process_parameter_servers.h) are adapters
 // over it. Thread-safe; Save and Restore block (callers run them off their
 // request threads) and run one at a time.
+// The step rule a job's training section gives every engine on a ps.
+StepRule StepRuleOf(const JobConfig& job);
+
 class PsTask {
  public:
   // The task `ps_index` of `job` for `model` (the layout, optimizer and
@@ -86,14 +89,11 @@ class PsTask {
   // a replica's gradient rows (SparseShard::Push). FailedPrecondition for a
   // model without tables.
   void PullRows(int replica, int64_t step, std::vector<RowsRef> parts, SparseShard::PullDone done);
-  absl::StatusOr<SparseShard::PushResult> PushRows(int replica, int64_t step, int64_t generation,
-                                                   absl::Span<const ConstRowsRef> parts);
+  absl::StatusOr<PushResult> PushRows(int replica, int64_t step, int64_t generation,
+                                      absl::Span<const ConstRowsRef> parts);
   // Gives a task made by hand (tests) the rows of a model's embedding
   // tables; `optimizer` names their slots in checkpoints.
-  void AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
-    sparse_ = std::move(sparse);
-    embedding_optimizer_ = std::move(optimizer);
-  }
+  void AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer);
   // This task's rows (null for a model without embedding tables).
   SparseShard* sparse() const { return sparse_.get(); }
 
@@ -107,12 +107,13 @@ class PsTask {
   int replicas_told_done() const;
   // Blocks until the job was shut down or `timeout` passed; true if it was.
   bool WaitForShutdown(absl::Duration timeout) const;
-  // Applied updates, stale pushes and timed-out sync steps summed over the
-  // chunks, for the task's last log line.
-  ParameterShard::Stats TotalStats() const;
+  // Chunk 0's step and applied updates, with stale pushes, timed-out sync
+  // steps and ssp waits summed over every engine (chunks and rows), for the
+  // task's last log line.
+  StepStats TotalStats() const;
 
   const PsIdentity& identity() const { return identity_; }
-  int total_replicas() const { return shards_.front()->options().total_replicas; }
+  int total_replicas() const { return shards_.front()->options().rule.total_replicas; }
   const std::vector<ParameterShard*>& shards() const { return shard_ptrs_; }
   // Values in chunk `chunk`, or -1 if this task does not hold it.
   int64_t ChunkSize(int chunk) const;
@@ -126,6 +127,8 @@ class PsTask {
   const PsIdentity identity_;
   const std::vector<std::unique_ptr<ParameterShard>> shards_;
   const std::vector<ParameterShard*> shard_ptrs_;
+  // Every engine's step rule: the chunks', then the rows' (if any).
+  std::vector<StepBarrier*> barriers_;
   Env* const env_;
   std::atomic<bool> preempting_{false};
   std::atomic<int64_t> departures_{0};

@@ -15,12 +15,6 @@
 #include "ps/embedding_initializer.h"
 
 namespace pstrain {
-namespace {
-
-// Steps beyond this are refused, so step arithmetic never overflows.
-constexpr int64_t kMaxStep = int64_t{1} << 62;
-
-}  // namespace
 
 uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
                      int64_t last_step) {
@@ -39,65 +33,58 @@ uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<con
 
 absl::StatusOr<std::unique_ptr<SparseShard>> SparseShard::Create(
     const Model& model, const SparseTableRules& rules, const SparseShardOptions& options) {
-  if (options.num_ps < 1 || options.ps_index < 0 || options.ps_index >= options.num_ps ||
-      options.replicas_to_aggregate < 1 || options.total_replicas < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse shard: ps ", options.ps_index, " of ", options.num_ps, ", replicas to aggregate ",
-        options.replicas_to_aggregate, " of ", options.total_replicas));
+  if (options.num_ps < 1 || options.ps_index < 0 || options.ps_index >= options.num_ps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sparse shard: ps ", options.ps_index, " of ", options.num_ps));
   }
+  PSTRAIN_RETURN_IF_ERROR(options.rule.Check());
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<EmbeddingTable>> tables,
                            CreateModelTables(model, rules));
   std::vector<TableLayout> layout = ComputeShardLayout(model, options.num_ps).tables;
   std::unique_ptr<SparseShard> shard(
       new SparseShard(std::move(layout), std::move(tables), rules, options));
-  if (options.sync) {
-    SparseShard* self = shard.get();
-    shard->timer_ = std::thread([self] { self->TimerLoop(); });
-  }
   return shard;
 }
+
+namespace {
+
+StepRule FollowingSteps(StepRule rule) {
+  rule.follows_pushed_steps = true;
+  return rule;
+}
+
+}  // namespace
 
 SparseShard::SparseShard(std::vector<TableLayout> layout,
                          std::vector<std::unique_ptr<EmbeddingTable>> tables,
                          const SparseTableRules& rules, const SparseShardOptions& options)
-    : layout_(std::move(layout)), tables_(std::move(tables)), rules_(rules), options_(options) {
-  absl::MutexLock lock(&mu_);
-  accum_.resize(layout_.size());
-  live_.assign(options_.total_replicas, true);
-  last_async_.assign(options_.total_replicas, -1);
-}
+    : layout_(std::move(layout)),
+      tables_(std::move(tables)),
+      rules_(rules),
+      options_(options),
+      accum_(layout_.size()),
+      barrier_("the embedding rows", FollowingSteps(options.rule), &mu_, this) {}
 
-SparseShard::~SparseShard() {
-  Shutdown();
-  {
-    absl::MutexLock lock(&mu_);
-    stop_timer_ = true;
-    timer_cv_.Signal();
-  }
-  if (timer_.joinable()) timer_.join();
-}
+SparseShard::~SparseShard() { barrier_.Stop(); }
 
 void SparseShard::ClearLocked() {
   for (const auto& table : tables_) table->Clear();
-  for (Accumulator& a : accum_) a = Accumulator();
-  pushed_.clear();
-  live_.assign(options_.total_replicas, true);
-  last_async_.assign(options_.total_replicas, -1);
+  DiscardPendingLocked();
+}
+
+void SparseShard::AnswerAll(std::vector<StepBarrier::Done>& released, const absl::Status& status) {
+  for (auto& done : released) done(status, {});
 }
 
 void SparseShard::Reset(int64_t step, int64_t generation) {
-  std::vector<Waiter> ready;
+  std::vector<StepBarrier::Done> waiting;
   {
     absl::MutexLock lock(&mu_);
     ClearLocked();
-    step_ = step;
     last_evict_ = step;
-    generation_ = generation;
-    initialized_ = true;
-    restoring_ = false;
-    ready = TakeReadyLocked(/*all=*/true);
+    barrier_.ResetLocked(step, generation, &waiting);
   }
-  AnswerAll(std::move(ready));
+  AnswerAll(waiting, absl::OkStatus());  // with the new rows
 }
 
 absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t values) const {
@@ -127,45 +114,28 @@ absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t
   return absl::OkStatus();
 }
 
-absl::Status SparseShard::ReadyLocked() const {
-  if (restoring_) {
-    return absl::UnavailableError("the rows are being restored from a checkpoint; try again");
-  }
-  if (!initialized_) {
-    return absl::UnavailableError("the rows are not initialized yet; try again");
-  }
-  return absl::OkStatus();
-}
-
-void SparseShard::Pull(int64_t step, bool wait, std::vector<RowsRef> parts, PullDone done) {
+void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done) {
   for (const RowsRef& part : parts) {
     if (absl::Status s = Check(part.table, part.ids, part.values.size()); !s.ok()) {
       done(s);
       return;
     }
   }
-  absl::Status ready;
-  {
-    absl::MutexLock lock(&mu_);
-    ready = ReadyLocked();
-    if (ready.ok() && wait && options_.sync && step_ < step && !shutdown_) {
-      waiters_.push_back(
-          {step, std::move(parts), std::move(done), absl::Now() + options_.sync_timeout});
-      timer_cv_.Signal();
-      return;
-    }
-  }
-  if (!ready.ok()) {
-    done(ready);
-    return;
-  }
-  Answer(std::move(parts), done);
+  barrier_.WaitToRead(
+      replica, step,
+      [this, parts = std::move(parts), done = std::move(done)](absl::Status s, const PushResult&) {
+        if (s.ok()) {
+          Answer(parts, done);
+        } else {
+          done(s);
+        }
+      });
 }
 
-absl::Status SparseShard::PullAndWait(int64_t step, bool wait, std::vector<RowsRef> parts) {
+absl::Status SparseShard::PullAndWait(int replica, int64_t step, std::vector<RowsRef> parts) {
   absl::Notification answered;
   absl::Status status;
-  Pull(step, wait, std::move(parts), [&](absl::Status s) {
+  Pull(replica, step, std::move(parts), [&](absl::Status s) {
     status = std::move(s);
     answered.Notify();
   });
@@ -173,7 +143,7 @@ absl::Status SparseShard::PullAndWait(int64_t step, bool wait, std::vector<RowsR
   return status;
 }
 
-void SparseShard::Answer(std::vector<RowsRef> parts, const PullDone& done) {
+void SparseShard::Answer(const std::vector<RowsRef>& parts, const PullDone& done) {
   int64_t rows = 0;
   for (const RowsRef& part : parts) {
     if (absl::Status s = tables_[part.table]->Lookup(part.ids, part.values); !s.ok()) {
@@ -187,67 +157,6 @@ void SparseShard::Answer(std::vector<RowsRef> parts, const PullDone& done) {
     stats_.rows_pulled += rows;
   }
   done(absl::OkStatus());
-}
-
-void SparseShard::AnswerAll(std::vector<Waiter> waiters) {
-  for (Waiter& w : waiters) Answer(std::move(w.parts), w.done);
-}
-
-std::vector<SparseShard::Waiter> SparseShard::TakeReadyLocked(bool all) {
-  std::vector<Waiter> ready;
-  auto keep = waiters_.begin();
-  for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-    if (all || shutdown_ || it->step <= step_) {
-      ready.push_back(std::move(*it));
-    } else {
-      *keep++ = std::move(*it);
-    }
-  }
-  waiters_.erase(keep, waiters_.end());
-  return ready;
-}
-
-void SparseShard::TimerLoop() {
-  while (true) {
-    std::vector<Waiter> ready;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stop_timer_) return;
-      absl::Time next = absl::InfiniteFuture();
-      for (const Waiter& w : waiters_) next = std::min(next, w.give_up);
-      if (next > absl::Now()) {
-        timer_cv_.WaitWithDeadline(&mu_, next);
-        continue;
-      }
-      TimeOutLocked();
-      ready = TakeReadyLocked();
-    }
-    AnswerAll(std::move(ready));
-  }
-}
-
-void SparseShard::TimeOutLocked() {
-  int64_t latest = step_;
-  const absl::Time now = absl::Now();
-  for (const Waiter& w : waiters_) {
-    if (w.give_up <= now) latest = std::max(latest, w.step);
-  }
-  if (latest <= step_) return;  // satisfied meanwhile
-  std::vector<int> missing;
-  for (int r = 0; r < options_.total_replicas; ++r) {
-    if (live_[r] && std::find(pushed_.begin(), pushed_.end(), r) == pushed_.end()) {
-      missing.push_back(r);
-    }
-  }
-  LOG(WARNING) << "sparse step " << step_ << ": waited " << options_.sync_timeout
-               << " for its pushes; applying those of " << pushed_.size()
-               << " replicas (missing: " << absl::StrJoin(missing, ", ") << ")";
-  absl::Status applied = ApplyPendingLocked();
-  if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
-  if (step_ < latest) {
-    step_ = latest;  // nobody pushed the steps in between
-    MaybeSnapshotLocked();
-  }
 }
 
 absl::Status SparseShard::CheckParts(absl::Span<const ConstRowsRef> parts) const {
@@ -271,15 +180,11 @@ absl::Status SparseShard::CheckParts(absl::Span<const ConstRowsRef> parts) const
   return absl::OkStatus();
 }
 
-absl::StatusOr<SparseShard::PushResult> SparseShard::Push(int replica, int64_t step,
-                                                          int64_t generation,
-                                                          absl::Span<const ConstRowsRef> parts) {
-  if (replica < 0 || replica >= options_.total_replicas) {
+absl::StatusOr<PushResult> SparseShard::Push(int replica, int64_t step, int64_t generation,
+                                             absl::Span<const ConstRowsRef> parts) {
+  if (replica < 0 || replica >= options_.rule.total_replicas) {
     return absl::InvalidArgumentError(
-        absl::StrCat("replica ", replica, " is not in [0, ", options_.total_replicas, ")"));
-  }
-  if (step < 0 || step > kMaxStep) {
-    return absl::InvalidArgumentError(absl::StrCat("step ", step, " is out of range"));
+        absl::StrCat("replica ", replica, " is not in [0, ", options_.rule.total_replicas, ")"));
   }
   if (absl::Status s = CheckParts(parts); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -287,51 +192,34 @@ absl::StatusOr<SparseShard::PushResult> SparseShard::Push(int replica, int64_t s
   }
   int64_t rows = 0;
   for (const ConstRowsRef& part : parts) rows += static_cast<int64_t>(part.ids.size());
-  std::vector<Waiter> ready;
-  absl::StatusOr<PushResult> result;
-  {
-    absl::MutexLock lock(&mu_);
-    if (absl::Status s = ReadyLocked(); !s.ok()) return s;
-    if (generation != 0 && generation != generation_) {
-      return absl::AbortedError(absl::StrCat(
-          "the rows were restored or initialized again (generation ", generation_, ", the push's ",
-          generation, "): its gradients are from before; pull again"));
-    }
+  // Called with mu_ held when the push counts: applied now (async) or added
+  // to the step's sums (sync).
+  auto add = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     stats_.rows_pushed += rows;
-    result = PushLocked(replica, step, parts);
-    ready = TakeReadyLocked();
-  }
-  AnswerAll(std::move(ready));
-  return result;
-}
-
-absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
-    int replica, int64_t step, absl::Span<const ConstRowsRef> parts) {
-  if (!options_.sync) {
-    if (step <= last_async_[replica]) return PushResult{false, step_};  // a retry
-    last_async_[replica] = step;
+    if (options_.rule.sync) {
+      AccumulateLocked(parts);
+      return absl::OkStatus();
+    }
     for (const ConstRowsRef& part : parts) {
       PSTRAIN_RETURN_IF_ERROR(tables_[part.table]->ApplyGradients(part.ids, part.values, step));
     }
-    step_ = std::max(step_, step + 1);
-    MaybeEvictLocked(step_);
-    return PushResult{false, step_};
-  }
-  if (step < step_) {
-    ++stats_.stale_pushes;
-    return PushResult{true, step_};
-  }
-  if (step > step_) {
-    // The step moved on without this ps hearing of it (its pushes timed out
-    // elsewhere): what is pending belongs to the past.
-    absl::Status applied = ApplyPendingLocked();
-    if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
-    step_ = step;
-    MaybeSnapshotLocked();
-  }
-  if (std::find(pushed_.begin(), pushed_.end(), replica) != pushed_.end()) {
-    return PushResult{false, step_};  // a retry: counted once
-  }
+    return absl::OkStatus();
+  };
+  absl::StatusOr<PushResult> result;
+  barrier_.Push(
+      replica, step, generation, add,
+      [&result](absl::Status s, PushResult r) {
+        if (s.ok()) {
+          result = r;
+        } else {
+          result = std::move(s);
+        }
+      },
+      /*hold_until_applied=*/false);
+  return result;
+}
+
+void SparseShard::AccumulateLocked(absl::Span<const ConstRowsRef> parts) {
   for (const ConstRowsRef& part : parts) {
     Accumulator& a = accum_[part.table];
     const int64_t dim = layout_[part.table].dim;
@@ -346,66 +234,38 @@ absl::StatusOr<SparseShard::PushResult> SparseShard::PushLocked(
       for (int64_t j = 0; j < dim; ++j) sum[j] += g[j];
     }
   }
-  pushed_.push_back(replica);
-  if (static_cast<int>(pushed_.size()) >= RequiredLocked()) {
-    PSTRAIN_RETURN_IF_ERROR(ApplyPendingLocked());
-  }
-  return PushResult{false, step_};
 }
 
-int SparseShard::RequiredLocked() const {
-  const int live = static_cast<int>(std::count(live_.begin(), live_.end(), true));
-  return std::max(1, std::min(options_.replicas_to_aggregate, live));
-}
-
-void SparseShard::ReplicaLeft(int replica) {
-  if (replica < 0 || replica >= options_.total_replicas) return;
-  std::vector<Waiter> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    live_[replica] = false;
-    if (options_.sync && initialized_ && !pushed_.empty() &&
-        static_cast<int>(pushed_.size()) >= RequiredLocked()) {
-      absl::Status applied = ApplyPendingLocked();
-      if (!applied.ok()) LOG(ERROR) << "sparse step apply failed: " << applied;
-    }
-    ready = TakeReadyLocked();
-  }
-  AnswerAll(std::move(ready));
-}
-
-absl::Status SparseShard::ApplyPendingLocked() {
-  const float scale = pushed_.empty() ? 0.0f : 1.0f / static_cast<float>(pushed_.size());
+absl::Status SparseShard::ApplyPendingLocked(int contributors) {
+  const float scale = 1.0f / static_cast<float>(std::max(1, contributors));
+  const int64_t step = barrier_.step_locked();
   absl::Status status;
   for (size_t t = 0; t < accum_.size(); ++t) {
     Accumulator& a = accum_[t];
     if (!a.ids.empty()) {
       for (float& v : a.sums) v *= scale;
-      absl::Status s = tables_[t]->ApplyGradients(a.ids, a.sums, step_);
+      absl::Status s = tables_[t]->ApplyGradients(a.ids, a.sums, step);
       if (status.ok()) status = s;
     }
     a = Accumulator();
   }
-  pushed_.clear();
-  ++step_;
-  MaybeSnapshotLocked();
-  MaybeEvictLocked(step_);
   return status;
 }
 
-void SparseShard::MaybeEvictLocked(int64_t step) {
+void SparseShard::DiscardPendingLocked() {
+  for (Accumulator& a : accum_) a = Accumulator();
+}
+
+void SparseShard::AdvancedLocked(int64_t step) {
   if (rules_.ttl_steps <= 0) return;
   if (step - last_evict_ < std::max<int64_t>(1, rules_.ttl_steps / 10)) return;
   last_evict_ = step;
   for (const auto& table : tables_) stats_.evicted += table->Evict(step);
 }
 
-void SparseShard::MaybeSnapshotLocked() {
-  if (snapshot_at_ < 0 || step_ < snapshot_at_ || snapshot_.has_value()) return;
-  snapshot_ = SnapshotLocked();
-}
+void SparseShard::SnapshotLocked() { snapshot_ = CopyLocked(); }
 
-absl::StatusOr<SparseShard::Snapshot> SparseShard::SnapshotLocked() const {
+absl::StatusOr<SparseShard::Snapshot> SparseShard::CopyLocked() const {
   std::vector<RowTableHeader> headers;
   for (size_t t = 0; t < tables_.size(); ++t) {
     headers.push_back(
@@ -414,7 +274,7 @@ absl::StatusOr<SparseShard::Snapshot> SparseShard::SnapshotLocked() const {
   Snapshot snapshot;
   snapshot.writer = std::make_unique<RowFileWriter>(headers);
   snapshot.checksum.assign(tables_.size(), 0);
-  snapshot.step = step_;
+  snapshot.step = barrier_.step_locked();
   for (size_t t = 0; t < tables_.size(); ++t) {
     uint64_t& sum = snapshot.checksum[t];
     RowFileWriter* writer = snapshot.writer.get();
@@ -433,29 +293,23 @@ absl::StatusOr<SparseShard::SavedRows> SparseShard::Save(Env* env, const std::st
                                                          int64_t step, int64_t global_step,
                                                          absl::Duration wait,
                                                          const std::string& optimizer) {
+  const absl::Time deadline = absl::Now() + wait;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot_optimizer_ = optimizer;
+    snapshot_.reset();
+  }
+  if (absl::Status s = barrier_.RequestSnapshot(step); !s.ok()) {
+    return absl::FailedPreconditionError("the rows are not initialized; there is nothing to save");
+  }
+  barrier_.AwaitSnapshot(deadline);
   std::optional<absl::StatusOr<Snapshot>> taken;
   {
     absl::MutexLock lock(&mu_);
-    if (!initialized_ || restoring_) {
-      return absl::FailedPreconditionError(
-          "the rows are not initialized; there is nothing to save");
-    }
-    snapshot_optimizer_ = optimizer;
-    if (options_.sync && step_ < step) {
-      snapshot_at_ = step;
-      snapshot_.reset();
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](SparseShard* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                 return self->snapshot_.has_value() || self->shutdown_;
-                               },
-                               this),
-                           wait);
-      if (snapshot_.has_value()) taken = std::move(snapshot_);
-      snapshot_.reset();
-      snapshot_at_ = -1;
-    }
-    if (!taken.has_value()) taken = SnapshotLocked();  // async, or past it, or timed out
+    taken = std::move(snapshot_);
+    snapshot_.reset();
   }
+  if (!taken.has_value()) return absl::InternalError("the rows' snapshot was not taken");
   PSTRAIN_ASSIGN_OR_RETURN(Snapshot snapshot, std::move(*taken));
   SavedRows saved;
   saved.step = snapshot.step;
@@ -466,12 +320,12 @@ absl::StatusOr<SparseShard::SavedRows> SparseShard::Save(Env* env, const std::st
 
 void SparseShard::BeginRestore() {
   absl::MutexLock lock(&mu_);
-  restoring_ = true;
+  barrier_.SetRestoringLocked(true);
 }
 
 void SparseShard::CancelRestore() {
   absl::MutexLock lock(&mu_);
-  restoring_ = false;
+  barrier_.SetRestoringLocked(false);
 }
 
 absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
@@ -488,12 +342,10 @@ absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
       }
     }
   }
-  std::vector<Waiter> stale;
   {
     absl::MutexLock lock(&mu_);
-    restoring_ = true;
+    barrier_.SetRestoringLocked(true);  // waiting pulls are answered once the rows are back
     ClearLocked();
-    stale = TakeReadyLocked(/*all=*/true);  // answered once the rows are back
   }
   RestoredRows restored;
   restored.checksum.assign(tables_.size(), 0);
@@ -502,20 +354,19 @@ absl::StatusOr<SparseShard::RestoredRows> SparseShard::Restore(
     status = RestoreFile(env, file, optimizer, step, &restored);
     if (!status.ok()) break;
   }
+  std::vector<StepBarrier::Done> waiting;
   {
     absl::MutexLock lock(&mu_);
-    restoring_ = false;
-    initialized_ = status.ok();
-    if (!status.ok()) ClearLocked();
-    step_ = step;
     last_evict_ = step;
-    generation_ = generation;
+    if (status.ok()) {
+      barrier_.ResetLocked(step, generation, &waiting);
+    } else {
+      ClearLocked();
+      barrier_.UninitializeLocked(&waiting);
+    }
   }
-  if (status.ok()) {
-    AnswerAll(std::move(stale));
-  } else {
-    for (Waiter& w : stale) w.done(absl::UnavailableError("the rows could not be restored"));
-  }
+  AnswerAll(waiting, status.ok() ? absl::OkStatus()
+                                 : absl::UnavailableError("the rows could not be restored"));
   PSTRAIN_RETURN_IF_ERROR(status);
   return restored;
 }
@@ -570,24 +421,14 @@ absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std:
   return ParseRowFile(bytes, file.path, on_tables, on_row).status();
 }
 
-void SparseShard::Shutdown() {
-  std::vector<Waiter> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    shutdown_ = true;
-    ready = TakeReadyLocked();
-  }
-  AnswerAll(std::move(ready));
-}
-
-int64_t SparseShard::step() const {
-  absl::MutexLock lock(&mu_);
-  return step_;
-}
-
 SparseShard::Stats SparseShard::GetStats() const {
+  Stats s;
+  static_cast<StepStats&>(s) = barrier_.GetStats();
   absl::MutexLock lock(&mu_);
-  return stats_;
+  s.rows_pulled = stats_.rows_pulled;
+  s.rows_pushed = stats_.rows_pushed;
+  s.evicted = stats_.evicted;
+  return s;
 }
 
 }  // namespace pstrain

@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +20,7 @@
 #include "models/model.h"
 #include "ps/embedding_table.h"
 #include "ps/model_tables.h"
+#include "ps/step_barrier.h"
 #include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
@@ -28,15 +28,9 @@ namespace pstrain {
 struct SparseShardOptions {
   int ps_index = 0;
   int num_ps = 1;
-  // Sync: a step's pushes are summed, averaged over the replicas that pushed
-  // and applied once `replicas_to_aggregate` distinct live replicas have
-  // pushed; else (async, ssp) each push is applied on arrival.
-  bool sync = false;
-  int replicas_to_aggregate = 1;
-  int total_replicas = 1;
-  // Sync: how long a pull for step s waits for step s - 1's pushes before
-  // applying what arrived.
-  absl::Duration sync_timeout = absl::Seconds(30);
+  // The update rule, the dense chunks' (ps/step_barrier.h); the rows follow
+  // the steps pushes name (follows_pushed_steps is set by Create).
+  StepRule rule;
 };
 
 // One ids-and-values part of a request: `ids` of table `table`; `values`
@@ -59,8 +53,11 @@ uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<con
                      int64_t last_step);
 
 // One ps task's rows of every embedding table of the model: those whose
-// RowOwner is this task, as EmbeddingTables, and the update rule around
-// them (the sparse side of what ParameterShard is for the flat vector).
+// RowOwner is this task, as EmbeddingTables: a storage-and-apply engine
+// under the ps's step rule (ps/step_barrier.h), as ParameterShard is for the
+// flat vector. A push is answered at once; a training replica's pull waits
+// where the rule says (sync: for the previous step's pushes; ssp: for the
+// slower replicas).
 //
 // Requests are checked first: a table out of range, a values size that is
 // not ids x dim, an id this task does not own, a negative id, an id beyond a
@@ -72,40 +69,38 @@ uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<con
 //
 // Thread-safe. The tables are never replaced, only cleared, so lookups run
 // outside the shard's lock.
-class SparseShard {
+class SparseShard final : private StepEngine {
  public:
   static absl::StatusOr<std::unique_ptr<SparseShard>> Create(const Model& model,
                                                              const SparseTableRules& rules,
                                                              const SparseShardOptions& options);
-  ~SparseShard();
+  ~SparseShard() override;
 
   // Forgets every row and starts at `step` with `generation` (an
   // initialization). Waiting pulls are answered with the new rows.
   void Reset(int64_t step, int64_t generation);
 
   // Writes the current rows of each part's ids into its values and calls
-  // `done` (the parts' memory must stay valid until then). A training
-  // replica's sync pull for `step` (wait) is answered once the pushes of
-  // step - 1 were applied: by the push that completes them (on its thread),
-  // or after sync_timeout by the shard's timer, which applies what arrived
-  // and logs the replicas missing. Shutdown answers every waiting pull.
+  // `done` (the parts' memory must stay valid until then). Replica
+  // `replica`'s pull for `step` waits as the step rule says: sync, until the
+  // pushes of step - 1 were applied (by the push that completes them, or by
+  // the barrier's timer once they timed out); ssp, until the replica is no
+  // more than `staleness` pushes ahead of the slowest. A replica of -1 is a
+  // read that never waits. Shutdown answers every waiting pull.
   using PullDone = std::function<void(absl::Status)>;
-  void Pull(int64_t step, bool wait, std::vector<RowsRef> parts, PullDone done);
+  void Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done);
   // The same, blocking until answered.
-  absl::Status PullAndWait(int64_t step, bool wait, std::vector<RowsRef> parts);
+  absl::Status PullAndWait(int replica, int64_t step, std::vector<RowsRef> parts);
 
-  struct PushResult {
-    bool stale = false;  // sync: the push is for a step already applied; dropped
-    int64_t step = 0;    // the step the rows are at after the push
-  };
   // Replica `replica`'s gradient rows for `step`, computed from rows of
   // `generation` (0: not checked). A second push by one replica for one
-  // step is counted once (a retry), in sync and async alike.
+  // step is counted once (a retry), in sync and async alike; sync pushes
+  // for an earlier step are stale. Answered at once.
   absl::StatusOr<PushResult> Push(int replica, int64_t step, int64_t generation,
                                   absl::Span<const ConstRowsRef> parts);
 
   // Replica `replica` left the job: sync steps stop waiting for it.
-  void ReplicaLeft(int replica);
+  void ReplicaLeft(int replica) { barrier_.ReplicaLeft(replica); }
 
   // A checkpoint of the rows at `step`: sync, a copy taken the moment the
   // rows reach `step` (step - 1's pushes applied, none of step's), waiting
@@ -152,18 +147,20 @@ class SparseShard {
                                        int64_t generation);
 
   // Answers every waiting pull (the job is over); later pulls do not wait.
-  void Shutdown();
+  void Shutdown() { barrier_.Shutdown(); }
 
   // The step the rows are at: every sync push of an earlier step is applied.
-  int64_t step() const;
+  int64_t step() const { return barrier_.step(); }
 
+  // The step rule the rows follow (PsTask's list of every engine's).
+  StepBarrier& barrier() { return barrier_; }
   const std::vector<std::unique_ptr<EmbeddingTable>>& tables() const { return tables_; }
   const std::vector<TableLayout>& layout() const { return layout_; }
 
-  struct Stats {
+  // The step rule's counters and the rows'.
+  struct Stats : StepStats {
     int64_t rows_pulled = 0;  // ids answered, summed over pulls
     int64_t rows_pushed = 0;  // gradient rows received
-    int64_t stale_pushes = 0;
     int64_t evicted = 0;
   };
   Stats GetStats() const;
@@ -172,12 +169,12 @@ class SparseShard {
   SparseShard(std::vector<TableLayout> layout, std::vector<std::unique_ptr<EmbeddingTable>> tables,
               const SparseTableRules& rules, const SparseShardOptions& options);
 
-  struct Waiter {
-    int64_t step = 0;
-    std::vector<RowsRef> parts;
-    PullDone done;
-    absl::Time give_up;
-  };
+  // StepEngine, with mu_ held.
+  absl::Status ApplyPendingLocked(int contributors) override;
+  void DiscardPendingLocked() override;
+  void AdvancedLocked(int64_t step) override;
+  void SnapshotLocked() override;
+
   // A snapshot of every row (Save).
   struct Snapshot {
     std::unique_ptr<RowFileWriter> writer;
@@ -187,32 +184,18 @@ class SparseShard {
 
   absl::Status CheckParts(absl::Span<const ConstRowsRef> parts) const;
   absl::Status Check(int table, absl::Span<const int64_t> ids, size_t values) const;
-  absl::Status ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<PushResult> PushLocked(int replica, int64_t step,
-                                        absl::Span<const ConstRowsRef> parts)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the sums of the pending sync step, averaged, and moves to the next.
-  absl::Status ApplyPendingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Clears rows and bookkeeping for a new start.
+  // Adds a sync push's rows to the pending step's sums.
+  void AccumulateLocked(absl::Span<const ConstRowsRef> parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Clears rows and sums for a new start.
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeEvictLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes the snapshot Save waits for once the rows reached its step.
-  void MaybeSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Snapshot> SnapshotLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Snapshot> CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `step`: the checkpoint's.
   absl::Status RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
                            int64_t step, RestoredRows* restored);
   // Looks up the parts and answers.
-  void Answer(std::vector<RowsRef> parts, const PullDone& done);
-  // The waiters the rows' step now satisfies (or all, after shutdown or a
-  // reset).
-  std::vector<Waiter> TakeReadyLocked(bool all = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AnswerAll(std::vector<Waiter> waiters);
-  void TimerLoop();
-  // After sync_timeout: applies what the pending step has and moves the
-  // step to the latest timed-out waiter's.
-  void TimeOutLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Answer(const std::vector<RowsRef>& parts, const PullDone& done);
+  // Answers pulls the barrier released (or failed).
+  void AnswerAll(std::vector<StepBarrier::Done>& released, const absl::Status& status);
 
   const std::vector<TableLayout> layout_;
   const std::vector<std::unique_ptr<EmbeddingTable>> tables_;
@@ -220,12 +203,6 @@ class SparseShard {
   const SparseShardOptions options_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar timer_cv_;
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
-  bool restoring_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // Sync: the pending step's gradient sums per table, id -> index of its
   // row in sums.
   struct Accumulator {
@@ -234,18 +211,13 @@ class SparseShard {
     std::vector<float> sums;
   };
   std::vector<Accumulator> accum_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> pushed_ ABSL_GUARDED_BY(mu_);          // replicas of the pending step
-  std::vector<bool> live_ ABSL_GUARDED_BY(mu_);           // per replica: not left
-  std::vector<int64_t> last_async_ ABSL_GUARDED_BY(mu_);  // per replica: last step applied
   int64_t last_evict_ ABSL_GUARDED_BY(mu_) = 0;
-  Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
-  // Save's request: a snapshot at snapshot_at_ (-1: none), and the taken one.
-  int64_t snapshot_at_ ABSL_GUARDED_BY(mu_) = -1;
+  Stats stats_ ABSL_GUARDED_BY(mu_);  // the rows' counters
+  // Save's copy, once the barrier had it taken.
   std::string snapshot_optimizer_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::StatusOr<Snapshot>> snapshot_ ABSL_GUARDED_BY(mu_);
-  bool stop_timer_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread timer_;  // sync only: times out waiting pulls
+  // Last: stopped first (its timer calls into the members above).
+  StepBarrier barrier_;
 };
 
 }  // namespace pstrain

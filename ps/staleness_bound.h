@@ -37,6 +37,8 @@ class StalenessBound {
   // Forgets every clock (the chunk was initialized or restored).
   void Reset();
 
+  // Replica `replica`'s clock: its pushes so far.
+  int64_t clock(int replica) const { return clock_[static_cast<size_t>(replica)]; }
   // The slowest live clock (0 with no live replica).
   int64_t min_clock() const;
   int staleness() const { return staleness_; }

@@ -43,8 +43,8 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   o.state_decay = 0.0f;
   o.optimizer.type = OptimizerType::kSgd;
   o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
-  o.total_replicas = 2;
-  o.train_steps = options.train_steps;
+  o.rule.total_replicas = 2;
+  o.rule.train_steps = options.train_steps;
   std::vector<std::unique_ptr<ParameterShard>> shards;
   shards.push_back(*ParameterShard::Create(o));
   ps->shard = shards.back().get();
@@ -60,7 +60,7 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   SparseShardOptions sparse;
   sparse.ps_index = index;
   sparse.num_ps = num_chunks;
-  sparse.total_replicas = 2;
+  sparse.rule.total_replicas = 2;
   std::unique_ptr<Model> own = options.sparse_model == nullptr ? TestSparseModel() : nullptr;
   const Model& model = options.sparse_model == nullptr ? *own : *options.sparse_model;
   ps->task->AttachSparse(*SparseShard::Create(model, rules, sparse), "adagrad");

@@ -16,9 +16,9 @@ std::unique_ptr<ParameterShard> MakeShard(int64_t n, bool sync, int replicas) {
   o.end = n;
   o.segments = {{"all", 0, n}};
   o.optimizer.type = OptimizerType::kAdam;
-  o.sync = sync;
-  o.replicas_to_aggregate = replicas;
-  o.total_replicas = replicas;
+  o.rule.sync = sync;
+  o.rule.replicas_to_aggregate = replicas;
+  o.rule.total_replicas = replicas;
   absl::StatusOr<std::unique_ptr<ParameterShard>> shard = ParameterShard::Create(o);
   if (!shard.ok()) return nullptr;
   std::vector<float> params(n, 0.5f);
