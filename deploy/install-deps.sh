@@ -1,28 +1,67 @@
 #!/usr/bin/env bash
-# Installs every Debian package that pstrain's build, tests and quickstart need.
+# Installs the Debian packages pstrain needs, in sets:
+#   (no flag)  building and training: what deploy/local/quickstart.sh needs
+#              (the compilers and libraries, and dataset-fashion-mnist);
+#   --tests    also what only the tests use (tests/run.sh passes it): GoogleTest
+#              and Google Benchmark, clang and libFuzzer for the sanitizer and
+#              fuzzer builds, PyTorch, the ONNX checker and ONNX Runtime for
+#              Node.js (npm onnxruntime-node, with its CPU library inside, in a
+#              project-local prefix, .deps/node, that the tests find), Python's
+#              grpcio (tests/foreign), yaml and jsonschema (the Kubernetes manifest
+#              tests), systemd-container (tests/systemd boots this machine's OS
+#              under systemd in a container to run pstrain@.service), pybind11
+#              and numpy;
+#   --bench    also what the side-by-side benchmarks need (PyTorch among them).
+#   --list     prints the packages of the sets asked for, one per line (npm
+#              packages as npm:<name>@<version>), and installs nothing.
 # Idempotent: runs `apt-get update` and `apt-get install` only when something is
-# missing. Pass --bench to also install what the side-by-side benchmarks need.
-# ONNX: the schema pstrain compiles (libonnx-dev), the checker and PyTorch the
-# tests run (python3-onnx, python3-torch), and ONNX Runtime for Node.js
-# (npm onnxruntime-node, with its CPU library inside) in a project-local
-# prefix, .deps/node, that the tests find. Kubernetes: the manifest tests
-# validate deploy/kubernetes/ with python3-yaml and python3-jsonschema.
-# systemd: tests/systemd/ boots this machine's own OS under systemd in a
-# container (systemd-container's systemd-nspawn) to run pstrain@.service.
+# missing.
 set -euo pipefail
 
+tests=0
+bench=0
+list=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=1 ;;
+    --bench) bench=1 ;;
+    --list) list=1 ;;
+    *)
+      echo "install-deps: unknown argument $arg (use --tests, --bench, --list)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# Building and training. libcpp-httplib-dev: the benchmarks' HTTP client,
+# configured with every build (tests/bench/CMakeLists.txt).
 packages=(
   build-essential cmake pkg-config git curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libeigen3-dev libtbb-dev libgflags-dev libgoogle-glog-dev libyaml-cpp-dev
   zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
-  libssl-dev python3-grpcio python3-protobuf clang-14 libfuzzer-14-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev libonnx-dev libfarmhash-dev
   dataset-fashion-mnist
-  libonnx-dev python3-onnx python3-torch nodejs npm libfarmhash-dev
-  python3-yaml python3-jsonschema systemd systemd-container
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3 libopenblas0-pthread hyperfine wrk)
+# Only the tests.
+test_packages=(
+  libgtest-dev libgmock-dev libbenchmark-dev clang-14 libfuzzer-14-dev
+  python3-grpcio python3-protobuf python3-onnx python3-torch nodejs npm
+  python3-yaml python3-jsonschema systemd systemd-container
+  pybind11-dev python3-pybind11 python3-numpy
+)
+ort_version=1.30.0
+if ((tests)); then
+  packages+=("${test_packages[@]}")
+fi
+if ((bench)); then
+  packages+=(python3 python3-torch python3-numpy libopenblas0-pthread hyperfine wrk)
+fi
+
+if ((list)); then
+  printf '%s\n' "${packages[@]}"
+  if ((tests)); then echo "npm:onnxruntime-node@$ort_version"; fi
+  exit 0
 fi
 
 missing=()
@@ -55,16 +94,17 @@ else
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# ONNX Runtime for Node.js, pinned, into <repo>/.deps/node. Its postinstall
-# would fetch CUDA files: ONNXRUNTIME_NODE_INSTALL=skip keeps to the CPU
-# library the package holds.
-ort_version=1.30.0
-node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.deps/node"
-if ! (cd "$node_prefix" 2>/dev/null &&
-  node -e "process.exit(require('onnxruntime-node/package.json').version === '$ort_version' ? 0 : 1)" \
-    2>/dev/null); then
-  echo "install-deps: installing onnxruntime-node $ort_version into $node_prefix"
-  mkdir -p "$node_prefix"
-  (cd "$node_prefix" && ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix . --no-audit --no-fund \
-    --loglevel=error "onnxruntime-node@$ort_version")
+# The tests' ONNX Runtime for Node.js, pinned, into <repo>/.deps/node. Its
+# postinstall would fetch CUDA files: ONNXRUNTIME_NODE_INSTALL=skip keeps to
+# the CPU library the package holds.
+if ((tests)); then
+  node_prefix="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.deps/node"
+  if ! (cd "$node_prefix" 2>/dev/null &&
+    node -e "process.exit(require('onnxruntime-node/package.json').version === '$ort_version' ? 0 : 1)" \
+      2>/dev/null); then
+    echo "install-deps: installing onnxruntime-node $ort_version into $node_prefix"
+    mkdir -p "$node_prefix"
+    (cd "$node_prefix" && ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix . --no-audit --no-fund \
+      --loglevel=error "onnxruntime-node@$ort_version")
+  fi
 fi

@@ -10,13 +10,16 @@ start=$SECONDS
 phase() { echo "=== $1 (at $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s) ==="; }
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
-"$root/deploy/install-deps.sh"
+# Building's packages and the tests' tools (GoogleTest, clang and libFuzzer,
+# PyTorch, the ONNX checker and ONNX Runtime, systemd-container, ...).
+"$root/deploy/install-deps.sh" --tests
 # install-deps.sh put PyTorch, the ONNX checker and ONNX Runtime here: the
 # tests that use them fail, rather than skip, without them.
 export PSTRAIN_REQUIRE_ONNX_TOOLS=1
 
 phase "Release build"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release
+# PSTRAIN_BUILD_TESTS=ON: a build dir the quickstart made has the tests off.
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_BUILD_TESTS=ON
 cmake --build "$root/build" -j"$jobs"
 phase "Tests (Release)"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 600)

@@ -12,8 +12,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 jobs="${PSTRAIN_JOBS:-$(nproc)}"
 
+# What building and training need; the tests' tools (install-deps.sh --tests,
+# which tests/run.sh asks for) are left out.
 "$root/deploy/install-deps.sh"
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+# A build dir this script makes builds no tests (their GoogleTest is not
+# installed); one configured before (tests/run.sh's) keeps its setting.
+tests_flag=()
+[[ -f "$root/build/CMakeCache.txt" ]] || tests_flag=(-DPSTRAIN_BUILD_TESTS=OFF)
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release "${tests_flag[@]}" >/dev/null
 cmake --build "$root/build" -j"$jobs" --target pstrain-launch pstrain-predict pstrain-data
 
 job_dir="${PSTRAIN_JOB_DIR:-$root/jobs/quickstart-$(date +%Y%m%d-%H%M%S)}"

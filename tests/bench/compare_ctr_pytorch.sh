@@ -55,7 +55,7 @@
 # embedding_learning_rate 0.5: at 2000 steps, 0.05, 0.2, 0.5 and 1.0 reached
 # test AUC 0.736, 0.747, 0.751 and 0.753 with 1 ps (planted 0.797).
 # Needs a Release build in build/ and Debian's python3-torch
-# (deploy/install-deps.sh). About 10 to 15 minutes with the defaults on 2 cores.
+# (deploy/install-deps.sh --bench). About 10 to 15 minutes with the defaults on 2 cores.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -73,7 +73,7 @@ for b in "${tools[@]}"; do
   [[ -x "$build_bin/$b" ]] || { echo "build first: $build_bin/$b is missing" >&2; exit 2; }
 done
 /usr/bin/python3 -c 'import torch' 2>/dev/null ||
-  { echo "/usr/bin/python3 has no torch: deploy/install-deps.sh installs python3-torch" >&2; exit 2; }
+  { echo "/usr/bin/python3 has no torch: deploy/install-deps.sh --bench installs python3-torch" >&2; exit 2; }
 ((steps > log_every)) || { echo "steps must exceed $log_every (the first log window is skipped)" >&2; exit 2; }
 
 work="$(mktemp -d /tmp/ctr-pytorch.XXXXXX)"

@@ -8,7 +8,7 @@
 # medians and the difference.
 #
 #   tests/bench/compare_torch_cnn_accuracy.sh [steps=1000] [seeds="1 2 3"]
-# Needs a Release build in build/ (deploy/install-deps.sh installs PyTorch).
+# Needs a Release build in build/ (deploy/install-deps.sh --bench installs PyTorch).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
