@@ -28,7 +28,8 @@ void AddModelVariables(const Model& model, CheckpointIndex* index);
 
 // How the model spec `now` differs from the spec `saved` in a checkpoint
 // (both as ModelSpecToYaml writes them): the first line that differs,
-// quoted, was and is; "" when they are the same or either is unknown.
+// quoted, was and is; "" when they are the same (as specs: the same values
+// in other text, such as a float's digits, are no change) or either is unknown.
 std::string SpecChange(const std::string& saved, const std::string& now);
 
 // OK if the checkpoint holds exactly `model`'s variables with the same

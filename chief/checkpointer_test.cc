@@ -51,6 +51,16 @@ TEST(CheckpointModelCheckTest, ASpecChangeWithTheSameVariablesIsNamed) {
   EXPECT_EQ(SpecChange(saved, saved), "");
   EXPECT_EQ(SpecChange("", now), "");  // a checkpoint from before specs
   EXPECT_EQ(SpecChange(saved, saved + "  - relu\n"), "\"\" is now \"- relu\"");
+  // A checkpoint's spec written with float32's 9 digits is the spec now
+  // written with the shortest text.
+  const std::string head =
+      "input: [4, 4, 1]\nclasses: 2\nlayers:\n  - flatten: {name: \"flatten\"}\n";
+  EXPECT_EQ(SpecChange(head + "  - dense: {name: \"dense\", units: 2, alpha: 0.300000012}\n",
+                       head + "  - dense: {name: \"dense\", units: 2, alpha: 0.3}\n"),
+            "");
+  EXPECT_NE(SpecChange(head + "  - dense: {name: \"dense\", units: 2, alpha: 0.300000012}\n",
+                       head + "  - dense: {name: \"dense\", units: 2, alpha: 0.2}\n"),
+            "");
 }
 
 // A 2x2 input, 3 classes, 15 parameters: checkpoints of it are small.

@@ -1,8 +1,12 @@
 #include "config/model_spec.h"
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -252,6 +256,54 @@ layers:
             std::string::npos);
 }
 
+// A spec is written with the shortest text that reads back as its floats:
+// 0.9, not float32's 0.899999976.
+TEST(ModelSpecTest, FloatsAreWrittenAsTheShortestTextThatReadsBackTheSame) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(R"(input: [4, 4, 1]
+classes: 2
+layers:
+  - batch_norm: {momentum: 0.9, epsilon: 0.001}
+  - flatten
+  - dense: {units: 2, activation: leaky_relu, alpha: 0.3, bias_initializer: constant(0.1)}
+)",
+                                                  "net.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::string yaml = ModelSpecToYaml(*spec);
+  EXPECT_NE(yaml.find("epsilon: 0.001, relu: false, momentum: 0.9,"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("bias_initializer: constant(0.1), alpha: 0.3,"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("0.899999976"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("0.300000012"), std::string::npos) << yaml;
+
+  // Awkward floats (the smallest normal and subnormal, the largest, 2^24 + 2,
+  // neighbours of 1 and of 0.1, long mantissas) read back bit for bit, as
+  // the initializer constant(<value>) that takes any finite float.
+  const std::vector<std::pair<float, std::string>> cases = {
+      {0.1f, "0.1"},
+      {std::nextafter(0.1f, 1.0f), "0.10000001"},
+      {1e-5f, "1e-05"},
+      {std::numeric_limits<float>::min(), "1.1754944e-38"},
+      {std::numeric_limits<float>::denorm_min(), "1e-45"},
+      {std::numeric_limits<float>::max(), "3.4028235e+38"},
+      {16777218.0f, "16777218"},
+      {std::nextafter(1.0f, 0.0f), "0.99999994"},
+      {-2.5e-7f, "-2.5e-07"},
+      {123456.79f, "123456.79"},
+      {1.0f / 3.0f, "0.33333334"},
+      {0.0f, "0"},
+  };
+  for (const auto& [value, text] : cases) {
+    spec->layers[2].bias_initializer.arg = value;
+    const std::string written = ModelSpecToYaml(*spec);
+    EXPECT_NE(written.find(absl::StrCat("bias_initializer: constant(", text, ")")),
+              std::string::npos)
+        << written;
+    absl::StatusOr<ModelSpec> again = ParseModelSpec(written, "written");
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
+    const float back = again->layers[2].bias_initializer.arg;
+    EXPECT_EQ(std::memcmp(&back, &value, sizeof(float)), 0) << text << " read back as " << back;
+  }
+}
+
 TEST(ModelSpecTest, WeightsNameAnOnnxFileAndWriteBack) {
   const std::string text =
       "input: [4, 4, 1]\nclasses: 2\nweights: gs://bucket/nets/small.onnx\n"
@@ -357,11 +409,11 @@ TEST(ModelSpecTest, SparseLayersAndTheHeadWriteOutAndReadBack) {
   EXPECT_NE(yaml.find("input: [13]\nclasses: 2\nhead: binary\n"), std::string::npos) << yaml;
   // Of buckets and dynamic, the one in use.
   EXPECT_NE(yaml.find("  - embedding: {name: \"embedding\", feature: \"C1\", dim: 8, buckets: "
-                      "1000, combiner: mean, embeddings_initializer: uniform(0.0500000007)}\n"),
+                      "1000, combiner: mean, embeddings_initializer: uniform(0.05)}\n"),
             std::string::npos)
       << yaml;
   EXPECT_NE(yaml.find("  - embedding: {name: \"e2\", feature: \"C2\", dim: 4, dynamic: true, "
-                      "combiner: sum, embeddings_initializer: truncated_normal(0.00999999978)}\n"),
+                      "combiner: sum, embeddings_initializer: truncated_normal(0.01)}\n"),
             std::string::npos)
       << yaml;
   EXPECT_NE(yaml.find("  - linear: {name: \"linear\", features: [\"C1\", \"C2\"], dynamic: true, "
@@ -394,7 +446,8 @@ TEST(ModelSpecTest, SparseLayersAndTheHeadWriteOutAndReadBack) {
 }
 
 // Checkpoints store a spec's YAML: a softmax model's is what it was before
-// heads, tabular inputs and sparse layers.
+// heads, tabular inputs and sparse layers (but for its floats, now written
+// as their shortest text: alpha 0.3, once 0.300000012).
 TEST(ModelSpecTest, ASoftmaxModelsYamlIsUnchanged) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(
       "input: [4, 4, 1]\nclasses: 3\nlayers: [flatten, {dense: {units: 3}}]\n", "net.yaml");
@@ -402,7 +455,7 @@ TEST(ModelSpecTest, ASoftmaxModelsYamlIsUnchanged) {
   EXPECT_EQ(ModelSpecToYaml(*spec),
             "input: [4, 4, 1]\nclasses: 3\nlayers:\n  - flatten: {name: \"flatten\"}\n"
             "  - dense: {name: \"dense\", units: 3, activation: none, use_bias: true, "
-            "kernel_initializer: glorot_uniform, bias_initializer: zeros, alpha: 0.300000012, "
+            "kernel_initializer: glorot_uniform, bias_initializer: zeros, alpha: 0.3, "
             "trainable: true}\n");
 }
 

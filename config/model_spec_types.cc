@@ -1,7 +1,6 @@
 #include "config/model_spec_types.h"
 
 #include <cmath>
-#include <cstdio>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -9,16 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/float_text.h"
 #include "config/config_yaml_util.h"
 
 namespace pstrain {
 namespace model_spec_internal {
 
-std::string FloatText(float v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.9g", static_cast<double>(v));
-  return buffer;
-}
+std::string FloatText(float v) { return ShortestFloatText(v); }
 
 bool ValidName(const std::string& name) {
   if (name.empty() || name.size() > 128 || name.front() == '/' || name.back() == '/' ||

@@ -45,7 +45,7 @@ struct TypeSpec {
   std::vector<KeySpec> keys;
 };
 
-// Enough digits that reading the text back gives the same float.
+// The shortest text that reads back as the same float (common/float_text.h).
 std::string FloatText(float v);
 
 // A layer's or feature's name: letters, digits, _ - . and / (not leading,

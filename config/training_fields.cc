@@ -1,7 +1,6 @@
 #include "config/training_fields.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -10,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/flags.h"
+#include "common/float_text.h"
 #include "config/config_yaml_util.h"
 
 namespace pstrain {
@@ -144,12 +144,7 @@ absl::Status UnknownTrainingKey(std::string_view key) {
   return absl::InvalidArgumentError(UnknownKeyMessage("training.", key, TrainingFieldNames()));
 }
 
-std::string FormatDouble(double v) {
-  // Shortest representation that reads back as the same double.
-  char buffer[64];
-  const std::to_chars_result result = std::to_chars(buffer, buffer + sizeof(buffer), v);
-  return std::string(buffer, result.ptr);
-}
+std::string FormatDouble(double v) { return ShortestDoubleText(v); }
 
 bool IsBoolField(const Field& field) {
   return std::holds_alternative<bool TrainingSpec::*>(field.ptr);

@@ -1,9 +1,7 @@
 #include "models/cifar10_resnet.h"
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
+#include "common/float_text.h"
 #include "models/batch_norm.h"
 #include "models/conv2d.h"
 #include "models/dense.h"
@@ -12,20 +10,6 @@
 #include "models/residual_block.h"
 
 namespace pstrain {
-namespace {
-
-// The shortest text that reads back (as a spec reads it, a float) as `v`.
-std::string ShortestFloatText(float v) {
-  char buffer[32];
-  for (int digits = 1; digits <= 9; ++digits) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", digits, static_cast<double>(v));
-    if (std::strtof(buffer, nullptr) == v) break;
-  }
-  return buffer;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Model>> BuildCifar10ResNet(const ResNetOptions& options) {
   if (options.num_layers < 8 || (options.num_layers - 2) % 6 != 0) {
     return absl::InvalidArgumentError(
