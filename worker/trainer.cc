@@ -64,6 +64,17 @@ absl::StatusOr<int64_t> Trainer::Run() {
   int64_t window_steps = 0;          // Local steps in this logging window.
   int64_t window_start_step = step;  // Global step at the window's start.
   auto window_start = Clock::now();
+  // A pull that found the job rolled back to a checkpoint (a global step
+  // below the window's start) restarts the window there: the steps counted
+  // from before the rollback were undone, and counting across it would give
+  // a negative global_step/sec.
+  const auto restart_window_if_rolled_back = [&] {
+    if (step >= window_start_step) return;
+    window_loss = 0.0;
+    window_steps = 0;
+    window_start_step = step;
+    window_start = Clock::now();
+  };
   while (step < options_.train_steps && !view.job_done) {
     if (options_.should_stop && options_.should_stop()) break;
     if (trace != nullptr) trace->SetStep(view.global_step);
@@ -97,6 +108,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
       // final answers found the job rolled back, or done): nothing was
       // sent; pull and compute the step anew.
       PSTRAIN_RETURN_IF_ERROR(pull());
+      restart_window_if_rolled_back();
       continue;
     }
     step = outcome.global_step;
@@ -123,6 +135,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
     }
     if (finished) break;
     PSTRAIN_RETURN_IF_ERROR(pull());
+    restart_window_if_rolled_back();
   }
   if (window_steps > 0) last_loss_ = window_loss / window_steps;
   return step;

@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"
 #include "ps/in_process_client.h"
@@ -166,6 +171,59 @@ TEST(TrainerTest, ARollbackRewindsTheBatchesToTheRestoredStep) {
   EXPECT_EQ(*step, 10);
   EXPECT_EQ(rewound_to, (std::vector<int64_t>{3}));
   EXPECT_EQ(client.pushed_, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// The progress lines the trainer logs while it is alive.
+class ProgressLines : public google::LogSink {
+ public:
+  ProgressLines() { google::AddLogSink(this); }
+  ~ProgressLines() override { google::RemoveLogSink(this); }
+  void send(google::LogSeverity, const char*, const char*, int, const struct ::tm*,
+            const char* message, size_t message_len) override {
+    std::string line(message, message_len);
+    if (line.find("global_step/sec = ") == std::string::npos) return;
+    absl::MutexLock lock(&mu_);
+    lines_.push_back(std::move(line));
+  }
+  std::vector<std::string> lines() {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
+// After a rollback the global step goes back (7 to 3 here): the rate window
+// restarts there instead of counting a negative global_step/sec.
+TEST(TrainerTest, ARollbackRestartsTheRateWindowSoTheRateIsNeverNegative) {
+  auto model = *BuildModel("mnist_cnn", {});
+  Dataset train = QuadrantDataset(200, 1);
+  auto batches = BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+  RollingBackClient client(*model, /*at=*/6, /*to=*/3);
+  TrainerOptions options;
+  options.train_steps = 10;
+  options.log_every_n_steps = 1;
+  options.rewind = [&](int64_t) -> absl::StatusOr<std::unique_ptr<BatchIterator>> {
+    return BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  };
+  ProgressLines progress;
+  Trainer trainer(model.get(), &client, batches->get(), options);
+  absl::StatusOr<int64_t> step = trainer.Run();
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(client.pushed_, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7, 8, 9}));
+  const std::vector<std::string> lines = progress.lines();
+  EXPECT_GE(lines.size(), 10u);
+  for (const std::string& line : lines) {
+    const size_t at = line.find("global_step/sec = ") + std::strlen("global_step/sec = ");
+    EXPECT_NE(line[at], '-') << line;
+  }
+  // The first line after the rollback counts from step 3 (to step 4).
+  bool after_rollback = false;
+  for (const std::string& line : lines) after_rollback |= line.rfind("step = 4,", 0) == 0;
+  EXPECT_TRUE(after_rollback) << absl::StrJoin(lines, "\n");
 }
 
 // A client that overlaps its pulls: every view after the first says its
