@@ -110,7 +110,11 @@ struct TrainingSpec {
   // epsilon, and the training augmentation (pad 4, random crop, flip), with
   // the CIFAR-10 estimator's flag names and defaults.
   int num_layers = 44;
-  double batch_norm_decay = 0.997;
+  // The moving-average decay of every batch norm that does not set its own
+  // (a spec's batch_norm without momentum, and cifar10_resnet's). -1, the
+  // default, is "not set": each model's own, cifar10_resnet's 0.997 (the
+  // estimator's) and Keras' 0.99 for a spec's batch_norm (models/registry.h).
+  double batch_norm_decay = -1;
   double batch_norm_epsilon = 1e-5;
   bool use_distortion_for_training = true;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

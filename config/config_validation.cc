@@ -184,9 +184,11 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.weight_decay = ", FormatScalar(t.weight_decay),
                                 " must be 0 or more"));
   }
-  if (!(t.batch_norm_decay >= 0 && t.batch_norm_decay < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.batch_norm_decay = ", FormatScalar(t.batch_norm_decay), " must be in [0, 1)"));
+  // -1: not set (each model's own decay).
+  if (!(t.batch_norm_decay == -1 || (t.batch_norm_decay >= 0 && t.batch_norm_decay < 1))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training.batch_norm_decay = ", FormatScalar(t.batch_norm_decay),
+                     " must be in [0, 1), or -1 for each model's own"));
   }
   if (!(t.batch_norm_epsilon > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -99,7 +99,7 @@ struct LayerSpec {
   // batch_norm
   float epsilon = 1e-3f;
   bool relu = false;       // batch_norm: a ReLU fused after it
-  float momentum = -1.0f;  // batch_norm: moving-average decay; < 0: the job's
+  float momentum = -1.0f;  // batch_norm: moving-average decay; < 0: the job's (or Keras' 0.99)
   // conv2d, dense, batch_norm: false freezes the layer's variables.
   bool trainable = true;
   // leaky_relu (and activation: leaky_relu)

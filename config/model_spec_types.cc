@@ -232,13 +232,14 @@ KeySpec ChoiceKey(std::string name, std::string LayerSpec::*field, std::vector<s
       [field](const LayerSpec& layer) { return layer.*field; });
 }
 
-// batch_norm's momentum: a number in [0, 1), or "job" (kept as -1): the
-// job's batch_norm_decay.
+// batch_norm's momentum: a number in [0, 1), or "job" (kept as -1, as is an
+// absent one): the job's batch_norm_decay where the job sets one, else Keras'
+// 0.99 (models/spec_builder.h).
 KeySpec MomentumKey() {
   return Key(
       "momentum", "job",
       "a number in [0, 1): the moving statistics' decay (Keras' momentum), or job: the job's "
-      "batch_norm_decay",
+      "batch_norm_decay where the job sets one, else Keras' 0.99",
       [](const std::string& text, LayerSpec* layer) -> std::string {
         if (text == "job") {
           layer->momentum = -1.0f;

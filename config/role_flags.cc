@@ -21,7 +21,9 @@ DEFINE_string(onnx_weights, "use",
               "A model read from an ONNX file: use its initializers as the starting values, "
               "or ignore them and draw fresh ones.");
 DEFINE_int32(num_layers, 44, "cifar10_resnet: layers, 6n + 2 (20, 32, 44, 56, 110).");
-DEFINE_double(batch_norm_decay, 0.997, "Decay of batch norm's moving averages.");
+DEFINE_double(batch_norm_decay, -1,
+              "Decay of the moving averages of every batch norm that sets none of its own; -1: "
+              "each model's own (cifar10_resnet 0.997, a spec's batch_norm Keras' 0.99).");
 DEFINE_double(batch_norm_epsilon, 1e-5, "Batch norm's epsilon.");
 DEFINE_bool(use_distortion_for_training, true,
             "cifar10_resnet: pad 4, random crop 32 and random flip of training images.");

@@ -55,11 +55,17 @@ absl::StatusOr<std::unique_ptr<Model>> BuildCifar10ResNet(const ResNetOptions& o
   return model;
 }
 
-std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon) {
+std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon,
+                                  double batch_norm_decay) {
   const float epsilon = static_cast<float>(batch_norm_epsilon);
-  if (num_layers < 8 || (num_layers - 2) % 6 != 0 || !(epsilon > 0 && epsilon <= 1)) return "";
+  const float decay = static_cast<float>(batch_norm_decay);
+  if (num_layers < 8 || (num_layers - 2) % 6 != 0 || !(epsilon > 0 && epsilon <= 1) ||
+      !(decay >= 0 && decay < 1)) {
+    return "";
+  }
   const int blocks = (num_layers - 2) / 6;
   const std::string eps = ShortestFloatText(epsilon);
+  const std::string momentum = ShortestFloatText(decay);
   // A 3x3 convolution as the estimator's: no bias, tf.layers' default kernel
   // initializer, fixed padding when strided.
   const auto conv = [](const std::string& name, int filters, int stride) {
@@ -70,7 +76,7 @@ std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon) {
   };
   const auto batch_norm = [&](const std::string& name, bool relu) {
     return absl::StrCat("  - batch_norm: {name: ", name, ", epsilon: ", eps,
-                        relu ? ", relu: true" : "", "}\n");
+                        relu ? ", relu: true" : "", ", momentum: ", momentum, "}\n");
   };
   std::string out = absl::StrCat(
       "name: cifar10_resnet\n"

@@ -28,10 +28,13 @@ absl::StatusOr<std::unique_ptr<Model>> BuildCifar10ResNet(const ResNetOptions& o
 // conv2d, batch_norm, shortcut, add, relu fused back into one ResidualBlock),
 // so the same loss and gradients. The shortcut of a block that widens is an
 // average_pool and a pad_channels; strided convolutions have padding: fixed.
+// Its batch norms' momentum is `batch_norm_decay` (the estimator's 0.997 by
+// default), written out: a spec's batch_norm without one takes Keras' 0.99.
 // models/specs/cifar10_resnet.yaml is Cifar10ResNetSpecYaml(20, 1e-5).
-// Empty unless num_layers is 6n + 2 with n >= 1 and batch_norm_epsilon is in
-// (0, 1] (what the spec accepts).
-std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon);
+// Empty unless num_layers is 6n + 2 with n >= 1, batch_norm_epsilon is in
+// (0, 1] and batch_norm_decay in [0, 1) (what the spec accepts).
+std::string Cifar10ResNetSpecYaml(int num_layers, double batch_norm_epsilon,
+                                  double batch_norm_decay = 0.997);
 
 }  // namespace pstrain
 

@@ -11,6 +11,7 @@ ModelOptions ModelOptionsFromSpec(const TrainingSpec& t) {
   ModelOptions options;
   options.num_layers = t.num_layers;
   options.batch_norm_epsilon = static_cast<float>(t.batch_norm_epsilon);
+  options.batch_norm_decay = t.batch_norm_decay;
   return options;
 }
 
@@ -35,7 +36,8 @@ absl::Status ResolveJobModel(TrainingSpec* t) {
 
 absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
   PSTRAIN_ASSIGN_OR_RETURN(std::string text, JobModelSpec(t));
-  if (t.model_origin.text.empty()) return BuildModelFromSpecText(text, t.model);
+  const SpecBuildOptions options = SpecBuildOptionsOf(t.batch_norm_decay);
+  if (t.model_origin.text.empty()) return BuildModelFromSpecText(text, t.model, options);
   // Built from the text as its author wrote it, so that an error names the
   // file and the line they see; the same spec as model_spec, with its name.
   PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
@@ -49,7 +51,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
     return absl::InternalError(absl::StrCat("the model spec from ", t.model_origin.source,
                                             " is not the job's (", t.model, ")"));
   }
-  return BuildSpecModel(spec, t.model_origin.source);
+  return BuildSpecModel(spec, t.model_origin.source, options);
 }
 
 }  // namespace pstrain

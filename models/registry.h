@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "config/model_spec.h"
 #include "models/model.h"
+#include "models/spec_builder.h"
 
 namespace pstrain {
 
@@ -17,6 +18,11 @@ struct ModelOptions {
   float dropout_rate = 0.4f;  // mnist_cnn
   int num_layers = 44;        // cifar10_resnet: 6n + 2
   float batch_norm_epsilon = 1e-5f;
+  // The job's batch_norm_decay: < 0 (not set) gives each model its own,
+  // cifar10_resnet's 0.997 (written into its spec) and Keras' 0.99 for a
+  // spec's batch_norm without momentum; >= 0 is the decay of every batch
+  // norm that does not set its own.
+  double batch_norm_decay = -1;
 };
 
 // The built-in models are model specs (config/model_spec.h): the files in
@@ -32,12 +38,18 @@ absl::StatusOr<std::string> BuiltinModelSpec(const std::string& name, const Mode
 // Reads a spec's text and builds it (models/spec_builder.h); the model keeps
 // the spec (Model::spec_yaml). `source` begins every message.
 absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpecText(std::string_view yaml,
-                                                              std::string_view source);
+                                                              std::string_view source,
+                                                              const SpecBuildOptions& options = {});
 
 // The same for a spec already read; InvalidArgument also for a model with no
 // variable to train.
 absl::StatusOr<std::unique_ptr<Model>> BuildSpecModel(const ModelSpec& spec,
-                                                      std::string_view source);
+                                                      std::string_view source,
+                                                      const SpecBuildOptions& options = {});
+
+// The spec build options of a job's batch_norm_decay (ModelOptions'): a
+// decay the job sets is every batch norm's without its own momentum.
+SpecBuildOptions SpecBuildOptionsOf(double batch_norm_decay);
 
 // Builds the built-in `name` ("mnist_cnn") from its spec. InvalidArgument for
 // an unknown name, listing the known ones.

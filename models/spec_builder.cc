@@ -155,9 +155,15 @@ InitializerSpec SpecInitializer(const InitializerSetting& setting) {
   return out;  // zeros
 }
 
-absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& spec,
+absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& written,
                                                           std::string_view source,
                                                           const SpecBuildOptions& options) {
+  // Batch norms without their own momentum take the options' (the model's
+  // spec_yaml, set by the caller, stays as written).
+  ModelSpec spec = written;
+  for (LayerSpec& l : spec.layers) {
+    if (l.type == "batch_norm" && l.momentum < 0) l.momentum = options.batch_norm_momentum;
+  }
   const std::string where(source);
   const bool binary = spec.head == "binary";
   if ((spec.input.size() != 3 && spec.input.size() != 1) || spec.layers.empty() ||

@@ -28,10 +28,17 @@
 
 namespace pstrain {
 
+// Keras' default batch-norm momentum (tf.keras.layers.BatchNormalization).
+inline constexpr float kKerasBatchNormMomentum = 0.99f;
+
 struct SpecBuildOptions {
   // Residual blocks become ResidualBlock layers. Off, every spec layer is
   // built as itself: for tests that compare the two.
   bool fuse_residual_blocks = true;
+  // The moving-average decay of a batch_norm without its own momentum (or
+  // with momentum: job): Keras' default, or the job's batch_norm_decay where
+  // the job sets one (BuildJobModel). Built layers always have a decay.
+  float batch_norm_momentum = kKerasBatchNormMomentum;
 };
 
 // `source` (the spec's file name) begins every message.

@@ -1,6 +1,7 @@
 #include "models/spec_builder.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "models/conv2d.h"
 #include "models/dense.h"
 #include "models/flatten.h"
+#include "models/model_options.h"
 #include "models/random.h"
 #include "models/registry.h"
 #include "models/sparse_input.h"
@@ -43,6 +45,58 @@ void RandomBatch(const Model& model, int n, std::vector<float>* images,
   for (float& x : *images) x = rng.Uniform();
   labels->resize(n);
   for (int32_t& y : *labels) y = static_cast<int32_t>(rng.Next() % model.num_classes());
+}
+
+// The decays of a model's state variables (batch norms' moving statistics).
+std::vector<float> StateDecaysOf(const Model& model) {
+  std::vector<float> decays;
+  for (const VariableInfo& v : model.variables()) {
+    if (!v.trainable) decays.push_back(v.spec.decay);
+  }
+  return decays;
+}
+
+// A spec's batch_norm without momentum has Keras' default decay, 0.99 (the
+// job's batch_norm_decay only where the job sets one); cifar10_resnet keeps
+// the CIFAR-10 estimator's 0.997, written into its spec.
+TEST(SpecBuilderTest, BatchNormsWithoutMomentumTakeKerasDefaultUnlessTheJobSetsOne) {
+  const std::string yaml = ReadSource("examples/models/fashion_cnn_bn.yaml");
+  absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(yaml, "fashion_cnn_bn");
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<float> decays = StateDecaysOf(**model);
+  ASSERT_EQ(decays.size(), 4u);  // two batch norms' moving mean and variance
+  for (float d : decays) EXPECT_EQ(d, 0.99f);
+
+  // A job that sets batch_norm_decay: its decay for them; a layer's own
+  // momentum wins over it.
+  TrainingSpec t;
+  t.model = "fashion_cnn_bn";
+  t.model_spec = yaml;
+  const size_t first = t.model_spec.find("{relu: true}");
+  ASSERT_NE(first, std::string::npos);
+  t.model_spec.replace(first, std::strlen("{relu: true}"), "{relu: true, momentum: 0.9}");
+  model = BuildJobModel(t);  // batch_norm_decay not set
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(StateDecaysOf(**model), (std::vector<float>{0.9f, 0.9f, 0.99f, 0.99f}));
+  t.batch_norm_decay = 0.95;
+  model = BuildJobModel(t);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(StateDecaysOf(**model), (std::vector<float>{0.9f, 0.9f, 0.95f, 0.95f}));
+
+  // cifar10_resnet: 0.997 for every batch norm (fused blocks' too), or the
+  // job's.
+  TrainingSpec resnet;
+  resnet.model = "cifar10_resnet";
+  resnet.num_layers = 8;
+  model = BuildJobModel(resnet);
+  ASSERT_TRUE(model.ok()) << model.status();
+  decays = StateDecaysOf(**model);
+  ASSERT_EQ(decays.size(), 14u);  // 7 batch norms: the stem's, 2 per block
+  for (float d : decays) EXPECT_EQ(d, 0.997f);
+  resnet.batch_norm_decay = 0.9;
+  model = BuildJobModel(resnet);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (float d : StateDecaysOf(**model)) EXPECT_EQ(d, 0.9f);
 }
 
 TEST(SpecBuilderTest, TheMnistCnnSpecIsTheCompiledMnistCnn) {

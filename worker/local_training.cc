@@ -27,10 +27,12 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
     return absl::InvalidArgumentError("--job_dir is required: the directory for this job's output");
   }
   PSTRAIN_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(config.trace_steps));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                           config.model_spec.empty()
-                               ? BuildModel(config.model, config.model_options)
-                               : BuildModelFromSpecText(config.model_spec, config.model));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Model> model,
+      config.model_spec.empty()
+          ? BuildModel(config.model, config.model_options)
+          : BuildModelFromSpecText(config.model_spec, config.model,
+                                   SpecBuildOptionsOf(config.model_options.batch_norm_decay)));
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
 
   auto load_start = std::chrono::steady_clock::now();

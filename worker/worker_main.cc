@@ -32,12 +32,17 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
   config.log_every_n_steps = t.log_every_n_steps;
   config.trace_steps = t.trace_steps;
   config.model_options = pstrain::ModelOptionsFromSpec(t);
-  if (!(t.batch_norm_decay >= 0 && t.batch_norm_decay < 1) || !(t.batch_norm_epsilon > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch_norm_decay must be in [0, 1) and --batch_norm_epsilon positive, got ",
-                     t.batch_norm_decay, " and ", t.batch_norm_epsilon));
+  if (!(t.batch_norm_decay == -1 || (t.batch_norm_decay >= 0 && t.batch_norm_decay < 1)) ||
+      !(t.batch_norm_epsilon > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch_norm_decay must be in [0, 1) (or -1: each model's own) and --batch_norm_epsilon "
+        "positive, got ",
+        t.batch_norm_decay, " and ", t.batch_norm_epsilon));
   }
-  config.state_decay = static_cast<float>(t.batch_norm_decay);
+  // The models' batch norms all have their decay (SpecBuildOptionsOf); this
+  // is the in-process ps's fallback only.
+  config.state_decay = t.batch_norm_decay >= 0 ? static_cast<float>(t.batch_norm_decay)
+                                               : pstrain::kKerasBatchNormMomentum;
   config.use_distortion_for_training = t.use_distortion_for_training;
   absl::StatusOr<pstrain::OptimizerConfig> optimizer = pstrain::OptimizerConfigFromSpec(t);
   if (!optimizer.ok()) {
