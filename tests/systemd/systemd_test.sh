@@ -96,7 +96,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-train_steps=200 kill_at_step=15
+train_steps=1000 kill_at_step=15
 mkdir -p "$dir/in/data" "$dir/out" "$root"
 
 # The job's data: quadrant images (800 training, 200 test examples), as
@@ -131,7 +131,7 @@ print(*[x.getsockname()[1] for x in s])')
 cluster="cluster:\n  chief: [\"127.0.0.1:$chief_port\"]\n  worker: [\"127.0.0.1:$worker_port\"]\n"
 cluster+="  ps: [\"127.0.0.1:$ps_port\"]\ntraining:\n  model: mnist_cnn\n  update: sync\n"
 cluster+="  batch_size: 20\n  eval_steps: 0\n  checkpoint_steps: 0\n  exports_to_keep: 0\n  log_every_n_steps: 5\n"
-cluster+="  sync_timeout: 2\n  threads: 1\n  insecure: true\n"
+cluster+="  sync_timeout: 30\n  threads: 1\n  insecure: true\n"
 
 # The worker VM's metadata, then the fake metadata and Cloud Storage servers.
 a=instance/attributes
