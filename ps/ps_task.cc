@@ -57,7 +57,11 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.optimizer = optimizer;
     options.rule = rule;
     options.trace = trace;
-    options.state_decay = static_cast<float>(job.training.batch_norm_decay);
+    // Built batch norms carry their own decay (StateDecays); the job's, or
+    // Keras' 0.99 when it sets none, is the fallback.
+    options.state_decay = job.training.batch_norm_decay >= 0
+                              ? static_cast<float>(job.training.batch_norm_decay)
+                              : 0.99f;
     if (chunk.state > 0) options.state_decays = StateDecays(model, options.state_decay);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
                              ParameterShard::Create(options));
