@@ -311,7 +311,7 @@ grpc::ServerUnaryReactor* ParameterServerService::PullRows(grpc::CallbackServerC
     parts.push_back({rows->tables[i], rows->ids[i], absl::MakeSpan(rows->values[i])});
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  task_->PullRows(request->replica(), request->step(), std::move(parts),
+  task_->PullRows(request->replica(), request->step(), request->generation(), std::move(parts),
                   [reactor, rows, request, response, sparse](absl::Status s) {
                     if (s.ok()) {
                       for (size_t i = 0; i < rows->tables.size(); ++i) {

@@ -256,7 +256,7 @@ void PsTask::Shutdown(const std::string& reason) {
   for (StepBarrier* barrier : barriers_) barrier->Shutdown();
 }
 
-void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
+void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,
                       SparseShard::PullDone done) {
   if (sparse_ == nullptr) {
     done(absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
@@ -268,7 +268,7 @@ void PsTask::PullRows(int replica, int64_t step, std::vector<RowsRef> parts,
         absl::StrCat("replica ", replica, " is not in [-1, ", total_replicas(), ")")));
     return;
   }
-  sparse_->Pull(replica, step, std::move(parts), std::move(done));
+  sparse_->Pull(replica, step, std::move(parts), std::move(done), generation);
 }
 
 absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,

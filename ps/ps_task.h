@@ -88,7 +88,8 @@ class PsTask {
   // called when answered; a replica of -1 is a read that never waits) and
   // a replica's gradient rows (SparseShard::Push). FailedPrecondition for a
   // model without tables.
-  void PullRows(int replica, int64_t step, std::vector<RowsRef> parts, SparseShard::PullDone done);
+  void PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,
+                SparseShard::PullDone done);
   absl::StatusOr<PushResult> PushRows(int replica, int64_t step, int64_t generation,
                                       absl::Span<const ConstRowsRef> parts);
   // Gives a task made by hand (tests) the rows of a model's embedding

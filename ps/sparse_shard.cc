@@ -114,7 +114,8 @@ absl::Status SparseShard::Check(int table, absl::Span<const int64_t> ids, size_t
   return absl::OkStatus();
 }
 
-void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done) {
+void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done,
+                       int64_t generation) {
   for (const RowsRef& part : parts) {
     if (absl::Status s = Check(part.table, part.ids, part.values.size()); !s.ok()) {
       done(s);
@@ -122,7 +123,7 @@ void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, Pu
     }
   }
   barrier_.WaitToRead(
-      replica, step,
+      replica, step, generation,
       [this, parts = std::move(parts), done = std::move(done)](absl::Status s, const PushResult&) {
         if (s.ok()) {
           Answer(parts, done);

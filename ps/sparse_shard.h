@@ -86,9 +86,13 @@ class SparseShard final : private StepEngine {
   // pushes of step - 1 were applied (by the push that completes them, or by
   // the barrier's timer once they timed out); ssp, until the replica is no
   // more than `staleness` pushes ahead of the slowest. A replica of -1 is a
-  // read that never waits. Shutdown answers every waiting pull.
+  // read that never waits, and so is a pull from a replica that holds
+  // parameters of another `generation` than the rows' (0: not checked; a
+  // replica that has not heard of a rollback yet: its next push tells it).
+  // Shutdown answers every waiting pull.
   using PullDone = std::function<void(absl::Status)>;
-  void Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done);
+  void Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done,
+            int64_t generation = 0);
   // The same, blocking until answered.
   absl::Status PullAndWait(int replica, int64_t step, std::vector<RowsRef> parts);
 

@@ -359,5 +359,38 @@ TEST(SparseShardTest, ASyncSaveCopiesTheRowsAtItsStep) {
   EXPECT_EQ(s->tables()[0]->size(), 4);
 }
 
+TEST(SparseShardTest, APullFromBeforeARollbackIsAnsweredAtOnce) {
+  auto model = BinaryTwoTables();
+  SparseShardOptions options;
+  options.rule.sync = true;
+  options.rule.replicas_to_aggregate = 2;
+  options.rule.total_replicas = 2;
+  options.rule.sync_timeout = absl::Hours(1);
+  auto shard = Started(*model, Sgd(), options);  // generation 1
+  ASSERT_TRUE(shard.ok());
+  std::vector<int64_t> ids = {1};
+  std::vector<float> value(1);
+  // A replica of this generation waits for step 4's pushes.
+  absl::Notification current;
+  (*shard)->Pull(/*replica=*/0, 5, {{0, ids, absl::MakeSpan(value)}},
+                 [&](absl::Status) { current.Notify(); }, /*generation=*/1);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(current.HasBeenNotified());
+  // One that still holds the parameters of before a rollback (generation 7)
+  // is answered at once: waiting, it would not learn of the rollback until
+  // the step timed out.
+  std::vector<float> other(1);
+  absl::Notification stale;
+  (*shard)->Pull(/*replica=*/1, 5, {{0, ids, absl::MakeSpan(other)}},
+                 [&](absl::Status s) {
+                   EXPECT_TRUE(s.ok()) << s;
+                   stale.Notify();
+                 },
+                 /*generation=*/7);
+  EXPECT_TRUE(stale.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  (*shard)->Shutdown();
+  EXPECT_TRUE(current.WaitForNotificationWithTimeout(absl::Seconds(10)));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -231,15 +231,16 @@ void StepBarrier::Push(int replica, int64_t step, int64_t generation,
   RunAll(ready, absl::OkStatus(), released);
 }
 
-void StepBarrier::WaitToRead(int replica, int64_t step, Done done) {
+void StepBarrier::WaitToRead(int replica, int64_t step, int64_t generation, Done done) {
   PushResult result;
   absl::Status ready;
   {
     absl::MutexLock lock(mu_);
     ready = ReadyLocked();
     result = ResultLocked();
-    const bool may_wait =
-        ready.ok() && replica >= 0 && replica < rule_.total_replicas && !DoneLocked() && !stopping_;
+    const bool may_wait = ready.ok() && replica >= 0 && replica < rule_.total_replicas &&
+                          (generation == 0 || generation == generation_) && !DoneLocked() &&
+                          !stopping_;
     if (may_wait && rule_.sync && step_ < step) {
       waiters_.push_back({replica, step, 0, absl::Now() + rule_.sync_timeout, std::move(done)});
       return;

@@ -150,9 +150,11 @@ class StepBarrier {
   // pushes applied), or its pending pushes time out as above; a read that
   // waited sync_timeout with no push pending moves a barrier that follows
   // pushed steps to `step`, applying what was pending. A replica of -1,
-  // async and reads after the job ended are answered at once; before
+  // async, reads after the job ended and reads by a replica holding values
+  // of another `generation` (nonzero: it has not heard of a rollback yet;
+  // its next push, refused, tells it) are answered at once; before
   // initialization or during a restore with the Unavailable error.
-  void WaitToRead(int replica, int64_t step, Done done);
+  void WaitToRead(int replica, int64_t step, int64_t generation, Done done);
 
   // The replica is stopping: no step waits for it, until it pushes again.
   void ReplicaLeft(int replica);

@@ -163,7 +163,7 @@ bool PsClient::JobDoneLocked() const {
 
 absl::Status PsClient::PullRows(SparseStep* step) {
   if (rows_ == nullptr) return ParameterClient::PullRows(step);
-  PSTRAIN_RETURN_IF_ERROR(rows_->Pull(step, view_step_));
+  PSTRAIN_RETURN_IF_ERROR(rows_->Pull(step, view_step_, view_generation_));
   sparse_ = step;
   return absl::OkStatus();
 }

@@ -33,13 +33,14 @@ RowClient::Placement RowClient::Place(const SparseStep& step) const {
   return p;
 }
 
-absl::Status RowClient::Pull(SparseStep* step, int64_t global_step) {
-  return PullAs(replica_, step, global_step);
+absl::Status RowClient::Pull(SparseStep* step, int64_t global_step, int64_t generation) {
+  return PullAs(replica_, step, global_step, generation);
 }
 
-absl::Status RowClient::ReadRows(SparseStep* step) { return PullAs(-1, step, 0); }
+absl::Status RowClient::ReadRows(SparseStep* step) { return PullAs(-1, step, 0, 0); }
 
-absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_step) {
+absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_step,
+                               int64_t generation) {
   const int num_ps = connections_->size();
   const Placement placement = Place(*step);
   std::vector<PullRowsRequest> requests(num_ps);
@@ -56,6 +57,7 @@ absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_ste
   for (int p = 0; p < num_ps; ++p) {
     requests[p].set_replica(replica);
     requests[p].set_step(global_step);
+    requests[p].set_generation(generation);
     for (size_t t = 0; t < tables_.size(); ++t) {
       if (ids[p][t].empty()) continue;
       TableRows* part = requests[p].add_tables();

@@ -26,9 +26,10 @@ class RowClient : public RowReader {
   // `connections` must outlive the client; `replica` -1 for one that only reads.
   RowClient(const PsConnections* connections, std::vector<TableLayout> tables, int replica);
 
-  // The training pull of the rows for `global_step` (a sync ps answers once
-  // step - 1's pushes were applied).
-  absl::Status Pull(SparseStep* step, int64_t global_step);
+  // The training pull of the rows for `global_step` by a replica holding
+  // parameters of `generation` (a sync ps answers once step - 1's pushes
+  // were applied, or at once to another generation).
+  absl::Status Pull(SparseStep* step, int64_t global_step, int64_t generation = 0);
   // An evaluation's read: never waits.
   absl::Status ReadRows(SparseStep* step) override;
 
@@ -54,7 +55,7 @@ class RowClient : public RowReader {
     std::vector<std::vector<int32_t>> position;
   };
   Placement Place(const SparseStep& step) const;
-  absl::Status PullAs(int replica, SparseStep* step, int64_t global_step);
+  absl::Status PullAs(int replica, SparseStep* step, int64_t global_step, int64_t generation);
 
   const PsConnections* const connections_;
   const std::vector<TableLayout> tables_;

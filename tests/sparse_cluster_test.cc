@@ -3,6 +3,8 @@
 // cluster of 2 ps and 2 workers started by pstrain-launch, reaches the
 // planted model's AUC on held-out examples.
 
+#include <signal.h>
+
 #include <regex>
 #include <string>
 #include <vector>
@@ -21,9 +23,16 @@
 namespace pstrain {
 namespace {
 
+using testing_util::Background;
+using testing_util::FindProcesses;
 using testing_util::LoopbackConfig;
 using testing_util::ProcessResult;
+using testing_util::ReadAll;
 using testing_util::RunProcess;
+using testing_util::StartProcess;
+using testing_util::WaitForLoggedStep;
+using testing_util::WaitForText;
+using testing_util::WaitProcess;
 
 const std::string kBin = PSTRAIN_BIN_DIR;
 constexpr int kFields = 8;
@@ -224,6 +233,68 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
   std::printf("pstrain-predict on the export, %lld test lines: AUC %.4f (evaluation %.4f)\n",
               static_cast<long long>(test->size()), served_auc, resumed_eval.auc);
   EXPECT_NEAR(served_auc, resumed_eval.auc, 1e-3);
+}
+
+// glog's time of day of the first line after `from` that matches `pattern`
+// (seconds since midnight; -1 if none).
+double LoggedTime(const std::string& log, const std::string& pattern, size_t from,
+                  size_t* at = nullptr) {
+  const std::regex line("[IWE][0-9]{8} ([0-9]{2}):([0-9]{2}):([0-9.]+) [^\\n]*" + pattern);
+  std::smatch m;
+  const std::string rest = log.substr(std::min(from, log.size()));
+  if (!std::regex_search(rest, m, line)) return -1;
+  if (at != nullptr) *at = from + m.position(0) + m.length(0);
+  return std::stoi(m[1]) * 3600 + std::stoi(m[2]) * 60 + std::stod(m[3]);
+}
+
+// A SIGKILLed ps in a sync Wide & Deep job: the launcher restarts it, the
+// chief rolls the job back to its last checkpoint, and the workers train on
+// within seconds of the restore (the rows follow the dense chunks' step
+// rule, so no pull waits out the 30 s sync_timeout).
+TEST_F(SparseClusterTest, AfterAKilledPsIsRestoredTheWorkersTrainOnWithinSeconds) {
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 2,
+                     .workers = 2,
+                     .training = "  update: sync\n  chief_trains: false\n  checkpoint_steps: 100\n"
+                                 "  sync_timeout: 30\n"});
+  const std::string log = dir_ + "/launch.log";
+  Background launch = StartProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--job_dir=" + job_dir(), "--train_steps=1200", "--eval_steps=0", "--log_every_n_steps=10",
+       "--batch_size=100", "--learning_rate=0.003", "--embedding_learning_rate=0.1",
+       "--eval_batch_size=1000"},
+      log);
+  ASSERT_TRUE(WaitForLoggedStep(log, 250, 180)) << ReadAll(log);
+  const std::vector<pid_t> ps1 = FindProcesses({"pstrain-ps", "--task_index=1", dir_});
+  ASSERT_EQ(ps1.size(), 1u);
+  ASSERT_EQ(::kill(ps1[0], SIGKILL), 0);
+  ASSERT_TRUE(WaitForText(log, "rolled back from global step", 120)) << ReadAll(log);
+  ASSERT_EQ(WaitProcess(&launch, 300), 0) << ReadAll(log);
+  const std::string out = ReadAll(log);
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex("rolled back from global step ([0-9]+) to ([0-9]+)")))
+      << out;
+  const int64_t from = std::stoll(m[1]), to = std::stoll(m[2]);
+  size_t after = 0;
+  const double rolled_back = LoggedTime(out, "rolled back from global step", 0, &after);
+  ASSERT_GE(rolled_back, 0) << out;
+  // The first step after the rollback a worker logged (steps in (to, from]:
+  // lines of steps before it may still come after the rollback's line).
+  double next_step = -1;
+  while (next_step < 0) {
+    size_t line_end = 0;
+    const double t = LoggedTime(out, "step = [0-9]+, loss", after, &line_end);
+    ASSERT_GE(t, 0) << "no step logged after the rollback\n" << out;
+    const size_t step_at = out.rfind("step = ", line_end);
+    const int64_t step = std::stoll(out.substr(step_at + 7));
+    if (step > to && step <= from) next_step = t;
+    after = line_end;
+  }
+  const double idle = next_step - rolled_back;
+  std::printf("the workers trained on %.2f s after the rollback\n", idle);
+  EXPECT_LT(idle, 5.0) << out;
+  EXPECT_GT(LastEval(out).auc, planted_.auc - 0.02) << out;
 }
 
 }  // namespace
