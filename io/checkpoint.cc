@@ -1,7 +1,5 @@
 #include "io/checkpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/committed_file.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -30,29 +29,12 @@ std::string_view FloatBytes(const std::vector<float>& v) {
 }
 
 // Appends records to a file, keeping the size and CRC of everything written.
-class CheckedRecordFile {
- public:
-  explicit CheckedRecordFile(WritableFile* file) : file_(file) {}
-
-  absl::Status Write(std::string_view data) {
-    PSTRAIN_RETURN_IF_ERROR(Append(RecordWriter::Header(data)));
-    PSTRAIN_RETURN_IF_ERROR(Append(data));
-    return Append(RecordWriter::Footer(data));
-  }
-  uint64_t size() const { return size_; }
-  uint32_t crc() const { return crc_; }
-
- private:
-  absl::Status Append(std::string_view data) {
-    crc_ = crc32c::Extend(crc_, data.data(), data.size());
-    size_ += data.size();
-    return file_->Append(data);
-  }
-
-  WritableFile* const file_;
-  uint64_t size_ = 0;
-  uint32_t crc_ = 0;
-};
+// Frames each record into a CommittedFile (large records without a copy).
+absl::Status WriteRecord(CommittedFile* file, std::string_view data) {
+  PSTRAIN_RETURN_IF_ERROR(file->Append(RecordWriter::Header(data)));
+  PSTRAIN_RETURN_IF_ERROR(file->Append(data));
+  return file->Append(RecordWriter::Footer(data));
+}
 
 absl::Status DataLoss(const std::string& path, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(path, ": ", what));
@@ -132,28 +114,19 @@ absl::StatusOr<WrittenShard> WriteCheckpointShard(Env* env, const std::string& p
     return absl::InvalidArgumentError(
         absl::StrCat("the chunks of ", path, " end at ", at, ", not at ", values.end));
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
-  CheckedRecordFile out(file.get());
-  absl::Status status = out.Write(header.SerializeAsString());
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CommittedFile> out, CommittedFile::Create(env, path));
+  PSTRAIN_RETURN_IF_ERROR(WriteRecord(out.get(), header.SerializeAsString()));
   for (const ChunkValues& c : values.chunks) {
-    if (status.ok()) status = out.Write(FloatBytes(c.params));
-    for (const auto& slot : c.slots) {
-      if (status.ok()) status = out.Write(FloatBytes(slot));
-    }
-    if (status.ok() && !c.state.empty()) status = out.Write(FloatBytes(c.state));
+    PSTRAIN_RETURN_IF_ERROR(WriteRecord(out.get(), FloatBytes(c.params)));
+    for (const auto& slot : c.slots)
+      PSTRAIN_RETURN_IF_ERROR(WriteRecord(out.get(), FloatBytes(slot)));
+    if (!c.state.empty()) PSTRAIN_RETURN_IF_ERROR(WriteRecord(out.get(), FloatBytes(c.state)));
   }
-  if (status.ok()) status = file->Sync();
-  if (absl::Status s = file->Close(); status.ok()) status = s;
-  if (status.ok()) status = env->RenameFile(tmp, path);
-  if (!status.ok()) {
-    env->DeleteFile(tmp).IgnoreError();
-    return status;
-  }
+  PSTRAIN_RETURN_IF_ERROR(out->Commit());
   WrittenShard written;
   written.path = path;
-  written.size_bytes = out.size();
-  written.crc32c = out.crc();
+  written.size_bytes = out->size();
+  written.crc32c = out->crc32c();
   return written;
 }
 

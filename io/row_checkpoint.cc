@@ -1,13 +1,12 @@
 #include "io/row_checkpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/committed_file.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -423,21 +422,13 @@ absl::StatusOr<RowFileSummary> RowFileWriter::Write(Env* env, const std::string&
     return absl::InvalidArgumentError(
         absl::StrCat("row file ", path, ": negative global step ", global_step));
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CommittedFile> file, CommittedFile::Create(env, path));
+  PSTRAIN_RETURN_IF_ERROR(
+      Emit(global_step, [&](std::string_view piece) { return file->Append(piece); }));
+  PSTRAIN_RETURN_IF_ERROR(file->Commit());
   RowFileSummary summary;
-  absl::Status status = Emit(global_step, [&](std::string_view piece) {
-    summary.crc32c = crc32c::Extend(summary.crc32c, piece.data(), piece.size());
-    summary.size_bytes += piece.size();
-    return file->Append(piece);
-  });
-  if (status.ok()) status = file->Sync();
-  if (absl::Status s = file->Close(); status.ok()) status = s;
-  if (status.ok()) status = env->RenameFile(tmp, path);
-  if (!status.ok()) {
-    env->DeleteFile(tmp).IgnoreError();
-    return status;
-  }
+  summary.size_bytes = file->size();
+  summary.crc32c = file->crc32c();
   for (const Table& t : tables_) {
     summary.rows.push_back(t.rows);
     summary.sum_squares.push_back(t.sum_squares);
