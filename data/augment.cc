@@ -4,15 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/hash.h"
+
 namespace pstrain {
 namespace {
 
-uint64_t SplitMix(uint64_t* state) {
-  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+uint64_t SplitMix(uint64_t* state) { return SplitMix64Next(state); }
 
 }  // namespace
 

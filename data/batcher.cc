@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -97,12 +98,7 @@ absl::Status CheckConsistent(const Dataset& dataset) {
 
 // SplitMix64 finalizer: decorrelates the per-epoch seeds (seed + epoch) so
 // nearby seeds do not give related mt19937_64 streams.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t Mix(uint64_t x) { return MixBits64(x + kSplitMix64Gamma); }
 
 // Uniform in [0, bound) by rejection, so the result does not depend on the
 // standard library (std::uniform_int_distribution's algorithm does).

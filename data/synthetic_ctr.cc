@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 #include "data/binary_metrics.h"
 
 namespace pstrain {
@@ -13,12 +14,7 @@ namespace {
 
 // SplitMix64's finalizer: a bijective 64-bit mix, used to derive independent
 // seeds and the planted weights from (seed, what, index).
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t Mix(uint64_t x) { return MixBits64(x + kSplitMix64Gamma); }
 
 uint64_t Mix3(uint64_t a, uint64_t b, uint64_t c) { return Mix(Mix(Mix(a) ^ b) ^ c); }
 

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "common/hash.h"
+
 namespace pstrain {
 
 // A small, fast 64-bit generator (Steele et al.'s SplitMix64); good enough for
@@ -11,12 +13,7 @@ class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
 
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t Next() { return SplitMix64Next(&state_); }
 
   // Uniform in [0, 1) with 24 bits of resolution.
   float Uniform() { return static_cast<float>(Next() >> 40) * (1.0f / 16777216.0f); }

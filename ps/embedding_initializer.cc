@@ -9,17 +9,12 @@
 namespace pstrain {
 namespace {
 
-constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
-
 // SplitMix64: a counter-based generator; the n-th output is
 // MixBits64(state0 + n * gamma).
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t state) : state_(state) {}
-  uint64_t Next() {
-    state_ += kGoldenGamma;
-    return MixBits64(state_);
-  }
+  uint64_t Next() { return SplitMix64Next(&state_); }
   // Uniform in [0, 1) with 53 random bits.
   double NextDouble() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
@@ -28,21 +23,6 @@ class SplitMix64 {
 };
 
 }  // namespace
-
-uint64_t MixBits64(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t StableNameHash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;  // FNV-1a 64 prime
-  }
-  return MixBits64(h);
-}
 
 absl::Status ValidateEmbeddingInitializer(std::string_view table,
                                           const EmbeddingInitializerOptions& options) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/hash.h"  // MixBits64, StableNameHash (also for this header's older users)
 
 namespace pstrain {
 
@@ -27,14 +28,6 @@ struct EmbeddingInitializerOptions {
 // InvalidArgument naming `table` and the bad field.
 absl::Status ValidateEmbeddingInitializer(std::string_view table,
                                           const EmbeddingInitializerOptions& options);
-
-// SplitMix64's output function (Steele, Lea and Flood, "Fast splittable
-// pseudorandom number generators", 2014): a bijective mix of 64 bits.
-uint64_t MixBits64(uint64_t x);
-
-// FNV-1a of the bytes of `s`, then MixBits64: a hash of a table name that is
-// the same in every process and build (absl::Hash is salted per process).
-uint64_t StableNameHash(std::string_view s);
 
 // Computes the starting values of rows. A row's value is a function of
 // (seed, table name, id) only: element j is drawn from a SplitMix64 stream

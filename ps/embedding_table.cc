@@ -13,6 +13,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/hash.h"
 #include "glog/logging.h"
 
 namespace pstrain {

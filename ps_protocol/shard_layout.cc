@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "ps/embedding_initializer.h"
+#include "common/hash.h"
 
 namespace pstrain {
 namespace {
