@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/record_reader.h"
 #include "common/status_macros.h"
 #include "data/feature_hash.h"
 #include "data/tfrecord_dataset.h"
-#include "io/record_reader.h"
 #include "proto/example.pb.h"
 
 namespace pstrain {

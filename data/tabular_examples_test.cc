@@ -11,11 +11,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/record_writer.h"
 #include "data/feature_hash.h"
 #include "data/tabular.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "io/record_writer.h"
 #include "proto/example.pb.h"
 
 namespace pstrain {

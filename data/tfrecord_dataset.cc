@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/record_reader.h"
+#include "common/record_writer.h"
 #include "common/status_macros.h"
-#include "io/record_reader.h"
-#include "io/record_writer.h"
 #include "proto/example.pb.h"
 
 namespace pstrain {

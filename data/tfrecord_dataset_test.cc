@@ -4,12 +4,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/record_writer.h"
 #include "data/cifar10.h"
 #include "data/convert.h"
 #include "data/load.h"
 #include "data/test_util.h"
 #include "gtest/gtest.h"
-#include "io/record_writer.h"
 
 namespace pstrain {
 namespace {

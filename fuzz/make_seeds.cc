@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/record_writer.h"
 #include "data/test_util.h"
 #include "data/tfrecord_dataset.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/png.h"
-#include "io/record_writer.h"
 #include "io/row_checkpoint.h"
 #include "onnx/onnx_test_graph.h"
 #include "proto/example.pb.h"

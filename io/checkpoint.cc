@@ -12,10 +12,10 @@
 #include "absl/strings/strip.h"
 #include "common/committed_file.h"
 #include "common/crc32c.h"
+#include "common/record_reader.h"
+#include "common/record_writer.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "io/record_reader.h"
-#include "io/record_writer.h"
 
 namespace pstrain {
 namespace {

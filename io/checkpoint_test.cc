@@ -14,10 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "common/crc32c.h"
 #include "common/env.h"
+#include "common/record_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint_inspect.h"
-#include "io/record_writer.h"
 
 namespace pstrain {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/record_reader.h"
 #include "common/status_macros.h"
 #include "io/png.h"
-#include "io/record_reader.h"
 #include "proto/event.pb.h"
 
 namespace pstrain {

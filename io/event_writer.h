@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/env.h"
-#include "io/record_writer.h"
+#include "common/record_writer.h"
 #include "proto/event.pb.h"
 
 namespace pstrain {

@@ -3,10 +3,10 @@
 #include <regex>
 #include <vector>
 
+#include "common/record_reader.h"
 #include "gtest/gtest.h"
 #include "io/event_inspect.h"
 #include "io/png.h"
-#include "io/record_reader.h"
 
 namespace pstrain {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
 #include "common/env.h"
+#include "common/record_writer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "io/record_writer.h"
 
 namespace pstrain {
 namespace {

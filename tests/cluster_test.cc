@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/record_reader.h"
 #include "gtest/gtest.h"
-#include "io/record_reader.h"
 #include "proto/event.pb.h"
 #include "tests/test_cluster_util.h"
 

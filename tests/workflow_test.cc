@@ -14,9 +14,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/env.h"
+#include "common/record_reader.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
-#include "io/record_reader.h"
 #include "proto/event.pb.h"
 #include "tests/test_cluster_util.h"
 

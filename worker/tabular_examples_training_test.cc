@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/env.h"
+#include "common/record_writer.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "io/record_writer.h"
 #include "proto/example.pb.h"
 #include "worker/local_training.h"
 

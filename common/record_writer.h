@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_IO_RECORD_WRITER_H_
-#define PSTRAIN_IO_RECORD_WRITER_H_
+#ifndef PSTRAIN_COMMON_RECORD_WRITER_H_
+#define PSTRAIN_COMMON_RECORD_WRITER_H_
 
 #include <string>
 #include <string_view>
@@ -9,7 +9,7 @@
 
 namespace pstrain {
 
-// Appends TFRecord-framed records (io/record_format.h) to a file. `*file`
+// Appends TFRecord-framed records (common/record_format.h) to a file. `*file`
 // must remain live while this writer is in use; the writer does not close it.
 // Not thread-safe.
 class RecordWriter {
@@ -34,4 +34,4 @@ class RecordWriter {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_IO_RECORD_WRITER_H_
+#endif  // PSTRAIN_COMMON_RECORD_WRITER_H_

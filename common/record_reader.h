@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_IO_RECORD_READER_H_
-#define PSTRAIN_IO_RECORD_READER_H_
+#ifndef PSTRAIN_COMMON_RECORD_READER_H_
+#define PSTRAIN_COMMON_RECORD_READER_H_
 
 #include <cstdint>
 #include <string>
@@ -9,7 +9,7 @@
 
 namespace pstrain {
 
-// Reads TFRecord-framed records (io/record_format.h) from a file's contents.
+// Reads TFRecord-framed records (common/record_format.h) from a file's contents.
 // `contents` must remain live while this reader is in use. Not thread-safe.
 class RecordReader {
  public:
@@ -40,4 +40,4 @@ class RecordReader {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_IO_RECORD_READER_H_
+#endif  // PSTRAIN_COMMON_RECORD_READER_H_

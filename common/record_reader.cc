@@ -1,8 +1,8 @@
-#include "io/record_reader.h"
+#include "common/record_reader.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
-#include "io/record_format.h"
+#include "common/record_format.h"
 
 namespace pstrain {
 namespace {

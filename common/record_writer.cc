@@ -1,9 +1,9 @@
-#include "io/record_writer.h"
+#include "common/record_writer.h"
 
 #include <cstdint>
 
 #include "common/crc32c.h"
-#include "io/record_format.h"
+#include "common/record_format.h"
 
 namespace pstrain {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "common/crc32c.h"
 #include "common/env.h"
+#include "common/record_reader.h"
+#include "common/record_writer.h"
 #include "gtest/gtest.h"
-#include "io/record_reader.h"
-#include "io/record_writer.h"
 
 namespace pstrain {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_IO_RECORD_FORMAT_H_
-#define PSTRAIN_IO_RECORD_FORMAT_H_
+#ifndef PSTRAIN_COMMON_RECORD_FORMAT_H_
+#define PSTRAIN_COMMON_RECORD_FORMAT_H_
 
 #include <cstddef>
 
@@ -26,4 +26,4 @@ constexpr size_t kFooterSize = kCrcSize;
 }  // namespace record
 }  // namespace pstrain
 
-#endif  // PSTRAIN_IO_RECORD_FORMAT_H_
+#endif  // PSTRAIN_COMMON_RECORD_FORMAT_H_
