@@ -4,7 +4,7 @@
 #include "chief/coordinator.h"
 #include "cloud/gcs_env.h"
 #include "common/version.h"
-#include "config/role_process.h"
+#include "role/role_process.h"
 
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-chief")) return 0;

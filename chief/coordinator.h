@@ -6,11 +6,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "config/role_context.h"
-#include "config/role_flags.h"
 #include "ps_protocol/parameter_client.h"
 #include "ps_protocol/parameter_servers.h"
 #include "ps_protocol/shard_layout.h"
+#include "role/role_context.h"
+#include "role/role_flags.h"
 
 namespace pstrain {
 

@@ -93,7 +93,7 @@ struct ModelSpecOrigin {
 // "training" map and a command-line flag of the same name.
 struct TrainingSpec {
   // A built-in model's name (models/registry.h), or a model spec file
-  // (local or gs://, read by LoadModelSpecFile in config/model_source.h).
+  // (local or gs://, read by LoadModelSpecFile in role/model_source.h).
   std::string model = "mnist_cnn";
   // The model spec (config/model_spec.h) as ModelSpecToYaml writes it, when
   // the job has one: given inline (a `model:` map in the job YAML) or read

@@ -27,11 +27,11 @@
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
-#include "config/model_source.h"
 #include "config/model_spec.h"
 #include "gflags/gflags.h"
 #include "launch/gce_credentials.h"
 #include "launch/gce_plan.h"
+#include "role/model_source.h"
 
 DEFINE_string(config, "", "The job's YAML: a gce section and a training section.");
 DEFINE_bool(dry_run, false, "Print the gcloud commands instead of running them.");

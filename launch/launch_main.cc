@@ -19,13 +19,13 @@
 #include "common/flags.h"
 #include "common/status_macros.h"
 #include "common/version.h"
-#include "config/model_source.h"
-#include "config/role_flags.h"
-#include "config/role_process.h"
 #include "gflags/gflags.h"
 #include "launch/local_plan.h"
 #include "launch/supervisor.h"
 #include "models/model_options.h"
+#include "role/model_source.h"
+#include "role/role_flags.h"
+#include "role/role_process.h"
 #include "security/job_credentials.h"
 
 DECLARE_string(config);

@@ -61,7 +61,7 @@ struct SupervisorOptions {
   // `restart_delay`, at most `max_restarts` times per process; the others
   // keep running. Any other failure, or one past the budget, ends the job.
   int max_restarts = 0;
-  int restart_exit_code = 138;  // kExitRestartable (config/role_process.h)
+  int restart_exit_code = 138;  // kExitRestartable (role/role_process.h)
   absl::Duration restart_delay = absl::Seconds(1);
 };
 

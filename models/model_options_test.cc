@@ -1,11 +1,9 @@
 #include "models/model_options.h"
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
-#include "config/model_source.h"
 #include "config/model_spec.h"
 #include "gtest/gtest.h"
 
@@ -132,41 +130,6 @@ layers: [flatten, {dense: {units: 2, trainable: false}}]
 )";
   s = BuildJobModel(t).status();
   EXPECT_NE(s.message().find("trainable: false"), std::string::npos) << s;
-}
-
-TEST(ModelOptionsTest, ShapeErrorsNameTheFileAndLineTheAuthorWrote) {
-  const std::string path = ::testing::TempDir() + "/shape_error_net.yaml";
-  std::ofstream(path) << R"(# a comment
-# and another, so the lines are not those of the spec as written out
-input: [8, 8, 1]
-classes: 2
-layers:
-  - conv2d: {filters: 4, kernel: 3}
-  - dense: {units: 2}
-)";
-  TrainingSpec t;
-  t.model = path;
-  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  absl::Status s = BuildJobModel(t).status();
-  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_NE(s.message().find(path + ": layer dense (dense, line 7) cannot take its input"),
-            std::string::npos)
-      << s;
-}
-
-TEST(ModelOptionsTest, ASpecFilesRelativeWeightsAreTheJobsResolvedOnes) {
-  const std::string path = ::testing::TempDir() + "/relative_weights_net.yaml";
-  std::ofstream(path) << "input: [2, 2, 1]\nclasses: 2\nweights: w/net.onnx\n"
-                         "layers: [flatten, {dense: {units: 2}}]\n";
-  TrainingSpec t;
-  t.model = path;
-  ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  absl::StatusOr<std::unique_ptr<Model>> model = BuildJobModel(t);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const std::string weights =
-      (std::filesystem::path(::testing::TempDir()) / "w/net.onnx").lexically_normal().string();
-  EXPECT_NE((*model)->spec_yaml().find("weights: \"" + weights + "\""), std::string::npos)
-      << (*model)->spec_yaml();
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 #define PSTRAIN_ONNX_ONNX_WEIGHTS_H_
 
 // A model's starting values from an ONNX file: the spec's `weights:` (set
-// when a job's model is an ONNX file, config/model_source.h) names the file,
+// when a job's model is an ONNX file, role/model_source.h) names the file,
 // and its initializers, imported as onnx/onnx_import.h converts them (kernels
 // to HWIO, rows permuted after an NCHW flatten), replace the drawn initial
 // values of the variables of the same name. Variables the file does not hold

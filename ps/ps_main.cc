@@ -3,8 +3,8 @@
 // or with TF_CONFIG set ({"cluster": ..., "task": {"type": "ps", "index": 0}}).
 #include "cloud/gcs_env.h"
 #include "common/version.h"
-#include "config/role_process.h"
 #include "ps/ps_runner.h"
+#include "role/role_process.h"
 
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-ps")) return 0;

@@ -2,8 +2,8 @@
 #define PSTRAIN_PS_PS_RUNNER_H_
 
 #include "absl/status/status.h"
-#include "config/role_context.h"
-#include "config/role_flags.h"
+#include "role/role_context.h"
+#include "role/role_flags.h"
 
 namespace pstrain {
 

@@ -11,13 +11,13 @@
 #include "common/flags.h"
 #include "common/malloc_tuning.h"
 #include "common/trace.h"
-#include "config/model_source.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "models/gemm.h"
 #include "models/model_options.h"
 #include "models/random.h"
 #include "ps/in_process_client.h"
+#include "role/model_source.h"
 #include "tbb/global_control.h"
 #include "tests/bench/distributed_bench.h"
 #include "tests/bench/ps_rates_bench.h"
@@ -215,7 +215,7 @@ int Run() {
 }  // namespace pstrain
 
 int main(int argc, char** argv) {
-  // As every pstrain process does (config/role_process.cc): keep large buffers
+  // As every pstrain process does (role/role_process.cc): keep large buffers
   // mapped between steps instead of faulting fresh pages in each time.
   pstrain::TuneMallocForLargeBuffers();
   pstrain::NormalizeFlagSpellings(argc, argv);

@@ -1,7 +1,7 @@
 // A job's model: a spec inline in the job's YAML (the model section or
 // training.model), a spec file training.model or --model names, or a
 // built-in's name.
-#include "config/model_source.h"
+#include "role/model_source.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "config/role_process.h"
+#include "role/role_process.h"
 
 #include <cstdio>
 #include <thread>

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CONFIG_MODEL_SOURCE_H_
-#define PSTRAIN_CONFIG_MODEL_SOURCE_H_
+#ifndef PSTRAIN_ROLE_MODEL_SOURCE_H_
+#define PSTRAIN_ROLE_MODEL_SOURCE_H_
 
 // Where a job's model comes from: training.model names a built-in
 // (models/registry.h), a model spec file or an ONNX file (onnx/onnx_import.h),
@@ -32,4 +32,4 @@ absl::Status LoadModelSpecFile(Env* env, TrainingSpec* training);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CONFIG_MODEL_SOURCE_H_
+#endif  // PSTRAIN_ROLE_MODEL_SOURCE_H_

@@ -1,4 +1,4 @@
-#include "config/model_source.h"
+#include "role/model_source.h"
 
 #include <algorithm>
 #include <filesystem>

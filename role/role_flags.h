@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CONFIG_ROLE_FLAGS_H_
-#define PSTRAIN_CONFIG_ROLE_FLAGS_H_
+#ifndef PSTRAIN_ROLE_ROLE_FLAGS_H_
+#define PSTRAIN_ROLE_ROLE_FLAGS_H_
 
 #include <string>
 #include <utility>
@@ -58,4 +58,4 @@ absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CONFIG_ROLE_FLAGS_H_
+#endif  // PSTRAIN_ROLE_ROLE_FLAGS_H_

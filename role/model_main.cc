@@ -15,10 +15,10 @@
 #include "common/env.h"
 #include "common/version.h"
 #include "config/cluster_config.h"
-#include "config/model_source.h"
 #include "config/model_spec.h"
 #include "models/spec_builder.h"
 #include "onnx/onnx_import.h"
+#include "role/model_source.h"
 
 namespace {
 

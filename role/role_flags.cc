@@ -1,12 +1,12 @@
-#include "config/role_flags.h"
+#include "role/role_flags.h"
 
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "config/model_source.h"
 #include "gflags/gflags.h"
+#include "role/model_source.h"
 
 DEFINE_string(config, "", "Cluster config YAML (cluster and training sections).");
 DEFINE_string(job_name, "", "This task's job: chief, worker or ps (with --config).");

@@ -1,11 +1,11 @@
-#ifndef PSTRAIN_CONFIG_ROLE_PROCESS_H_
-#define PSTRAIN_CONFIG_ROLE_PROCESS_H_
+#ifndef PSTRAIN_ROLE_ROLE_PROCESS_H_
+#define PSTRAIN_ROLE_ROLE_PROCESS_H_
 
 #include <functional>
 
 #include "absl/status/status.h"
-#include "config/role_context.h"
-#include "config/role_flags.h"
+#include "role/role_context.h"
+#include "role/role_flags.h"
 
 namespace pstrain {
 
@@ -41,4 +41,4 @@ int ComputeThreads(int threads);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CONFIG_ROLE_PROCESS_H_
+#endif  // PSTRAIN_ROLE_ROLE_PROCESS_H_

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CONFIG_ROLE_CONTEXT_H_
-#define PSTRAIN_CONFIG_ROLE_CONTEXT_H_
+#ifndef PSTRAIN_ROLE_ROLE_CONTEXT_H_
+#define PSTRAIN_ROLE_ROLE_CONTEXT_H_
 
 #include "common/env.h"
 #include "common/termination.h"
@@ -20,4 +20,4 @@ struct RoleContext {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CONFIG_ROLE_CONTEXT_H_
+#endif  // PSTRAIN_ROLE_ROLE_CONTEXT_H_
