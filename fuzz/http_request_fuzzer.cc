@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/env.h"
-#include "io/export.h"
+#include "export/export.h"
 #include "models/registry.h"
 #include "nlohmann/json.hpp"
 #include "serving/http_request_parser.h"

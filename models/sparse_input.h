@@ -89,7 +89,7 @@ struct TableStep {
   std::vector<float> grads;  // ids.size() x dim: d(batch-mean loss)/d(row), by the backward pass
 };
 
-// The trained rows of one table as an export holds them (io/export.h) and an
+// The trained rows of one table as an export holds them (io/export_format.h) and an
 // ONNX graph or a predictor reads them: the ids a training created and their
 // weights, ids.size() x dim floats, in no particular order, each id once. A
 // row that is not here was never trained: it reads as zeros.

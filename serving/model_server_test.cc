@@ -3,6 +3,7 @@
 #include <cmath>
 #include <thread>
 
+#include "export/export.h"
 #include "gtest/gtest.h"
 #include "serving/click_test_model.h"
 

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env.h"
-#include "io/export.h"
+#include "io/export_format.h"
 #include "nlohmann/json.hpp"
 #include "serving/click_request.h"
 

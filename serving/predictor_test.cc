@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "data/feature_hash.h"
+#include "export/export.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
 #include "serving/click_test_model.h"

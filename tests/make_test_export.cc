@@ -17,7 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "common/env.h"
-#include "io/export.h"
+#include "export/export.h"
 #include "models/registry.h"
 
 namespace {

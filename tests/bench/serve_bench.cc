@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
+#include "export/export.h"
 #include "gflags/gflags.h"
 #include "serving/predictor.h"
 #include "serving/request_reader.h"

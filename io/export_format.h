@@ -1,9 +1,10 @@
-#ifndef PSTRAIN_IO_EXPORT_H_
-#define PSTRAIN_IO_EXPORT_H_
+#ifndef PSTRAIN_IO_EXPORT_FORMAT_H_
+#define PSTRAIN_IO_EXPORT_FORMAT_H_
 
-// A trained model, exported for serving: TensorFlow's `export/<name>/<ts>`
-// habit. Each version is a directory named by its Unix time under the export
-// base (<job_dir>/export/):
+// The export format: a trained model, exported for serving (TensorFlow's
+// `export/<name>/<ts>` habit), and what reads it. Writing one from a model
+// (with its ONNX graph) or a checkpoint is export/export.h's. Each version is a directory named by
+// its Unix time under the export base (<job_dir>/export/):
 //
 //   <job_dir>/export/1795478400/variables.bin  every parameter, then the
 //                                               batch-norm statistics
@@ -31,12 +32,14 @@
 // variables it goes with, so a damaged or swapped file is refused.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/env.h"
+#include "io/checkpoint.h"
 #include "models/registry.h"
 #include "models/sparse_input.h"
 
@@ -67,21 +70,31 @@ struct ExportedModel {
   std::vector<int64_t> table_dims;
 };
 
+// The ONNX graph a version holds as model.onnx, or why it has none.
+struct ExportOnnxFile {
+  std::optional<std::string> graph;  // a serialized onnx.ModelProto
+  std::string missing_reason;        // logged when `graph` is empty
+};
+
+// InvalidArgument if the value counts or `tables` (one per
+// Model::sparse_tables() entry, `dim` floats per row) do not match `model`.
+absl::Status CheckExportValues(const Model& model, absl::Span<const float> params,
+                               absl::Span<const float> state,
+                               absl::Span<const TrainedTableRows> tables);
+
 // Writes a new version under `export_base` from the values of `model` (built
-// with `options`) and returns its directory: variables.bin, model.onnx (when
-// the model has a spec; logged and left out otherwise), then model.json. Its
-// name is the Unix time, or one more than the newest version if that is not
-// newer. `tables`: a model with embedding tables gives the trained rows of
-// each (Model::sparse_tables() order), written to embeddings.rows. A model
-// ONNX cannot hold (a dynamic table, past 2 GiB) is exported without
-// model.onnx, saying why in the log. InvalidArgument if the value counts or
-// tables do not match the model.
-absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
-                                        const Model& model, const ModelOptions& options,
-                                        int64_t global_step, const std::string& hparams_yaml,
-                                        absl::Span<const float> params,
-                                        absl::Span<const float> state,
-                                        absl::Span<const TrainedTableRows> tables = {});
+// with `options`) and returns its directory: variables.bin, embeddings.rows
+// (a model with tables: their trained rows, Model::sparse_tables() order),
+// model.onnx (`onnx.graph`; without one, `onnx.missing_reason` is logged),
+// then model.json. Its name is the Unix time, or one more than the newest
+// version if that is not newer. InvalidArgument as CheckExportValues.
+absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& export_base,
+                                               const Model& model, const ModelOptions& options,
+                                               int64_t global_step, const std::string& hparams_yaml,
+                                               absl::Span<const float> params,
+                                               absl::Span<const float> state,
+                                               absl::Span<const TrainedTableRows> tables,
+                                               const ExportOnnxFile& onnx);
 
 // Versions under `export_base` that have a manifest, oldest first; empty if
 // there is none or no such directory.
@@ -107,19 +120,15 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
 // NotFound saying where it looked.
 absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& path);
 
-// Exports the checkpoint whose index is `index_path` under `export_base`,
-// with the model and options of the job config the checkpoint records, and
-// the rows of its rows files (each checked against the index's size and CRC)
-// for a model with embedding tables. Returns the new version directory.
-absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
-                                             const std::string& export_base);
-
-// Writes the checkpoint whose index is `index_path` as one ONNX file at
-// `output_path` (replaced atomically), the model.onnx an export version holds.
-// InvalidArgument for a checkpoint whose model has no spec.
-absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,
-                                    const std::string& output_path);
+// The rows of every table of `model` in the rows files of the checkpoint
+// `index` (read from `index_path`), each file checked against the index's size
+// and CRC. DataLoss naming the file for a damaged one, a table `model` does
+// not have, or a checkpoint with no rows files.
+absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
+                                                                 const std::string& index_path,
+                                                                 const CheckpointIndex& index,
+                                                                 const Model& model);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_IO_EXPORT_H_
+#endif  // PSTRAIN_IO_EXPORT_FORMAT_H_

@@ -14,9 +14,9 @@
 #include "common/env.h"
 #include "common/flags.h"
 #include "common/version.h"
+#include "export/export.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "io/export.h"
 
 DEFINE_string(export_dir, "", "Where the versions go (default: <job_dir>/export).");
 DEFINE_int32(keep, 5, "Versions kept in the export dir, the new one included (0: all).");

@@ -1,4 +1,4 @@
-#include "io/export.h"
+#include "export/export.h"
 
 #include <random>
 

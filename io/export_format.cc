@@ -1,4 +1,4 @@
-#include "io/export.h"
+#include "io/export_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,13 +11,10 @@
 #include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
-#include "config/cluster_config.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "io/row_checkpoint.h"
-#include "models/model_options.h"
 #include "nlohmann/json.hpp"
-#include "onnx/onnx_export.h"
 
 namespace pstrain {
 namespace {
@@ -267,12 +264,9 @@ absl::StatusOr<std::vector<int64_t>> ListExportVersions(Env* env, const std::str
   return versions;
 }
 
-absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
-                                        const Model& model, const ModelOptions& options,
-                                        int64_t global_step, const std::string& hparams_yaml,
-                                        absl::Span<const float> params,
-                                        absl::Span<const float> state,
-                                        absl::Span<const TrainedTableRows> tables) {
+absl::Status CheckExportValues(const Model& model, absl::Span<const float> params,
+                               absl::Span<const float> state,
+                               absl::Span<const TrainedTableRows> tables) {
   const std::vector<SparseTableInfo>& infos = model.sparse_tables();
   if (tables.size() != infos.size()) {
     return absl::InvalidArgumentError(absl::StrCat("export of ", model.name(), " with the rows of ",
@@ -292,23 +286,18 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
         "export of ", params.size(), " parameters and ", state.size(), " state values for ",
         model.name(), ", which has ", model.num_params(), " and ", model.num_state()));
   }
-  // The ONNX graph first: an error that stops the export leaves no files.
-  std::optional<std::string> onnx;
-  std::string no_onnx;
-  if (model.spec_yaml().empty()) {
-    no_onnx = "the model has no spec, which the ONNX graph is written from";
-  } else if (absl::StatusOr<std::string> graph = ModelToOnnx(model, params, state, tables);
-             graph.ok()) {
-    onnx = std::move(*graph);
-  } else if (absl::IsResourceExhausted(graph.status()) || absl::IsUnimplemented(graph.status()) ||
-             model.has_sparse()) {
-    // The version still serves pstrain-serve: a model ONNX cannot hold (past
-    // protobuf's 2 GiB, a dynamic table, a click model's names) loses only
-    // its model.onnx.
-    no_onnx = std::string(graph.status().message());
-  } else {
-    return graph.status();
-  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& export_base,
+                                               const Model& model, const ModelOptions& options,
+                                               int64_t global_step, const std::string& hparams_yaml,
+                                               absl::Span<const float> params,
+                                               absl::Span<const float> state,
+                                               absl::Span<const TrainedTableRows> tables,
+                                               const ExportOnnxFile& onnx) {
+  PSTRAIN_RETURN_IF_ERROR(CheckExportValues(model, params, state, tables));
+  const std::vector<SparseTableInfo>& infos = model.sparse_tables();
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
   int64_t version = absl::ToUnixSeconds(absl::Now());
   if (!versions.empty() && versions.back() >= version) version = versions.back() + 1;
@@ -338,11 +327,11 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
                              writer.Write(env, JoinPath(dir, kEmbeddings), global_step));
     embeddings = EmbeddingsFile{summary.size_bytes, summary.crc32c, summary.rows};
   }
-  if (onnx.has_value()) {
-    PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kOnnx), *onnx));
+  if (onnx.graph.has_value()) {
+    PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kOnnx), *onnx.graph));
   } else {
     LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
-                 << no_onnx << ")";
+                 << onnx.missing_reason << ")";
   }
   const nlohmann::json manifest = Manifest(model, options, global_step, version, hparams_yaml,
                                            bytes.size(), crc, embeddings ? &*embeddings : nullptr);
@@ -420,20 +409,6 @@ absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& 
                    "(job_dir/model.ckpt-2000)"));
 }
 
-namespace {
-
-// A checkpoint's model and values, read for an export.
-struct CheckpointValues {
-  std::unique_ptr<Model> model;
-  ModelOptions options;
-  int64_t global_step = 0;
-  std::string hparams_yaml;
-  std::vector<float> params, state;
-  std::vector<TrainedTableRows> tables;  // per model table
-};
-
-// The rows of every table of `model` in the rows files of the checkpoint
-// `index` (read from `index_path`), each file checked against the index.
 absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
                                                                  const std::string& index_path,
                                                                  const CheckpointIndex& index,
@@ -472,55 +447,6 @@ absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
                                              infos.size(), " embedding tables"));
   }
   return tables;
-}
-
-absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::string& index_path) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
-                           CheckpointReader::Open(env, index_path));
-  const CheckpointIndex& index = reader->index();
-  absl::StatusOr<JobConfig> job =
-      ParseJobConfig(index.hparams_yaml(), absl::StrCat(index_path, " (its job config)"));
-  if (!job.ok()) return job.status();
-  if (job->training.model != index.model()) {
-    return DataLoss(index_path, absl::StrCat("holds ", index.model(), " but its job config says ",
-                                             job->training.model));
-  }
-  CheckpointValues out;
-  PSTRAIN_ASSIGN_OR_RETURN(out.model, BuildJobModel(job->training));
-  const Model& model = *out.model;
-  if (model.num_params() != index.num_params() || model.num_state() != index.num_state()) {
-    return DataLoss(index_path,
-                    absl::StrCat("holds ", index.num_params(), " parameters and ",
-                                 index.num_state(), " state values; ", index.model(), " has ",
-                                 model.num_params(), " and ", model.num_state()));
-  }
-  out.params.resize(model.num_params());
-  out.state.resize(model.num_state());
-  PSTRAIN_RETURN_IF_ERROR(reader->ReadRange(0, model.num_params(), out.params.data(), {}).status());
-  PSTRAIN_RETURN_IF_ERROR(reader->ReadState(out.state.data()));
-  if (model.has_sparse()) {
-    PSTRAIN_ASSIGN_OR_RETURN(out.tables, ReadCheckpointRows(env, index_path, index, model));
-  }
-  out.options = ModelOptionsFromSpec(job->training);
-  out.global_step = index.global_step();
-  out.hparams_yaml = index.hparams_yaml();
-  return out;
-}
-
-}  // namespace
-
-absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
-                                             const std::string& export_base) {
-  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
-  return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml, c.params,
-                     c.state, c.tables);
-}
-
-absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,
-                                    const std::string& output_path) {
-  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
-  PSTRAIN_ASSIGN_OR_RETURN(std::string onnx, ModelToOnnx(*c.model, c.params, c.state, c.tables));
-  return env->WriteFileAtomic(output_path, onnx);
 }
 
 }  // namespace pstrain
