@@ -4,7 +4,6 @@
 
 #include "cloud/metadata.h"
 #include "gtest/gtest.h"
-#include "io/checkpoint.h"
 #include "tests/fakes/fake_gcs.h"
 
 namespace pstrain {
@@ -135,23 +134,6 @@ TEST_F(GcsEnvTest, UsesTheMetadataServersAccessToken) {
   absl::StatusOr<std::string> missing = client.Get("instance/attributes/pstrain-task-index");
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_NE(missing.status().message().find("pstrain-task-index"), std::string::npos);
-}
-
-// A checkpoint committed in a bucket: shard and index objects, then the
-// `checkpoint` object; no temp object is left and every file reads back.
-TEST_F(GcsEnvTest, CheckpointFilesGoThroughTheEnv) {
-  SchemeRoutingEnv routing(Env::Default(), env_.get());
-  CheckpointState state;
-  state.model_checkpoint_path = "model.ckpt-5";
-  state.all_model_checkpoint_paths = {"model.ckpt-5"};
-  ASSERT_TRUE(
-      routing.WriteFileAtomic("gs://bkt/job/checkpoint", FormatCheckpointState(state)).ok());
-  ASSERT_TRUE(WriteCompletionMarker(&routing, "gs://bkt/job", 5, "model.ckpt-5").ok());
-  EXPECT_EQ(CompletionMarkerStep(*ReadCompletionMarker(&routing, "gs://bkt/job")), 5);
-  EXPECT_TRUE(JobAlreadyFinished(&routing, "gs://bkt/job", 5));
-  EXPECT_FALSE(JobAlreadyFinished(&routing, "gs://bkt/job", 6));
-  // Local paths still go to the local Env.
-  EXPECT_FALSE(routing.FileExists("/nonexistent/pstrain/x"));
 }
 
 }  // namespace
