@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "config/cluster_config.h"
-#include "config/config_test_util.h"
 #include "config/config_yaml_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/config_test_util.h"
 
 namespace pstrain {
 namespace {

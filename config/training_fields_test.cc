@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "config/cluster_config.h"
-#include "config/config_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/config_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "data/batcher.h"
-#include "data/test_util.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

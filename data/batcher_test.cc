@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "data/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

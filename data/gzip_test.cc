@@ -3,9 +3,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "data/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

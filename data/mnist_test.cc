@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "common/env.h"
-#include "data/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -15,9 +15,9 @@
 #include "data/feature_hash.h"
 #include "data/load.h"
 #include "data/tabular.h"
-#include "data/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

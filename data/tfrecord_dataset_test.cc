@@ -8,8 +8,8 @@
 #include "data/cifar10.h"
 #include "data/convert.h"
 #include "data/load.h"
-#include "data/test_util.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -10,15 +10,15 @@
 
 #include "common/env.h"
 #include "common/record_writer.h"
-#include "data/test_util.h"
 #include "data/tfrecord_dataset.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/png.h"
 #include "io/row_checkpoint.h"
-#include "onnx/onnx_test_graph.h"
 #include "proto/example.pb.h"
 #include "proto/parameter_server.pb.h"
+#include "testing/data_test_util.h"
+#include "testing/onnx_test_graph.h"
 #include "tests/ps_test_util.h"
 
 namespace {

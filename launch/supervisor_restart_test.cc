@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launch/supervisor.h"
-#include "launch/supervisor_test_util.h"
+#include "testing/supervisor_test_util.h"
 
 namespace pstrain {
 namespace {

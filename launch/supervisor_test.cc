@@ -19,7 +19,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launch/supervisor_test_util.h"
+#include "testing/supervisor_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/spec_builder.h"
-#include "onnx/onnx_test_graph.h"
+#include "testing/onnx_test_graph.h"
 
 namespace pstrain {
 namespace {

@@ -19,9 +19,9 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps_protocol/fake_ps.h"
 #include "ps_protocol/grpc_parameter_servers.h"
 #include "ps_protocol/shard_layout.h"
+#include "testing/fake_ps.h"
 
 namespace pstrain {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "config/cluster_config.h"
-#include "config/config_test_util.h"
 #include "config/model_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/config_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "export/export.h"
 #include "gtest/gtest.h"
-#include "serving/click_test_model.h"
+#include "testing/click_test_model.h"
 
 namespace pstrain {
 namespace {

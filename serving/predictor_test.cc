@@ -7,7 +7,7 @@
 #include "export/export.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
-#include "serving/click_test_model.h"
+#include "testing/click_test_model.h"
 
 namespace pstrain {
 namespace {

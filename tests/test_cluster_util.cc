@@ -24,9 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env.h"
-#include "data/test_util.h"
 #include "gtest/gtest.h"
 #include "security/job_credentials.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace testing_util {

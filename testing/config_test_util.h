@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_
-#define PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_
+#ifndef PSTRAIN_TESTING_CONFIG_TEST_UTIL_H_
+#define PSTRAIN_TESTING_CONFIG_TEST_UTIL_H_
 
 // Helpers shared by the job-config tests (cluster YAML, trainingInput,
 // TF_CONFIG).
@@ -44,4 +44,4 @@ inline void ExpectInvalid(const absl::Status& status, const std::vector<std::str
 }  // namespace config_test
 }  // namespace pstrain
 
-#endif  // PSTRAIN_CONFIG_CONFIG_TEST_UTIL_H_
+#endif  // PSTRAIN_TESTING_CONFIG_TEST_UTIL_H_

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_ONNX_ONNX_TEST_GRAPH_H_
-#define PSTRAIN_ONNX_ONNX_TEST_GRAPH_H_
+#ifndef PSTRAIN_TESTING_ONNX_TEST_GRAPH_H_
+#define PSTRAIN_TESTING_ONNX_TEST_GRAPH_H_
 
 // For tests and fuzz/make_seeds.cc only: ONNX models built in C++ through the
 // schema's protobuf classes, a node at a time.
@@ -235,4 +235,4 @@ struct SmallCnn {
 }  // namespace onnx_test
 }  // namespace pstrain
 
-#endif  // PSTRAIN_ONNX_ONNX_TEST_GRAPH_H_
+#endif  // PSTRAIN_TESTING_ONNX_TEST_GRAPH_H_

@@ -1,4 +1,4 @@
-#include "ps_protocol/fake_ps.h"
+#include "testing/fake_ps.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_DATA_TEST_UTIL_H_
-#define PSTRAIN_DATA_TEST_UTIL_H_
+#ifndef PSTRAIN_TESTING_DATA_TEST_UTIL_H_
+#define PSTRAIN_TESTING_DATA_TEST_UTIL_H_
 
 // Writers for the data formats, for tests only: they build small files byte
 // by byte from the format headers, independently of the readers under test.
@@ -36,4 +36,4 @@ Dataset MakeDataset(int64_t n, int h, int w, int c);
 }  // namespace testutil
 }  // namespace pstrain
 
-#endif  // PSTRAIN_DATA_TEST_UTIL_H_
+#endif  // PSTRAIN_TESTING_DATA_TEST_UTIL_H_

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_LAUNCH_SUPERVISOR_TEST_UTIL_H_
-#define PSTRAIN_LAUNCH_SUPERVISOR_TEST_UTIL_H_
+#ifndef PSTRAIN_TESTING_SUPERVISOR_TEST_UTIL_H_
+#define PSTRAIN_TESTING_SUPERVISOR_TEST_UTIL_H_
 
 // Helpers of the Supervisor's tests.
 #include <errno.h>
@@ -82,4 +82,4 @@ inline void ExpectAllGone(const std::vector<pid_t>& pids) {
 }  // namespace testing_util
 }  // namespace pstrain
 
-#endif  // PSTRAIN_LAUNCH_SUPERVISOR_TEST_UTIL_H_
+#endif  // PSTRAIN_TESTING_SUPERVISOR_TEST_UTIL_H_

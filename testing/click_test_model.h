@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_SERVING_CLICK_TEST_MODEL_H_
-#define PSTRAIN_SERVING_CLICK_TEST_MODEL_H_
+#ifndef PSTRAIN_TESTING_CLICK_TEST_MODEL_H_
+#define PSTRAIN_TESTING_CLICK_TEST_MODEL_H_
 
 // A small click model with values and rows, for serving's tests.
 
@@ -62,4 +62,4 @@ inline ClickModel MakeClickModel() {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_SERVING_CLICK_TEST_MODEL_H_
+#endif  // PSTRAIN_TESTING_CLICK_TEST_MODEL_H_

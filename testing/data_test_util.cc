@@ -1,4 +1,4 @@
-#include "data/test_util.h"
+#include "testing/data_test_util.h"
 
 #include <zlib.h>
 

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_PS_PROTOCOL_FAKE_PS_H_
-#define PSTRAIN_PS_PROTOCOL_FAKE_PS_H_
+#ifndef PSTRAIN_TESTING_FAKE_PS_H_
+#define PSTRAIN_TESTING_FAKE_PS_H_
 
 // A fake ps for the client's tests: gRPC ParameterServer tasks in this
 // process whose answers each test scripts (the status, how late, and in which
@@ -142,4 +142,4 @@ class FakePs {
 }  // namespace testing_util
 }  // namespace pstrain
 
-#endif  // PSTRAIN_PS_PROTOCOL_FAKE_PS_H_
+#endif  // PSTRAIN_TESTING_FAKE_PS_H_
