@@ -37,13 +37,12 @@ std::string SpecChange(const std::string& saved, const std::string& now);
 absl::Status CheckCheckpointMatchesModel(const CheckpointIndex& index, const Model& model,
                                          const std::string& index_path);
 
-// The chief's checkpoints (DESIGN.md, Persistence): restore at start, save
-// every checkpoint_steps / checkpoint_secs on a thread of its own (training
-// goes on meanwhile), save when a replica leaves, and on a stop request
-// (SIGTERM, or a ps being preempted) save and end the job; when each is due
-// is JobMonitor's call. Every save: each
-// ps writes its shard file, then the chief writes the index, replaces the
-// `checkpoint` file and deletes the checkpoints beyond keep_checkpoint_max.
+// The chief's checkpoints (docs/reliability.md, "Checkpoints and preemption"): restore at start,
+// save every checkpoint_steps / checkpoint_secs on a thread of its own (training goes on
+// meanwhile), save when a replica leaves, and on a stop request (SIGTERM, or a ps being preempted)
+// save and end the job; when each is due is JobMonitor's call. Every save: each ps writes its shard
+// file, then the chief writes the index, replaces the `checkpoint` file and deletes the checkpoints
+// beyond keep_checkpoint_max.
 class Checkpointer {
  public:
   // `servers` is this checkpointer's own (its thread calls them); `env`,

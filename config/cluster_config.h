@@ -68,7 +68,7 @@ struct TaskSpec {
 // InvalidArgument naming the accepted names for anything else.
 absl::StatusOr<std::string> CanonicalJobName(std::string_view job_name);
 
-// How the parameter servers apply gradients (see DESIGN.md, "Update modes").
+// How the parameter servers apply gradients (see docs/training.md, "How it behaves").
 // kSsp: stale synchronous parallel (bounded staleness): async updates, but
 // a replica waits (in its push) while it is more than `staleness` steps
 // ahead of the slowest live replica.

@@ -1,7 +1,7 @@
 #ifndef PSTRAIN_IO_CHECKPOINT_H_
 #define PSTRAIN_IO_CHECKPOINT_H_
 
-// Checkpoint files (DESIGN.md, Persistence):
+// Checkpoint files (docs/data-formats.md, "Checkpoint files"):
 //   <dir>/model.ckpt-<step>.shard-<i>-of-<P>  ps i: parameters, optimizer slots, steps
 //   <dir>/model.ckpt-<step>.index             chief: model, variables, layout, CRCs
 //   <dir>/checkpoint                          TensorFlow's text form, newest last

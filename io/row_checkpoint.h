@@ -2,8 +2,8 @@
 #define PSTRAIN_IO_ROW_CHECKPOINT_H_
 
 // Row files: one ps task's rows of every embedding table of a model, written
-// beside its dense shard file in the same checkpoint (DESIGN.md, Sparse
-// variables; io/checkpoint.h names the files). The format, every integer
+// beside its dense shard file in the same checkpoint (docs/data-formats.md,
+// "Checkpoint files"; io/checkpoint.h names the files). The format, every integer
 // little-endian, every float an IEEE-754 binary32 little-endian:
 //
 //   prelude  magic "PSTRROWS" (8 bytes), uint32 version,
