@@ -394,7 +394,7 @@ absl::Status RunChief(const RoleConfig& role, const RoleContext& context) {
     return MakeParameterServers(job, layout, patience);
   };
   deps.training_client = [&job, &context](const ShardLayout& layout, int replica) {
-    return MakePsClient(job, layout, replica, absl::Seconds(60), context.trace);
+    return MakePsClient(job, layout, replica, context.trace);
   };
   return RunChiefWith(job, ReplicaId(job, role.task), deps);
 }

@@ -160,6 +160,10 @@ struct TrainingSpec {
   uint64_t seed = 1;
   double sync_timeout = 30;      // seconds a sync step waits for missing replicas
   double startup_timeout = 300;  // seconds a task waits for the others to come up
+  // Seconds the chief and a worker retry a ps that does not answer (a ps
+  // restarting, a VM recreated) before the call fails: the task then exits
+  // 138 so that a restart resumes the job.
+  double ps_retry_secs = 60;
   // The chief's progress watchdog: no global step for this long while the
   // job runs -> a log line saying so and a rollback to the last checkpoint
   // (0: off). More than sync_timeout, which a step may wait by design.

@@ -125,6 +125,7 @@ TEST(ParseJobConfigTest, EveryTrainingDefault) {
   EXPECT_EQ(t.seed, 1u);
   EXPECT_DOUBLE_EQ(t.sync_timeout, 30);
   EXPECT_DOUBLE_EQ(t.startup_timeout, 300);
+  EXPECT_DOUBLE_EQ(t.ps_retry_secs, 60);
   EXPECT_EQ(t.threads, 0);
   EXPECT_TRUE(config->cluster.worker.empty());
 }
@@ -362,6 +363,7 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"weight_decay", "-1e-4", "training.weight_decay = -1e-04 must be 0 or more"},
       {"sync_timeout", "0", "training.sync_timeout = 0 must be positive"},
       {"startup_timeout", "-1", "training.startup_timeout = -1 must be positive"},
+      {"ps_retry_secs", "0", "training.ps_retry_secs = 0 must be positive"},
       {"watchdog_secs", "20", "training.watchdog_secs = 20 must be 0 (off) or more than"},
       {"watchdog_secs", "-1", "training.watchdog_secs = -1 must be 0 (off)"},
       {"threads", "-2", "training.threads = -2"},

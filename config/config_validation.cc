@@ -281,6 +281,10 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.sync_timeout = ", FormatScalar(t.sync_timeout),
                                 " must be positive (seconds)"));
   }
+  if (!(t.ps_retry_secs > 0)) {
+    return Invalid(absl::StrCat("training.ps_retry_secs = ", FormatScalar(t.ps_retry_secs),
+                                " must be positive (seconds)"));
+  }
   if (!(t.watchdog_secs == 0 || t.watchdog_secs > t.sync_timeout)) {
     return Invalid(absl::StrCat(
         "training.watchdog_secs = ", FormatScalar(t.watchdog_secs),

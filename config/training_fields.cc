@@ -51,6 +51,7 @@ const Field kFields[] = {
     {"seed", &TrainingSpec::seed},
     {"sync_timeout", &TrainingSpec::sync_timeout},
     {"startup_timeout", &TrainingSpec::startup_timeout},
+    {"ps_retry_secs", &TrainingSpec::ps_retry_secs},
     {"watchdog_secs", &TrainingSpec::watchdog_secs},
     {"checkpoint_steps", &TrainingSpec::checkpoint_steps},
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},

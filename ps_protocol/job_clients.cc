@@ -17,11 +17,15 @@ absl::Duration RpcTimeout(const JobConfig& job) {
   return timeout;
 }
 
+// How long a ps that does not answer is retried before a call fails.
+absl::Duration RetryBudget(const JobConfig& job) {
+  return absl::Seconds(job.training.ps_retry_secs);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
                                                       const ShardLayout& layout, int replica,
-                                                      absl::Duration retry_budget,
                                                       TraceRecorder* trace) {
   PsClientOptions options;
   options.ps_addresses = job.cluster.ps;
@@ -30,7 +34,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.bf16 = job.training.wire_format == "bf16";
   options.sync = job.training.update == UpdateMode::kSync;
   options.rpc_timeout = RpcTimeout(job);
-  options.retry_budget = retry_budget;
+  options.retry_budget = RetryBudget(job);
   options.wire = job.wire;
   options.trace = trace;
   options.overlap_pull = job.training.overlap_pull;
@@ -41,20 +45,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
 
 absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
                                                               const ShardLayout& layout,
-                                                              int replica,
-                                                              absl::Duration retry_budget,
-                                                              TraceRecorder* trace) {
+                                                              int replica, TraceRecorder* trace) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, replica, retry_budget, trace));
+                           NewPsClient(job, layout, replica, trace));
   return client;
 }
 
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
     const JobConfig& job, const ShardLayout& layout, const CallPatience& patience) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterServers> servers,
-                           GrpcParameterServers::Create(job.cluster.ps, layout,
-                                                        patience.deadline.value_or(RpcTimeout(job)),
-                                                        patience.retry_budget, job.wire));
+                           GrpcParameterServers::Create(
+                               job.cluster.ps, layout, patience.deadline.value_or(RpcTimeout(job)),
+                               patience.retry_budget.value_or(RetryBudget(job)), job.wire));
   return servers;
 }
 

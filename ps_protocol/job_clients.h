@@ -19,12 +19,13 @@
 namespace pstrain {
 
 // A gRPC ParameterClient (PsClient) for `replica` of the job, with deadlines
-// that fit its update mode (a sync PushPull waits for the step to complete).
-// `retry_budget`: how long a ps that does not answer is retried; `trace`
+// that fit its update mode (a sync PushPull waits for the step to complete);
+// a ps that does not answer is retried for the job's ps_retry_secs. `trace`
 // (may be null) records every chunk's round trip.
-absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(
-    const JobConfig& job, const ShardLayout& layout, int replica,
-    absl::Duration retry_budget = absl::Seconds(60), TraceRecorder* trace = nullptr);
+absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
+                                                              const ShardLayout& layout,
+                                                              int replica,
+                                                              TraceRecorder* trace = nullptr);
 
 // The job's ParameterServers over gRPC, as patient as `patience` says.
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
@@ -34,7 +35,6 @@ absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
 // figures (bytes, exposed round-trip time).
 absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
                                                       const ShardLayout& layout, int replica,
-                                                      absl::Duration retry_budget,
                                                       TraceRecorder* trace);
 
 }  // namespace pstrain

@@ -14,15 +14,15 @@
 
 namespace pstrain {
 
-// How patient a handle on the parameter servers is: how long a ps that does
-// not answer (UNAVAILABLE) is retried, and each call's deadline (unset: one
-// that fits the job's update mode).
 // A new generation for an Initialize or Restore broadcast (every chunk gets
 // the same): the time in microseconds, unique across the chief's restarts.
 inline int64_t NewGeneration() { return absl::ToUnixMicros(absl::Now()); }
 
+// How patient a handle on the parameter servers is: how long a ps that does
+// not answer (UNAVAILABLE) is retried (unset: the job's ps_retry_secs), and
+// each call's deadline (unset: one that fits the job's update mode).
 struct CallPatience {
-  absl::Duration retry_budget = absl::Seconds(60);
+  std::optional<absl::Duration> retry_budget;
   std::optional<absl::Duration> deadline;
 };
 

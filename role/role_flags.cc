@@ -67,6 +67,9 @@ DEFINE_int64(log_every_n_steps, 100, "Steps between progress lines.");
 DEFINE_uint64(seed, 1, "Seed for initialization, shuffling and dropout.");
 DEFINE_double(sync_timeout, 30, "Seconds a sync step waits for missing replicas.");
 DEFINE_double(startup_timeout, 300, "Seconds a task waits for the others to come up.");
+DEFINE_double(ps_retry_secs, 60,
+              "Seconds the chief and a worker retry a parameter server that does not answer, "
+              "then exit 138 (a restart resumes the job).");
 DEFINE_double(watchdog_secs, 600,
               "The chief's progress watchdog: no global step for this many seconds -> a log "
               "line and a rollback to the last checkpoint (0: off; more than sync_timeout).");

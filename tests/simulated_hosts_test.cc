@@ -52,12 +52,16 @@ const std::string kVmnet = kSourceDir + "/tests/hosts/vmnet.sh";
 // The job's VMs: instance names as a managed instance group gives them.
 const std::vector<std::string> kHosts = {"job-ps-0", "job-chief-0", "job-worker-0", "job-worker-1"};
 // The cluster YAML every VM gets: TLS on (no `insecure`), the credentials
-// are the startup script's flags.
+// are the startup script's flags. ps_retry_secs: when the ps VM is
+// preempted, the chief's and the workers' pushes retry the gone ps this long
+// (production's 60 s would be a minute of waiting here) before the tasks
+// exit and their startup scripts start them again; still ample for a ps
+// that is alive on a loaded machine.
 constexpr char kCluster[] =
     "cluster:\n  chief: [\"job-chief-0:2222\"]\n"
     "  worker: [\"job-worker-0:2222\", \"job-worker-1:2222\"]\n  ps: [\"job-ps-0:2222\"]\n"
     "training:\n  model: mnist_cnn\n  update: sync\n  batch_size: 20\n  eval_steps: 0\n"
-    "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n";
+    "  checkpoint_steps: 10\n  log_every_n_steps: 10\n  threads: 1\n  ps_retry_secs: 10\n";
 // A VM of another job on the same network, and what its worker says when
 // the job's ps refuses its certificate until it stops waiting.
 const std::string kIntruder = "other-worker-0";

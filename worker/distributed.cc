@@ -87,9 +87,8 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<BatchIterator> batches,
       StartReplicaBatches(&train, *model, spec, statuses.ok() ? LowestStep(*statuses) : 0));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<PsClient> client,
-      NewPsClient(job, layout, spec.replica, absl::Seconds(60), context.trace));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                           NewPsClient(job, layout, spec.replica, context.trace));
   TrainerOptions options = ReplicaTrainerOptions(spec);
   options.trace = context.trace;
   options.rewind = [&train, &model, &spec](int64_t global_step) {
