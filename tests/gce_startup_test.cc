@@ -183,14 +183,17 @@ TEST_F(GceStartupTest, ABadMetadataValueOrAnUnreachableBucketIsNamed) {
             std::string::npos)
       << ReadAll(bad.log_path);
   worker->Remove("instance/attributes/pstrain-credentials");
-  // An unreachable bucket.
+  // An unreachable bucket: tried again once (a second later) rather than
+  // the default 5 times over about 30 s, then named.
   worker->Set("instance/attributes/pstrain-job-dir", "gs://bkt/job");
   worker->Set("instance/attributes/pstrain-storage-endpoint", "http://127.0.0.1:1");
+  worker->Set("instance/attributes/pstrain-storage-retries", "1");
   bad = Boot(*worker, "bad", 2);
   EXPECT_EQ(WaitProcess(&bad, 60), 1);
   EXPECT_NE(ReadAll(bad.log_path).find("Cloud Storage at http://127.0.0.1:1 is unreachable"),
             std::string::npos)
       << ReadAll(bad.log_path);
+  worker->Remove("instance/attributes/pstrain-storage-retries");
   // A task that fails every time is started again up to pstrain-max-restarts
   // times in a row, then not again (the VM says why and where to look).
   worker->Set("instance/attributes/pstrain-storage-endpoint", gcs_.endpoint());

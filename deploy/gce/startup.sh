@@ -28,6 +28,9 @@
 #                           the job is plaintext, or tls_dir is on the image)
 #   pstrain-group           the managed instance group (else read from "created-by")
 #   pstrain-storage-endpoint  a Cloud Storage emulator (tests); else storage.googleapis.com
+#   pstrain-storage-retries   times a Cloud Storage request that gets no answer is
+#                           tried again, 1 s apart and doubling (default 5: about
+#                           30 s before the script says the bucket is unreachable)
 #   pstrain-install-root    unpack the package here instead of installing it (tests)
 #   pstrain-run             systemd (default where systemd runs) or direct
 #   pstrain-max-restarts    failures in a row after which the task is not
@@ -93,6 +96,9 @@ max_restarts="$(md pstrain-max-restarts 10)"
 [[ "$max_restarts" =~ ^[0-9]+$ ]] ||
   die "metadata pstrain-max-restarts = '$max_restarts' is not a number of restarts"
 endpoint="$(md pstrain-storage-endpoint "")"
+storage_retries="$(md pstrain-storage-retries 5)"
+[[ "$storage_retries" =~ ^[0-9]+$ ]] ||
+  die "metadata pstrain-storage-retries = '$storage_retries' is not a number of retries"
 root="$(md pstrain-install-root "")"
 run_mode="$(md pstrain-run "")"
 if [[ -z "$run_mode" ]]; then
@@ -118,7 +124,7 @@ fi
 gcs_get() {
   local path="${1#gs://}" status
   local bucket="${path%%/*}" object="${path#*/}"
-  status="$(curl -sS --max-time 600 --retry 5 --retry-connrefused "${auth[@]}" -o "$2" \
+  status="$(curl -sS --max-time 600 --retry "$storage_retries" --retry-connrefused "${auth[@]}" -o "$2" \
     -w '%{http_code}' "$storage/storage/v1/b/$(urlencode "$bucket")/o/$(urlencode "$object")?alt=media")" ||
     die "Cloud Storage at $storage is unreachable (fetching $1)"
   case "$status" in
