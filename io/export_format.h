@@ -3,8 +3,8 @@
 
 // The export format: a trained model, exported for serving (TensorFlow's
 // `export/<name>/<ts>` habit), and what reads it. Writing one from a model
-// (with its ONNX graph) or a checkpoint is export/export.h's. Each version is a directory named by
-// its Unix time under the export base (<job_dir>/export/):
+// (with its ONNX graph) or a checkpoint is export/export.h's. Each version is
+// a directory named by its Unix time under the export base (<job_dir>/export/):
 //
 //   <job_dir>/export/1795478400/variables.bin  every parameter, then the
 //                                               batch-norm statistics
