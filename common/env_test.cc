@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
@@ -11,12 +12,8 @@ namespace {
 // One fresh directory per test binary run (mkdtemp: never one an earlier run
 // with the same pid left behind).
 std::string TempDir() {
-  static const std::string* const dir = [] {
-    const char* base = std::getenv("TEST_TMPDIR");
-    auto* d = new std::string(JoinPath(base ? base : "/tmp", "pstrain_env_test_XXXXXX"));
-    if (::mkdtemp(d->data()) == nullptr) std::abort();
-    return d;
-  }();
+  static const std::string* const dir =
+      new std::string(testing_util::TempDirRemovedAtExit("pstrain_env_test"));
   return *dir;
 }
 

@@ -9,6 +9,7 @@
 #include "common/record_reader.h"
 #include "common/record_writer.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
@@ -108,8 +109,7 @@ TEST(RecordTest, EveryBitFlipIsDetectedWithTheOffset) {
 
 TEST(RecordTest, WritesToARealFile) {
   Env* env = Env::Default();
-  std::string dir = JoinPath(::testing::TempDir(), "pstrain_record_test_XXXXXX");
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr) << dir;
+  const std::string dir = testing_util::TempDirRemovedAtExit("pstrain_record_test");
   const std::string path = JoinPath(dir, "events.out.tfevents.test");
   auto file = env->NewWritableFile(path);
   ASSERT_TRUE(file.ok());

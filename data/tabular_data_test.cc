@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/data_test_util.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
@@ -204,7 +205,7 @@ TEST(TabularLoadTest, TestSplitIsTestTsvOrEvalTsv) {
 
 TEST(TabularLoadTest, LoadsFromADirectoryOnDisk) {
   Env* env = Env::Default();
-  const std::string dir = JoinPath(::testing::TempDir(), "tabular_data_test_on_disk");
+  const std::string dir = testing_util::TempDirRemovedAtExit("tabular_data_test_on_disk");
   ASSERT_TRUE(env->CreateDirs(dir).ok());
   ASSERT_TRUE(env->WriteFileAtomic(JoinPath(dir, "train.tsv"), FourLines()).ok());
   absl::StatusOr<Dataset> data = LoadDataset(env, dir, Split::kTrain);

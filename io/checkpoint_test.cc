@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "io/checkpoint_inspect.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
@@ -682,8 +683,7 @@ TEST(CheckpointReaderOpenTest, FindsShardsBesideTheIndexInAnyDirectory) {
 
 TEST(CheckpointFilesystemTest, RoundTripOnDisk) {
   Env* env = Env::Default();
-  std::string dir = JoinPath(::testing::TempDir(), "checkpoint_test_XXXXXX");
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr) << dir;
+  const std::string dir = testing_util::TempDirRemovedAtExit("checkpoint_test");
   struct RemoveAll {
     ~RemoveAll() { std::filesystem::remove_all(dir); }
     std::string dir;

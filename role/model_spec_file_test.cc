@@ -10,12 +10,20 @@
 #include "gtest/gtest.h"
 #include "models/model_options.h"
 #include "role/model_source.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
 
+// This binary's temp dir, removed at exit.
+const std::string& Dir() {
+  static const std::string* const dir =
+      new std::string(testing_util::TempDirRemovedAtExit("pstrain_spec_file_test"));
+  return *dir;
+}
+
 TEST(ModelOptionsTest, ShapeErrorsNameTheFileAndLineTheAuthorWrote) {
-  const std::string path = ::testing::TempDir() + "/shape_error_net.yaml";
+  const std::string path = Dir() + "/shape_error_net.yaml";
   std::ofstream(path) << R"(# a comment
 # and another, so the lines are not those of the spec as written out
 input: [8, 8, 1]
@@ -35,7 +43,7 @@ layers:
 }
 
 TEST(ModelOptionsTest, ASpecFilesRelativeWeightsAreTheJobsResolvedOnes) {
-  const std::string path = ::testing::TempDir() + "/relative_weights_net.yaml";
+  const std::string path = Dir() + "/relative_weights_net.yaml";
   std::ofstream(path) << "input: [2, 2, 1]\nclasses: 2\nweights: w/net.onnx\n"
                          "layers: [flatten, {dense: {units: 2}}]\n";
   TrainingSpec t;
@@ -44,7 +52,7 @@ TEST(ModelOptionsTest, ASpecFilesRelativeWeightsAreTheJobsResolvedOnes) {
   absl::StatusOr<std::unique_ptr<Model>> model = BuildJobModel(t);
   ASSERT_TRUE(model.ok()) << model.status();
   const std::string weights =
-      (std::filesystem::path(::testing::TempDir()) / "w/net.onnx").lexically_normal().string();
+      (std::filesystem::path(Dir()) / "w/net.onnx").lexically_normal().string();
   EXPECT_NE((*model)->spec_yaml().find("weights: \"" + weights + "\""), std::string::npos)
       << (*model)->spec_yaml();
 }

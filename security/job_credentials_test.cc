@@ -10,15 +10,12 @@
 #include "config/cluster_config.h"
 #include "gtest/gtest.h"
 #include "security/grpc_security.h"
+#include "testing/temp_dir.h"
 
 namespace pstrain {
 namespace {
 
-std::string NewDir() {
-  std::string dir = JoinPath(::testing::TempDir(), "pstrain_certs_test_XXXXXX");
-  EXPECT_NE(::mkdtemp(dir.data()), nullptr);
-  return dir;
-}
+std::string NewDir() { return testing_util::TempDirRemovedAtExit("pstrain_certs_test"); }
 
 std::string Read(const std::string& path) { return *Env::Default()->ReadFile(path); }
 

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "security/job_credentials.h"
+#include "testing/temp_dir.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pstrain {
@@ -18,9 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string NewDir() {
-  std::string dir = JoinPath(::testing::TempDir(), "pstrain_secret_test_XXXXXX");
-  EXPECT_NE(::mkdtemp(dir.data()), nullptr);
-  return JoinPath(dir, "certs");
+  return JoinPath(testing_util::TempDirRemovedAtExit("pstrain_secret_test"), "certs");
 }
 
 TEST(KubernetesSecretTest, HoldsWhatTheTasksReadAndNotTheCaKey) {

@@ -18,6 +18,7 @@
 #include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
 #include "security/job_credentials.h"
+#include "testing/temp_dir.h"
 #include "tests/ps_test_util.h"
 
 namespace pstrain {
@@ -25,11 +26,7 @@ namespace {
 
 using testing_util::kNumParams;
 
-std::string NewDir() {
-  std::string dir = JoinPath(::testing::TempDir(), "pstrain_ps_security_XXXXXX");
-  EXPECT_NE(::mkdtemp(dir.data()), nullptr);
-  return dir;
-}
+std::string NewDir() { return testing_util::TempDirRemovedAtExit("pstrain_ps_security"); }
 
 // `name`'s credentials ("ps-0", "worker-0") in a pstrain-certs directory,
 // with the token, loaded as a task loads them.

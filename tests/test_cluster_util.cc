@@ -14,10 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -277,6 +280,21 @@ void ClusterTestBase::TearDown() {
   // Nothing of this test may outlive it.
   EXPECT_TRUE(FindProcesses({dir_}).empty()) << "processes left behind";
   for (pid_t pid : FindProcesses({dir_})) ::kill(pid, SIGKILL);
+  // Nor its files (a job dir, the data, logs: hundreds of MB for the
+  // simulated hosts), pass or fail. PSTRAIN_KEEP_TEST_DIRS=1 keeps them.
+  const char* keep = std::getenv("PSTRAIN_KEEP_TEST_DIRS");
+  if (keep != nullptr && std::string(keep) == "1") {
+    std::cerr << "kept " << dir_ << "\n";
+    return;
+  }
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::error_code error;
+    std::filesystem::remove_all(dir_, error);
+    if (!error && !std::filesystem::exists(dir_)) return;
+    // A killed process may still be closing its files.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ADD_FAILURE() << "could not remove " << dir_;
 }
 
 std::string ClusterTestBase::job_dir() const { return JoinPath(dir_, "job"); }
