@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "config/config_yaml_util.h"
+#include "config/model_spec_graph.h"
 #include "config/model_spec_types.h"
 #include "yaml-cpp/yaml.h"
 
@@ -22,10 +22,14 @@ namespace {
 using config_internal::ErrorAt;
 using config_internal::Source;
 using config_internal::Sv;
+using model_spec_internal::CheckCrosses;
+using model_spec_internal::CheckGraph;
+using model_spec_internal::CheckTables;
 using model_spec_internal::FindType;
 using model_spec_internal::FloatText;
 using model_spec_internal::KeySpec;
 using model_spec_internal::kMaxSize;
+using model_spec_internal::NameLayers;
 using model_spec_internal::TakesInputs;
 using model_spec_internal::Types;
 using model_spec_internal::TypeSpec;
@@ -193,147 +197,6 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
   return layer;
 }
 
-// Names the layers without one, Keras' way (conv2d, conv2d_1, ...), skipping
-// names given explicitly; refuses a name given twice.
-absl::Status NameLayers(const Source& source, std::vector<LayerSpec>* layers) {
-  std::map<std::string, int> taken;  // name -> line
-  for (const LayerSpec& layer : *layers) {
-    if (layer.name.empty()) continue;
-    auto [it, inserted] = taken.emplace(layer.name, layer.line);
-    if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source.name, ": two layers are named ", layer.name, " (lines ", it->second,
-                       " and ", layer.line, "); every layer's name is its own"));
-    }
-  }
-  std::map<std::string, int> next;  // keras name -> next number
-  for (LayerSpec& layer : *layers) {
-    if (!layer.name.empty()) continue;
-    const std::string base = FindType(layer.type)->keras_name;
-    int& n = next[base];
-    std::string name;
-    do {
-      name = n == 0 ? base : absl::StrCat(base, "_", n);
-      ++n;
-    } while (taken.count(name));
-    layer.name = name;
-    taken.emplace(name, layer.line);
-  }
-  return absl::OkStatus();
-}
-
-// An embedding's or linear's table is either bucketed or dynamic.
-absl::Status CheckTables(const Source& source, const std::vector<LayerSpec>& layers) {
-  for (const LayerSpec& l : layers) {
-    if (l.type != "embedding" && l.type != "linear") continue;
-    if (l.buckets > 0 && l.dynamic) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
-          ") has both buckets and dynamic: true; its table is either bucketed (buckets: <n>, "
-          "rows [0, n)) or dynamic (any id), so give one of the two"));
-    }
-    if (l.buckets == 0 && !l.dynamic) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
-          ") needs buckets: <n> (a table of rows [0, n)) or dynamic: true (a table of any id, "
-          "rows created on first touch), one of the two"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// A linear's crosses: each of two or more distinct features, no two of the
-// same features (in whatever order), and each table's name its own (a feature
-// "a_X_b" and a cross [a, b] would share one). The layer's table name of a
-// cross is models/embedding.h's CrossTableName.
-absl::Status CheckCrosses(const Source& source, const std::vector<LayerSpec>& layers) {
-  for (const LayerSpec& l : layers) {
-    const std::string layer =
-        absl::StrCat(source.name, ": layer ", l.name, " (", l.type, ", line ", l.line, ")");
-    std::map<std::set<std::string>, std::string> crossed;  // features -> the cross as written
-    std::set<std::string> tables(l.features.begin(), l.features.end());
-    for (const std::vector<std::string>& cross : l.crosses) {
-      const std::string text = absl::StrCat("[", absl::StrJoin(cross, ", "), "]");
-      if (cross.size() < 2) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(layer, ": cross ", text, " has ", cross.size(),
-                         cross.size() == 1 ? " feature" : " features",
-                         "; a cross is a list of two or more features' names, e.g. [C1, C2]"));
-      }
-      std::set<std::string> features;
-      for (const std::string& f : cross) {
-        if (!features.insert(f).second) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              layer, ": cross ", text, " names ", f, " twice; a cross is of distinct features"));
-        }
-      }
-      auto [it, added] = crossed.emplace(features, text);
-      if (!added) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(layer, ": crosses ", it->second, " and ", text,
-                         " cross the same features; give each cross once"));
-      }
-      const std::string table = absl::StrJoin(cross, "_X_");
-      if (!tables.insert(table).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(layer, ": cross ", text, "'s table ", l.name, "/", table,
-                         " has the name of another of its tables; rename a feature"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-// Every name a layer takes is "input" or an earlier layer's, and every
-// layer's output but the last is taken by a later one.
-absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& layers) {
-  std::map<std::string, int> index;  // name -> position
-  for (size_t i = 0; i < layers.size(); ++i) index[layers[i].name] = static_cast<int>(i);
-  std::vector<std::string> names = {"input"};
-  std::vector<int> uses(layers.size(), 0);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const LayerSpec& l = layers[i];
-    std::vector<std::string> taken = l.inputs;
-    // Without input, embedding and linear take the model's.
-    taken.insert(taken.begin(),
-                 l.input.empty() && LayerTakesModelInputByDefault(l) ? "input" : l.input);
-    for (const std::string& name : taken) {
-      if (name.empty()) {  // the previous layer's output
-        if (i > 0) ++uses[i - 1];
-        continue;
-      }
-      if (name == "input") continue;
-      auto it = index.find(name);
-      if (it == index.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source.name, ": layer ", l.name, " (line ", l.line, ") takes ",
-            absl::StripPrefix(config_internal::UnknownKeyMessage("", name, names), "unknown key "),
-            ", which is no layer's name"));
-      }
-      if (it->second >= static_cast<int>(i)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source.name, ": layer ", l.name, " (line ", l.line, ") takes ", name, ", which ",
-            it->second == static_cast<int>(i) ? "is itself" : "comes after it",
-            "; a layer takes the outputs of layers before it"));
-      }
-      ++uses[it->second];
-    }
-    names.push_back(l.name);
-  }
-  for (size_t i = 0; i + 1 < layers.size(); ++i) {
-    if (uses[i] == 0) {
-      const LayerSpec& next = layers[i + 1];
-      return absl::InvalidArgumentError(absl::StrCat(
-          source.name, ": the output of layer ", layers[i].name, " (line ", layers[i].line,
-          ") is not taken by any later layer (the next one takes ",
-          next.input.empty() ? "the model's input, as every " + next.type + " without input: does"
-                             : "input: " + next.input,
-          "); remove it or take it"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, ModelSpec* spec) {
   static const std::vector<std::string> kKeys = {"crop_padding", "random_flip",
                                                  "per_image_standardization"};
@@ -498,83 +361,6 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view
         PSTRAIN_RETURN_IF_ERROR(ParseTop(source, root, &spec));
         return spec;
       });
-}
-
-std::string ModelSpecToYaml(const ModelSpec& spec) {
-  std::string out;
-  // Names are quoted: "null", "true" or "1e3" would read back as something else.
-  using config_internal::Quoted;
-  if (!spec.name.empty()) absl::StrAppend(&out, "name: ", Quoted(spec.name), "\n");
-  absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
-  absl::StrAppend(&out, "classes: ", spec.classes, "\n");
-  // Only when binary, so that the YAML of a softmax model (which checkpoints
-  // store) is what it was before heads.
-  if (spec.head != "softmax") absl::StrAppend(&out, "head: ", spec.head, "\n");
-  if (spec.crop_padding != 0 || spec.random_flip || spec.per_image_standardization) {
-    absl::StrAppend(
-        &out, "preprocessing: {crop_padding: ", spec.crop_padding,
-        ", random_flip: ", spec.random_flip ? "true" : "false",
-        ", per_image_standardization: ", spec.per_image_standardization ? "true" : "false", "}\n");
-  }
-  if (!spec.weights.empty()) absl::StrAppend(&out, "weights: ", Quoted(spec.weights), "\n");
-  absl::StrAppend(&out, "layers:\n");
-  for (const LayerSpec& layer : spec.layers) {
-    const TypeSpec* type = FindType(layer.type);
-    std::vector<std::string> options = {absl::StrCat("name: ", Quoted(layer.name))};
-    if (!layer.input.empty()) options.push_back(absl::StrCat("input: ", Quoted(layer.input)));
-    if (!layer.inputs.empty()) {
-      std::vector<std::string> quoted;
-      for (const std::string& name : layer.inputs) quoted.push_back(Quoted(name));
-      options.push_back(absl::StrCat("inputs: [", absl::StrJoin(quoted, ", "), "]"));
-    }
-    if (type != nullptr) {
-      for (const KeySpec& k : type->keys) {
-        if (k.written != nullptr && !k.written(layer)) continue;
-        options.push_back(absl::StrCat(k.name, ": ", k.get(layer)));
-      }
-    }
-    absl::StrAppend(&out, "  - ", layer.type, ": {", absl::StrJoin(options, ", "), "}\n");
-  }
-  return out;
-}
-
-bool LayerTakesModelInputByDefault(const LayerSpec& layer) {
-  return layer.type == "embedding" || layer.type == "linear";
-}
-
-const std::vector<std::string>& ModelSpecLayerTypes() {
-  static const std::vector<std::string>* names = [] {
-    auto* v = new std::vector<std::string>();
-    for (const TypeSpec& t : Types()) v->push_back(t.type);
-    return v;
-  }();
-  return *names;
-}
-
-std::string LayerReference() {
-  std::string out;
-  for (const TypeSpec& t : Types()) {
-    absl::StrAppend(&out, t.type, ": ", t.what, ". Default name ", t.keras_name, ".\n");
-    absl::StrAppend(&out, "  name: the layer's name (variables are <name>/<variable>)\n");
-    LayerSpec layer;
-    layer.type = t.type;
-    absl::StrAppend(&out, "  input: the name of an earlier layer whose output it takes, or input ",
-                    LayerTakesModelInputByDefault(layer)
-                        ? "(default: input; only its place in the graph matters)\n"
-                        : "(default: the previous layer's output)\n");
-    if (TakesInputs(t.type)) {
-      absl::StrAppend(&out,
-                      "  inputs: the names of the other layers whose outputs it takes "
-                      "(required)\n");
-    }
-    for (const KeySpec& k : t.keys) {
-      absl::StrAppend(
-          &out, "  ", k.name, ": ", k.accepts,
-          k.default_text.empty() ? " (required)" : absl::StrCat(" (default ", k.default_text, ")"),
-          "\n");
-    }
-  }
-  return out;
 }
 
 }  // namespace pstrain

@@ -1,7 +1,7 @@
 #ifndef PSTRAIN_CONFIG_MODEL_SPEC_TYPES_H_
 #define PSTRAIN_CONFIG_MODEL_SPEC_TYPES_H_
 
-// Internal to model_spec.cc: the table of layer types a model spec accepts,
+// Internal to model_spec*.cc: the table of layer types a model spec accepts,
 // each with its keys (how a key is read into a LayerSpec, how it is written
 // out, and how LayerReference describes it).
 
