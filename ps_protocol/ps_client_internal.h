@@ -1,0 +1,27 @@
+#ifndef PSTRAIN_PS_PROTOCOL_PS_CLIENT_INTERNAL_H_
+#define PSTRAIN_PS_PROTOCOL_PS_CLIENT_INTERNAL_H_
+
+// Internal to ps_client*.cc: one chunk's call, which ps_client.cc makes and
+// cancels with the client and ps_client_push.cc sends and retries.
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "ps_protocol/ps_client.h"
+
+namespace pstrain {
+
+// One chunk's PushPull of the current step.
+struct PsClient::ChunkCall {
+  PushRequest request;
+  PushPullResponse response;
+  std::unique_ptr<grpc::ClientContext> context;
+  absl::Duration backoff = absl::Milliseconds(50);
+  bool built = false;   // the request holds this push's gradients (a retry resends them)
+  int64_t sent_us = 0;  // when the call started (tracing)
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_PROTOCOL_PS_CLIENT_INTERNAL_H_
