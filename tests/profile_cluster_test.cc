@@ -65,13 +65,17 @@ Json ReadJson(const std::string& path) {
   return Json::parse(text.ok() ? *text : "{}", nullptr, /*allow_exceptions=*/false);
 }
 
+// The traced steps hold two checkpoints (steps 11 and 22), so one is traced
+// however late the chief's checkpointer thread gets to it: with steps 10 to
+// 12 only, a loaded machine saved step 11's checkpoint after step 12 and the
+// test failed (4 of 5 runs beside a build, before and after issue 39's work).
 TEST_F(ProfileClusterTest, TraceStepsWriteEveryTasksTraceAndAClusterViewOnOneClock) {
   const std::string config = WriteConfig(
       2, 1,
-      "  update: sync\n  train_steps: 30\n  checkpoint_steps: 11\n  trace_steps: \"10:12\"\n");
+      "  update: sync\n  train_steps: 30\n  checkpoint_steps: 11\n  trace_steps: \"10:25\"\n");
   ProcessResult r = RunProcess({kBin + "/pstrain-launch", "--config=" + config}, 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string run = JoinPath(job_dir(), "plugins/profile/steps_10_12");
+  const std::string run = JoinPath(job_dir(), "plugins/profile/steps_10_25");
   std::map<std::string, std::set<std::string>> names;  // file -> event names
   for (const char* file : {"chief-0", "worker-0", "ps-0", "ps-1"}) {
     const Json trace = ReadJson(JoinPath(run, absl::StrCat(file, ".trace.json")));
@@ -81,7 +85,7 @@ TEST_F(ProfileClusterTest, TraceStepsWriteEveryTasksTraceAndAClusterViewOnOneClo
       names[file].insert(e["name"].get<std::string>());
       const int64_t step = e["args"]["step"].get<int64_t>();
       EXPECT_GE(step, 10) << file << " " << e.dump();
-      EXPECT_LE(step, 12) << file << " " << e.dump();
+      EXPECT_LE(step, 25) << file << " " << e.dump();
     }
     if (std::string(file).rfind("ps", 0) == 0) continue;
     // Clients measured the ps clocks: one machine, so within 50 ms.
