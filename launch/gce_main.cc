@@ -310,6 +310,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pstrain-gce: %s\n", std::string(s.message()).c_str());
     return 1;
   }
+  // The gcloud commands read it as metadata; nothing needs it after them.
+  struct RemoveOnReturn {
+    std::string path;
+    ~RemoveOnReturn() { pstrain::Env::Default()->DeleteFile(path).IgnoreError(); }
+  } remove_config{config_file};
   if (const int status = HandOutCredentials(*plan); status != 0) {
     if (status == 1) {
       std::fprintf(stderr,

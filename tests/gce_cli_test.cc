@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -60,6 +62,13 @@ class GceCliTest : public ::testing::Test {
     ASSERT_GT(gcs_.Start(), 0);
     gcs_.CreateBucket("bkt");
     credentials_dir_ = JoinPath(dir_, "credentials");
+  }
+  // The test's dir goes with it, pass or fail (PSTRAIN_KEEP_TEST_DIRS=1 keeps it).
+  void TearDown() override {
+    const char* keep = std::getenv("PSTRAIN_KEEP_TEST_DIRS");
+    if (dir_.empty() || (keep != nullptr && std::string(keep) == "1")) return;
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
 
   // The environment and flags every pstrain-gce run here gets: Cloud Storage
