@@ -90,16 +90,14 @@ std::string NestedMapText(const Source& source, const YAML::Node& node) {
 }
 
 // A model spec given in the job's YAML (`model:` at the top or in training):
-// read and checked now, kept as ModelSpecToYaml writes it, and `model` set to
-// its name.
+// read and checked now, kept as a value, and `model` set to its name.
 absl::Status SetInlineModelSpec(const Source& source, const YAML::Node& node,
                                 TrainingSpec* training) {
-  std::string text = NestedMapText(source, node);
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(text, source.name));
-  if (spec.name.empty()) spec.name = "model";
-  training->model = spec.name;
-  training->model_spec = ModelSpecToYaml(spec);
-  training->model_origin = {source.name, std::move(text)};
+  PSTRAIN_ASSIGN_OR_RETURN(JobModelSpec spec,
+                           ParseJobModelSpec(NestedMapText(source, node), source.name));
+  if (spec.spec.name.empty()) spec.spec.name = "model";
+  training->model = spec.spec.name;
+  training->model_spec = std::move(spec);
   return absl::OkStatus();
 }
 
@@ -205,6 +203,11 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
 
 using config_internal::CatchYamlExceptions;
 using config_internal::Source;
+
+absl::StatusOr<JobModelSpec> ParseJobModelSpec(std::string_view yaml, std::string_view source) {
+  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(yaml, source));
+  return JobModelSpec{std::move(spec), std::string(source)};
+}
 
 absl::StatusOr<JobConfig> ParseJobConfig(std::string_view yaml_text, std::string_view source,
                                          int base_port) {

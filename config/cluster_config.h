@@ -26,6 +26,7 @@
 // and the message names the offending key, e.g. "training.batch_size".
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "config/model_spec.h"
 #include "config/wire_security.h"
 
 namespace pstrain {
@@ -79,15 +81,23 @@ absl::StatusOr<UpdateMode> ParseUpdateMode(std::string_view name);
 // "async", "sync" or "ssp".
 std::string_view UpdateModeName(UpdateMode mode);
 
-// Where a job's model spec came from: the file (or job file) and its text as
-// written, so that building it names the lines its author sees. Not part of
-// the job: every origin compares equal (a job written out and read back
-// has the same spec from another origin).
-struct ModelSpecOrigin {
-  std::string source;
-  std::string text;
-  friend bool operator==(const ModelSpecOrigin&, const ModelSpecOrigin&) { return true; }
+// A job's model spec, read once in each process that reads the job (from
+// its YAML's `model:` section, or from the file training.model names) and
+// carried as a value to the model built from it. Its layers keep the lines
+// they were read at in `source`, so an error in building it names the line
+// its author sees. Where it was read is not part of the job: two are equal
+// when their specs are the same (SameModelSpec), as a job written out and
+// read back has the same spec read at other lines.
+struct JobModelSpec {
+  ModelSpec spec;
+  std::string source;  // the file (or job file) it was read from; begins messages
+  friend bool operator==(const JobModelSpec& a, const JobModelSpec& b) {
+    return SameModelSpec(a.spec, b.spec);
+  }
 };
+
+// Reads a spec's text as ParseModelSpec does and keeps where it was read.
+absl::StatusOr<JobModelSpec> ParseJobModelSpec(std::string_view yaml, std::string_view source);
 
 // The training section. Every field has a key of the same name in the YAML
 // "training" map and a command-line flag of the same name.
@@ -95,13 +105,12 @@ struct TrainingSpec {
   // A built-in model's name (models/registry.h), or a model spec file
   // (local or gs://, read by LoadModelSpecFile in role/model_source.h).
   std::string model = "mnist_cnn";
-  // The model spec (config/model_spec.h) as ModelSpecToYaml writes it, when
-  // the job has one: given inline (a `model:` map in the job YAML) or read
-  // from the file `model` named; `model` is then the spec's name. Empty: the
-  // registry's spec for `model`. Not a training key of its own: the YAML
-  // writes it as the job's `model:` section.
-  std::string model_spec;
-  ModelSpecOrigin model_origin;  // of model_spec, when read from a file or job file
+  // The model spec (config/model_spec.h), when the job has one: given inline
+  // (a `model:` map in the job YAML), read from the file `model` named, or a
+  // built-in's resolved (ResolveJobModel in models/model_options.h); `model`
+  // is then the spec's name. None: the registry's spec for `model`. Not a
+  // training key of its own: the YAML writes it as the job's `model:` section.
+  std::optional<JobModelSpec> model_spec;
   // A model read from an ONNX file (`model: net.onnx`): "use" starts it from
   // the file's initializers, "ignore" from the spec's initializers (fresh
   // values chosen by layer type).

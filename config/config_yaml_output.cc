@@ -35,8 +35,11 @@ std::string JobConfigToYaml(const JobConfig& config) {
   }
   out << YAML::EndMap;
   // A spec is written as the model section (it holds the model's name).
-  const bool spec = !config.training.model_spec.empty();
-  if (spec) out << YAML::Key << "model" << YAML::Value << ModelSpecNode(config.training.model_spec);
+  const bool spec = config.training.model_spec.has_value();
+  if (spec) {
+    out << YAML::Key << "model" << YAML::Value
+        << ModelSpecNode(ModelSpecToYaml(config.training.model_spec->spec));
+  }
   out << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
   for (const config_internal::Field& field : config_internal::TrainingFields()) {
     if (spec && std::string_view(field.name) == "model") continue;

@@ -165,6 +165,10 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view
 // written only when binary, and of buckets and dynamic the one in use.
 std::string ModelSpecToYaml(const ModelSpec& spec);
 
+// True when `a` and `b` are the same network: equal but for the lines their
+// layers were read at.
+bool SameModelSpec(const ModelSpec& a, const ModelSpec& b);
+
 // True for the layer types that without `input:` take the model's input
 // rather than the previous layer's output: embedding and linear, whose
 // output does not depend on it.

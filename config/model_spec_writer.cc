@@ -20,6 +20,13 @@ using model_spec_internal::TypeSpec;
 
 }  // namespace
 
+bool SameModelSpec(const ModelSpec& a, const ModelSpec& b) {
+  if (a.layers.size() != b.layers.size()) return false;
+  ModelSpec lineless = b;
+  for (size_t i = 0; i < a.layers.size(); ++i) lineless.layers[i].line = a.layers[i].line;
+  return a == lineless;
+}
+
 std::string ModelSpecToYaml(const ModelSpec& spec) {
   std::string out;
   // Names are quoted: "null", "true" or "1e3" would read back as something else.

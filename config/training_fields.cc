@@ -205,8 +205,7 @@ absl::Status SetTrainingField(TrainingSpec* spec, std::string_view key, std::str
         spec->*member = std::move(parsed);
         // A model named anew replaces the spec the job had.
         if (std::string_view(field->name) == "model") {
-          spec->model_spec.clear();
-          spec->model_origin = {};
+          spec->model_spec.reset();
         }
         return absl::OkStatus();
       },

@@ -104,7 +104,7 @@ TEST(ExportTest, VersionsRiseArePrunedAndResolve) {
 TEST(ExportTest, AModelWithoutASpecHasNoOnnxFile) {
   MemEnv env;
   Trained t = MakeModel(1);
-  t.model->set_spec_yaml("");
+  t.model->set_spec(std::nullopt);
   absl::StatusOr<std::string> dir =
       WriteExport(&env, kBase, *t.model, ModelOptions(), 1, "", t.params, t.state);
   ASSERT_TRUE(dir.ok()) << dir.status();

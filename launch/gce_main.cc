@@ -288,10 +288,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     // A spec's starting values must be where the VMs can read them.
-    if (!plan->job.training.model_spec.empty()) {
-      absl::StatusOr<pstrain::ModelSpec> spec =
-          pstrain::ParseModelSpec(plan->job.training.model_spec, plan->job.training.model);
-      if (spec.ok() && !spec->weights.empty() && !absl::StartsWith(spec->weights, "gs://")) {
+    if (plan->job.training.model_spec.has_value()) {
+      const pstrain::ModelSpec* spec = &plan->job.training.model_spec->spec;
+      if (!spec->weights.empty() && !absl::StartsWith(spec->weights, "gs://")) {
         std::fprintf(stderr,
                      "pstrain-gce: the model's starting weights are in %s, a file on this "
                      "machine that the VMs cannot read: copy it to gs:// and give that "

@@ -159,6 +159,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
   return model;
 }
 
+void Model::set_spec(std::optional<ModelSpec> spec) {
+  spec_yaml_ = spec ? ModelSpecToYaml(*spec) : "";
+  spec_ = std::move(spec);
+}
+
 void Model::InitializeVariables(uint64_t seed, float* params, float* state) const {
   for (size_t i = 0; i < variables_.size(); ++i) {
     const VariableInfo& v = variables_[i];

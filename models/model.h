@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/trace.h"
+#include "config/model_spec.h"
 #include "models/layer.h"
 #include "models/loss.h"
 #include "models/sparse_input.h"
@@ -122,10 +124,12 @@ class Model {
   int64_t num_state() const { return num_state_; }
   const InputPreprocessing& input_preprocessing() const { return input_preprocessing_; }
   void set_input_preprocessing(const InputPreprocessing& p) { input_preprocessing_ = p; }
-  // The model spec it was built from, as ModelSpecToYaml writes it (what
-  // checkpoints and exports store); empty for a model built in code.
+  // The model spec it was built from; null for a model built in code.
+  const ModelSpec* spec() const { return spec_ ? &*spec_ : nullptr; }
+  // That spec as ModelSpecToYaml writes it (what checkpoints and exports
+  // store); empty for a model built in code.
   const std::string& spec_yaml() const { return spec_yaml_; }
-  void set_spec_yaml(std::string yaml) { spec_yaml_ = std::move(yaml); }
+  void set_spec(std::optional<ModelSpec> spec);
 
   // Fills params[num_params()] and state[num_state()] with the variables'
   // initial values; the same seed gives the same values.
@@ -195,6 +199,7 @@ class Model {
   int64_t num_params_ = 0;
   int64_t num_state_ = 0;
   InputPreprocessing input_preprocessing_;
+  std::optional<ModelSpec> spec_;
   std::string spec_yaml_;
 
   std::vector<int64_t> layer_first_param_;  // Per layer: lowest trainable offset, or -1.

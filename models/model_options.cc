@@ -20,38 +20,21 @@ std::string EffectiveOptimizer(const TrainingSpec& spec) {
   return DefaultOptimizer(spec.model);
 }
 
-absl::StatusOr<std::string> JobModelSpec(const TrainingSpec& t) {
-  if (!t.model_spec.empty()) return t.model_spec;
-  PSTRAIN_ASSIGN_OR_RETURN(std::string text, BuiltinModelSpec(t.model, ModelOptionsFromSpec(t)));
-  // As ModelSpecToYaml writes it, the form a spec in the job has.
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(text, t.model));
-  return ModelSpecToYaml(spec);
-}
-
 absl::Status ResolveJobModel(TrainingSpec* t) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::string spec, JobModelSpec(*t));
-  t->model_spec = std::move(spec);
+  if (t->model_spec.has_value()) return absl::OkStatus();
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, BuiltinModelSpec(t->model, ModelOptionsFromSpec(*t)));
+  PSTRAIN_ASSIGN_OR_RETURN(t->model_spec, ParseJobModelSpec(text, t->model));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::string text, JobModelSpec(t));
   const SpecBuildOptions options = SpecBuildOptionsOf(t.batch_norm_decay);
-  if (t.model_origin.text.empty()) return BuildModelFromSpecText(text, t.model, options);
-  // Built from the text as its author wrote it, so that an error names the
-  // file and the line they see; the same spec as model_spec, with its name.
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec,
-                           ParseModelSpec(t.model_origin.text, t.model_origin.source));
-  spec.name = t.model;
-  // Where its starting values are, as the job resolved it (relative to the
-  // spec file, or dropped by onnx_weights: ignore).
-  PSTRAIN_ASSIGN_OR_RETURN(const ModelSpec job_spec, ParseModelSpec(text, t.model));
-  spec.weights = job_spec.weights;
-  if (ModelSpecToYaml(spec) != text) {
-    return absl::InternalError(absl::StrCat("the model spec from ", t.model_origin.source,
-                                            " is not the job's (", t.model, ")"));
+  if (t.model_spec.has_value()) {
+    return BuildSpecModel(t.model_spec->spec, t.model_spec->source, options);
   }
-  return BuildSpecModel(spec, t.model_origin.source, options);
+  TrainingSpec resolved = t;
+  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&resolved));
+  return BuildSpecModel(resolved.model_spec->spec, resolved.model_spec->source, options);
 }
 
 }  // namespace pstrain

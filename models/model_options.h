@@ -20,18 +20,17 @@ ModelOptions ModelOptionsFromSpec(const TrainingSpec& t);
 // The optimizer a job uses: training.optimizer, or the model's default.
 std::string EffectiveOptimizer(const TrainingSpec& spec);
 
-// The job's model spec as text: training.model_spec, or the built-in's spec
-// training.model names, with the job's settings checked against it
-// ("training.num_layers = 21: cifar10_resnet needs 6n + 2 layers ...").
-// InvalidArgument for an unknown model or settings that do not fit.
-absl::StatusOr<std::string> JobModelSpec(const TrainingSpec& t);
-
-// Sets training.model_spec to JobModelSpec's (a built-in's spec written
-// out), so the job's YAML, and the checkpoints and exports that carry it,
-// hold the model itself and never need the registry.
+// Sets training.model_spec, when the job has none, to the spec of the
+// built-in training.model names, with the job's settings checked against it
+// ("training.num_layers = 21: cifar10_resnet needs 6n + 2 layers ..."), so
+// the job's YAML, and the checkpoints and exports that carry it, hold the
+// model itself and never need the registry. A role resolves its job once at
+// start (role/role_flags.h); the spec then travels as a value. InvalidArgument
+// for an unknown model or settings that do not fit.
 absl::Status ResolveJobModel(TrainingSpec* t);
 
-// The job's model, built from JobModelSpec.
+// The job's model, built from training.model_spec (resolved first when the
+// job has none); errors name the spec's source and lines.
 absl::StatusOr<std::unique_ptr<Model>> BuildJobModel(const TrainingSpec& t);
 
 }  // namespace pstrain

@@ -65,7 +65,8 @@ TEST(ModelOptionsTest, TheJobsModelCarriesItsSpecAndResolvingWritesItOut) {
   EXPECT_FALSE((*model)->spec_yaml().empty());
   ASSERT_TRUE(ResolveJobModel(&t).ok());
   EXPECT_EQ(t.model, "mnist_cnn");
-  EXPECT_EQ(t.model_spec, (*model)->spec_yaml());
+  ASSERT_TRUE(t.model_spec.has_value());
+  EXPECT_EQ(ModelSpecToYaml(t.model_spec->spec), (*model)->spec_yaml());
   // Resolved, the job builds the same model from the spec alone.
   absl::StatusOr<std::unique_ptr<Model>> again = BuildJobModel(t);
   ASSERT_TRUE(again.ok()) << again.status();
@@ -79,11 +80,12 @@ TEST(ModelOptionsTest, TheJobsModelCarriesItsSpecAndResolvingWritesItOut) {
 TEST(ModelOptionsTest, AJobWithASpecBuildsItAndNotTheRegistrysModel) {
   TrainingSpec t;
   t.model = "mnist_cnn";  // a spec of the same name is still the spec
-  t.model_spec = R"(name: mnist_cnn
+  t.model_spec = *ParseJobModelSpec(R"(name: mnist_cnn
 input: [6, 6, 1]
 classes: 4
 layers: [flatten, {dense: {units: 4}}]
-)";
+)",
+                                    "spec.yaml");
   absl::StatusOr<std::unique_ptr<Model>> model = BuildJobModel(t);
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ((*model)->num_params(), 36 * 4 + 4);
@@ -92,7 +94,7 @@ layers: [flatten, {dense: {units: 4}}]
 
 TEST(ModelOptionsTest, TrainableFalseAndMomentumReachTheVariables) {
   TrainingSpec t;
-  t.model_spec = R"(name: frozen
+  t.model_spec = *ParseJobModelSpec(R"(name: frozen
 input: [6, 6, 1]
 classes: 2
 layers:
@@ -100,7 +102,8 @@ layers:
   - batch_norm: {momentum: 0.9}
   - flatten
   - dense: {units: 2}
-)";
+)",
+                                    "spec.yaml");
   absl::StatusOr<std::unique_ptr<Model>> model = BuildJobModel(t);
   ASSERT_TRUE(model.ok()) << model.status();
   std::map<std::string, const VariableInfo*> by_name;
@@ -115,19 +118,21 @@ layers:
 
 TEST(ModelOptionsTest, AModelWithNothingToTrainIsRefused) {
   TrainingSpec t;
-  t.model_spec = R"(name: still
+  t.model_spec = *ParseJobModelSpec(R"(name: still
 input: [2, 2, 1]
 classes: 4
 layers: [flatten]
-)";
+)",
+                                    "spec.yaml");
   absl::Status s = BuildJobModel(t).status();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(s.message().find("has no trainable variable"), std::string::npos) << s;
-  t.model_spec = R"(name: frozen_all
+  t.model_spec = *ParseJobModelSpec(R"(name: frozen_all
 input: [2, 2, 1]
 classes: 2
 layers: [flatten, {dense: {units: 2, trainable: false}}]
-)";
+)",
+                                    "spec.yaml");
   s = BuildJobModel(t).status();
   EXPECT_NE(s.message().find("trainable: false"), std::string::npos) << s;
 }

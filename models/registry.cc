@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildSpecModel(const ModelSpec& spec,
         " has no trainable variable, so training cannot change it; add a conv2d or dense layer "
         "(or drop trainable: false from one)"));
   }
-  model->set_spec_yaml(ModelSpecToYaml(spec));
+  model->set_spec(spec);
   return model;
 }
 

@@ -71,10 +71,11 @@ TEST(SpecBuilderTest, BatchNormsWithoutMomentumTakeKerasDefaultUnlessTheJobSetsO
   // momentum wins over it.
   TrainingSpec t;
   t.model = "fashion_cnn_bn";
-  t.model_spec = yaml;
-  const size_t first = t.model_spec.find("{relu: true}");
+  std::string text = yaml;
+  const size_t first = text.find("{relu: true}");
   ASSERT_NE(first, std::string::npos);
-  t.model_spec.replace(first, std::strlen("{relu: true}"), "{relu: true, momentum: 0.9}");
+  text.replace(first, std::strlen("{relu: true}"), "{relu: true, momentum: 0.9}");
+  t.model_spec = *ParseJobModelSpec(text, "fashion_cnn_bn.yaml");
   model = BuildJobModel(t);  // batch_norm_decay not set
   ASSERT_TRUE(model.ok()) << model.status();
   EXPECT_EQ(StateDecaysOf(**model), (std::vector<float>{0.9f, 0.9f, 0.99f, 0.99f}));

@@ -236,7 +236,7 @@ absl::Status TooLarge(const Model& model, uint64_t bytes) {
 absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const float> params,
                                         absl::Span<const float> state,
                                         absl::Span<const TrainedTableRows> tables) {
-  if (model.spec_yaml().empty()) {
+  if (model.spec() == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ONNX export of ", model.name(),
         ": the model has no model spec (it was built in code); "
@@ -284,7 +284,7 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         " state values, but the model has ", model.num_params(), " and ", model.num_state()));
   }
   const std::string source = absl::StrCat(model.name(), "'s model spec");
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(model.spec_yaml(), source));
+  const ModelSpec& spec = *model.spec();
   // The spec's layers one by one (no fused residual blocks), to check that
   // the spec describes `model`: the same variables in the same places.
   SpecBuildOptions unfused;

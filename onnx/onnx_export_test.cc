@@ -395,7 +395,7 @@ TEST(OnnxExportTest, RefusesValuesOfAnotherCount) {
 
 TEST(OnnxExportTest, RefusesAModelWithoutItsSpec) {
   Valued v = WithValues(BuildModel("mnist_cnn", ModelOptions()));
-  v.model->set_spec_yaml("");
+  v.model->set_spec(std::nullopt);
   absl::StatusOr<std::string> bytes = ModelToOnnx(*v.model, v.params, v.state);
   EXPECT_TRUE(absl::IsInvalidArgument(bytes.status())) << bytes.status();
   EXPECT_THAT(std::string(bytes.status().message()), ::testing::HasSubstr("no model spec"));
@@ -403,7 +403,7 @@ TEST(OnnxExportTest, RefusesAModelWithoutItsSpec) {
   Valued other = WithValues(BuildModel("mnist_cnn", ModelOptions()));
   ModelOptions options;
   options.num_layers = 8;
-  other.model->set_spec_yaml(*BuiltinModelSpec("cifar10_resnet", options));
+  other.model->set_spec(*ParseModelSpec(*BuiltinModelSpec("cifar10_resnet", options), "resnet"));
   bytes = ModelToOnnx(*other.model, other.params, other.state);
   EXPECT_TRUE(absl::IsInvalidArgument(bytes.status())) << bytes.status();
 }

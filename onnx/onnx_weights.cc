@@ -17,10 +17,9 @@ namespace pstrain {
 absl::Status InitializeModelVariables(Env* env, const Model& model, uint64_t seed, float* params,
                                       float* state) {
   model.InitializeVariables(seed, params, state);
-  if (model.spec_yaml().empty()) return absl::OkStatus();
-  PSTRAIN_ASSIGN_OR_RETURN(ModelSpec spec, ParseModelSpec(model.spec_yaml(), model.name()));
-  if (spec.weights.empty() || model.variables().empty()) return absl::OkStatus();
-  const std::string& path = spec.weights;
+  if (model.spec() == nullptr) return absl::OkStatus();
+  const std::string& path = model.spec()->weights;
+  if (path.empty() || model.variables().empty()) return absl::OkStatus();
   absl::StatusOr<std::string> bytes = env->ReadFile(path);
   if (!bytes.ok()) {
     // The code stays the read's: a gs:// hiccup is Unavailable, not a bad job.

@@ -53,18 +53,24 @@ int Describe(const std::string& path) {
     std::fprintf(stderr, "pstrain-model: %s\n", s.ToString().c_str());
     return 2;
   }
-  absl::StatusOr<pstrain::ModelSpec> spec = pstrain::ParseModelSpec(training.model_spec, path);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "pstrain-model: %s\n", spec.status().ToString().c_str());
-    return 2;
+  if (!training.model_spec.has_value()) {
+    // A name that is not a spec path (no '/', no .yaml, .yml or .onnx):
+    // read as a spec all the same, as the file it is.
+    absl::StatusOr<pstrain::JobModelSpec> read = pstrain::ParseJobModelSpec(*bytes, path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "pstrain-model: %s\n", read.status().ToString().c_str());
+      return 2;
+    }
+    training.model_spec = *std::move(read);
   }
+  const pstrain::ModelSpec* spec = &training.model_spec->spec;
   absl::StatusOr<std::unique_ptr<pstrain::Model>> model =
-      pstrain::BuildModelFromSpec(*spec, training.model_origin.source);
+      pstrain::BuildModelFromSpec(*spec, training.model_spec->source);
   if (!model.ok()) {
     std::fprintf(stderr, "pstrain-model: %s\n", model.status().ToString().c_str());
     return 2;
   }
-  std::fputs(training.model_spec.c_str(), stdout);
+  std::fputs(pstrain::ModelSpecToYaml(*spec).c_str(), stdout);
   const pstrain::Model& m = **model;
   std::string summary = absl::StrCat(
       path, ": ", spec->layers.size(), " layers, input [", absl::StrJoin(spec->input, ", "), "], ",

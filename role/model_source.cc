@@ -34,7 +34,7 @@ std::string AbsoluteLocation(const std::string& path) {
 }  // namespace
 
 absl::Status LoadModelSpecFile(Env* env, TrainingSpec* training) {
-  if (!training->model_spec.empty() || !IsModelSpecPath(training->model)) {
+  if (training->model_spec.has_value() || !IsModelSpecPath(training->model)) {
     return absl::OkStatus();
   }
   const std::string path = training->model;
@@ -80,9 +80,8 @@ absl::Status LoadModelSpecFile(Env* env, TrainingSpec* training) {
     spec.name = plain ? stem : "model";
   }
   training->model = spec.name;
-  training->model_spec = ModelSpecToYaml(spec);
-  // An ONNX file's spec is its own origin: the binary file has no lines.
-  training->model_origin = {path, onnx ? training->model_spec : *std::move(text)};
+  // An ONNX file's layers have no lines: the binary file has none.
+  training->model_spec = JobModelSpec{std::move(spec), path};
   return absl::OkStatus();
 }
 

@@ -21,8 +21,8 @@ bool IsModelSpecPath(std::string_view model);
 
 // When training.model names a spec file and the job has no spec yet, reads
 // it through `env`, checks it (ParseModelSpec, or ImportOnnx for a name
-// ending .onnx) and sets model_spec (as ModelSpecToYaml writes it) and model
-// (the spec's name). An ONNX file's spec takes its starting values from the
+// ending .onnx) and sets model_spec (the spec read, with the file's name) and
+// model (the spec's name). An ONNX file's spec takes its starting values from the
 // file (ModelSpec::weights, its absolute path) unless training.onnx_weights
 // is "ignore", which also drops a spec file's weights; a spec file's relative
 // weights are beside the spec file. A no-op for a

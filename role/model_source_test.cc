@@ -20,6 +20,11 @@ using config_test::ExpectInvalid;
 using config_test::Message;
 using ::testing::HasSubstr;
 
+// The job's spec as ModelSpecToYaml writes it; empty when it has none.
+std::string SpecText(const TrainingSpec& t) {
+  return t.model_spec.has_value() ? ModelSpecToYaml(t.model_spec->spec) : "";
+}
+
 constexpr char kInline[] = R"(cluster:
   chief: ["127.0.0.1:23450"]
   ps: ["127.0.0.1:23453"]
@@ -42,13 +47,15 @@ TEST(ModelSourceTest, InlineModelSectionIsTheJobsSpecAndItsNameTheModel) {
   absl::StatusOr<JobConfig> job = ParseJobConfig(kInline, "cluster.yaml");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->training.model, "tiny");
-  absl::StatusOr<ModelSpec> spec = ParseModelSpec(job->training.model_spec, "stored");
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(SpecText(job->training), "stored");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->name, "tiny");
   ASSERT_EQ(spec->layers.size(), 3u);
   EXPECT_EQ(spec->layers[0].filters, 4);
-  // Kept as ModelSpecToYaml writes it.
-  EXPECT_EQ(job->training.model_spec, ModelSpecToYaml(*spec));
+  // Kept as read: the job file's name and the lines of its layers there.
+  EXPECT_TRUE(SameModelSpec(*spec, job->training.model_spec->spec));
+  EXPECT_EQ(job->training.model_spec->source, "cluster.yaml");
+  EXPECT_EQ(job->training.model_spec->spec.layers[0].line, 11);
 }
 
 TEST(ModelSourceTest, InlineSpecUnderTrainingModelToo) {
@@ -67,7 +74,7 @@ training:
   absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->training.model, "tiny2");
-  EXPECT_FALSE(job->training.model_spec.empty());
+  EXPECT_TRUE(job->training.model_spec.has_value());
 }
 
 TEST(ModelSourceTest, AnErrorInAnInlineSpecNamesTheJobFilesLine) {
@@ -101,7 +108,7 @@ model: cifar10_resnet
   absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->training.model, "cifar10_resnet");
-  EXPECT_TRUE(job->training.model_spec.empty());
+  EXPECT_FALSE(job->training.model_spec.has_value());
 }
 
 TEST(ModelSourceTest, WrittenJobCarriesTheSpecAndReadsBackTheSame) {
@@ -119,7 +126,7 @@ TEST(ModelSourceTest, NamingAModelAnewDropsTheInlineSpec) {
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(SetTrainingField(&job->training, "model", "mnist_cnn").ok());
   EXPECT_EQ(job->training.model, "mnist_cnn");
-  EXPECT_TRUE(job->training.model_spec.empty());
+  EXPECT_FALSE(job->training.model_spec.has_value());
 }
 
 TEST(ModelSourceTest, AnUnnamedInlineSpecIsModelAndAnchorsAreRead) {
@@ -133,7 +140,7 @@ model: &net
   absl::StatusOr<JobConfig> job = ParseJobConfig(kYaml, "cluster.yaml");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(job->training.model, "model");
-  EXPECT_EQ(ParseModelSpec(job->training.model_spec, "stored")->name, "model");
+  EXPECT_EQ(ParseModelSpec(SpecText(job->training), "stored")->name, "model");
   EXPECT_TRUE(ValidateJobConfig(*job).ok());
   absl::StatusOr<JobConfig> again = ParseJobConfig(JobConfigToYaml(*job), "written");
   ASSERT_TRUE(again.ok()) << again.status();
@@ -178,7 +185,7 @@ layers:
   ASSERT_TRUE(SetTrainingField(&t, "model", path).ok());
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
   EXPECT_EQ(t.model, "from_file");
-  EXPECT_FALSE(t.model_spec.empty());
+  EXPECT_TRUE(t.model_spec.has_value());
   // A second call leaves it as it is.
   const TrainingSpec before = t;
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
@@ -192,7 +199,7 @@ TEST_F(ModelFileTest, AnUnnamedSpecFileIsNamedAfterTheFile) {
                   "{dense: {units: 2}}]\n");
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
   EXPECT_EQ(t.model, "small_net");
-  EXPECT_EQ(t.model_origin.source, (dir_ / "small_net.v2.yaml").string());
+  EXPECT_EQ(t.model_spec->source, (dir_ / "small_net.v2.yaml").string());
   t = TrainingSpec();
   t.model = Write("odd name!.yaml",
                   "input: [4, 4, 1]\nclasses: 2\nlayers: [flatten, "
@@ -246,18 +253,19 @@ TEST_F(ModelFileTest, AnOnnxFileIsASpecThatStartsFromItsWeights) {
   TrainingSpec t;
   t.model = path;
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  absl::StatusOr<ModelSpec> spec = ParseModelSpec(t.model_spec, "spec");
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(SpecText(t), "spec");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->weights, path);
   EXPECT_EQ(spec->input, (std::vector<int64_t>{28, 28, 1}));
   EXPECT_EQ(spec->classes, 10);
-  EXPECT_EQ(t.model_origin.text, t.model_spec);
+  // The binary file has no lines for its layers.
+  for (const LayerSpec& l : t.model_spec->spec.layers) EXPECT_EQ(l.line, 0);
   // onnx_weights: ignore takes the graph alone.
   TrainingSpec fresh;
   fresh.model = path;
   fresh.onnx_weights = "ignore";
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &fresh).ok());
-  EXPECT_EQ(fresh.model_spec.find("weights:"), std::string::npos) << fresh.model_spec;
+  EXPECT_EQ(SpecText(fresh).find("weights:"), std::string::npos) << SpecText(fresh);
   EXPECT_EQ(fresh.model, t.model);
   // A file that is not ONNX is named.
   TrainingSpec bad;
@@ -272,8 +280,8 @@ TEST_F(ModelFileTest, AnOnnxFileIsASpecThatStartsFromItsWeights) {
   const absl::Status loaded = LoadModelSpecFile(Env::Default(), &relative);
   std::filesystem::current_path(cwd);
   ASSERT_TRUE(loaded.ok()) << loaded;
-  EXPECT_NE(relative.model_spec.find("weights: \"" + path + "\""), std::string::npos)
-      << relative.model_spec;
+  EXPECT_NE(SpecText(relative).find("weights: \"" + path + "\""), std::string::npos)
+      << SpecText(relative);
   // And onnx_weights takes use or ignore.
   absl::StatusOr<JobConfig> job = ParseJobConfig(
       "cluster: {chief: [\"127.0.0.1:1\"], ps: [\"127.0.0.1:2\"]}\n"
@@ -291,7 +299,7 @@ TEST_F(ModelFileTest, ASpecsRelativeWeightsAreBesideIt) {
   TrainingSpec t;
   t.model = path;
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  absl::StatusOr<ModelSpec> spec = ParseModelSpec(t.model_spec, "spec");
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(SpecText(t), "spec");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->weights, (dir_ / "nets/base/net.onnx").string());
   // gs:// and absolute ones stay as they are; ignore drops them.
@@ -300,19 +308,19 @@ TEST_F(ModelFileTest, ASpecsRelativeWeightsAreBesideIt) {
                   "input: [4, 4, 1]\nclasses: 2\nweights: gs://b/net.onnx\n"
                   "layers: [flatten, {dense: {units: 2}}]\n");
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  EXPECT_NE(t.model_spec.find("weights: \"gs://b/net.onnx\""), std::string::npos);
+  EXPECT_NE(SpecText(t).find("weights: \"gs://b/net.onnx\""), std::string::npos);
   t = TrainingSpec();
   t.model = path;
   t.onnx_weights = "ignore";
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
-  EXPECT_EQ(t.model_spec.find("weights"), std::string::npos);
+  EXPECT_EQ(SpecText(t).find("weights"), std::string::npos);
 }
 
 TEST_F(ModelFileTest, BuiltInNamesAreLeftToTheRegistry) {
   TrainingSpec t;
   ASSERT_TRUE(LoadModelSpecFile(Env::Default(), &t).ok());
   EXPECT_EQ(t.model, "mnist_cnn");
-  EXPECT_TRUE(t.model_spec.empty());
+  EXPECT_FALSE(t.model_spec.has_value());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "gflags/gflags.h"
+#include "models/model_options.h"
 #include "role/model_source.h"
 
 DEFINE_string(config, "", "Cluster config YAML (cluster and training sections).");
@@ -164,7 +165,9 @@ absl::StatusOr<RoleConfig> ResolveRole(
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateJobConfig(role.job));
   PSTRAIN_RETURN_IF_ERROR(ValidateTask(role.job.cluster, role.task));
+  // The spec read once, here; it travels as a value to every model built.
   PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &role.job.training));
+  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&role.job.training));
   return role;
 }
 
@@ -224,6 +227,7 @@ absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env) {
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
   }
   PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &spec));
+  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&spec));
   return spec;
 }
 

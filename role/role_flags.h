@@ -41,8 +41,9 @@ bool HasClusterFlags();
 
 // Resolves the role from --config (with --job_name and --task_index) or from
 // TF_CONFIG, applies the explicit training flags on top, validates the
-// result and reads the model spec file training.model names, if it names one. Errors say which
-// source and key was wrong.
+// result, reads the model spec file training.model names, if it names one,
+// and resolves a built-in's spec (ResolveJobModel): the role's spec, read
+// once, is then training.model_spec. Errors say which source and key was wrong.
 absl::StatusOr<RoleConfig> ResolveRoleFromFlags(Env* env);
 
 // The same from explicit inputs (for tests): `config_path` may be empty when
@@ -53,7 +54,8 @@ absl::StatusOr<RoleConfig> ResolveRole(
     const std::vector<std::pair<std::string, std::string>>& overrides);
 
 // A training spec for a process with no cluster: defaults plus the explicit
-// training flags, with a model spec file --model names read through `env`.
+// training flags, with a model spec file --model names read through `env`
+// (or the built-in's spec) in model_spec.
 absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env);
 
 }  // namespace pstrain

@@ -94,7 +94,7 @@ TEST_F(OnnxTest, ATorchCnnComputesInPstrainWhatItComputesInPyTorch) {
   spec.weights = net;
   absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpec(spec, net);
   ASSERT_TRUE(model.ok()) << model.status() << "\n" << ModelSpecToYaml(spec);
-  (*model)->set_spec_yaml(ModelSpecToYaml(spec));  // as BuildJobModel's models have it
+  (*model)->set_spec(spec);  // as BuildJobModel's models have it
   std::vector<float> params((*model)->num_params()), state((*model)->num_state());
   // The starting values are the file's, whatever the seed.
   ASSERT_TRUE(

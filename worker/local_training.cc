@@ -29,10 +29,10 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const LocalTrainingConfig
   PSTRAIN_ASSIGN_OR_RETURN(const TraceSteps trace_steps, ParseTraceSteps(config.trace_steps));
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<Model> model,
-      config.model_spec.empty()
-          ? BuildModel(config.model, config.model_options)
-          : BuildModelFromSpecText(config.model_spec, config.model,
-                                   SpecBuildOptionsOf(config.model_options.batch_norm_decay)));
+      config.model_spec.has_value()
+          ? BuildSpecModel(config.model_spec->spec, config.model_spec->source,
+                           SpecBuildOptionsOf(config.model_options.batch_norm_decay))
+          : BuildModel(config.model, config.model_options));
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(config.job_dir));
 
   auto load_start = std::chrono::steady_clock::now();

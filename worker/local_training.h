@@ -2,10 +2,12 @@
 #define PSTRAIN_WORKER_LOCAL_TRAINING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "config/cluster_config.h"
 #include "models/registry.h"
 #include "ps/model_tables.h"
 #include "ps/optimizer.h"
@@ -16,7 +18,7 @@ namespace pstrain {
 // Everything a single-process training run needs, parsed from flags by main().
 struct LocalTrainingConfig {
   std::string model = "mnist_cnn";
-  std::string model_spec;  // when set, the model (TrainingSpec::model_spec)
+  std::optional<JobModelSpec> model_spec;  // when set, the model (TrainingSpec::model_spec)
   ModelOptions model_options;
   std::string data_dir;
   std::string job_dir;

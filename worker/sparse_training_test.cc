@@ -67,7 +67,7 @@ class SparseTrainingTest : public ::testing::Test {
 
   LocalTrainingConfig Config(const std::string& table) {
     LocalTrainingConfig config;
-    config.model_spec = WideAndDeepSpec(table);
+    config.model_spec = *ParseJobModelSpec(WideAndDeepSpec(table), "the test's spec");
     config.model = "wide_and_deep";
     config.data_dir = "/data";
     config.job_dir = "/job";
@@ -133,7 +133,7 @@ TEST_F(SparseTrainingTest, DlrmReachesThePlantedAuc) {
                   absl::StrJoin(embeddings, ", "),
                   "]}\n  - dense: {units: 16, activation: relu}\n  - dense: {units: 1}\n");
   LocalTrainingConfig config = Config("dynamic: true");
-  config.model_spec = spec;
+  config.model_spec = *ParseJobModelSpec(spec, "the test's spec");
   config.model = "dlrm";
   absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
   ASSERT_TRUE(metrics.ok()) << metrics.status();

@@ -58,7 +58,7 @@ TEST(TabularExamplesTrainingTest, LearnsFromTfRecordExamples) {
   ASSERT_TRUE(env.WriteFileAtomic("/data/train.tfrecords", ExampleFile(4000, 1)).ok());
   ASSERT_TRUE(env.WriteFileAtomic("/data/test.tfrecords", ExampleFile(1000, 2)).ok());
   LocalTrainingConfig config;
-  config.model_spec = kSpec;
+  config.model_spec = *ParseJobModelSpec(kSpec, "the test's spec");
   config.model = "tiny_tabular";
   config.data_dir = "/data";
   config.job_dir = "/job";
@@ -85,7 +85,7 @@ TEST(TabularExamplesTrainingTest, AMissingDenseFeatureNamesTheRecord) {
           .ok());
   ASSERT_TRUE(env.WriteFileAtomic("/data/test.tfrecords", ExampleFile(10, 2)).ok());
   LocalTrainingConfig config;
-  config.model_spec = kSpec;
+  config.model_spec = *ParseJobModelSpec(kSpec, "the test's spec");
   config.model = "tiny_tabular";
   config.data_dir = "/data";
   config.job_dir = "/job";

@@ -21,8 +21,6 @@ absl::StatusOr<pstrain::LocalTrainingConfig> LocalConfig(const pstrain::Training
   pstrain::LocalTrainingConfig config;
   config.model = t.model;
   config.model_spec = t.model_spec;
-  // Built once here so that a bad spec is named with the lines of its file.
-  if (absl::Status built = pstrain::BuildJobModel(t).status(); !built.ok()) return built;
   config.data_dir = t.data_dir;
   config.job_dir = t.job_dir;
   config.train_steps = t.train_steps;
