@@ -47,11 +47,7 @@ std::string SpecChange(const std::string& saved, const std::string& now) {
   // with 9 digits before their shortest text (alpha 0.300000012, now 0.3).
   absl::StatusOr<ModelSpec> was = ParseModelSpec(saved, "the checkpoint's spec");
   absl::StatusOr<ModelSpec> is = ParseModelSpec(now, "the spec");
-  if (was.ok() && is.ok()) {
-    for (LayerSpec& l : was->layers) l.line = 0;
-    for (LayerSpec& l : is->layers) l.line = 0;
-    if (*was == *is) return "";
-  }
+  if (was.ok() && is.ok() && SameModelSpec(*was, *is)) return "";
   const std::vector<absl::string_view> a = absl::StrSplit(saved, '\n');
   const std::vector<absl::string_view> b = absl::StrSplit(now, '\n');
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
