@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cloud/metadata.h"
 #include "common/status_macros.h"
@@ -119,6 +120,106 @@ absl::StatusOr<std::string> GcsEnv::ReadFile(const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(HttpResponse response, Send(std::move(request)));
   if (!Ok(response)) return ErrorFor(path, response);
   return std::move(response.body);
+}
+
+absl::StatusOr<std::string> GcsEnv::ReadRange(const std::string& path, uint64_t offset, size_t n) {
+  PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
+  if (n == 0) return std::string();
+  HttpRequest request;
+  request.url = absl::StrCat(ObjectUrl(o), "?alt=media");
+  request.headers = {{"Range", absl::StrCat("bytes=", offset, "-", offset + n - 1)}};
+  PSTRAIN_ASSIGN_OR_RETURN(HttpResponse response, Send(request));
+  if (response.status == 416) {
+    // The range starts at or past the end (an empty object, or its end),
+    // which the object's size says; a 416 before the end (a proxy's answer
+    // to a failure) is asked again once.
+    HttpRequest metadata;
+    metadata.url = ObjectUrl(o);
+    PSTRAIN_ASSIGN_OR_RETURN(HttpResponse about, Send(std::move(metadata)));
+    if (!Ok(about)) return ErrorFor(path, about);
+    const nlohmann::json json = nlohmann::json::parse(about.body, nullptr, false);
+    uint64_t size = 0;
+    if (!json.is_object() || !json.contains("size") || !json["size"].is_string() ||
+        !absl::SimpleAtoi(json["size"].get<std::string>(), &size)) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": the object's metadata has no size: ", about.body.substr(0, 200)));
+    }
+    if (offset >= size) return std::string();
+    PSTRAIN_ASSIGN_OR_RETURN(response, Send(std::move(request)));
+    if (response.status == 416) {
+      return absl::UnavailableError(absl::StrCat(path, ": bytes ", offset, " on of an object of ",
+                                                 size, " bytes were refused (416)"));
+    }
+  }
+  if (!Ok(response)) return ErrorFor(path, response);
+  if (response.status == 206) {
+    if (response.body.size() > n) response.body.resize(n);
+    return std::move(response.body);
+  }
+  // 200: a server that ignores Range sends the whole object.
+  if (offset >= response.body.size()) return std::string();
+  return response.body.substr(offset, n);
+}
+
+namespace {
+
+class GcsSequentialFile : public SequentialFile {
+ public:
+  GcsSequentialFile(GcsEnv* env, std::string path, uint64_t offset, std::string first)
+      : env_(env), path_(std::move(path)), offset_(offset), chunk_(std::move(first)) {}
+
+  absl::Status Read(size_t n, std::string* out) override {
+    out->clear();
+    while (out->size() < n) {
+      if (used_ == chunk_.size()) {
+        if (at_end_) break;
+        PSTRAIN_ASSIGN_OR_RETURN(chunk_, env_->ReadRange(path_, offset_, GcsEnv::kReadChunkBytes));
+        offset_ += chunk_.size();
+        used_ = 0;
+        if (chunk_.size() < GcsEnv::kReadChunkBytes) at_end_ = true;
+        if (chunk_.empty()) break;
+      }
+      const size_t take = std::min(n - out->size(), chunk_.size() - used_);
+      out->append(chunk_, used_, take);
+      used_ += take;
+    }
+    return absl::OkStatus();
+  }
+
+  // The chunk read at open starts at offset_; the next one after it.
+  void Opened() {
+    offset_ += chunk_.size();
+    if (chunk_.size() < GcsEnv::kReadChunkBytes) at_end_ = true;
+  }
+
+ private:
+  GcsEnv* const env_;
+  const std::string path_;
+  uint64_t offset_;  // of the next chunk to fetch
+  std::string chunk_;
+  size_t used_ = 0;
+  bool at_end_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SequentialFile>> GcsEnv::NewSequentialFile(const std::string& path,
+                                                                          uint64_t offset) {
+  PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
+  if (o.name.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " names no object"));
+  // The first chunk now: a missing object is an error at open, as a file's.
+  PSTRAIN_ASSIGN_OR_RETURN(std::string first, ReadRange(path, offset, kReadChunkBytes));
+  if (first.empty()) {
+    // At or past the end, or an empty object: which of them, or none, the
+    // metadata says (a missing object is NotFound).
+    HttpRequest request;
+    request.url = ObjectUrl(o);
+    PSTRAIN_ASSIGN_OR_RETURN(HttpResponse response, Send(std::move(request)));
+    if (!Ok(response)) return ErrorFor(path, response);
+  }
+  auto file = std::make_unique<GcsSequentialFile>(this, path, offset, std::move(first));
+  file->Opened();
+  return std::unique_ptr<SequentialFile>(std::move(file));
 }
 
 absl::Status GcsEnv::WriteFileAtomic(const std::string& path, const std::string& contents) {
@@ -247,6 +348,10 @@ Env* SchemeRoutingEnv::For(const std::string& path) const {
 
 absl::StatusOr<std::string> SchemeRoutingEnv::ReadFile(const std::string& path) {
   return For(path)->ReadFile(path);
+}
+absl::StatusOr<std::unique_ptr<SequentialFile>> SchemeRoutingEnv::NewSequentialFile(
+    const std::string& path, uint64_t offset) {
+  return For(path)->NewSequentialFile(path, offset);
 }
 absl::Status SchemeRoutingEnv::WriteFileAtomic(const std::string& path,
                                                const std::string& contents) {

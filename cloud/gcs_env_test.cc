@@ -55,6 +55,42 @@ TEST_F(GcsEnvTest, WritesReadsListsRenamesAndDeletesObjects) {
   EXPECT_TRUE(absl::IsNotFound(env_->DeleteFile("gs://bkt/job/final")));
 }
 
+// A large object is read in ranged chunks from any offset, with a server
+// failure on the way retried; a missing one is NotFound at open.
+TEST_F(GcsEnvTest, ObjectsAreReadInRangedChunksFromAnyOffset) {
+  std::string big(GcsEnv::kReadChunkBytes * 2 + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  gcs_.PutObject("bkt", "data/part-0", big);
+  gcs_.PutObject("bkt", "data/empty", "");
+  for (uint64_t offset : {uint64_t{0}, uint64_t{GcsEnv::kReadChunkBytes + 7}, uint64_t{big.size()},
+                          uint64_t{big.size() + 5}}) {
+    absl::StatusOr<std::unique_ptr<SequentialFile>> file =
+        env_->NewSequentialFile("gs://bkt/data/part-0", offset);
+    ASSERT_TRUE(file.ok()) << file.status();
+    std::string all, piece;
+    for (int i = 0; i < 100; ++i) {
+      if (i == 3) gcs_.FailNext(1, 503);
+      ASSERT_TRUE((*file)->Read(1 << 20, &piece).ok());
+      if (piece.empty()) break;
+      all += piece;
+    }
+    const std::string want = offset < big.size() ? big.substr(offset) : "";
+    ASSERT_EQ(all.size(), want.size()) << "from " << offset;
+    EXPECT_TRUE(all == want) << "from " << offset << ": first difference at "
+                             << std::mismatch(all.begin(), all.end(), want.begin()).first -
+                                    all.begin();
+  }
+  absl::StatusOr<std::unique_ptr<SequentialFile>> empty =
+      env_->NewSequentialFile("gs://bkt/data/empty", 0);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  std::string piece = "x";
+  ASSERT_TRUE((*empty)->Read(10, &piece).ok());
+  EXPECT_EQ(piece, "");
+  absl::Status missing = env_->NewSequentialFile("gs://bkt/data/part-9", 0).status();
+  EXPECT_TRUE(absl::IsNotFound(missing)) << missing;
+  EXPECT_NE(missing.message().find("gs://bkt/data/part-9"), std::string::npos) << missing;
+}
+
 TEST_F(GcsEnvTest, ListingFollowsPages) {
   gcs_.SetPageSize(2);
   for (int i = 0; i < 7; ++i) {

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -70,6 +71,56 @@ class PosixWritableFile : public WritableFile {
   std::string buffer_;
 };
 
+// A file read with pread from an offset on; the descriptor is closed with it.
+class PosixSequentialFile : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd, uint64_t offset)
+      : path_(std::move(path)), fd_(fd), offset_(offset) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+
+  absl::Status Read(size_t n, std::string* out) override {
+    out->resize(n);
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::pread(fd_, out->data() + done, n - done, static_cast<off_t>(offset_));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        out->clear();
+        return IoError("cannot read", path_, err);
+      }
+      if (got == 0) break;
+      done += static_cast<size_t>(got);
+      offset_ += static_cast<uint64_t>(got);
+    }
+    out->resize(done);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  uint64_t offset_;
+};
+
+// A file already in memory, served in pieces (Env's default).
+class StringSequentialFile : public SequentialFile {
+ public:
+  StringSequentialFile(std::string contents, uint64_t offset)
+      : contents_(std::move(contents)), position_(std::min<uint64_t>(offset, contents_.size())) {}
+
+  absl::Status Read(size_t n, std::string* out) override {
+    const size_t take = std::min(n, contents_.size() - position_);
+    out->assign(contents_, position_, take);
+    position_ += take;
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string contents_;
+  size_t position_;
+};
+
 // Makes a rename (or creation) of `path` durable by syncing its directory.
 void SyncParentDir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -122,6 +173,24 @@ class PosixEnv : public Env {
     ::close(fd);
     contents.resize(done);
     return contents;
+  }
+
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path,
+                                                                    uint64_t offset) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return IoError("cannot open", path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return IoError("cannot stat", path, err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a file"));
+    }
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    return std::unique_ptr<SequentialFile>(new PosixSequentialFile(path, fd, offset));
   }
 
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
@@ -206,6 +275,12 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<SequentialFile>> Env::NewSequentialFile(const std::string& path,
+                                                                       uint64_t offset) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::string contents, ReadFile(path));
+  return std::unique_ptr<SequentialFile>(new StringSequentialFile(std::move(contents), offset));
+}
 
 Env* Env::Default() {
   static Env* const env = new PosixEnv;

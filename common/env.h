@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_COMMON_ENV_H_
 #define PSTRAIN_COMMON_ENV_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +27,17 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// A file read front to back in pieces, from its start or an offset, so that
+// no reader holds a whole file (input data far larger than memory). Not
+// thread-safe; one per reader.
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Replaces `*out` with the next up to `n` (> 0) bytes: fewer only at the
+  // end of the file, none once it is reached. Errors name the file.
+  virtual absl::Status Read(size_t n, std::string* out) = 0;
+};
+
 // All file I/O goes through an Env so tests can swap in an in-memory or
 // fault-injecting one (the leveldb pattern). Implementations are thread-safe.
 class Env {
@@ -34,6 +46,13 @@ class Env {
 
   // Reads the whole file. NotFound if it does not exist.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+
+  // Opens `path` to read from byte `offset` on (past the end: nothing to
+  // read). NotFound if it does not exist. This default reads the whole file
+  // at once (for Envs of small files: MemEnv, test fakes); the POSIX Env and
+  // Cloud Storage's read in pieces.
+  virtual absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path,
+                                                                            uint64_t offset = 0);
 
   // Writes `contents` to `path` atomically: temp file, fsync, rename. A crash
   // leaves either the old file or the new one, never a mix.

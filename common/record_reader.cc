@@ -26,7 +26,7 @@ absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
   if (left == 0) return absl::OutOfRangeError(absl::StrCat(name_, ": end of file"));
   if (left < record::kHeaderSize) {
     cut_short_ = true;
-    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", offset_,
+    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", base_ + offset_,
                                             " is cut short: its header needs ", record::kHeaderSize,
                                             " bytes, ", left, " are left"));
   }
@@ -35,19 +35,19 @@ absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
   if (crc32c::Unmask(GetFixed32(p + record::kLengthSize)) !=
       crc32c::Value(p, record::kLengthSize)) {
     return absl::DataLossError(
-        absl::StrCat(name_, ": record at offset ", offset_, " has a corrupted length"));
+        absl::StrCat(name_, ": record at offset ", base_ + offset_, " has a corrupted length"));
   }
   if (length > left - record::kHeaderSize ||
       left - record::kHeaderSize - length < record::kFooterSize) {
     cut_short_ = true;
-    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", offset_, " of ", length,
-                                            " bytes is cut short: ", left,
+    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", base_ + offset_, " of ",
+                                            length, " bytes is cut short: ", left,
                                             " bytes are left in the file"));
   }
   const char* data = p + record::kHeaderSize;
   if (crc32c::Unmask(GetFixed32(data + length)) != crc32c::Value(data, length)) {
-    return absl::DataLossError(
-        absl::StrCat(name_, ": record at offset ", offset_, " has corrupted data (CRC mismatch)"));
+    return absl::DataLossError(absl::StrCat(name_, ": record at offset ", base_ + offset_,
+                                            " has corrupted data (CRC mismatch)"));
   }
   offset_ += record::kHeaderSize + length + record::kFooterSize;
   return std::string_view(data, length);

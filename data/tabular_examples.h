@@ -44,15 +44,18 @@
 // The number of values per example is not limited here: limits are the
 // model's to enforce.
 //
-// A whole file is read into memory at once (Env has no streaming read).
+// ReadTabularExamples and LoadTabularExamples read whole files into memory;
+// data/example_stream.h streams them.
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
 #include "data/dataset.h"
+#include "proto/example.pb.h"
 
 namespace pstrain {
 
@@ -64,6 +67,46 @@ struct TabularFeatures {
   int64_t num_dense = 0;
   // The sparse features, in the order of Dataset::sparse.
   std::vector<std::string> sparse;
+};
+
+// InvalidArgument for `features` that repeat a name or have an empty one, or
+// a negative num_dense.
+absl::Status CheckTabularFeatures(const TabularFeatures& features);
+
+// Turns serialized tf.train.Examples into tabular examples of `features`
+// (checked by CheckTabularFeatures first), by the rules above; a sparse
+// feature's kind is fixed by the first Example that has it, for as long as
+// the parser lives. Not thread-safe.
+class TabularExampleParser {
+ public:
+  explicit TabularExampleParser(const TabularFeatures& features);
+
+  // Appends the Example in `record`; `where` ("file: record 7 (offset
+  // 912)") begins every error: DataLoss for bytes that are not an Example,
+  // InvalidArgument as ReadTabularExamples says. On an error nothing of the
+  // record is appended.
+  absl::Status AppendRecord(std::string_view record, const std::string& where);
+  // Every record of a whole file (in memory), as ReadTabularExamples.
+  absl::Status ReadFile(Env* env, const std::string& path);
+
+  // The examples appended since the last Take (a tabular Dataset).
+  Dataset Take();
+  int64_t size() const { return data_.size(); }
+
+ private:
+  void Reset();
+  absl::Status Append(const tf::Features& f, const std::string& where);
+  absl::Status AppendLabel(const tf::Features& f, const std::string& where);
+  absl::Status AppendDense(const tf::Features& f, const std::string& where);
+  absl::Status AppendSparse(const tf::Features& f, size_t c, const std::string& where);
+
+  const TabularFeatures features_;
+  tf::Example example_;
+  Dataset data_;
+  // Per sparse column: where its kind was fixed ("" while no Example had
+  // it), and the kinds the columns had at the last Take.
+  std::vector<std::string> first_seen_;
+  std::vector<SparseValueKind> kinds_;
 };
 
 // Reads the TFRecord file at `path` as a tabular Dataset of `features`

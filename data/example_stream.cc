@@ -1,0 +1,453 @@
+#include "data/example_stream.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "data/criteo.h"
+#include "data/criteo_dataset.h"
+#include "data/record_stream.h"
+
+namespace pstrain {
+namespace {
+
+uint64_t Draw(uint64_t* state, uint64_t n) { return SplitMix64Next(state) % n; }
+
+// A tabular Dataset with no examples, shaped as `like`.
+Dataset EmptyLike(const Dataset& like) {
+  Dataset out;
+  out.tabular = true;
+  out.num_dense = like.num_dense;
+  out.sparse.resize(like.sparse.size());
+  for (size_t c = 0; c < like.sparse.size(); ++c) {
+    out.sparse[c].name = like.sparse[c].name;
+    out.sparse[c].kind = like.sparse[c].kind;
+  }
+  return out;
+}
+
+void AppendExample(const Dataset& from, int64_t i, Dataset* to) {
+  to->labels.push_back(from.labels[i]);
+  to->dense.insert(to->dense.end(), from.dense.begin() + i * from.num_dense,
+                   from.dense.begin() + (i + 1) * from.num_dense);
+  for (size_t c = 0; c < from.sparse.size(); ++c) to->sparse[c].AppendExample(from.sparse[c], i);
+}
+
+}  // namespace
+
+std::string InputPosition::ToString() const {
+  std::vector<std::string> files;
+  for (const Open& o : open) files.push_back(absl::StrCat(o.file, ":", o.offset, ":", o.record));
+  return absl::StrCat("epoch=", epoch, " next_file=", next_file, " window=", window,
+                      " taken=", taken, " open=", absl::StrJoin(files, ","));
+}
+
+absl::StatusOr<InputPosition> InputPosition::FromString(std::string_view view) {
+  const absl::string_view text(view.data(), view.size());
+  InputPosition p;
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("input position \"", text, "\": ", why));
+  };
+  int fields = 0;
+  for (absl::string_view item : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) return bad(absl::StrCat("\"", item, "\" is not key=value"));
+    const absl::string_view key = item.substr(0, eq);
+    const absl::string_view value = item.substr(eq + 1);
+    ++fields;
+    if (key == "open") {
+      for (absl::string_view f : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        std::vector<absl::string_view> parts = absl::StrSplit(f, ':');
+        Open o;
+        if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &o.file) ||
+            !absl::SimpleAtoi(parts[1], &o.offset) || !absl::SimpleAtoi(parts[2], &o.record) ||
+            o.file < 0 || o.record < 0) {
+          return bad(absl::StrCat("\"", f, "\" is not file:offset:record"));
+        }
+        p.open.push_back(o);
+      }
+      continue;
+    }
+    int64_t* target = key == "epoch"       ? &p.epoch
+                      : key == "next_file" ? &p.next_file
+                      : key == "window"    ? &p.window
+                      : key == "taken"     ? &p.taken
+                                           : nullptr;
+    if (target == nullptr) return bad(absl::StrCat("unknown key \"", key, "\""));
+    if (!absl::SimpleAtoi(value, target) || *target < 0) {
+      return bad(absl::StrCat(key, " is not a count"));
+    }
+  }
+  if (fields != 5) return bad("needs epoch, next_file, window, taken and open");
+  return p;
+}
+
+// A window: examples in the order they were read, the order they are
+// handed out in, and the position it began at.
+struct ExampleStream::Window {
+  Dataset examples;
+  std::vector<int64_t> order;
+  InputPosition start;
+  int64_t taken = 0;
+  bool last = false;   // the stream ends after it
+  absl::Status error;  // after its examples: the stream fails with it
+};
+
+// Reads windows on its own thread, prefetch_windows ahead.
+class ExampleStream::Reader {
+ public:
+  Reader(Env* env, ExampleStreamOptions options) : env_(env), options_(std::move(options)) {
+    for (size_t i = 0; i < options_.files.size(); ++i) {
+      if (options_.files.size() < static_cast<size_t>(options_.num_replicas) ||
+          static_cast<int>(i % options_.num_replicas) == options_.replica) {
+        mine_.push_back(options_.files[i]);
+      }
+    }
+    interleaved_ = options_.files.size() < static_cast<size_t>(options_.num_replicas);
+    if (options_.format == ExampleFormat::kTfExamples) {
+      parser_ = std::make_unique<TabularExampleParser>(options_.features);
+    }
+  }
+  ~Reader() { Stop(); }
+
+  absl::Status Start(const InputPosition& position) {
+    if (position.next_file > static_cast<int64_t>(mine_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input position ", position.ToString(), ": this replica has ", mine_.size(), " files"));
+    }
+    for (const InputPosition::Open& o : position.open) {
+      if (o.file >= position.next_file) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("input position ", position.ToString(), ": an open file not yet begun"));
+      }
+    }
+    start_ = position;
+    at_ = position;
+    at_.taken = 0;
+    skip_ = position.taken;
+    order_ = EpochFiles(at_.epoch);
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // The next window; blocks until it is read.
+  std::unique_ptr<Window> Take() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty(); });
+    std::unique_ptr<Window> w = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return w;
+  }
+
+  std::vector<std::string> EpochFiles(int64_t epoch) const {
+    std::vector<std::string> files = mine_;
+    if (options_.shuffle_buffer > 0) {
+      uint64_t state = MixBits64(options_.seed ^ MixBits64(static_cast<uint64_t>(epoch) + 1) ^
+                                 (static_cast<uint64_t>(options_.replica) << 32));
+      for (size_t i = files.size(); i > 1; --i) std::swap(files[i - 1], files[Draw(&state, i)]);
+    }
+    return files;
+  }
+
+  const InputPosition& StartPosition() const { return start_; }
+  int batch_size() const { return options_.batch_size; }
+
+  InputProgress progress() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return progress_;
+  }
+  int64_t files() const { return static_cast<int64_t>(mine_.size()); }
+
+ private:
+  struct Slot {
+    int64_t file = 0;
+    std::unique_ptr<RecordStream> stream;
+    uint64_t counted = 0;  // file_bytes already in progress_
+  };
+
+  void Run() {
+    bool first = true;
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+          return stop_ || static_cast<int>(ready_.size()) < std::max(1, options_.prefetch_windows);
+        });
+        if (stop_) return;
+      }
+      std::unique_ptr<Window> w = ReadWindow();
+      if (first) {
+        w->taken = std::min<int64_t>(skip_, w->examples.size());
+        first = false;
+      }
+      const bool end = w->last || !w->error.ok();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_.push_back(std::move(w));
+      }
+      cv_.notify_all();
+      if (end) return;
+    }
+  }
+
+  // Opens the slots of at_.open (at a window's start they are at_'s).
+  absl::Status OpenSlots() {
+    slots_.clear();
+    for (const InputPosition::Open& o : at_.open) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream,
+                               OpenFile(order_[o.file], o.offset, o.record));
+      slots_.push_back(Slot{o.file, std::move(stream)});
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<RecordStream>> OpenFile(const std::string& path, uint64_t offset,
+                                                         int64_t record) {
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::unique_ptr<RecordStream> stream,
+        RecordStream::Open(env_, path, options_.compression,
+                           options_.format == ExampleFormat::kCriteoTsv ? RecordFraming::kLines
+                                                                        : RecordFraming::kTfRecord,
+                           offset, record));
+    return stream;
+  }
+
+  // Fills the cycle up to cycle_length from the epoch's next files.
+  absl::Status FillCycle() {
+    while (static_cast<int>(slots_.size()) < options_.cycle_length &&
+           at_.next_file < static_cast<int64_t>(order_.size())) {
+      const int64_t file = at_.next_file++;
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream, OpenFile(order_[file], 0, 0));
+      slots_.push_back(Slot{file, std::move(stream)});
+    }
+    return absl::OkStatus();
+  }
+
+  // The next record of this replica from slot `s`, parsed into the window;
+  // false when the slot's file ended (the slot is then closed).
+  absl::StatusOr<bool> ReadOne(Slot& s, CriteoBatch* criteo) {
+    while (true) {
+      const uint64_t offset = s.stream->offset();
+      const int64_t record = s.stream->record();
+      absl::StatusOr<std::string_view> data = s.stream->Next();
+      Count(s);
+      if (absl::IsOutOfRange(data.status())) return false;
+      PSTRAIN_RETURN_IF_ERROR(data.status());
+      if (interleaved_ && record % options_.num_replicas != options_.replica) continue;
+      if (options_.format == ExampleFormat::kCriteoTsv) {
+        absl::Status parsed = ParseCriteoLine(*data, criteo);
+        if (!parsed.ok()) {
+          return absl::Status(parsed.code(), absl::StrCat(s.stream->path(), ":", record + 1, ": ",
+                                                          parsed.message()));
+        }
+      } else {
+        PSTRAIN_RETURN_IF_ERROR(parser_->AppendRecord(
+            *data, absl::StrCat(s.stream->path(), ": record ", record, " (offset ", offset, ")")));
+      }
+      return true;
+    }
+  }
+
+  void Count(Slot& s) {
+    const uint64_t now = s.stream->file_bytes();
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_.file_bytes += now - s.counted;
+    s.counted = now;
+  }
+
+  std::unique_ptr<Window> ReadWindow() {
+    auto w = std::make_unique<Window>();
+    const int64_t size = options_.shuffle_buffer > 0 ? options_.shuffle_buffer : kInOrderWindow;
+    CriteoBatch criteo;
+    absl::Status status = absl::OkStatus();
+    // At a window's start: at_ holds the open files' places (slots_ are
+    // opened there when the stream begins).
+    if (!started_) {
+      status = OpenSlots();
+      started_ = true;
+    }
+    w->start = at_;
+    int64_t read = 0;
+    while (status.ok() && read < size) {
+      if (status = FillCycle(); !status.ok()) break;
+      if (slots_.empty()) {
+        // The epoch ended.
+        if (read > 0) break;  // its last window first
+        if (options_.num_epochs > 0 && at_.epoch + 1 >= options_.num_epochs) {
+          w->last = true;
+          break;
+        }
+        ++at_.epoch;
+        at_.next_file = 0;
+        at_.window = 0;
+        order_ = EpochFiles(at_.epoch);
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          progress_.epoch = at_.epoch;
+          progress_.files_done = 0;
+        }
+        w->start = at_;
+        w->start.open.clear();
+        if (order_.empty()) {
+          w->last = true;
+          break;
+        }
+        continue;
+      }
+      // One record from each open file in turn, starting with the first.
+      for (size_t i = 0; i < slots_.size() && read < size;) {
+        absl::StatusOr<bool> got = ReadOne(slots_[i], &criteo);
+        if (!got.ok()) {
+          status = got.status();
+          break;
+        }
+        if (!*got) {
+          slots_.erase(slots_.begin() + static_cast<ptrdiff_t>(i));
+          std::lock_guard<std::mutex> lock(mu_);
+          ++progress_.files_done;
+          continue;  // the next file takes its place at the end, by FillCycle
+        }
+        ++read;
+        ++i;
+      }
+      // The round is complete: the slot order stays the record order.
+    }
+    // Where the next window begins.
+    at_.open.clear();
+    for (const Slot& s : slots_) {
+      at_.open.push_back({s.file, s.stream->offset(), s.stream->record()});
+    }
+    ++at_.window;
+    if (options_.format == ExampleFormat::kCriteoTsv) {
+      w->examples = CriteoToDataset(criteo);
+    } else {
+      w->examples = parser_->Take();
+    }
+    const int64_t n = w->examples.size();
+    w->order.resize(n);
+    for (int64_t i = 0; i < n; ++i) w->order[i] = i;
+    if (options_.shuffle_buffer > 0) {
+      uint64_t state = MixBits64(options_.seed ^ MixBits64(static_cast<uint64_t>(w->start.epoch)) ^
+                                 MixBits64(static_cast<uint64_t>(w->start.window) + 0x5eed) ^
+                                 static_cast<uint64_t>(options_.replica));
+      for (int64_t i = n; i > 1; --i) {
+        std::swap(w->order[i - 1], w->order[Draw(&state, static_cast<uint64_t>(i))]);
+      }
+    }
+    w->error = status;
+    return w;
+  }
+
+  Env* const env_;
+  const ExampleStreamOptions options_;
+  std::vector<std::string> mine_;
+  bool interleaved_ = false;
+  std::unique_ptr<TabularExampleParser> parser_;
+  InputPosition start_;
+  // The reading thread's own.
+  InputPosition at_;
+  int64_t skip_ = 0;
+  std::vector<std::string> order_;
+  std::vector<Slot> slots_;
+  bool started_ = false;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Window>> ready_;
+  bool stop_ = false;
+  InputProgress progress_;
+  std::thread thread_;
+};
+
+ExampleStream::ExampleStream(std::unique_ptr<Reader> reader) : reader_(std::move(reader)) {}
+ExampleStream::~ExampleStream() = default;
+
+absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
+    Env* env, ExampleStreamOptions options, const InputPosition& position) {
+  if (options.files.empty()) return absl::InvalidArgumentError("an input stream of no files");
+  if (options.batch_size < 1 || options.num_replicas < 1 || options.replica < 0 ||
+      options.replica >= options.num_replicas || options.cycle_length < 1 ||
+      options.shuffle_buffer < 0 || options.num_epochs < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input stream options: batch_size ", options.batch_size, ", replica ", options.replica,
+        " of ", options.num_replicas, ", cycle_length ", options.cycle_length, ", shuffle_buffer ",
+        options.shuffle_buffer, ", num_epochs ", options.num_epochs,
+        " (sizes at least 1, a replica in [0, replicas), counts not negative)"));
+  }
+  if (options.format == ExampleFormat::kTfExamples) {
+    PSTRAIN_RETURN_IF_ERROR(CheckTabularFeatures(options.features));
+  }
+  auto reader = std::make_unique<Reader>(env, std::move(options));
+  PSTRAIN_RETURN_IF_ERROR(reader->Start(position));
+  return std::unique_ptr<ExampleStream>(new ExampleStream(std::move(reader)));
+}
+
+absl::Status ExampleStream::Next(Dataset* batch) {
+  const int batch_size = reader_->batch_size();
+  bool started = false;
+  while (true) {
+    if (window_ == nullptr || window_->taken == static_cast<int64_t>(window_->order.size())) {
+      if (window_ != nullptr && !window_->error.ok()) return window_->error;
+      if (window_ != nullptr && window_->last) {
+        if (started) return absl::OkStatus();  // the last, short batch
+        return absl::OutOfRangeError("the input's last epoch is done");
+      }
+      window_ = reader_->Take();
+      continue;
+    }
+    if (!started) {
+      *batch = EmptyLike(window_->examples);
+      started = true;
+    }
+    // A column's kind is fixed by the first example with values (an earlier
+    // window may have had none).
+    for (size_t c = 0; c < batch->sparse.size(); ++c) {
+      if (batch->sparse[c].values.empty()) batch->sparse[c].kind = window_->examples.sparse[c].kind;
+    }
+    while (window_->taken < static_cast<int64_t>(window_->order.size()) &&
+           batch->size() < batch_size) {
+      AppendExample(window_->examples, window_->order[window_->taken++], batch);
+      ++examples_;
+    }
+    if (batch->size() == batch_size) return absl::OkStatus();
+  }
+}
+
+InputPosition ExampleStream::position() const {
+  if (window_ == nullptr) return reader_->StartPosition();
+  InputPosition p = window_->start;
+  p.taken = window_->taken;
+  return p;
+}
+
+InputProgress ExampleStream::progress() const {
+  InputProgress p = reader_->progress();
+  p.files = reader_->files();
+  p.examples = examples_;
+  return p;
+}
+
+std::vector<std::string> ExampleStream::EpochFiles(int64_t epoch) const {
+  return reader_->EpochFiles(epoch);
+}
+
+}  // namespace pstrain

@@ -1,0 +1,135 @@
+#ifndef PSTRAIN_DATA_EXAMPLE_STREAM_H_
+#define PSTRAIN_DATA_EXAMPLE_STREAM_H_
+
+// Tabular examples streamed from many files, as tf.data streams them
+// (list_files -> shard -> interleave -> shuffle -> batch -> prefetch), with
+// bounded memory, and a position that says exactly where the stream is, so
+// that a restarted replica continues with the very next example.
+//
+// A replica reads its share of the files: file i when i % num_replicas ==
+// replica, or, with fewer files than replicas, every file's records r with
+// r % num_replicas == replica. It reads `cycle_length` of its files at once,
+// taking one record from each in turn (tf.data's interleave with
+// block_length 1); a file that ends gives its place to the next. Examples
+// are dealt out in windows: the next `shuffle_buffer` examples, handed out
+// in an order drawn from (seed, replica, epoch, window), or in file order
+// without a shuffle_buffer. Every epoch visits the replica's files in a new
+// order (with a shuffle_buffer) and every example once. No more than the
+// window being handed out and `prefetch_windows` more are in memory, and no
+// file is read whole.
+//
+// The position of the next batch is where its window began in each open
+// file (decompressed offset and record number), which files are done, and
+// how many of the window's examples were handed out: re-reading the window
+// from those offsets gives the same examples in the same order.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "data/dataset.h"
+#include "data/input_stream.h"
+#include "data/tabular_examples.h"
+
+namespace pstrain {
+
+enum class ExampleFormat {
+  kTfExamples,  // TFRecord files of tf.train.Example (data/tabular_examples.h)
+  kCriteoTsv,   // Criteo's click-log TSV (data/criteo_format.h)
+};
+
+struct ExampleStreamOptions {
+  // Every replica's files, in the same order (ExpandFilePatterns).
+  std::vector<std::string> files;
+  ExampleFormat format = ExampleFormat::kTfExamples;
+  Compression compression = Compression::kAuto;
+  TabularFeatures features;  // kTfExamples: what each Example holds
+  int replica = 0;
+  int num_replicas = 1;
+  int batch_size = 1;
+  // Examples per window; 0: no shuffling (windows of kInOrderWindow in
+  // file order).
+  int64_t shuffle_buffer = 0;
+  uint64_t seed = 0;
+  int cycle_length = 4;      // files read at once
+  int64_t num_epochs = 0;    // 0: for ever
+  int prefetch_windows = 2;  // windows read ahead on the stream's thread
+};
+
+// Examples per window without shuffling.
+inline constexpr int64_t kInOrderWindow = 1024;
+
+// Where a stream is; see the file comment. Written as one line of text
+// (ToString) that FromString reads back, to be saved with a checkpoint.
+struct InputPosition {
+  struct Open {
+    int64_t file = 0;     // index into the epoch's order of the replica's files
+    uint64_t offset = 0;  // decompressed offset of its next record
+    int64_t record = 0;   // number of its next record
+    bool operator==(const Open&) const = default;
+  };
+  int64_t epoch = 0;
+  int64_t next_file = 0;   // index into the epoch's order of the next file to open
+  std::vector<Open> open;  // the files being read, in the order records are taken
+  int64_t window = 0;      // windows begun in this epoch
+  int64_t taken = 0;       // examples of that window handed out
+  bool operator==(const InputPosition&) const = default;
+
+  std::string ToString() const;
+  // InvalidArgument naming what is wrong for text ToString did not write.
+  static absl::StatusOr<InputPosition> FromString(std::string_view text);
+};
+
+// What a stream has done, for progress lines.
+struct InputProgress {
+  int64_t epoch = 0;
+  int64_t files_done = 0;   // of this epoch
+  int64_t files = 0;        // the replica's files per epoch
+  uint64_t file_bytes = 0;  // read from files (compressed) since Create
+  int64_t examples = 0;     // handed out since Create
+};
+
+class ExampleStream {
+ public:
+  // A stream from `position` (default: the start). InvalidArgument for bad
+  // options (no files, batch_size < 1, replica outside [0, num_replicas),
+  // cycle_length < 1, a negative shuffle_buffer or num_epochs) or a position
+  // that does not fit the replica's files. Starts its reading thread.
+  static absl::StatusOr<std::unique_ptr<ExampleStream>> Create(Env* env,
+                                                               ExampleStreamOptions options,
+                                                               const InputPosition& position = {});
+  ~ExampleStream();
+  ExampleStream(const ExampleStream&) = delete;
+  ExampleStream& operator=(const ExampleStream&) = delete;
+
+  // Replaces `*batch` with the next batch_size examples (a tabular Dataset;
+  // fewer only as the last batch of the last epoch). OutOfRange after the
+  // last epoch's last example. A file's error (NotFound for one that is
+  // gone; DataLoss or InvalidArgument naming the file, its record or line
+  // and the field) once the examples before it are handed out.
+  absl::Status Next(Dataset* batch);
+
+  // The position of the next batch.
+  InputPosition position() const;
+  InputProgress progress() const;
+
+  // The files of `epoch` this replica reads, in their order.
+  std::vector<std::string> EpochFiles(int64_t epoch) const;
+
+ private:
+  class Reader;
+  explicit ExampleStream(std::unique_ptr<Reader> reader);
+
+  struct Window;
+  std::unique_ptr<Reader> reader_;
+  std::unique_ptr<Window> window_;  // being handed out
+  int64_t examples_ = 0;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_DATA_EXAMPLE_STREAM_H_

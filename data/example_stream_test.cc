@@ -1,0 +1,369 @@
+// Streamed input: file patterns, gzip'd bytes read in pieces, records with
+// their offsets, and tabular examples streamed, sharded, shuffled and
+// resumed from a position.
+#include "data/example_stream.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/record_writer.h"
+#include "data/file_pattern.h"
+#include "data/input_stream.h"
+#include "data/record_stream.h"
+#include "gtest/gtest.h"
+#include "proto/example.pb.h"
+#include "testing/data_test_util.h"
+#include "testing/temp_dir.h"
+
+namespace pstrain {
+namespace {
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A serialized Example whose dense feature is its id and whose ids feature
+// holds the id and id + 1; label id % 2.
+std::string ExampleWithId(int64_t id) {
+  tf::Example e;
+  auto& f = *e.mutable_features()->mutable_feature();
+  f["label"].mutable_int64_list()->add_value(id % 2);
+  f["dense"].mutable_float_list()->add_value(static_cast<float>(id));
+  f["ids"].mutable_int64_list()->add_value(id);
+  f["ids"].mutable_int64_list()->add_value(id + 1);
+  return e.SerializeAsString();
+}
+
+// `files` TFRecord files of `per_file` examples, ids numbered across them.
+std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, int per_file,
+                                           bool gzip) {
+  std::vector<std::string> paths;
+  int64_t id = 0;
+  for (int f = 0; f < files; ++f) {
+    std::string bytes;
+    for (int i = 0; i < per_file; ++i) bytes += RecordWriter::Frame(ExampleWithId(id++));
+    const std::string path =
+        absl::StrCat(dir, "/train-", f, "-of-", files, gzip ? ".tfrecord.gz" : ".tfrecord");
+    WriteFile(path, gzip ? testutil::Gzip(bytes) : bytes);
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+ExampleStreamOptions Options(std::vector<std::string> files) {
+  ExampleStreamOptions o;
+  o.files = std::move(files);
+  o.features.num_dense = 1;
+  o.features.sparse = {"ids"};
+  o.batch_size = 3;
+  o.cycle_length = 2;
+  o.shuffle_buffer = 7;
+  o.seed = 42;
+  return o;
+}
+
+// The ids of a batch, checking that every example's features agree.
+std::vector<int64_t> Ids(const Dataset& batch) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < batch.size(); ++i) {
+    const int64_t id = static_cast<int64_t>(batch.dense[i]);
+    EXPECT_EQ(batch.labels[i], id % 2);
+    const SparseFeatureColumn& c = batch.sparse[0];
+    EXPECT_EQ(c.offsets[i + 1] - c.offsets[i], 2);
+    EXPECT_EQ(c.values[c.offsets[i]], static_cast<uint64_t>(id));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// Every batch's ids until the stream ends (at most `limit` batches).
+std::vector<std::vector<int64_t>> Drain(ExampleStream& stream, int limit = 10000) {
+  std::vector<std::vector<int64_t>> batches;
+  Dataset batch;
+  for (int i = 0; i < limit; ++i) {
+    absl::Status s = stream.Next(&batch);
+    if (absl::IsOutOfRange(s)) break;
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) break;
+    batches.push_back(Ids(batch));
+  }
+  return batches;
+}
+
+class ExampleStreamTest : public ::testing::Test {
+ protected:
+  std::string dir_ = testing_util::TempDirRemovedAtExit("example_stream");
+};
+
+TEST_F(ExampleStreamTest, PatternsExpandInNameOrderAndNameWhatMatchesNothing) {
+  std::filesystem::create_directories(dir_ + "/day=1");
+  std::filesystem::create_directories(dir_ + "/day=2");
+  for (const char* name :
+       {"day=2/part-1", "day=1/part-1", "day=1/part-0", "day=1/.part-2.tmp", "day=1/other"}) {
+    WriteFile(dir_ + "/" + name, "x");
+  }
+  absl::StatusOr<std::vector<std::string>> files =
+      ExpandFilePatterns(Env::Default(), dir_ + "/day=*/part-*", "training.train_files");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(*files, (std::vector<std::string>{dir_ + "/day=1/part-0", dir_ + "/day=1/part-1",
+                                              dir_ + "/day=2/part-1"}));
+  // A list: in the order given, each file once.
+  files = ExpandFilePatterns(
+      Env::Default(), dir_ + "/day=2/part-1, " + dir_ + "/day=1/part-?," + dir_ + "/day=2/part-1",
+      "training.train_files");
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(*files, (std::vector<std::string>{dir_ + "/day=2/part-1", dir_ + "/day=1/part-0",
+                                              dir_ + "/day=1/part-1"}));
+  absl::Status s =
+      ExpandFilePatterns(Env::Default(), dir_ + "/day=*/nope-*", "training.train_files").status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find("training.train_files"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("nope-*"), std::string::npos) << s;
+  s = ExpandFilePatterns(Env::Default(), dir_ + "/missing", "--train_files").status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_FALSE(ExpandFilePatterns(Env::Default(), " , ", "--train_files").ok());
+}
+
+TEST_F(ExampleStreamTest, GzipIsReadInPiecesAndReopenedAtAnyOffset) {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&text, "line ", i, "\n");
+  // Two members, as `cat a.gz b.gz` makes.
+  const std::string half = text.substr(0, text.size() / 2);
+  WriteFile(dir_ + "/t.gz", testutil::Gzip(half) + testutil::Gzip(text.substr(half.size())));
+  WriteFile(dir_ + "/t", text);
+  for (const char* name : {"t.gz", "t"}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{1}, uint64_t{half.size()}, uint64_t{99999}}) {
+      absl::StatusOr<std::unique_ptr<InputStream>> in =
+          InputStream::Open(Env::Default(), dir_ + "/" + name, Compression::kAuto, offset);
+      ASSERT_TRUE(in.ok()) << in.status();
+      std::string all, piece;
+      do {
+        ASSERT_TRUE((*in)->Read(4093, &piece).ok());
+        all += piece;
+      } while (!piece.empty());
+      EXPECT_EQ(all, text.substr(offset)) << name << " at " << offset;
+      EXPECT_EQ((*in)->position(), text.size());
+    }
+  }
+  // Cut short and damaged: DataLoss naming the file.
+  const std::string gz = testutil::Gzip(text);
+  WriteFile(dir_ + "/cut.gz", gz.substr(0, gz.size() / 2));
+  std::string bad = gz;
+  bad[bad.size() / 2] ^= 0x55;
+  bad[bad.size() / 2 + 1] ^= 0x55;
+  WriteFile(dir_ + "/bad.gz", bad);
+  for (const char* name : {"cut.gz", "bad.gz"}) {
+    absl::StatusOr<std::unique_ptr<InputStream>> in =
+        InputStream::Open(Env::Default(), dir_ + "/" + name, Compression::kAuto);
+    ASSERT_TRUE(in.ok()) << in.status();
+    std::string piece;
+    absl::Status s;
+    for (int i = 0; i < 1000 && s.ok(); ++i) {
+      s = (*in)->Read(1 << 16, &piece);
+      if (s.ok() && piece.empty()) break;
+    }
+    EXPECT_TRUE(absl::IsDataLoss(s)) << name << ": " << s;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s;
+  }
+  EXPECT_TRUE(absl::IsNotFound(
+      InputStream::Open(Env::Default(), dir_ + "/none.gz", Compression::kAuto).status()));
+}
+
+TEST_F(ExampleStreamTest, RecordsCarryOffsetsToReopenAtAndDamageIsNamed) {
+  std::string bytes;
+  for (int i = 0; i < 50; ++i)
+    bytes += RecordWriter::Frame(std::string(i * 37 % 300, 'a' + i % 26));
+  WriteFile(dir_ + "/r.tfrecord.gz", testutil::Gzip(bytes));
+  absl::StatusOr<std::unique_ptr<RecordStream>> r = RecordStream::Open(
+      Env::Default(), dir_ + "/r.tfrecord.gz", Compression::kAuto, RecordFraming::kTfRecord);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> records;
+  uint64_t offset_of_20 = 0;
+  while (true) {
+    if ((*r)->record() == 20) offset_of_20 = (*r)->offset();
+    absl::StatusOr<std::string_view> rec = (*r)->Next();
+    if (absl::IsOutOfRange(rec.status())) break;
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    records.emplace_back(*rec);
+  }
+  ASSERT_EQ(records.size(), 50u);
+  absl::StatusOr<std::unique_ptr<RecordStream>> again =
+      RecordStream::Open(Env::Default(), dir_ + "/r.tfrecord.gz", Compression::kAuto,
+                         RecordFraming::kTfRecord, offset_of_20, 20);
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::StatusOr<std::string_view> rec = (*again)->Next();
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ(*rec, records[20]);
+  EXPECT_EQ((*again)->record(), 21);
+  // A flipped byte in record 3's data: DataLoss naming the file and offset.
+  std::string damaged = bytes;
+  uint64_t offset_of_3 = 0;
+  for (int i = 0; i < 3; ++i) offset_of_3 += RecordWriter::Frame(records[i]).size();
+  damaged[offset_of_3 + 12] ^= 1;
+  WriteFile(dir_ + "/d.tfrecord", damaged);
+  r = RecordStream::Open(Env::Default(), dir_ + "/d.tfrecord", Compression::kAuto,
+                         RecordFraming::kTfRecord);
+  ASSERT_TRUE(r.ok());
+  absl::Status s;
+  for (int i = 0; i < 4 && s.ok(); ++i) s = (*r)->Next().status();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find(absl::StrCat("d.tfrecord: record at offset ", offset_of_3)),
+            std::string::npos)
+      << s;
+  // Lines: a last line without its end is a file cut short, unless accepted.
+  WriteFile(dir_ + "/l.tsv", "a\tb\r\nc\nlast");
+  for (bool accept : {false, true}) {
+    r = RecordStream::Open(Env::Default(), dir_ + "/l.tsv", Compression::kAuto,
+                           RecordFraming::kLines);
+    ASSERT_TRUE(r.ok());
+    if (accept) (*r)->AcceptUnterminatedLastLine();
+    EXPECT_EQ(*(*r)->Next(), "a\tb");
+    EXPECT_EQ(*(*r)->Next(), "c");
+    absl::StatusOr<std::string_view> last = (*r)->Next();
+    if (accept) {
+      ASSERT_TRUE(last.ok()) << last.status();
+      EXPECT_EQ(*last, "last");
+    } else {
+      EXPECT_TRUE(absl::IsDataLoss(last.status())) << last.status();
+      EXPECT_NE(last.status().message().find("l.tsv:3"), std::string::npos) << last.status();
+    }
+  }
+}
+
+TEST_F(ExampleStreamTest, EveryReplicaReadsItsShareAndEachEpochEveryExampleOnce) {
+  // 5 files of 11 among 2 replicas; then 1 file among 3 (records dealt out).
+  for (const auto& [files, per_file, replicas] :
+       std::vector<std::tuple<int, int, int>>{{5, 11, 2}, {1, 40, 3}}) {
+    const std::string dir = testing_util::TempDirRemovedAtExit("example_stream_share");
+    const std::vector<std::string> paths = WriteExampleFiles(dir, files, per_file, false);
+    const int64_t total = static_cast<int64_t>(files) * per_file;
+    std::map<int64_t, int> seen;  // id -> times, over both epochs
+    for (int replica = 0; replica < replicas; ++replica) {
+      ExampleStreamOptions o = Options(paths);
+      o.replica = replica;
+      o.num_replicas = replicas;
+      o.num_epochs = 2;
+      absl::StatusOr<std::unique_ptr<ExampleStream>> stream =
+          ExampleStream::Create(Env::Default(), o);
+      ASSERT_TRUE(stream.ok()) << stream.status();
+      std::vector<int64_t> ids;
+      for (const std::vector<int64_t>& b : Drain(**stream))
+        ids.insert(ids.end(), b.begin(), b.end());
+      ASSERT_EQ(ids.size() % 2, 0u);
+      // Each epoch of this replica: the same examples, in another order.
+      std::vector<int64_t> first(ids.begin(), ids.begin() + ids.size() / 2);
+      std::vector<int64_t> second(ids.begin() + ids.size() / 2, ids.end());
+      EXPECT_NE(first, second);
+      std::sort(first.begin(), first.end());
+      std::sort(second.begin(), second.end());
+      EXPECT_EQ(first, second);
+      for (int64_t id : ids) ++seen[id];
+      EXPECT_EQ((*stream)->progress().epoch, 1);
+    }
+    ASSERT_EQ(static_cast<int64_t>(seen.size()), total) << files << " files";
+    for (const auto& [id, times] : seen) EXPECT_EQ(times, 2) << "example " << id;
+  }
+}
+
+TEST_F(ExampleStreamTest, AStreamResumedAtAnyPositionContinuesWithTheSameBatches) {
+  for (bool gzip : {false, true}) {
+    const std::string dir = testing_util::TempDirRemovedAtExit("example_stream_resume");
+    ExampleStreamOptions o = Options(WriteExampleFiles(dir, 4, 13, gzip));
+    o.num_epochs = 3;
+    o.replica = 1;
+    o.num_replicas = 2;
+    absl::StatusOr<std::unique_ptr<ExampleStream>> stream =
+        ExampleStream::Create(Env::Default(), o);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    std::vector<InputPosition> positions;
+    std::vector<std::vector<int64_t>> batches;
+    Dataset batch;
+    while (true) {
+      positions.push_back((*stream)->position());
+      absl::Status s = (*stream)->Next(&batch);
+      if (absl::IsOutOfRange(s)) break;
+      ASSERT_TRUE(s.ok()) << s;
+      batches.push_back(Ids(batch));
+    }
+    ASSERT_EQ(batches.size(), 26u);  // 2 files x 13 examples x 3 epochs, 3 a batch
+    for (size_t k = 0; k < batches.size(); k += gzip ? 5 : 1) {
+      absl::StatusOr<InputPosition> at = InputPosition::FromString(positions[k].ToString());
+      ASSERT_TRUE(at.ok()) << at.status();
+      ASSERT_EQ(*at, positions[k]);
+      absl::StatusOr<std::unique_ptr<ExampleStream>> resumed =
+          ExampleStream::Create(Env::Default(), o, *at);
+      ASSERT_TRUE(resumed.ok()) << resumed.status();
+      const std::vector<std::vector<int64_t>> rest = Drain(**resumed);
+      EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(batches.begin() + k, batches.end()))
+          << "resumed at batch " << k << ": " << positions[k].ToString();
+    }
+  }
+}
+
+TEST_F(ExampleStreamTest, CriteoLinesStreamAndABadLineIsNamed) {
+  std::string tsv;
+  for (int i = 0; i < 30; ++i) {
+    absl::StrAppend(&tsv, i % 2, "\t", i);
+    for (int d = 1; d < 13; ++d) absl::StrAppend(&tsv, "\t");
+    for (int c = 0; c < 26; ++c) absl::StrAppend(&tsv, "\t", c == 0 ? "0000abcd" : "");
+    absl::StrAppend(&tsv, "\n");
+  }
+  WriteFile(dir_ + "/day_0.tsv.gz", testutil::Gzip(tsv));
+  ExampleStreamOptions o = Options({dir_ + "/day_0.tsv.gz"});
+  o.format = ExampleFormat::kCriteoTsv;
+  o.shuffle_buffer = 0;
+  o.num_epochs = 1;
+  o.batch_size = 8;
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Dataset batch;
+  int64_t examples = 0;
+  std::vector<int> sizes;
+  while (true) {
+    absl::Status s = (*stream)->Next(&batch);
+    if (absl::IsOutOfRange(s)) break;
+    ASSERT_TRUE(s.ok()) << s;
+    for (int64_t i = 0; i < batch.size(); ++i) EXPECT_EQ(batch.labels[i], (examples + i) % 2);
+    examples += batch.size();
+    sizes.push_back(static_cast<int>(batch.size()));
+  }
+  EXPECT_EQ(examples, 30);
+  EXPECT_EQ(sizes, (std::vector<int>{8, 8, 8, 6}));  // the last batch is short
+  // Line 12 with a bad label: named with the file and the line.
+  std::string bad = tsv;
+  size_t line_start = 0;
+  for (int i = 0; i < 11; ++i) line_start = bad.find('\n', line_start) + 1;
+  bad[line_start] = 'x';
+  WriteFile(dir_ + "/day_1.tsv", bad);
+  o.files = {dir_ + "/day_1.tsv"};
+  stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::Status s;
+  for (int i = 0; i < 10 && s.ok(); ++i) s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("day_1.tsv:12"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("label"), std::string::npos) << s;
+}
+
+TEST_F(ExampleStreamTest, AFileThatIsGoneAndBadOptionsAreNamed) {
+  ExampleStreamOptions o = Options({dir_ + "/gone.tfrecord"});
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Dataset batch;
+  absl::Status s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_NE(s.message().find("gone.tfrecord"), std::string::npos) << s;
+  o.batch_size = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(ExampleStream::Create(Env::Default(), o).status()));
+  o = Options({});
+  EXPECT_TRUE(absl::IsInvalidArgument(ExampleStream::Create(Env::Default(), o).status()));
+  EXPECT_FALSE(InputPosition::FromString("epoch=1 next_file=x").ok());
+  EXPECT_FALSE(InputPosition::FromString("epoch=1 next_file=0 window=0 taken=0 open=1:2").ok());
+}
+
+}  // namespace
+}  // namespace pstrain
