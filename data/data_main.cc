@@ -4,20 +4,28 @@
 //   pstrain-data convert <input dir> <output dir>
 //   pstrain-data describe <file.tfrecords> ...
 //   pstrain-data instances <data dir> <count>
+//   pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N] [--num_dense N] [--sparse a,b]
 //   pstrain-data synthetic-ctr --out FILE --examples N [--seed S] [--test_out FILE]
 //       [--test_examples M]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
 #include "data/convert.h"
+#include "data/criteo.h"
+#include "data/example_stream.h"
+#include "data/file_pattern.h"
+#include "data/gzip.h"
 #include "data/load.h"
 #include "data/synthetic_ctr.h"
 #include "data/tfrecord_dataset.h"
@@ -37,11 +45,19 @@ int Usage() {
                "         list of pixel / 255 per line (pstrain-predict --json_instances);\n"
                "         their labels on stderr\n"
                "       pstrain-data synthetic-ctr --out FILE --examples N [--seed S]\n"
-               "           [--test_out FILE] [--test_examples M]\n"
+               "           [--test_out FILE] [--test_examples M] [--shards N] [--gzip]\n"
                "         a synthetic click dataset in Criteo TSV (default config of\n"
                "         data/synthetic_ctr.h): N training examples to FILE, M (default\n"
                "         100000) test examples to --test_out if given, and the planted\n"
-               "         model's AUC and log loss on the test examples, the best attainable\n");
+               "         model's AUC and log loss on the test examples, the best attainable;\n"
+               "         with --shards or --gzip the training examples go to N files\n"
+               "         FILE-00000-of-0000N.tsv[.gz] (FILE without its .tsv)\n"
+               "       pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N]\n"
+               "           [--num_dense N] [--sparse a,b,...]\n"
+               "         streams the files once as a training replica does (TFRecord\n"
+               "         Examples, or Criteo TSV for .tsv/.tsv.gz; gzip by .gz) and prints\n"
+               "         the input pipeline's rate alone: MB/s of the files and of their\n"
+               "         decompressed records, examples/s\n");
   return 2;
 }
 
@@ -69,12 +85,54 @@ int Instances(pstrain::Env* env, const std::string& dir, const std::string& coun
   return 0;
 }
 
+// The first `n` training examples of `generator` in `shards` files
+// <prefix>-00000-of-0000N.tsv[.gz], in order (shard i holds examples
+// [i n / shards, (i + 1) n / shards)); each file through a temporary one.
+absl::Status WriteShards(pstrain::Env* env, const pstrain::SyntheticCtr& generator,
+                         const std::string& prefix, int64_t n, int shards, bool gzip) {
+  pstrain::SyntheticCtr::Stream examples = generator.NewStream(pstrain::kSyntheticTrainStream);
+  pstrain::CriteoBatch batch;
+  std::string text;
+  for (int s = 0; s < shards; ++s) {
+    const std::string path =
+        absl::StrFormat("%s-%05d-of-%05d.tsv%s", prefix, s, shards, gzip ? ".gz" : "");
+    const int64_t begin = n * s / shards, end = n * (s + 1) / shards;
+    absl::StatusOr<std::unique_ptr<pstrain::WritableFile>> file =
+        env->NewWritableFile(path + ".tmp");
+    if (!file.ok()) return file.status();
+    std::unique_ptr<pstrain::GzipWriter> zipped;
+    if (gzip) zipped = std::make_unique<pstrain::GzipWriter>(file->get(), path);
+    for (int64_t done = begin; done < end;) {
+      const int64_t take = std::min<int64_t>(1 << 14, end - done);
+      examples.Next(take, &batch);
+      text.clear();
+      for (int64_t row = 0; row < batch.size(); ++row) pstrain::AppendCriteoLine(batch, row, &text);
+      absl::Status st = gzip ? zipped->Append(text) : (*file)->Append(text);
+      if (!st.ok()) return st;
+      done += take;
+    }
+    absl::Status st = gzip ? zipped->Close() : (*file)->Close();
+    if (!st.ok()) return st;
+    if (absl::Status r = env->RenameFile(path + ".tmp", path); !r.ok()) return r;
+    std::fprintf(stderr, "wrote %s: %lld examples\n", path.c_str(),
+                 static_cast<long long>(end - begin));
+  }
+  return absl::OkStatus();
+}
+
 // Writes the training (and test) split and prints the planted model's quality.
 int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
   std::string out, test_out;
   int64_t examples = -1, test_examples = 100000;
+  int64_t shards = 0;
+  bool gzip = false;
   pstrain::SyntheticCtrConfig config;
   for (int i = 2; i < argc; i += 2) {
+    if (std::strcmp(argv[i], "--gzip") == 0) {
+      gzip = true;
+      --i;
+      continue;
+    }
     if (i + 1 >= argc) return Usage();
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
@@ -88,6 +146,8 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &test_examples) && test_examples >= 2;
     } else if (flag == "--seed") {
       ok = absl::SimpleAtoi(value, &config.seed);
+    } else if (flag == "--shards") {
+      ok = absl::SimpleAtoi(value, &shards) && shards >= 1 && shards <= 99999;
     } else {
       ok = false;
     }
@@ -96,7 +156,15 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
   if (out.empty() || examples < 0) return Usage();
   absl::StatusOr<pstrain::SyntheticCtr> generator = pstrain::SyntheticCtr::Create(config);
   absl::Status status = generator.status();
-  if (status.ok()) {
+  std::string where = out;
+  if (status.ok() && (shards > 0 || gzip)) {
+    std::string prefix = out;
+    if (absl::EndsWith(prefix, ".tsv")) prefix.resize(prefix.size() - 4);
+    where = absl::StrFormat("%s-*-of-%05d.tsv%s", prefix, std::max<int64_t>(shards, 1),
+                            gzip ? ".gz" : "");
+    status = WriteShards(env, *generator, prefix, examples,
+                         static_cast<int>(std::max<int64_t>(shards, 1)), gzip);
+  } else if (status.ok()) {
     status = generator->WriteTsv(env, out, examples, pstrain::kSyntheticTrainStream);
   }
   if (status.ok() && !test_out.empty()) {
@@ -114,9 +182,84 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
       "wrote %lld examples to %s (seed %llu)\n"
       "planted model on %lld test examples: AUC %.4f, log loss %.4f; base rate %.4f, its log "
       "loss %.4f\n",
-      static_cast<long long>(examples), out.c_str(), static_cast<unsigned long long>(config.seed),
+      static_cast<long long>(examples), where.c_str(), static_cast<unsigned long long>(config.seed),
       static_cast<long long>(quality->examples), quality->auc, quality->log_loss,
       quality->base_rate, quality->base_rate_log_loss);
+  return 0;
+}
+
+// Streams PATTERN once through ExampleStream, printing progress every 2 s
+// and the rate at the end.
+int Read(pstrain::Env* env, int argc, char** argv) {
+  if (argc < 3) return Usage();
+  pstrain::ExampleStreamOptions o;
+  absl::StatusOr<std::vector<std::string>> files =
+      pstrain::ExpandFilePatterns(env, argv[2], "pstrain-data read");
+  if (!files.ok()) {
+    std::fprintf(stderr, "pstrain-data: %s\n", std::string(files.status().message()).c_str());
+    return 1;
+  }
+  o.files = *files;
+  const bool criteo = std::all_of(o.files.begin(), o.files.end(), [](const std::string& f) {
+    return absl::EndsWith(f, ".tsv") || absl::EndsWith(f, ".tsv.gz");
+  });
+  o.format = criteo ? pstrain::ExampleFormat::kCriteoTsv : pstrain::ExampleFormat::kTfExamples;
+  o.batch_size = 256;
+  o.shuffle_buffer = 10000;
+  o.num_epochs = 1;
+  for (int i = 3; i < argc; i += 2) {
+    if (i + 1 >= argc) return Usage();
+    const std::string flag = argv[i], value = argv[i + 1];
+    int64_t n = 0;
+    if (flag == "--sparse") {
+      o.features.sparse = absl::StrSplit(value, ',', absl::SkipEmpty());
+      continue;
+    }
+    if (!absl::SimpleAtoi(value, &n) || n < 0) return Usage();
+    if (flag == "--batch_size") {
+      o.batch_size = static_cast<int>(n);
+    } else if (flag == "--shuffle_buffer") {
+      o.shuffle_buffer = n;
+    } else if (flag == "--num_dense") {
+      o.features.num_dense = n;
+    } else {
+      return Usage();
+    }
+  }
+  absl::StatusOr<std::unique_ptr<pstrain::ExampleStream>> stream =
+      pstrain::ExampleStream::Create(env, o);
+  if (!stream.ok()) {
+    std::fprintf(stderr, "pstrain-data: %s\n", std::string(stream.status().message()).c_str());
+    return 1;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  pstrain::Dataset batch;
+  while (true) {
+    absl::Status s = (*stream)->Next(&batch);
+    if (absl::IsOutOfRange(s)) break;
+    if (!s.ok()) {
+      std::fprintf(stderr, "pstrain-data: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last > std::chrono::seconds(2)) {
+      last = now;
+      const pstrain::InputProgress p = (*stream)->progress();
+      const double secs = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "input: epoch %lld, file %lld of %lld, %.1f MB/s\n",
+                   static_cast<long long>(p.epoch), static_cast<long long>(p.files_done + 1),
+                   static_cast<long long>(p.files), p.file_bytes / 1e6 / secs);
+    }
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const pstrain::InputProgress p = (*stream)->progress();
+  std::printf(
+      "%lld examples from %zu files in %.2f s: %.1f MB/s of files (%.1f MB), %.1f MB/s of "
+      "records (%.1f MB decompressed), %.0f examples/s\n",
+      static_cast<long long>(p.examples), o.files.size(), secs, p.file_bytes / 1e6 / secs,
+      p.file_bytes / 1e6, p.bytes / 1e6 / secs, p.bytes / 1e6, p.examples / secs);
   return 0;
 }
 
@@ -149,6 +292,7 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (argc == 4 && std::strcmp(argv[1], "instances") == 0) return Instances(env, argv[2], argv[3]);
+  if (argc >= 2 && std::strcmp(argv[1], "read") == 0) return Read(env, argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "synthetic-ctr") == 0)
     return WriteSyntheticCtr(env, argc, argv);
   return Usage();

@@ -100,6 +100,62 @@ absl::StatusOr<std::string> Gunzip(std::string_view in, const std::string& path)
   return out;
 }
 
+struct GzipWriter::Stream {
+  z_stream zs{};
+  bool open = false;
+};
+
+GzipWriter::GzipWriter(WritableFile* file, std::string path)
+    : file_(file), path_(std::move(path)), stream_(std::make_unique<Stream>()) {
+  // 16 + MAX_WBITS: a gzip header and trailer; level 6, gzip(1)'s default.
+  stream_->open =
+      deflateInit2(&stream_->zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+  out_.resize(1 << 16);
+}
+
+GzipWriter::~GzipWriter() {
+  if (stream_->open) deflateEnd(&stream_->zs);
+}
+
+absl::Status GzipWriter::Deflate(std::string_view data, int flush) {
+  if (!stream_->open) return absl::InternalError(absl::StrCat(path_, ": cannot initialize zlib"));
+  z_stream& zs = stream_->zs;
+  size_t fed = 0;
+  while (true) {
+    if (zs.avail_in == 0 && fed < data.size()) {
+      const size_t chunk = std::min(data.size() - fed, kMaxChunk);
+      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + fed));
+      zs.avail_in = static_cast<uInt>(chunk);
+      fed += chunk;
+    }
+    const bool last_input = fed == data.size();
+    zs.next_out = reinterpret_cast<Bytef*>(out_.data());
+    zs.avail_out = static_cast<uInt>(out_.size());
+    const int ret = deflate(&zs, last_input ? flush : Z_NO_FLUSH);
+    if (ret == Z_STREAM_ERROR) return absl::InternalError(absl::StrCat(path_, ": zlib failed"));
+    const size_t produced = out_.size() - zs.avail_out;
+    if (produced > 0) {
+      if (absl::Status s = file_->Append(std::string_view(out_.data(), produced)); !s.ok()) {
+        return s;
+      }
+    }
+    if (flush == Z_FINISH) {
+      if (ret == Z_STREAM_END) return absl::OkStatus();
+    } else if (last_input && zs.avail_in == 0 && zs.avail_out != 0) {
+      return absl::OkStatus();
+    }
+  }
+}
+
+absl::Status GzipWriter::Append(std::string_view data) { return Deflate(data, Z_NO_FLUSH); }
+
+absl::Status GzipWriter::Close() {
+  if (absl::Status s = Deflate({}, Z_FINISH); !s.ok()) return s;
+  deflateEnd(&stream_->zs);
+  stream_->open = false;
+  return file_->Close();
+}
+
 absl::StatusOr<std::string> MaybeGunzip(std::string contents, const std::string& path) {
   if (!IsGzip(contents)) return contents;
   return Gunzip(contents, path);

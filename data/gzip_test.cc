@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/data_test_util.h"
@@ -93,6 +94,36 @@ TEST(GzipTest, BitFlipsNeverCrash) {
     }
   }
   EXPECT_GT(failures, static_cast<int>(gz.size()));
+}
+
+// What GzipWriter writes, gunzip reads back; appended in any pieces, empty
+// or over several output buffers.
+TEST(GzipTest, GzipWriterWritesWhatGunzipReads) {
+  std::string big;
+  uint64_t x = 1;
+  for (int i = 0; i < 400000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    absl::StrAppend(&big, x >> 50, i % 7 == 0 ? "\n" : "\t");
+  }
+  for (const std::string& text : {std::string(), SampleText(), big}) {
+    MemEnv env;
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile("/d/t.gz");
+    ASSERT_TRUE(file.ok());
+    GzipWriter writer(file->get(), "/d/t.gz");
+    for (size_t at = 0; at < text.size(); at += 100003) {
+      ASSERT_TRUE(writer.Append(std::string_view(text).substr(at, 100003)).ok());
+    }
+    ASSERT_TRUE(writer.Close().ok());
+    absl::StatusOr<std::string> gz = env.ReadFile("/d/t.gz");
+    ASSERT_TRUE(gz.ok()) << gz.status();
+    EXPECT_TRUE(IsGzip(*gz));
+    if (!text.empty()) {
+      EXPECT_LT(gz->size(), text.size());
+    }
+    absl::StatusOr<std::string> back = Gunzip(*gz, "t.gz");
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(*back == text) << back->size() << " vs " << text.size();
+  }
 }
 
 }  // namespace
