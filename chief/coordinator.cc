@@ -76,7 +76,7 @@ class Chief {
     layout_ = ComputeShardLayout(*model_, static_cast<int>(job_.cluster.ps.size()));
     PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, CallPatience()));
     PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
-    PSTRAIN_ASSIGN_OR_RETURN(test_, LoadModelData(deps_.env, *model_, t_.data_dir, Split::kTest));
+    PSTRAIN_ASSIGN_OR_RETURN(test_, LoadEvalData(deps_.env, t_, *model_));
     return LoadTrainingData();
   }
 
@@ -143,6 +143,11 @@ class Chief {
   absl::Status LoadTrainingData() {
     const bool tabular = model_->input_shape().size() == 1;
     if (tabular && replica_ < 0) return absl::OkStatus();
+    if (tabular) {
+      PSTRAIN_ASSIGN_OR_RETURN(
+          input_, ReplicaInput::Open(deps_.env, t_, *model_, ReplicaSpecOf(job_, replica_)));
+      return absl::OkStatus();
+    }
     absl::StatusOr<Dataset> loaded =
         tabular ? LoadModelData(deps_.env, *model_, t_.data_dir, Split::kTrain)
                 : LoadDataset(deps_.env, t_.data_dir, Split::kTrain);
@@ -184,15 +189,21 @@ class Chief {
   // Trains as replica 0, evaluating as the pulled global step passes eval_steps.
   absl::Status Train() {
     const ReplicaSpec spec = ReplicaSpecOf(job_, replica_);
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
-                             StartReplicaBatches(&*train_, *model_, spec, start_step_));
+    // Tabular input is the replica's (in memory or streamed); images are
+    // the chief's own copy, which also gives the image summaries.
+    const auto start =
+        [this, &spec](int64_t global_step) -> absl::StatusOr<std::unique_ptr<BatchSource>> {
+      if (input_ != nullptr) return input_->Start(global_step);
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchIterator> batches,
+                               StartReplicaBatches(&*train_, *model_, spec, global_step));
+      return std::unique_ptr<BatchSource>(std::move(batches));
+    };
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, start(start_step_));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
                              deps_.training_client(layout_, replica_));
     TrainerOptions options = ReplicaTrainerOptions(spec);
     options.trace = deps_.trace;
-    options.rewind = [this, &spec](int64_t global_step) {
-      return StartReplicaBatches(&*train_, *model_, spec, global_step);
-    };
+    options.rewind = start;
     options.on_pull = [this](const ParameterView& view) {
       MaybeEvaluate(view);
       return absl::OkStatus();
@@ -357,6 +368,7 @@ class Chief {
   std::unique_ptr<ParameterServers> servers_;
   Dataset test_;
   std::optional<Dataset> train_;
+  std::unique_ptr<ReplicaInput> input_;  // a training chief's tabular input
   std::unique_ptr<Checkpointer> checkpointer_;
   std::shared_ptr<TrainingSummaries> summaries_;
   std::unique_ptr<EventWriter> eval_events_;

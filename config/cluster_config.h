@@ -127,7 +127,18 @@ struct TrainingSpec {
   double batch_norm_epsilon = 1e-5;
   bool use_distortion_for_training = true;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  std::string job_dir;  // checkpoints, events, export; required
+  // Streamed input (data/example_stream.h) for tabular models: a glob or a
+  // comma-separated list of TFRecord files of tf.train.Example, or of Criteo
+  // TSV files (names ending .tsv or .tsv.gz), local or gs://. Set, the
+  // training replicas stream their share of these files instead of reading
+  // data_dir's training split into memory; a pattern that matches nothing
+  // stops every role at start. eval_files: the same for the chief's
+  // evaluation (empty: data_dir's test split).
+  std::string train_files;
+  std::string eval_files;
+  std::string input_compression = "auto";  // auto (gzip for .gz), none or gzip
+  int shuffle_buffer = 10000;              // examples per replica shuffled at once; 0: in order
+  std::string job_dir;                     // checkpoints, events, export; required
   UpdateMode update = UpdateMode::kAsync;
   // ssp: how many steps a replica may run ahead of the slowest live one
   // (0: lockstep; replicas silent for sync_timeout are not waited for).

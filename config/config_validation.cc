@@ -161,6 +161,15 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
   }
   if (t.model.empty()) return Invalid("training.model is empty");
   if (t.data_dir.empty()) return Invalid("training.data_dir is empty");
+  if (const std::string c = absl::AsciiStrToLower(t.input_compression);
+      c != "auto" && c != "none" && c != "gzip") {
+    return Invalid(absl::StrCat("training.input_compression = \"", t.input_compression,
+                                "\": auto (gzip for names ending .gz), none or gzip"));
+  }
+  if (t.shuffle_buffer < 0) {
+    return Invalid(absl::StrCat("training.shuffle_buffer = ", t.shuffle_buffer,
+                                ": examples shuffled at once, 0 (in order) or more"));
+  }
   if (t.onnx_weights != "use" && t.onnx_weights != "ignore") {
     return Invalid(absl::StrCat("training.onnx_weights = \"", t.onnx_weights,
                                 "\": use (start from the ONNX file's initializers) or ignore "

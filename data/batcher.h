@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "data/augment.h"
+#include "data/batch_source.h"
 #include "data/dataset.h"
 #include "data/sparse_features.h"
 
@@ -29,7 +30,7 @@ namespace pstrain {
 //
 // `*dataset` must outlive the iterator and must not change while it is in use.
 // Not thread-safe; use one iterator per thread (they may share the dataset).
-class BatchIterator {
+class BatchIterator : public BatchSource {
  public:
   // InvalidArgument for a null or inconsistent dataset, batch_size <= 0,
   // num_tasks <= 0, task outside [0, num_tasks), or an empty shard.
@@ -40,7 +41,13 @@ class BatchIterator {
 
   BatchIterator(const BatchIterator&) = delete;
   BatchIterator& operator=(const BatchIterator&) = delete;
-  ~BatchIterator();
+  ~BatchIterator() override;
+
+  // Next(images, labels, sparse); never fails.
+  absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) override {
+    Next(images, labels, sparse);
+    return absl::OkStatus();
+  }
 
   // Training augmentation and standardization of every image (data/augment.h),
   // random per example and epoch but the same on every run. Before Next.
@@ -83,9 +90,9 @@ class BatchIterator {
 
   // Number of completed epochs: incremented as soon as the last example of an
   // epoch has been handed out (by Next).
-  int64_t epoch() const { return handed_out_epoch_; }
+  int64_t epoch() const override { return handed_out_epoch_; }
   int64_t shard_size() const { return static_cast<int64_t>(shard_.size()); }
-  int batch_size() const { return batch_size_; }
+  int batch_size() const override { return batch_size_; }
 
  private:
   BatchIterator(const Dataset* dataset, int batch_size, std::vector<int64_t> shard, bool shuffle,

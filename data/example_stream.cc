@@ -249,7 +249,7 @@ class ExampleStream::Reader {
       const uint64_t offset = s.stream->offset();
       const int64_t record = s.stream->record();
       absl::StatusOr<std::string_view> data = s.stream->Next();
-      Count(s);
+      Count(s, s.stream->offset() - offset);
       if (absl::IsOutOfRange(data.status())) return false;
       PSTRAIN_RETURN_IF_ERROR(data.status());
       if (interleaved_ && record % options_.num_replicas != options_.replica) continue;
@@ -267,9 +267,10 @@ class ExampleStream::Reader {
     }
   }
 
-  void Count(Slot& s) {
+  void Count(Slot& s, uint64_t record_bytes) {
     const uint64_t now = s.stream->file_bytes();
     std::lock_guard<std::mutex> lock(mu_);
+    progress_.bytes += record_bytes;
     progress_.file_bytes += now - s.counted;
     s.counted = now;
   }

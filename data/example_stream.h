@@ -90,6 +90,7 @@ struct InputProgress {
   int64_t files_done = 0;   // of this epoch
   int64_t files = 0;        // the replica's files per epoch
   uint64_t file_bytes = 0;  // read from files (compressed) since Create
+  uint64_t bytes = 0;       // of records read (decompressed) since Create
   int64_t examples = 0;     // handed out since Create
 };
 

@@ -14,6 +14,7 @@
 #include "data/file_pattern.h"
 #include "data/input_stream.h"
 #include "data/record_stream.h"
+#include "data/streamed_batches.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
 #include "testing/data_test_util.h"
@@ -363,6 +364,64 @@ TEST_F(ExampleStreamTest, AFileThatIsGoneAndBadOptionsAreNamed) {
   EXPECT_TRUE(absl::IsInvalidArgument(ExampleStream::Create(Env::Default(), o).status()));
   EXPECT_FALSE(InputPosition::FromString("epoch=1 next_file=x").ok());
   EXPECT_FALSE(InputPosition::FromString("epoch=1 next_file=0 window=0 taken=0 open=1:2").ok());
+}
+
+TEST_F(ExampleStreamTest, StreamedBatchesGoOnFromTheLoggedPositionOfAnyBatch) {
+  ExampleStreamOptions o = Options(WriteExampleFiles(dir_, 3, 17, true));
+  o.features.sparse = {"ids"};
+  const std::string path = dir_ + "/replica-0.txt";
+  const uint64_t fingerprint = StreamFingerprint(o);
+  std::vector<std::vector<int64_t>> want;
+  {
+    InputPositionLog log(Env::Default(), path, fingerprint, /*every=*/5);
+    absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+        StreamedBatches::Start(Env::Default(), o, {"ids"}, 0, &log);
+    ASSERT_TRUE(b.ok()) << b.status();
+    std::vector<float> dense(3);
+    std::vector<int32_t> labels(3);
+    SparseBatch sparse;
+    for (int i = 0; i < 23; ++i) {
+      ASSERT_TRUE((*b)->NextBatch(dense.data(), labels.data(), &sparse).ok());
+      want.push_back({static_cast<int64_t>(dense[0]), static_cast<int64_t>(dense[1]),
+                      static_cast<int64_t>(dense[2])});
+      EXPECT_EQ(sparse.features.size(), 1u);
+      EXPECT_EQ(sparse.features[0].values[0], static_cast<uint64_t>(dense[0]));
+    }
+  }
+  // A restarted replica: batch 17 from the position of batch 15 and two read past.
+  InputPositionLog log(Env::Default(), path, fingerprint, 5);
+  std::string note;
+  ASSERT_TRUE(log.Load(&note).ok());
+  EXPECT_EQ(note, "");
+  ASSERT_TRUE(log.Find(17).has_value());
+  EXPECT_EQ(log.Find(17)->first, 15);
+  absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+      StreamedBatches::Start(Env::Default(), o, {"ids"}, 17, &log);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<float> dense(3);
+  std::vector<int32_t> labels(3);
+  for (int i = 17; i < 23; ++i) {
+    ASSERT_TRUE((*b)->NextBatch(dense.data(), labels.data(), nullptr).ok());
+    EXPECT_EQ(want[i],
+              (std::vector<int64_t>{static_cast<int64_t>(dense[0]), static_cast<int64_t>(dense[1]),
+                                    static_cast<int64_t>(dense[2])}))
+        << "batch " << i;
+  }
+  // A rollback to batch 10 drops what came after it.
+  ASSERT_TRUE(log.Record(10, InputPosition()).ok());
+  EXPECT_EQ(log.Find(22)->first, 10);
+  // Other options (another seed): the file is not used, and says so.
+  o.seed = 7;
+  InputPositionLog other(Env::Default(), path, StreamFingerprint(o), 5);
+  ASSERT_TRUE(other.Load(&note).ok());
+  EXPECT_NE(note.find("other input settings"), std::string::npos) << note;
+  EXPECT_FALSE(other.Find(100).has_value());
+  // A damaged file is named.
+  WriteFile(path, absl::StrCat("pstrain input positions v1 ", fingerprint, "\n5 epoch=x\n"));
+  InputPositionLog damaged(Env::Default(), path, fingerprint, 5);
+  absl::Status s = damaged.Load(&note);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("replica-0.txt: line 2"), std::string::npos) << s;
 }
 
 }  // namespace

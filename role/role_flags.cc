@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "data/file_pattern.h"
 #include "gflags/gflags.h"
 #include "models/model_options.h"
 #include "role/model_source.h"
@@ -30,6 +31,12 @@ DEFINE_bool(use_distortion_for_training, true,
             "cifar10_resnet: pad 4, random crop 32 and random flip of training images.");
 DEFINE_string(data_dir, "/usr/share/datasets/fashion-mnist",
               "Directory with the training and test data.");
+DEFINE_string(train_files, "",
+              "Streamed training input: a glob or comma-separated list of TFRecord (Example) or "
+              "Criteo TSV files, local or gs://, plain or .gz (tabular models).");
+DEFINE_string(eval_files, "", "Streamed evaluation input, as --train_files (empty: data_dir's).");
+DEFINE_string(input_compression, "auto", "Input files: auto (gzip for .gz), none or gzip.");
+DEFINE_int32(shuffle_buffer, 10000, "Streamed input: examples per replica shuffled at once.");
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
 DEFINE_string(update, "async", "Update mode: async, sync or ssp (bounded staleness).");
 DEFINE_int32(staleness, 3, "ssp: steps a replica may run ahead of the slowest live one.");
@@ -168,6 +175,12 @@ absl::StatusOr<RoleConfig> ResolveRole(
   // The spec read once, here; it travels as a value to every model built.
   PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &role.job.training));
   PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&role.job.training));
+  // Input files that are not there stop every role now, each naming them.
+  for (const auto& [files, key] :
+       {std::pair{&role.job.training.train_files, "training.train_files"},
+        std::pair{&role.job.training.eval_files, "training.eval_files"}}) {
+    if (!files->empty()) PSTRAIN_RETURN_IF_ERROR(ExpandFilePatterns(env, *files, key).status());
+  }
   return role;
 }
 

@@ -73,27 +73,28 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   const ShardLayout layout = ComputeShardLayout(*model, static_cast<int>(job.cluster.ps.size()));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> servers,
                            MakeParameterServers(job, layout));
-  PSTRAIN_ASSIGN_OR_RETURN(Dataset train,
-                           LoadModelData(context.env, *model, t.data_dir, Split::kTrain));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaInput> input,
+                           ReplicaInput::Open(context.env, t, *model, spec));
   LOG(INFO) << "worker " << task << " (replica " << spec.replica << " of " << spec.num_replicas
-            << ") reads about " << train.size() / spec.num_replicas << " of " << train.size()
-            << " training examples; waiting for the parameter servers";
+            << ") " << input->Describe() << "; waiting for the parameter servers";
   PSTRAIN_ASSIGN_OR_RETURN(const bool ready, WaitForParameterServers(servers.get(), t, context));
   if (!ready) return absl::OkStatus();
   RecordPsClockOffsets(servers.get(), context.trace);
   // A resumed job goes on with the examples an uninterrupted one would see
   // next.
   absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<BatchIterator> batches,
-      StartReplicaBatches(&train, *model, spec, statuses.ok() ? LowestStep(*statuses) : 0));
+  const int64_t start_step = statuses.ok() ? LowestStep(*statuses) : 0;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, input->Start(start_step));
+  if (input->streamed()) {
+    LOG(INFO) << "worker " << task << " input starts at its batch "
+              << (spec.sync ? start_step : start_step / spec.num_replicas) << " (global step "
+              << start_step << ")";
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
                            NewPsClient(job, layout, spec.replica, context.trace));
   TrainerOptions options = ReplicaTrainerOptions(spec);
   options.trace = context.trace;
-  options.rewind = [&train, &model, &spec](int64_t global_step) {
-    return StartReplicaBatches(&train, *model, spec, global_step);
-  };
+  options.rewind = [&input](int64_t global_step) { return input->Start(global_step); };
   bool stop_requested = false;  // asked only while the job is not done
   options.should_stop = [&stop_requested, &context] {
     stop_requested = context.termination->Received() != 0;
@@ -101,6 +102,14 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   };
   Trainer trainer(model.get(), client.get(), batches.get(), options);
   PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+  if (trainer.input_ended() && !stop_requested) {
+    // Its input is done (a stream with an end): the job goes on without it.
+    const std::string reason = absl::StrCat("worker ", task, "'s input ended");
+    absl::Status left = servers->Leave(spec.replica, reason, absl::Seconds(2));
+    LOG(INFO) << reason << " at global step " << step
+              << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));
+    return absl::OkStatus();
+  }
   if (stop_requested) {
     // Preempted: sync steps stop waiting for this replica at once, and the
     // chief saves a checkpoint; the job goes on without it (or ends, if the

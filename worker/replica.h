@@ -11,7 +11,9 @@
 #include "config/cluster_config.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
+#include "data/example_stream.h"
 #include "data/load.h"
+#include "data/streamed_batches.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_servers.h"
 #include "worker/trainer.h"
@@ -56,6 +58,52 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
                                                                    const Model& model,
                                                                    const ReplicaSpec& spec,
                                                                    int64_t global_step);
+
+// The chief's evaluation data: data_dir's test split, or every example of
+// eval_files (read through the stream, in file order, into memory).
+absl::StatusOr<Dataset> LoadEvalData(Env* env, const TrainingSpec& t, const Model& model);
+
+// A training replica's input: data_dir's training split read into memory,
+// or, when the job sets train_files, the replica's share of those files
+// streamed as it trains (data/streamed_batches.h), with where its stream was
+// kept in the job dir (input/replica-<r>.txt) so that a restarted replica
+// goes on with the batch of the step it resumes at.
+class ReplicaInput {
+ public:
+  // Reads the data (checked against `model`), or lists train_files and
+  // checks they are tabular input for the model: NotFound naming
+  // training.train_files and the pattern that matches nothing,
+  // InvalidArgument for a model that takes images.
+  static absl::StatusOr<std::unique_ptr<ReplicaInput>> Open(Env* env, const TrainingSpec& t,
+                                                            const Model& model,
+                                                            const ReplicaSpec& spec);
+
+  // The batches from global step `global_step` on, as StartReplicaBatches
+  // says (sync: the replica's batch number global_step; async: about
+  // global_step / replicas), prefetching started.
+  absl::StatusOr<std::unique_ptr<BatchSource>> Start(int64_t global_step);
+
+  // What the replica reads, for its first log line.
+  std::string Describe() const;
+  bool streamed() const { return !options_.files.empty(); }
+
+ private:
+  ReplicaInput(Env* env, const Model& model, const ReplicaSpec& spec)
+      : env_(env), model_(model), spec_(spec) {}
+
+  Env* const env_;
+  const Model& model_;
+  const ReplicaSpec spec_;
+  Dataset train_;                          // in memory
+  ExampleStreamOptions options_;           // streamed: its files are set
+  std::unique_ptr<InputPositionLog> log_;  // streamed
+};
+
+// The options of a stream of `files` for `model` (TFRecord Examples, or
+// Criteo TSV for names ending .tsv or .tsv.gz), replica `spec`.
+absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, const Model& model,
+                                                     const ReplicaSpec& spec,
+                                                     std::vector<std::string> files);
 
 // The trainer's options for the replica (its dropout seed differs per
 // replica).

@@ -12,7 +12,7 @@
 
 namespace pstrain {
 
-Trainer::Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
+Trainer::Trainer(Model* model, ParameterClient* client, BatchSource* batches,
                  const TrainerOptions& options)
     : model_(model), client_(client), batches_(batches), options_(options) {}
 
@@ -80,7 +80,13 @@ absl::StatusOr<int64_t> Trainer::Run() {
     if (trace != nullptr) trace->SetStep(view.global_step);
     {
       ScopedTraceEvent event(trace, "input", "next batch");
-      batches_->Next(images_.data(), labels_.data(), sparse ? &sparse_batch_ : nullptr);
+      absl::Status read =
+          batches_->NextBatch(images_.data(), labels_.data(), sparse ? &sparse_batch_ : nullptr);
+      if (absl::IsOutOfRange(read)) {
+        input_ended_ = true;
+        break;
+      }
+      PSTRAIN_RETURN_IF_ERROR(read);
     }
     if (sparse) {
       PSTRAIN_RETURN_IF_ERROR(model_->PrepareSparse(sparse_batch_, batch, &sparse_step_));

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/trace.h"
+#include "data/batch_source.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
 #include "models/model.h"
@@ -29,7 +30,7 @@ struct TrainerOptions {
   // reads them. Called when a pull finds the job rolled back to a checkpoint
   // (its step behind the last one), so a sync job replays the steps it
   // lost with the same data. Empty: the loop reads on.
-  std::function<absl::StatusOr<std::unique_ptr<BatchIterator>>(int64_t global_step)> rewind;
+  std::function<absl::StatusOr<std::unique_ptr<BatchSource>>(int64_t global_step)> rewind;
   // --trace_steps: the loop sets the recorder's step and records its phases
   // (input, forward and backward per layer, waiting for the push, pull).
   TraceRecorder* trace = nullptr;
@@ -40,12 +41,14 @@ struct TrainerOptions {
 // log_every_n_steps. `model`, `client` and `batches` must outlive the trainer.
 class Trainer {
  public:
-  Trainer(Model* model, ParameterClient* client, BatchIterator* batches,
+  Trainer(Model* model, ParameterClient* client, BatchSource* batches,
           const TrainerOptions& options);
 
   // Trains until the global step reaches options.train_steps or the client
   // reports the job done; returns the final global step. Stops at the first
-  // failed pull or push.
+  // failed pull or push, or batch read; at the end of the input (a source
+  // with no more examples) returns the global step reached, with
+  // input_ended() true.
   absl::StatusOr<int64_t> Run();
 
   // Mean loss of the steps since the last progress line (or of the whole run
@@ -53,15 +56,17 @@ class Trainer {
   double last_loss() const { return last_loss_; }
   // Pushes the parameter servers dropped as stale (sync mode).
   int64_t stale_pushes() const { return stale_pushes_; }
+  bool input_ended() const { return input_ended_; }
 
  private:
   Model* const model_;
   ParameterClient* const client_;
-  BatchIterator* batches_;
-  std::unique_ptr<BatchIterator> rewound_;  // batches_ after a rewind
+  BatchSource* batches_;
+  std::unique_ptr<BatchSource> rewound_;  // batches_ after a rewind
   const TrainerOptions options_;
   double last_loss_ = 0.0;
   int64_t stale_pushes_ = 0;
+  bool input_ended_ = false;
 
   std::vector<float> images_;
   std::vector<int32_t> labels_;

@@ -1,0 +1,138 @@
+#include "data/streamed_batches.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "data/tabular.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kHeader[] = "pstrain input positions v1";
+
+}  // namespace
+
+uint64_t StreamFingerprint(const ExampleStreamOptions& o) {
+  std::string key = absl::StrCat(static_cast<int>(o.format), " ", o.replica, " ", o.num_replicas,
+                                 " ", o.seed, " ", o.shuffle_buffer, " ", o.cycle_length, " ",
+                                 o.batch_size, " ", o.features.num_dense);
+  for (const std::string& f : o.features.sparse) absl::StrAppend(&key, " ", f);
+  for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
+  return StableNameHash(key);
+}
+
+InputPositionLog::InputPositionLog(Env* env, std::string path, uint64_t fingerprint, int64_t every,
+                                   int keep)
+    : env_(env),
+      path_(std::move(path)),
+      fingerprint_(fingerprint),
+      every_(std::max<int64_t>(1, every)),
+      keep_(std::max(1, keep)) {}
+
+absl::Status InputPositionLog::Load(std::string* note) {
+  entries_.clear();
+  note->clear();
+  if (!env_->FileExists(path_)) return absl::OkStatus();
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string text, env_->ReadFile(path_));
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  const std::string header = absl::StrCat(kHeader, " ", fingerprint_);
+  if (lines.empty() || lines[0] != header) {
+    *note = absl::StrCat(path_,
+                         " was written for other input settings (files, replicas, seed, "
+                         "shuffle_buffer or batch_size); its positions are not used");
+    return absl::OkStatus();
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const size_t space = lines[i].find(' ');
+    int64_t n = 0;
+    absl::StatusOr<InputPosition> p =
+        space == absl::string_view::npos
+            ? absl::InvalidArgumentError("no position")
+            : InputPosition::FromString(
+                  std::string_view(lines[i].data() + space + 1, lines[i].size() - space - 1));
+    if (!p.ok() || !absl::SimpleAtoi(lines[i].substr(0, space), &n) || n < 0 ||
+        (!entries_.empty() && n <= entries_.back().first)) {
+      return absl::DataLossError(
+          absl::StrCat(path_, ": line ", i + 1, " is not a position (",
+                       p.ok() ? "batch numbers out of order" : p.status().message(),
+                       "); delete the file to start the input over"));
+    }
+    entries_.emplace_back(n, *std::move(p));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::pair<int64_t, InputPosition>> InputPositionLog::Find(int64_t n) const {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->first <= n) return *it;
+  }
+  return std::nullopt;
+}
+
+absl::Status InputPositionLog::Record(int64_t n, const InputPosition& position) {
+  if (n % every_ != 0) return absl::OkStatus();
+  while (!entries_.empty() && entries_.back().first >= n) entries_.pop_back();
+  entries_.emplace_back(n, position);
+  if (static_cast<int>(entries_.size()) > keep_) {
+    entries_.erase(entries_.begin(), entries_.end() - keep_);
+  }
+  std::string text = absl::StrCat(kHeader, " ", fingerprint_, "\n");
+  for (const auto& [batch, p] : entries_) absl::StrAppend(&text, batch, " ", p.ToString(), "\n");
+  return env_->WriteFileAtomic(path_, text);
+}
+
+absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
+    Env* env, const ExampleStreamOptions& options, std::vector<std::string> sparse_features,
+    int64_t first, InputPositionLog* log) {
+  InputPosition position;
+  int64_t at = 0;
+  if (log != nullptr) {
+    if (std::optional<std::pair<int64_t, InputPosition>> found = log->Find(first)) {
+      at = found->first;
+      position = found->second;
+    }
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
+                           ExampleStream::Create(env, options, position));
+  std::unique_ptr<StreamedBatches> batches(new StreamedBatches(
+      std::move(stream), std::move(sparse_features), at, log, options.batch_size));
+  // The batches between the saved position and `first`, read past.
+  Dataset skipped;
+  for (; batches->next_ < first; ++batches->next_) {
+    PSTRAIN_RETURN_IF_ERROR(batches->stream_->Next(&skipped));
+  }
+  return batches;
+}
+
+absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBatch* sparse) {
+  if (log_ != nullptr) {
+    // Where this batch begins; a replica that cannot write it trains on
+    // (a restart then reads from an earlier position).
+    if (absl::Status s = log_->Record(next_, stream_->position()); !s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "cannot save the input position: " << s.message();
+    }
+  }
+  PSTRAIN_RETURN_IF_ERROR(stream_->Next(&batch_));
+  ++next_;
+  std::memcpy(images, batch_.dense.data(), batch_.dense.size() * sizeof(float));
+  std::copy(batch_.labels.begin(), batch_.labels.end(), labels);
+  if (sparse != nullptr) {
+    if (columns_.empty() && !sparse_features_.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(columns_,
+                               SelectSparseFeatures(batch_, sparse_features_, "the input files"));
+    }
+    sparse->features.resize(columns_.size());
+    for (size_t i = 0; i < columns_.size(); ++i) {
+      sparse->features[i] = std::move(batch_.sparse[columns_[i]]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain
