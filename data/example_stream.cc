@@ -133,6 +133,9 @@ class ExampleStream::Reader {
     start_ = position;
     at_ = position;
     at_.taken = 0;
+    // Resumed inside an epoch: its examples before the position count.
+    epoch_examples_ = position.next_file > 0 || position.window > 0 ? 1 : 0;
+    progress_.epoch = position.epoch;
     skip_ = position.taken;
     order_ = EpochFiles(at_.epoch);
     thread_ = std::thread([this] { Run(); });
@@ -177,6 +180,11 @@ class ExampleStream::Reader {
   }
   int64_t files() const { return static_cast<int64_t>(mine_.size()); }
 
+  bool Stopping() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
  private:
   struct Slot {
     int64_t file = 0;
@@ -195,6 +203,12 @@ class ExampleStream::Reader {
         if (stop_) return;
       }
       std::unique_ptr<Window> w = ReadWindow();
+      if (!w->error.ok() && options_.shuffle_buffer > 0) {
+        // A window cut short by an error is not handed out: its order would
+        // not be the one a resumed stream draws over the whole window.
+        w->examples = Dataset();
+        w->order.clear();
+      }
       if (first) {
         w->taken = std::min<int64_t>(skip_, w->examples.size());
         first = false;
@@ -228,6 +242,9 @@ class ExampleStream::Reader {
                            options_.format == ExampleFormat::kCriteoTsv ? RecordFraming::kLines
                                                                         : RecordFraming::kTfRecord,
                            offset, record));
+    // A TSV file's last line may lack its '\n' (a line cut short does not
+    // parse, and is named).
+    if (options_.format == ExampleFormat::kCriteoTsv) stream->AcceptUnterminatedLastLine();
     return stream;
   }
 
@@ -288,11 +305,21 @@ class ExampleStream::Reader {
     }
     w->start = at_;
     int64_t read = 0;
-    while (status.ok() && read < size) {
+    size_t next_slot = 0;  // where the next round would start
+    while (status.ok() && read < size && !Stopping()) {
       if (status = FillCycle(); !status.ok()) break;
       if (slots_.empty()) {
         // The epoch ended.
         if (read > 0) break;  // its last window first
+        if (epoch_examples_ == 0) {
+          status = absl::FailedPreconditionError(absl::StrCat(
+              "replica ", options_.replica, " of ", options_.num_replicas, " read no example from ",
+              order_.size(), " files in epoch ", at_.epoch,
+              " (the first: ", order_.empty() ? "none" : order_[0],
+              "); give every replica data: files that hold examples, at least one per replica"));
+          break;
+        }
+        epoch_examples_ = 0;
         if (options_.num_epochs > 0 && at_.epoch + 1 >= options_.num_epochs) {
           w->last = true;
           break;
@@ -315,7 +342,8 @@ class ExampleStream::Reader {
         continue;
       }
       // One record from each open file in turn, starting with the first.
-      for (size_t i = 0; i < slots_.size() && read < size;) {
+      size_t i = 0;
+      while (i < slots_.size() && read < size) {
         absl::StatusOr<bool> got = ReadOne(slots_[i], &criteo);
         if (!got.ok()) {
           status = got.status();
@@ -328,9 +356,15 @@ class ExampleStream::Reader {
           continue;  // the next file takes its place at the end, by FillCycle
         }
         ++read;
+        ++epoch_examples_;
         ++i;
       }
-      // The round is complete: the slot order stays the record order.
+      next_slot = i < slots_.size() ? i : 0;
+    }
+    // A window that ended mid-round: the next one starts with the file
+    // whose turn it is (the saved order is the reading order).
+    if (next_slot > 0) {
+      std::rotate(slots_.begin(), slots_.begin() + static_cast<ptrdiff_t>(next_slot), slots_.end());
     }
     // Where the next window begins.
     at_.open.clear();
@@ -370,6 +404,7 @@ class ExampleStream::Reader {
   std::vector<std::string> order_;
   std::vector<Slot> slots_;
   bool started_ = false;
+  int64_t epoch_examples_ = 0;  // read in this epoch
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

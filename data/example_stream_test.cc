@@ -424,5 +424,48 @@ TEST_F(ExampleStreamTest, StreamedBatchesGoOnFromTheLoggedPositionOfAnyBatch) {
   EXPECT_NE(s.message().find("replica-0.txt: line 2"), std::string::npos) << s;
 }
 
+TEST_F(ExampleStreamTest, EachWindowGoesOnWithTheFileWhoseTurnItIs) {
+  // Windows of one example over 2 files: the files still alternate.
+  ExampleStreamOptions o = Options(WriteExampleFiles(dir_, 2, 10, false));
+  o.shuffle_buffer = 1;
+  o.batch_size = 1;
+  o.num_epochs = 1;
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const std::vector<std::vector<int64_t>> batches = Drain(**stream);
+  ASSERT_EQ(batches.size(), 20u);
+  for (size_t i = 1; i < batches.size(); ++i) {
+    EXPECT_NE(batches[i][0] / 10, batches[i - 1][0] / 10) << "example " << i;
+  }
+}
+
+TEST_F(ExampleStreamTest, AReplicaWithoutExamplesFailsInsteadOfWaiting) {
+  // 2 files for 2 replicas, the second empty (as a job writing shards may
+  // leave one): replica 1 has nothing to train on, and says so.
+  std::vector<std::string> files = WriteExampleFiles(dir_, 1, 5, false);
+  WriteFile(dir_ + "/train-1-of-2.tfrecord", "");
+  files.push_back(dir_ + "/train-1-of-2.tfrecord");
+  ExampleStreamOptions o = Options(files);
+  o.replica = 1;
+  o.num_replicas = 2;
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  Dataset batch;
+  absl::Status s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("replica 1 of 2 read no example"), std::string::npos) << s;
+  // A TSV file whose last line has no line end is read to its end.
+  WriteFile(dir_ + "/last.tsv", absl::StrCat("1\t5", std::string(12, '\t'), std::string(26, '\t')));
+  o = Options({dir_ + "/last.tsv"});
+  o.format = ExampleFormat::kCriteoTsv;
+  o.batch_size = 1;
+  o.num_epochs = 1;
+  stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok());
+  s = (*stream)->Next(&batch);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(batch.labels, std::vector<int32_t>{1});
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -98,6 +98,17 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
       position = found->second;
     }
   }
+  if (first > at) {
+    LOG(INFO) << "input: replica " << options.replica << " reads from "
+              << (at > 0 ? absl::StrCat("its saved position at batch ", at)
+                         : std::string("the start of its files"))
+              << " to its batch " << first << " (" << first - at << " batches read past)";
+    if (at == 0 && first > 1000) {
+      LOG(WARNING) << "input: no saved position at or before batch " << first
+                   << (log != nullptr ? absl::StrCat(" in ", log->path()) : std::string())
+                   << ": reading " << first << " batches from the start";
+    }
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
                            ExampleStream::Create(env, options, position));
   std::unique_ptr<StreamedBatches> batches(new StreamedBatches(

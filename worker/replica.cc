@@ -70,11 +70,13 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
 
 absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, const Model& model,
                                                      const ReplicaSpec& spec,
-                                                     std::vector<std::string> files) {
+                                                     std::vector<std::string> files,
+                                                     std::string_view key) {
   if (model.input_shape().size() != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("training.train_files streams tabular examples (click logs), but model ",
-                     model.name(), " takes images; give its data in data_dir"));
+        absl::StrCat(absl::string_view(key.data(), key.size()),
+                     " streams tabular examples (click logs), but model ", model.name(),
+                     " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
   const bool criteo = std::all_of(files.begin(), files.end(), [](const std::string& f) {
@@ -104,7 +106,7 @@ absl::StatusOr<Dataset> LoadEvalData(Env* env, const TrainingSpec& t, const Mode
   ReplicaSpec one;
   one.batch_size = 4096;
   PSTRAIN_ASSIGN_OR_RETURN(ExampleStreamOptions o,
-                           StreamOptionsOf(t, model, one, std::move(files)));
+                           StreamOptionsOf(t, model, one, std::move(files), "training.eval_files"));
   o.shuffle_buffer = 0;
   o.num_epochs = 1;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream, ExampleStream::Create(env, o));
@@ -142,7 +144,8 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
                            ExpandFilePatterns(env, t.train_files, "training.train_files"));
-  PSTRAIN_ASSIGN_OR_RETURN(input->options_, StreamOptionsOf(t, model, spec, std::move(files)));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      input->options_, StreamOptionsOf(t, model, spec, std::move(files), "training.train_files"));
   const std::string dir = JoinPath(t.job_dir, "input");
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
   input->log_ = std::make_unique<InputPositionLog>(

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
@@ -100,10 +101,12 @@ class ReplicaInput {
 };
 
 // The options of a stream of `files` for `model` (TFRecord Examples, or
-// Criteo TSV for names ending .tsv or .tsv.gz), replica `spec`.
+// Criteo TSV for names ending .tsv or .tsv.gz), replica `spec`; `key` (the
+// setting that named the files) begins an error.
 absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, const Model& model,
                                                      const ReplicaSpec& spec,
-                                                     std::vector<std::string> files);
+                                                     std::vector<std::string> files,
+                                                     std::string_view key);
 
 // The trainer's options for the replica (its dropout seed differs per
 // replica).
