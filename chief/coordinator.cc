@@ -317,17 +317,20 @@ class Chief {
   absl::Status EndJob() {
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> final_statuses, WaitForFinalStep());
     PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, servers_->Read());
-    // An evaluation that fails (a ps read) does not cost the final checkpoint.
+    // The final checkpoint first, as the Estimator saves before it
+    // evaluates: a ps lost during the evaluation then costs no step (the
+    // replicas have finished and would not be there to train them again).
+    PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
+                             checkpointer_->SaveNow(absl::ZeroDuration()));
+    // An evaluation that fails (a ps read) does not cost the job's end.
     const absl::StatusOr<EvalMetrics> evaluated = Evaluate(final_view);
     if (!evaluated.ok()) {
       LOG(WARNING) << "the final evaluation failed: " << evaluated.status()
-                   << "; saving the final checkpoint anyway";
+                   << "; the final checkpoint is saved";
     }
     EvalMetrics metrics;
     metrics.global_step = final_view.global_step;
     if (evaluated.ok()) metrics = *evaluated;
-    PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
-                             checkpointer_->SaveNow(absl::ZeroDuration()));
     if (metrics.global_step >= t_.train_steps) {
       if (t_.exports_to_keep > 0)
         PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view, final_checkpoint));
