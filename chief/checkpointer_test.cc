@@ -133,8 +133,9 @@ class CheckpointerTest : public ::testing::Test {
       return Now()->Restore(model, step);
     }
     absl::Status Shutdown(const std::string& reason) override { return Now()->Shutdown(reason); }
-    absl::Status Leave(int replica, const std::string& reason, absl::Duration budget) override {
-      return Now()->Leave(replica, reason, budget);
+    absl::Status Leave(int replica, const std::string& reason, bool input_ended,
+                       absl::Duration budget) override {
+      return Now()->Leave(replica, reason, input_ended, budget);
     }
     absl::StatusOr<ParameterView> Read() override { return Now()->Read(); }
 
@@ -331,7 +332,7 @@ TEST_F(CheckpointerTest, SavesWhenAReplicaLeaves) {
   checkpointer->Start(0);
   Step(4);
   absl::SleepFor(absl::Milliseconds(250));  // the first poll sets the baseline
-  for (auto& task : Tasks()) ASSERT_TRUE(task->Leave(1, "test").ok());
+  for (auto& task : Tasks()) ASSERT_TRUE(task->Leave(1, "test", /*input_ended=*/false).ok());
   ASSERT_TRUE(Eventually([&] { return !Steps().empty(); }));
   checkpointer->Stop();
   EXPECT_EQ(Steps(), (std::vector<int64_t>{4}));

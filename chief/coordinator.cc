@@ -40,7 +40,11 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(bool started, WaitForParameterServers());
     if (!started) return absl::OkStatus();
     PSTRAIN_RETURN_IF_ERROR(StartJob());
-    PSTRAIN_RETURN_IF_ERROR(replica_ >= 0 ? Train() : FollowTraining());
+    if (replica_ >= 0) {
+      PSTRAIN_RETURN_IF_ERROR(Train());
+    } else {
+      PSTRAIN_RETURN_IF_ERROR(FollowTraining().status());
+    }
     checkpointer_->Stop();
     if (checkpointer_->stopped_early()) return StoppedEarly();
     return EndJob();
@@ -76,7 +80,7 @@ class Chief {
     layout_ = ComputeShardLayout(*model_, static_cast<int>(job_.cluster.ps.size()));
     PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, CallPatience()));
     PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
-    PSTRAIN_ASSIGN_OR_RETURN(test_, LoadEvalData(deps_.env, t_, *model_));
+    PSTRAIN_ASSIGN_OR_RETURN(eval_, EvalInput::Open(deps_.env, t_, *model_));
     return LoadTrainingData();
   }
 
@@ -129,7 +133,7 @@ class Chief {
     checkpointer_->Start(start_step_);
     job_start_ = std::chrono::steady_clock::now();
     next_eval_ =
-        t_.eval_steps > 0 ? (start_step_ / t_.eval_steps + 1) * t_.eval_steps : t_.train_steps;
+        t_.eval_steps > 0 ? (start_step_ / t_.eval_steps + 1) * t_.eval_steps : StepLimit(t_);
     // Evaluation results for TensorBoard, as an Estimator writes them.
     PSTRAIN_ASSIGN_OR_RETURN(
         eval_events_,
@@ -163,8 +167,7 @@ class Chief {
 
   absl::StatusOr<EvalMetrics> Evaluate(const ParameterView& view) {
     ScopedTraceEvent event(deps_.trace, "eval", "evaluate");
-    PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m,
-                             EvaluateDataset(model_.get(), view, test_, t_.eval_batch_size));
+    PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m, eval_->Evaluate(model_.get(), view));
     LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed())
               << " s of training)";
     absl::Status s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
@@ -176,7 +179,7 @@ class Chief {
   }
 
   void MaybeEvaluate(const ParameterView& view) {
-    if (t_.eval_steps > 0 && view.global_step >= next_eval_ && view.global_step < t_.train_steps) {
+    if (t_.eval_steps > 0 && view.global_step >= next_eval_ && view.global_step < StepLimit(t_)) {
       // A periodic evaluation that fails (a ps read) is said and training goes on.
       if (absl::StatusOr<EvalMetrics> m = Evaluate(view); !m.ok()) {
         LOG(WARNING) << "evaluation at global step " << view.global_step
@@ -198,24 +201,47 @@ class Chief {
                                StartReplicaBatches(&*train_, *model_, spec, global_step));
       return std::unique_ptr<BatchSource>(std::move(batches));
     };
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, start(start_step_));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
                              deps_.training_client(layout_, replica_));
     TrainerOptions options = ReplicaTrainerOptions(spec);
     options.trace = deps_.trace;
     options.rewind = start;
+    if (input_ != nullptr && input_->streamed()) {
+      options.on_input = InputSummaries(deps_.env, t_.job_dir, replica_);
+    }
     options.on_pull = [this](const ParameterView& view) {
       MaybeEvaluate(view);
       return absl::OkStatus();
     };
-    Trainer trainer(model_.get(), client.get(), batches.get(), options);
-    PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
-    LOG(INFO) << "chief finished training at global step " << step;
-    return absl::OkStatus();
+    int64_t from = start_step_;
+    while (true) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, start(from));
+      if (spec.sync) options.batches_from_step = from;
+      Trainer trainer(model_.get(), client.get(), batches.get(), options);
+      PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+      if (!trainer.input_ended()) {
+        LOG(INFO) << "chief finished training at global step " << step;
+        return absl::OkStatus();
+      }
+      // Its input ended (num_epochs): the job goes on until every
+      // replica's has, and this replica trains again if a rollback undoes
+      // some of its steps.
+      const std::string reason = absl::StrCat("the chief's input ended at global step ", step);
+      PSTRAIN_RETURN_IF_ERROR(
+          servers_->Leave(replica_, reason, /*input_ended=*/true, absl::Seconds(10)));
+      LOG(INFO) << reason << "; following the other replicas";
+      PSTRAIN_ASSIGN_OR_RETURN(std::optional<int64_t> rolled_back, FollowTraining(step));
+      if (!rolled_back.has_value()) return absl::OkStatus();
+      from = *rolled_back;
+    }
   }
 
-  // Not a replica: follows the global step and evaluates as it passes.
-  absl::Status FollowTraining() {
+  // Follows the global step and evaluates as it passes, until the job is
+  // done: a chief that is no replica, or one whose input ended at global
+  // step `input_end`. Then a rollback below `input_end` (a ps restored
+  // from a checkpoint) returns the step it went back to, for the chief's
+  // replica to train from again.
+  absl::StatusOr<std::optional<int64_t>> FollowTraining(int64_t input_end = -1) {
     const absl::Duration patience =
         std::max(absl::Seconds(300), 3 * absl::Seconds(t_.sync_timeout));
     int64_t last_step = -1;
@@ -224,16 +250,27 @@ class Chief {
       PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
       const int64_t step = statuses[0].global_step;
       if (deps_.trace != nullptr) deps_.trace->SetStep(step);
-      bool done = step >= t_.train_steps;
-      for (const PsStatus& s : statuses) done = done || s.job_done;
+      bool done = step >= StepLimit(t_) || AllInputsEnded(statuses, NumTrainingReplicas(job_));
+      bool initialized = true;
+      for (const PsStatus& s : statuses) {
+        done = done || s.job_done;
+        initialized = initialized && s.initialized;
+      }
       if (done) break;
+      if (input_end >= 0 && initialized && LowestStep(statuses) < input_end) {
+        LOG(WARNING) << "the job was rolled back to global step " << LowestStep(statuses)
+                     << ", below where the chief's input ended (" << input_end
+                     << "); the chief trains from there again";
+        return LowestStep(statuses);
+      }
       if (step != last_step) {
         last_step = step;
         last_progress = absl::Now();
       } else if (absl::Now() - last_progress > patience) {
         return absl::DeadlineExceededError(absl::StrCat(
             "no training progress for ", absl::FormatDuration(patience), " (global step ", step,
-            " of ", t_.train_steps, "): are the workers running?"));
+            t_.train_steps > 0 ? absl::StrCat(" of ", t_.train_steps) : std::string(),
+            "): are the workers running?"));
       }
       if (t_.eval_steps > 0 && step >= next_eval_) {
         PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, servers_->Read());
@@ -241,7 +278,7 @@ class Chief {
       }
       absl::SleepFor(absl::Milliseconds(200));
     }
-    return absl::OkStatus();
+    return std::nullopt;
   }
 
   // Stopped (SIGTERM, a ps preempted) after the checkpoint: a restart of the
@@ -255,14 +292,15 @@ class Chief {
   }
 
   // Every chunk of every ps reaches train_steps (in async mode the other
-  // replicas' last pushes may still be landing); the statuses then.
+  // replicas' last pushes may still be landing), or every replica's input
+  // ended; the statuses then.
   absl::StatusOr<std::vector<PsStatus>> WaitForFinalStep() {
     const absl::Time give_up =
         absl::Now() + std::max(absl::Seconds(60), 2 * absl::Seconds(t_.sync_timeout));
     std::vector<PsStatus> statuses;
     while (absl::Now() < give_up) {
       PSTRAIN_ASSIGN_OR_RETURN(statuses, servers_->Statuses());
-      bool all = true;
+      bool all = AllInputsEnded(statuses, NumTrainingReplicas(job_));
       for (const PsStatus& s : statuses) {
         if (!s.initialized && !s.shutting_down) {
           // Restarted while the job was ending: a restarted chief restores
@@ -270,7 +308,11 @@ class Chief {
           return absl::UnavailableError(
               absl::StrCat("ps ", s.ps_task, " lost its parameters while the job was ending"));
         }
-        all = all && (s.global_step >= t_.train_steps || s.shutting_down);
+      }
+      if (all) break;
+      all = true;
+      for (const PsStatus& s : statuses) {
+        all = all && (s.global_step >= StepLimit(t_) || s.shutting_down);
       }
       if (all) break;
       absl::SleepFor(absl::Milliseconds(20));
@@ -331,7 +373,14 @@ class Chief {
     EvalMetrics metrics;
     metrics.global_step = final_view.global_step;
     if (evaluated.ok()) metrics = *evaluated;
-    if (metrics.global_step >= t_.train_steps) {
+    // Done: at train_steps, or at the end of every replica's input.
+    const bool input_ended = AllInputsEnded(final_statuses, NumTrainingReplicas(job_));
+    const bool finished = metrics.global_step >= StepLimit(t_) || input_ended;
+    if (input_ended) {
+      LOG(INFO) << "every replica's input ended (num_epochs " << t_.num_epochs
+                << "): the job ends at global step " << metrics.global_step;
+    }
+    if (finished) {
       if (t_.exports_to_keep > 0)
         PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view, final_checkpoint));
       if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
@@ -342,12 +391,12 @@ class Chief {
                                 final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
     } else {
       LOG(WARNING) << "the job ended at global step " << metrics.global_step
-                   << " before train_steps " << t_.train_steps
+                   << " before its end (train_steps " << t_.train_steps << ")"
                    << "; not marked complete, a restart resumes it";
     }
     const std::string reason =
         absl::StrCat("training finished at global step ", metrics.global_step);
-    if (metrics.global_step < t_.train_steps) {
+    if (!finished) {
       PSTRAIN_RETURN_IF_ERROR(servers_->Shutdown(reason));
     } else if (absl::Status s = ShutdownQuickly(reason); !s.ok()) {
       // The job is complete: a ps that is gone (or restarting) finds
@@ -369,7 +418,7 @@ class Chief {
   std::unique_ptr<Model> model_;
   ShardLayout layout_;
   std::unique_ptr<ParameterServers> servers_;
-  Dataset test_;
+  std::unique_ptr<EvalInput> eval_;
   std::optional<Dataset> train_;
   std::unique_ptr<ReplicaInput> input_;  // a training chief's tabular input
   std::unique_ptr<Checkpointer> checkpointer_;

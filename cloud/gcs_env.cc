@@ -122,6 +122,22 @@ absl::StatusOr<std::string> GcsEnv::ReadFile(const std::string& path) {
   return std::move(response.body);
 }
 
+absl::StatusOr<uint64_t> GcsEnv::FileSize(const std::string& path) {
+  PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
+  HttpRequest metadata;
+  metadata.url = ObjectUrl(o);
+  PSTRAIN_ASSIGN_OR_RETURN(HttpResponse about, Send(std::move(metadata)));
+  if (!Ok(about)) return ErrorFor(path, about);
+  const nlohmann::json json = nlohmann::json::parse(about.body, nullptr, false);
+  uint64_t size = 0;
+  if (!json.is_object() || !json.contains("size") || !json["size"].is_string() ||
+      !absl::SimpleAtoi(json["size"].get<std::string>(), &size)) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": the object's metadata has no size: ", about.body.substr(0, 200)));
+  }
+  return size;
+}
+
 absl::StatusOr<std::string> GcsEnv::ReadRange(const std::string& path, uint64_t offset, size_t n) {
   PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
   if (n == 0) return std::string();
@@ -133,17 +149,7 @@ absl::StatusOr<std::string> GcsEnv::ReadRange(const std::string& path, uint64_t 
     // The range starts at or past the end (an empty object, or its end),
     // which the object's size says; a 416 before the end (a proxy's answer
     // to a failure) is asked again once.
-    HttpRequest metadata;
-    metadata.url = ObjectUrl(o);
-    PSTRAIN_ASSIGN_OR_RETURN(HttpResponse about, Send(std::move(metadata)));
-    if (!Ok(about)) return ErrorFor(path, about);
-    const nlohmann::json json = nlohmann::json::parse(about.body, nullptr, false);
-    uint64_t size = 0;
-    if (!json.is_object() || !json.contains("size") || !json["size"].is_string() ||
-        !absl::SimpleAtoi(json["size"].get<std::string>(), &size)) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": the object's metadata has no size: ", about.body.substr(0, 200)));
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(const uint64_t size, FileSize(path));
     if (offset >= size) return std::string();
     PSTRAIN_ASSIGN_OR_RETURN(response, Send(std::move(request)));
     if (response.status == 416) {
@@ -362,6 +368,9 @@ absl::StatusOr<std::unique_ptr<WritableFile>> SchemeRoutingEnv::NewWritableFile(
   return For(path)->NewWritableFile(path);
 }
 bool SchemeRoutingEnv::FileExists(const std::string& path) { return For(path)->FileExists(path); }
+absl::StatusOr<uint64_t> SchemeRoutingEnv::FileSize(const std::string& path) {
+  return For(path)->FileSize(path);
+}
 absl::Status SchemeRoutingEnv::CreateDirs(const std::string& path) {
   return For(path)->CreateDirs(path);
 }

@@ -54,6 +54,7 @@ class GcsEnv : public Env {
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
@@ -94,6 +95,7 @@ class SchemeRoutingEnv : public Env {
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;

@@ -245,6 +245,12 @@ class PosixEnv : public Env {
 
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return IoError("cannot stat", path, errno);
+    return static_cast<uint64_t>(st.st_size);
+  }
+
   absl::Status CreateDirs(const std::string& path) override {
     if (path.empty()) return absl::InvalidArgumentError("cannot create a directory with no name");
     for (size_t pos = 1; pos <= path.size(); ++pos) {
@@ -298,6 +304,13 @@ absl::Status MemEnv::WriteFileAtomic(const std::string& path, const std::string&
   absl::MutexLock lock(&mu_);
   files_[path] = contents;
   return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> MemEnv::FileSize(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("cannot stat ", path));
+  return it->second.size();
 }
 
 bool MemEnv::FileExists(const std::string& path) {

@@ -64,6 +64,9 @@ class Env {
 
   virtual bool FileExists(const std::string& path) = 0;
 
+  // The size of a file in bytes. NotFound if it does not exist.
+  virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
+
   // Creates `path` and its missing parents; OK if it already exists.
   virtual absl::Status CreateDirs(const std::string& path) = 0;
 
@@ -91,6 +94,7 @@ class MemEnv : public Env {
   absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
   absl::Status CreateDirs(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;

@@ -138,7 +138,18 @@ struct TrainingSpec {
   std::string eval_files;
   std::string input_compression = "auto";  // auto (gzip for .gz), none or gzip
   int shuffle_buffer = 10000;              // examples per replica shuffled at once; 0: in order
-  std::string job_dir;                     // checkpoints, events, export; required
+  // Streamed input: passes over train_files; 0: for ever. With num_epochs,
+  // train_steps may be left 0: the job ends when every replica's input ends
+  // (it saves, evaluates, exports and completes as at train_steps), or at
+  // train_steps if that comes first.
+  int64_t num_epochs = 0;
+  // CSV input (names ending .csv or .csv.gz): a YAML file with the schema
+  // that turns its records into examples (data/csv_format.h).
+  std::string csv_schema;
+  // Streamed input: bad records (or damaged rests of files) a replica skips,
+  // each logged and counted, before one stops it.
+  int64_t max_bad_records = 0;
+  std::string job_dir;  // checkpoints, events, export; required
   UpdateMode update = UpdateMode::kAsync;
   // ssp: how many steps a replica may run ahead of the slowest live one
   // (0: lockstep; replicas silent for sync_timeout are not waited for).
@@ -174,7 +185,7 @@ struct TrainingSpec {
   int64_t embedding_min_count = 0;
   int batch_size = 100;
   int eval_batch_size = 200;
-  int64_t train_steps = 0;  // global steps; required (> 0)
+  int64_t train_steps = 0;  // global steps; required (> 0) unless num_epochs ends the job
   int64_t eval_steps = 1000;
   int64_t log_every_n_steps = 100;
   uint64_t seed = 1;
@@ -351,6 +362,9 @@ absl::StatusOr<WireSecurity> LoadWireSecurity(Env* env, const TrainingSpec& t,
 // T: the processes that compute gradients: every worker, plus the chief when
 // training.chief_trains.
 int NumTrainingReplicas(const JobConfig& config);
+// The global step training stops at: train_steps, or no step when it is 0
+// (num_epochs: the job ends with its input).
+int64_t StepLimit(const TrainingSpec& t);
 // R: replicas_to_aggregate, or T when it is 0.
 int EffectiveReplicasToAggregate(const JobConfig& config);
 // N: total_replicas, or T when it is 0.

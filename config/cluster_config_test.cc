@@ -350,6 +350,9 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
   const std::vector<Case> cases = {
       {"train_steps", "0", "training.train_steps = 0 must be positive"},
       {"train_steps", "-5", "training.train_steps = -5 must be positive"},
+      {"num_epochs", "-1", "training.num_epochs = -1: passes over train_files"},
+      {"max_bad_records", "-1", "training.max_bad_records = -1: bad records skipped"},
+      {"num_epochs", "2", "training.num_epochs = 2 counts passes over training.train_files, which"},
       {"batch_size", "0", "training.batch_size = 0 must be positive"},
       {"eval_batch_size", "-1", "training.eval_batch_size = -1 must be positive"},
       {"eval_steps", "-1", "training.eval_steps = -1 must be 0 or more"},
@@ -386,6 +389,14 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
   JobConfig config = GoodConfig();
   config.training.eval_steps = 0;  // no evaluation is allowed
   EXPECT_TRUE(ValidateJobConfig(config).ok());
+  // num_epochs over train_files ends the job without train_steps.
+  config.training.train_steps = 0;
+  config.training.train_files = "/data/part-*.tfrecord.gz";
+  config.training.num_epochs = 3;
+  EXPECT_TRUE(ValidateJobConfig(config).ok());
+  config.training.num_epochs = 0;
+  ExpectInvalid(ValidateJobConfig(config),
+                {"training.train_steps = 0 must be positive", "set num_epochs with train_files"});
 }
 
 TEST(ValidateJobConfigTest, EmbeddingOptimizerSettings) {

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -166,6 +167,10 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.input_compression = \"", t.input_compression,
                                 "\": auto (gzip for names ending .gz), none or gzip"));
   }
+  if (t.max_bad_records < 0) {
+    return Invalid(absl::StrCat("training.max_bad_records = ", t.max_bad_records,
+                                ": bad records skipped, 0 (none) or more"));
+  }
   if (t.shuffle_buffer < 0) {
     return Invalid(absl::StrCat("training.shuffle_buffer = ", t.shuffle_buffer,
                                 ": examples shuffled at once, 0 (in order) or more"));
@@ -268,9 +273,22 @@ absl::Status ValidateEmbedding(const TrainingSpec& t) {
 
 // Step counts, batch sizes, timeouts, checkpoint and summary settings.
 absl::Status ValidateSchedule(const TrainingSpec& t) {
-  if (t.train_steps <= 0) {
-    return Invalid(absl::StrCat("training.train_steps = ", t.train_steps,
-                                " must be positive: the global steps to train"));
+  if (t.num_epochs < 0) {
+    return Invalid(absl::StrCat("training.num_epochs = ", t.num_epochs,
+                                ": passes over train_files, 0 (for ever) or more"));
+  }
+  if (t.num_epochs > 0 && t.train_files.empty()) {
+    return Invalid(
+        absl::StrCat("training.num_epochs = ", t.num_epochs,
+                     " counts passes over training.train_files, which is not set (data_dir "
+                     "input is trained on for train_steps)"));
+  }
+  const bool ends_with_input = t.num_epochs > 0 && t.train_steps == 0;
+  if (t.train_steps <= 0 && !ends_with_input) {
+    return Invalid(absl::StrCat(
+        "training.train_steps = ", t.train_steps,
+        " must be positive: the global steps to train (or leave it out and set num_epochs with "
+        "train_files: the job ends with its input)"));
   }
   if (t.batch_size <= 0) {
     return Invalid(absl::StrCat("training.batch_size = ", t.batch_size, " must be positive"));
@@ -377,6 +395,10 @@ int NumTrainingReplicas(const JobConfig& config) {
 int EffectiveReplicasToAggregate(const JobConfig& config) {
   const int r = config.training.replicas_to_aggregate;
   return r == 0 ? NumTrainingReplicas(config) : r;
+}
+
+int64_t StepLimit(const TrainingSpec& t) {
+  return t.train_steps > 0 ? t.train_steps : std::numeric_limits<int64_t>::max();
 }
 
 int EffectiveTotalReplicas(const JobConfig& config) {

@@ -6,11 +6,26 @@
 // (data/streamed_batches.h).
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "data/sparse_features.h"
 
 namespace pstrain {
+
+// What a stream of files has done, for progress lines and summaries.
+struct InputProgress {
+  int64_t epoch = 0;        // 0-based
+  int64_t num_epochs = 0;   // 0: for ever
+  int64_t files_done = 0;   // of this epoch
+  int64_t files_open = 0;   // being read
+  int64_t files = 0;        // the replica's files per epoch
+  double fraction = 0;      // of this epoch's file bytes read, in [0, 1]
+  uint64_t file_bytes = 0;  // read from files (compressed) since the stream began
+  uint64_t bytes = 0;       // of records read (decompressed) since then
+  int64_t examples = 0;     // handed out since then
+  int64_t bad_records = 0;  // skipped (max_bad_records) since then
+};
 
 class BatchSource {
  public:
@@ -27,6 +42,8 @@ class BatchSource {
   virtual int64_t epoch() const = 0;
   // Examples per batch.
   virtual int batch_size() const = 0;
+  // A stream of files: where it is. Data in memory: nullopt.
+  virtual std::optional<InputProgress> progress() const { return std::nullopt; }
 };
 
 }  // namespace pstrain

@@ -2,6 +2,7 @@
 // of tf.train.Example (the layouts of TensorFlow's create_records.py and
 // generate_cifar10_tfrecords.py), and describes any such file.
 //   pstrain-data convert <input dir> <output dir>
+//   pstrain-data convert PATTERN --out PREFIX [--shards N] [--csv_schema FILE]
 //   pstrain-data describe <file.tfrecords> ...
 //   pstrain-data instances <data dir> <count>
 //   pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N] [--num_dense N] [--sparse a,b]
@@ -23,10 +24,13 @@
 #include "common/version.h"
 #include "data/convert.h"
 #include "data/criteo.h"
+#include "data/csv_format.h"
 #include "data/example_stream.h"
+#include "data/example_writer.h"
 #include "data/file_pattern.h"
 #include "data/gzip.h"
 #include "data/load.h"
+#include "data/record_stream.h"
 #include "data/synthetic_ctr.h"
 #include "data/tfrecord_dataset.h"
 
@@ -38,6 +42,11 @@ int Usage() {
                "         MNIST idx files -> train.tfrecords, test.tfrecords\n"
                "         CIFAR-10 binary batches -> train.tfrecords (batches 1-4),\n"
                "         validation.tfrecords (batch 5), eval.tfrecords (test batch)\n"
+               "       pstrain-data convert PATTERN --out PREFIX [--shards N] [--csv_schema FILE]\n"
+               "         Criteo TSV (.tsv[.gz]) or CSV (.csv[.gz], read by the schema) ->\n"
+               "         PREFIX-00000-of-0000N.tfrecord.gz ...: gzip'd TFRecords of\n"
+               "         tf.train.Example (label, dense, one feature per categorical\n"
+               "         column), example i in shard i %% N (default 1)\n"
                "       pstrain-data describe <file.tfrecords> ...\n"
                "         record count, feature names, types and sizes; verifies checksums\n"
                "       pstrain-data instances <data dir> <count>\n"
@@ -188,6 +197,134 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
   return 0;
 }
 
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "pstrain-data: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// Criteo TSV or CSV files -> sharded gzip'd TFRecords of tf.train.Example.
+int ConvertExamples(pstrain::Env* env, int argc, char** argv) {
+  const std::string pattern = argv[2];
+  std::string out, schema_path;
+  int64_t shards = 1;
+  for (int i = 3; i < argc; i += 2) {
+    if (i + 1 >= argc) return Usage();
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--out") {
+      out = value;
+    } else if (flag == "--csv_schema") {
+      schema_path = value;
+    } else if (flag != "--shards" || !absl::SimpleAtoi(value, &shards)) {
+      return Usage();
+    }
+  }
+  if (out.empty()) return Usage();
+  absl::StatusOr<std::vector<std::string>> files =
+      pstrain::ExpandFilePatterns(env, pattern, "pstrain-data convert");
+  if (!files.ok()) return Fail(files.status());
+  const auto all_end_with = [&](const char* a, const char* b) {
+    return std::all_of(files->begin(), files->end(), [&](const std::string& f) {
+      return absl::EndsWith(f, a) || absl::EndsWith(f, b);
+    });
+  };
+  const bool criteo = all_end_with(".tsv", ".tsv.gz");
+  const bool csv = all_end_with(".csv", ".csv.gz");
+  if (!criteo && !csv) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat(pattern,
+                     ": convert reads Criteo TSV (.tsv, .tsv.gz) or CSV (.csv, .csv.gz) "
+                     "files, all of one kind")));
+  }
+  if (csv && schema_path.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "CSV files are read by a schema: give --csv_schema FILE (docs/data-formats.md)"));
+  }
+  absl::StatusOr<std::unique_ptr<pstrain::ShardedExampleWriter>> writer =
+      pstrain::ShardedExampleWriter::Create(env, out, static_cast<int>(shards));
+  if (!writer.ok()) return Fail(writer.status());
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  const auto progress = [&](size_t file) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(2)) return;
+    last = now;
+    std::fprintf(stderr, "convert: file %zu of %zu, %lld examples, %.0f examples/s\n", file + 1,
+                 files->size(), static_cast<long long>((*writer)->examples()),
+                 (*writer)->examples() / std::chrono::duration<double>(now - start).count());
+  };
+  if (criteo) {
+    pstrain::CriteoBatch batch;
+    const auto flush = [&]() -> absl::Status {
+      for (int64_t row = 0; row < batch.size(); ++row) {
+        if (absl::Status s = (*writer)->Add(pstrain::EncodeCriteoExample(batch, row)); !s.ok()) {
+          return s;
+        }
+      }
+      batch.Clear();
+      return absl::OkStatus();
+    };
+    for (size_t f = 0; f < files->size(); ++f) {
+      const std::string& path = (*files)[f];
+      absl::StatusOr<std::unique_ptr<pstrain::RecordStream>> lines = pstrain::RecordStream::Open(
+          env, path, pstrain::Compression::kAuto, pstrain::RecordFraming::kLines);
+      if (!lines.ok()) return Fail(lines.status());
+      (*lines)->AcceptUnterminatedLastLine();
+      while (true) {
+        const int64_t line = (*lines)->record() + 1;
+        absl::StatusOr<std::string_view> text = (*lines)->Next();
+        if (absl::IsOutOfRange(text.status())) break;
+        if (!text.ok()) return Fail(text.status());
+        if (absl::Status s = pstrain::ParseCriteoLine(*text, &batch); !s.ok()) {
+          return Fail(absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": ", s.message())));
+        }
+        if (batch.size() >= 4096) {
+          if (absl::Status s = flush(); !s.ok()) return Fail(s);
+          progress(f);
+        }
+      }
+      if (absl::Status s = flush(); !s.ok()) return Fail(s);
+    }
+  } else {
+    absl::StatusOr<pstrain::CsvSchema> schema = pstrain::LoadCsvSchema(env, schema_path);
+    if (!schema.ok()) return Fail(schema.status());
+    pstrain::ExampleStreamOptions o;
+    o.files = *files;
+    o.format = pstrain::ExampleFormat::kCsv;
+    o.csv = *schema;
+    o.batch_size = 4096;
+    o.cycle_length = 1;  // file after file, in order
+    o.num_epochs = 1;
+    absl::StatusOr<std::unique_ptr<pstrain::ExampleStream>> stream =
+        pstrain::ExampleStream::Create(env, o);
+    if (!stream.ok()) return Fail(stream.status());
+    pstrain::Dataset batch;
+    while (true) {
+      absl::Status s = (*stream)->Next(&batch);
+      if (absl::IsOutOfRange(s)) break;
+      if (!s.ok()) return Fail(s);
+      for (int64_t i = 0; i < batch.size(); ++i) {
+        absl::StatusOr<std::string> example = pstrain::EncodeTabularExample(batch, i);
+        if (!example.ok()) return Fail(example.status());
+        if (absl::Status a = (*writer)->Add(*example); !a.ok()) return Fail(a);
+      }
+      progress(static_cast<size_t>((*stream)->progress().files_done));
+    }
+  }
+  if (absl::Status s = (*writer)->Close(); !s.ok()) return Fail(s);
+  uint64_t bytes = 0;
+  for (const std::string& path : (*writer)->paths()) {
+    absl::StatusOr<uint64_t> size = env->FileSize(path);
+    if (size.ok()) bytes += *size;
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %lld examples from %zu files to %s (%lld files, %.1f MB) in %.1f s\n",
+              static_cast<long long>((*writer)->examples()), files->size(),
+              absl::StrFormat("%s-*-of-%05d.tfrecord.gz", out, shards).c_str(),
+              static_cast<long long>(shards), bytes / 1e6, secs);
+  return 0;
+}
+
 // Streams PATTERN once through ExampleStream, printing progress every 2 s
 // and the rate at the end.
 int Read(pstrain::Env* env, int argc, char** argv) {
@@ -268,6 +405,7 @@ int Read(pstrain::Env* env, int argc, char** argv) {
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-data")) return 0;
   pstrain::Env* env = pstrain::ProcessEnv();
+  if (argc >= 5 && std::strcmp(argv[1], "convert") == 0) return ConvertExamples(env, argc, argv);
   if (argc == 4 && std::strcmp(argv[1], "convert") == 0) {
     absl::StatusOr<std::vector<pstrain::ConvertedFile>> files = pstrain::ConvertToTfRecords(
         env, argv[2], argv[3],

@@ -16,6 +16,7 @@
 #include "data/criteo.h"
 #include "data/criteo_dataset.h"
 #include "data/record_stream.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 namespace {
@@ -136,6 +137,11 @@ class ExampleStream::Reader {
     // Resumed inside an epoch: its examples before the position count.
     epoch_examples_ = position.next_file > 0 || position.window > 0 ? 1 : 0;
     progress_.epoch = position.epoch;
+    progress_.num_epochs = options_.num_epochs;
+    // Resumed: the files begun before the open ones are done.
+    progress_.files_done = position.next_file - static_cast<int64_t>(position.open.size());
+    progress_.fraction = static_cast<double>(progress_.files_done) /
+                         static_cast<double>(std::max<size_t>(1, mine_.size()));
     skip_ = position.taken;
     order_ = EpochFiles(at_.epoch);
     thread_ = std::thread([this] { Run(); });
@@ -189,8 +195,26 @@ class ExampleStream::Reader {
   struct Slot {
     int64_t file = 0;
     std::unique_ptr<RecordStream> stream;
+    uint64_t size = 0;     // the file's, 0 if unknown
     uint64_t counted = 0;  // file_bytes already in progress_
+    // Of the file read, counted in progress_.fraction: counted / size,
+    // plus where it was opened.
+    double share = 0;
   };
+
+  // A slot for `stream`, file `file` of the epoch, with its size for the
+  // epoch's progress (none if the Env cannot say: then a file counts once
+  // it is done).
+  Slot NewSlot(int64_t file, std::unique_ptr<RecordStream> stream) {
+    Slot s;
+    s.file = file;
+    absl::StatusOr<uint64_t> size = env_->FileSize(stream->path());
+    if (size.ok()) s.size = *size;
+    s.stream = std::move(stream);
+    // A file opened past its start (a resumed stream) counts from there.
+    s.counted = s.stream->file_bytes();
+    return s;
+  }
 
   void Run() {
     bool first = true;
@@ -229,23 +253,86 @@ class ExampleStream::Reader {
     for (const InputPosition::Open& o : at_.open) {
       PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream,
                                OpenFile(order_[o.file], o.offset, o.record));
-      slots_.push_back(Slot{o.file, std::move(stream)});
+      slots_.push_back(NewSlot(o.file, std::move(stream)));
     }
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<RecordStream>> OpenFile(const std::string& path, uint64_t offset,
                                                          int64_t record) {
+    if (options_.log_opens) {
+      LOG(INFO) << "input: replica " << options_.replica << " of " << options_.num_replicas
+                << " opens " << path
+                << (offset > 0 ? absl::StrCat(" at offset ", offset, " (record ", record, ")")
+                               : std::string())
+                << " in epoch " << at_.epoch + 1;
+    }
+    const bool lines = options_.format != ExampleFormat::kTfExamples;
     PSTRAIN_ASSIGN_OR_RETURN(
         std::unique_ptr<RecordStream> stream,
         RecordStream::Open(env_, path, options_.compression,
-                           options_.format == ExampleFormat::kCriteoTsv ? RecordFraming::kLines
-                                                                        : RecordFraming::kTfRecord,
-                           offset, record));
-    // A TSV file's last line may lack its '\n' (a line cut short does not
+                           lines ? RecordFraming::kLines : RecordFraming::kTfRecord, offset,
+                           record));
+    // A text file's last line may lack its '\n' (a line cut short does not
     // parse, and is named).
-    if (options_.format == ExampleFormat::kCriteoTsv) stream->AcceptUnterminatedLastLine();
+    if (lines) stream->AcceptUnterminatedLastLine();
+    if (options_.format == ExampleFormat::kCsv) {
+      // Its first line is its header: read here, or (resumed inside the
+      // file) from a look at its start.
+      std::unique_ptr<RecordStream> start;
+      if (offset > 0) {
+        PSTRAIN_ASSIGN_OR_RETURN(start, RecordStream::Open(env_, path, options_.compression,
+                                                           RecordFraming::kLines));
+        start->AcceptUnterminatedLastLine();
+      }
+      absl::StatusOr<std::string_view> header = (offset > 0 ? start : stream)->Next();
+      if (absl::IsOutOfRange(header.status())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": an empty CSV file (its first line is the header)"));
+      }
+      PSTRAIN_RETURN_IF_ERROR(header.status());
+      PSTRAIN_RETURN_IF_ERROR(UseCsvHeader(path, *header));
+    }
     return stream;
+  }
+
+  // Every CSV file has the first one's header; the parser is made from it.
+  absl::Status UseCsvHeader(const std::string& path, std::string_view header) {
+    std::string_view columns = header;
+    if (columns.starts_with("\xEF\xBB\xBF")) columns.remove_prefix(3);
+    if (columns.ends_with('\r')) columns.remove_suffix(1);
+    if (!csv_.has_value()) {
+      PSTRAIN_ASSIGN_OR_RETURN(csv_, CsvParser::Create(*options_.csv, header, path));
+      csv_header_ = std::string(columns);
+      csv_header_file_ = path;
+      return absl::OkStatus();
+    }
+    if (columns != csv_header_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": its header \"",
+          absl::string_view(columns.data(), std::min<size_t>(columns.size(), 200)),
+          "\" differs from that of ", csv_header_file_, " (\"", csv_header_.substr(0, 200),
+          "\"): the CSV files of a job have the same columns in the same order"));
+    }
+    return absl::OkStatus();
+  }
+
+  // One CSV record from `s`, which began with `line` (record `record`): its
+  // lines joined while a quoted field goes on (CsvRecordComplete).
+  absl::StatusOr<std::string_view> JoinCsvRecord(Slot& s, std::string_view line) {
+    if (CsvRecordComplete(line, options_.csv->delimiter)) return line;
+    joined_.assign(line.data(), line.size());
+    while (!CsvRecordComplete(joined_, options_.csv->delimiter) &&
+           joined_.size() <= kCsvMaxRecordBytes) {
+      const uint64_t offset = s.stream->offset();
+      absl::StatusOr<std::string_view> next = s.stream->Next();
+      Count(s, s.stream->offset() - offset);
+      if (absl::IsOutOfRange(next.status())) break;  // AppendLine names the open quote
+      PSTRAIN_RETURN_IF_ERROR(next.status());
+      joined_.push_back('\n');
+      joined_.append(next->data(), next->size());
+    }
+    return std::string_view(joined_);
   }
 
   // Fills the cycle up to cycle_length from the epoch's next files.
@@ -254,7 +341,7 @@ class ExampleStream::Reader {
            at_.next_file < static_cast<int64_t>(order_.size())) {
       const int64_t file = at_.next_file++;
       PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream, OpenFile(order_[file], 0, 0));
-      slots_.push_back(Slot{file, std::move(stream)});
+      slots_.push_back(NewSlot(file, std::move(stream)));
     }
     return absl::OkStatus();
   }
@@ -268,28 +355,87 @@ class ExampleStream::Reader {
       absl::StatusOr<std::string_view> data = s.stream->Next();
       Count(s, s.stream->offset() - offset);
       if (absl::IsOutOfRange(data.status())) return false;
-      PSTRAIN_RETURN_IF_ERROR(data.status());
+      if (data.ok() && options_.format == ExampleFormat::kCsv) {
+        // Every replica joins a record's lines, its own or not, to find
+        // where the next begins.
+        data = JoinCsvRecord(s, *data);
+      }
+      if (!data.ok()) {
+        // With max_bad_records left: a record whose data is damaged is
+        // skipped; a file that cannot be read on (damaged framing, a
+        // truncated gzip stream) ends here.
+        PSTRAIN_RETURN_IF_ERROR(SkipBadRecord(data.status()));
+        if (s.stream->SkipDamagedRecord()) continue;
+        return false;
+      }
       if (interleaved_ && record % options_.num_replicas != options_.replica) continue;
-      if (options_.format == ExampleFormat::kCriteoTsv) {
-        absl::Status parsed = ParseCriteoLine(*data, criteo);
+      absl::Status parsed;
+      if (options_.format == ExampleFormat::kCsv) {
+        if (csv_->file() != s.stream->path()) csv_->set_file(s.stream->path());
+        parsed = csv_->AppendLine(*data, record + 1);
+      } else if (options_.format == ExampleFormat::kCriteoTsv) {
+        parsed = ParseCriteoLine(*data, criteo);
         if (!parsed.ok()) {
-          return absl::Status(parsed.code(), absl::StrCat(s.stream->path(), ":", record + 1, ": ",
-                                                          parsed.message()));
+          parsed = absl::Status(parsed.code(), absl::StrCat(s.stream->path(), ":", record + 1, ": ",
+                                                            parsed.message()));
         }
       } else {
-        PSTRAIN_RETURN_IF_ERROR(parser_->AppendRecord(
-            *data, absl::StrCat(s.stream->path(), ": record ", record, " (offset ", offset, ")")));
+        parsed = parser_->AppendRecord(
+            *data, absl::StrCat(s.stream->path(), ": record ", record, " (offset ", offset, ")"));
+      }
+      if (!parsed.ok()) {
+        // Nothing of it was appended: skipped, while max_bad_records lasts.
+        PSTRAIN_RETURN_IF_ERROR(SkipBadRecord(parsed));
+        continue;
       }
       return true;
     }
   }
 
+  // A bad record (or the damaged rest of a file): OK, logged and counted,
+  // while fewer than max_bad_records were skipped; else `error`, saying
+  // the limit. A file that is gone (NotFound) or cannot be reached is never
+  // skipped.
+  absl::Status SkipBadRecord(const absl::Status& error) {
+    const bool data_error = absl::IsDataLoss(error) || absl::IsInvalidArgument(error);
+    if (!data_error || bad_records_ >= options_.max_bad_records) {
+      if (!data_error || options_.max_bad_records == 0) return error;
+      return absl::Status(error.code(),
+                          absl::StrCat(error.message(), " (max_bad_records ",
+                                       options_.max_bad_records, " were skipped already)"));
+    }
+    ++bad_records_;
+    LOG(WARNING) << "input: skipping bad data (" << bad_records_ << " of max_bad_records "
+                 << options_.max_bad_records << "): " << error.message();
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_.bad_records = bad_records_;
+    return absl::OkStatus();
+  }
+
   void Count(Slot& s, uint64_t record_bytes) {
     const uint64_t now = s.stream->file_bytes();
+    const double share =
+        s.size > 0 ? std::min(1.0, static_cast<double>(now) / static_cast<double>(s.size)) : 0;
     std::lock_guard<std::mutex> lock(mu_);
     progress_.bytes += record_bytes;
+    progress_.files_open = static_cast<int64_t>(slots_.size());
     progress_.file_bytes += now - s.counted;
+    progress_.fraction +=
+        (share - s.share) / static_cast<double>(std::max<size_t>(1, mine_.size()));
     s.counted = now;
+    s.share = share;
+  }
+
+  // Slot `i`'s file ended: it counts as a whole file done.
+  void CloseSlot(size_t i) {
+    const double share = slots_[i].share;
+    slots_.erase(slots_.begin() + static_cast<ptrdiff_t>(i));
+    std::lock_guard<std::mutex> lock(mu_);
+    ++progress_.files_done;
+    progress_.files_open = static_cast<int64_t>(slots_.size());
+    progress_.fraction =
+        std::min(1.0, progress_.fraction +
+                          (1 - share) / static_cast<double>(std::max<size_t>(1, mine_.size())));
   }
 
   std::unique_ptr<Window> ReadWindow() {
@@ -332,6 +478,8 @@ class ExampleStream::Reader {
           std::lock_guard<std::mutex> lock(mu_);
           progress_.epoch = at_.epoch;
           progress_.files_done = 0;
+          progress_.files_open = 0;
+          progress_.fraction = 0;
         }
         w->start = at_;
         w->start.open.clear();
@@ -350,9 +498,7 @@ class ExampleStream::Reader {
           break;
         }
         if (!*got) {
-          slots_.erase(slots_.begin() + static_cast<ptrdiff_t>(i));
-          std::lock_guard<std::mutex> lock(mu_);
-          ++progress_.files_done;
+          CloseSlot(i);
           continue;  // the next file takes its place at the end, by FillCycle
         }
         ++read;
@@ -374,6 +520,13 @@ class ExampleStream::Reader {
     ++at_.window;
     if (options_.format == ExampleFormat::kCriteoTsv) {
       w->examples = CriteoToDataset(criteo);
+    } else if (options_.format == ExampleFormat::kCsv) {
+      if (csv_.has_value()) {
+        w->examples = csv_->Take();
+      } else {
+        w->examples.tabular = true;
+        w->examples.num_dense = static_cast<int64_t>(options_.csv->numeric.size());
+      }
     } else {
       w->examples = parser_->Take();
     }
@@ -397,6 +550,13 @@ class ExampleStream::Reader {
   std::vector<std::string> mine_;
   bool interleaved_ = false;
   std::unique_ptr<TabularExampleParser> parser_;
+  // kCsv: the parser, made from the first file's header (which every file
+  // repeats), and a record joined from lines.
+  std::optional<CsvParser> csv_;
+  std::string csv_header_;
+  std::string csv_header_file_;
+  std::string joined_;
+  int64_t bad_records_ = 0;  // skipped since Create
   InputPosition start_;
   // The reading thread's own.
   InputPosition at_;
@@ -422,7 +582,7 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
   if (options.files.empty()) return absl::InvalidArgumentError("an input stream of no files");
   if (options.batch_size < 1 || options.num_replicas < 1 || options.replica < 0 ||
       options.replica >= options.num_replicas || options.cycle_length < 1 ||
-      options.shuffle_buffer < 0 || options.num_epochs < 0) {
+      options.shuffle_buffer < 0 || options.num_epochs < 0 || options.max_bad_records < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "input stream options: batch_size ", options.batch_size, ", replica ", options.replica,
         " of ", options.num_replicas, ", cycle_length ", options.cycle_length, ", shuffle_buffer ",
@@ -431,6 +591,12 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
   }
   if (options.format == ExampleFormat::kTfExamples) {
     PSTRAIN_RETURN_IF_ERROR(CheckTabularFeatures(options.features));
+  }
+  if (options.format == ExampleFormat::kCsv) {
+    if (!options.csv.has_value()) {
+      return absl::InvalidArgumentError("CSV input without a schema (csv_schema)");
+    }
+    PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(*options.csv));
   }
   auto reader = std::make_unique<Reader>(env, std::move(options));
   PSTRAIN_RETURN_IF_ERROR(reader->Start(position));

@@ -25,12 +25,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/env.h"
+#include "data/batch_source.h"
+#include "data/csv_format.h"
 #include "data/dataset.h"
 #include "data/input_stream.h"
 #include "data/tabular_examples.h"
@@ -40,6 +43,7 @@ namespace pstrain {
 enum class ExampleFormat {
   kTfExamples,  // TFRecord files of tf.train.Example (data/tabular_examples.h)
   kCriteoTsv,   // Criteo's click-log TSV (data/criteo_format.h)
+  kCsv,         // CSV with a header, read by a schema (data/csv_format.h)
 };
 
 struct ExampleStreamOptions {
@@ -48,6 +52,9 @@ struct ExampleStreamOptions {
   ExampleFormat format = ExampleFormat::kTfExamples;
   Compression compression = Compression::kAuto;
   TabularFeatures features;  // kTfExamples: what each Example holds
+  // kCsv: how records become examples. Every file has the same header: a
+  // file whose header differs is an error naming both.
+  std::optional<CsvSchema> csv;
   int replica = 0;
   int num_replicas = 1;
   int batch_size = 1;
@@ -58,6 +65,11 @@ struct ExampleStreamOptions {
   int cycle_length = 4;      // files read at once
   int64_t num_epochs = 0;    // 0: for ever
   int prefetch_windows = 2;  // windows read ahead on the stream's thread
+  // Bad records (or damaged rests of files) skipped, each logged, before
+  // one is an error; tf.data's ignore_errors, bounded.
+  int64_t max_bad_records = 0;
+  // Logs every file the stream opens (a training replica's), with where.
+  bool log_opens = false;
 };
 
 // Examples per window without shuffling.
@@ -82,16 +94,6 @@ struct InputPosition {
   std::string ToString() const;
   // InvalidArgument naming what is wrong for text ToString did not write.
   static absl::StatusOr<InputPosition> FromString(std::string_view text);
-};
-
-// What a stream has done, for progress lines.
-struct InputProgress {
-  int64_t epoch = 0;
-  int64_t files_done = 0;   // of this epoch
-  int64_t files = 0;        // the replica's files per epoch
-  uint64_t file_bytes = 0;  // read from files (compressed) since Create
-  uint64_t bytes = 0;       // of records read (decompressed) since Create
-  int64_t examples = 0;     // handed out since Create
 };
 
 class ExampleStream {

@@ -3,14 +3,19 @@
 // resumed from a position.
 #include "data/example_stream.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/record_writer.h"
+#include "data/csv_format.h"
+#include "data/feature_hash.h"
 #include "data/file_pattern.h"
 #include "data/input_stream.h"
 #include "data/record_stream.h"
@@ -270,6 +275,46 @@ TEST_F(ExampleStreamTest, EveryReplicaReadsItsShareAndEachEpochEveryExampleOnce)
   }
 }
 
+// Progress lines say how far through its epoch a replica's stream is, by
+// the bytes of its files read: rising, whole at the epoch's end.
+TEST_F(ExampleStreamTest, ProgressCountsTheEpochsFilesAndBytes) {
+  const std::vector<std::string> paths = WriteExampleFiles(dir_, 4, 30, /*gzip=*/true);
+  uint64_t total_bytes = 0;
+  for (const std::string& p : paths) total_bytes += *Env::Default()->FileSize(p);
+  ExampleStreamOptions o = Options(paths);
+  o.num_epochs = 1;
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ((*stream)->progress().num_epochs, 1);
+  EXPECT_EQ((*stream)->progress().files, 4);
+  Dataset batch;
+  double last = 0;
+  for (int i = 0; i < 50; ++i) {  // 120 examples, 3 per batch
+    absl::Status s = (*stream)->Next(&batch);
+    if (absl::IsOutOfRange(s)) break;
+    ASSERT_TRUE(s.ok()) << s;
+    const InputProgress p = (*stream)->progress();
+    EXPECT_GE(p.fraction, last - 1e-12) << "batch " << i;
+    EXPECT_LE(p.fraction, 1 + 1e-12);
+    last = p.fraction;
+  }
+  const InputProgress done = (*stream)->progress();
+  EXPECT_EQ(done.epoch, 0);
+  EXPECT_EQ(done.files_done, 4);
+  EXPECT_NEAR(done.fraction, 1.0, 1e-9);
+  EXPECT_EQ(done.examples, 120);
+  EXPECT_EQ(done.file_bytes, total_bytes);
+  // Resumed after 2 of its files: they count as done.
+  InputPosition at;
+  at.next_file = 3;
+  at.open = {{2, 0, 0}};
+  absl::StatusOr<std::unique_ptr<ExampleStream>> resumed =
+      ExampleStream::Create(Env::Default(), o, at);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)->progress().files_done, 2);
+  EXPECT_NEAR((*resumed)->progress().fraction, 0.5, 1e-9);
+}
+
 TEST_F(ExampleStreamTest, AStreamResumedAtAnyPositionContinuesWithTheSameBatches) {
   for (bool gzip : {false, true}) {
     const std::string dir = testing_util::TempDirRemovedAtExit("example_stream_resume");
@@ -348,6 +393,161 @@ TEST_F(ExampleStreamTest, CriteoLinesStreamAndABadLineIsNamed) {
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
   EXPECT_NE(s.message().find("day_1.tsv:12"), std::string::npos) << s;
   EXPECT_NE(s.message().find("label"), std::string::npos) << s;
+}
+
+// max_bad_records: bad lines, a damaged record and the damaged rest of a
+// gzip file are skipped, each counted, up to the limit; the next one is the
+// error, saying the limit. Without it the first is the error.
+TEST_F(ExampleStreamTest, MaxBadRecordsSkipsBadDataUpToItsLimit) {
+  // 20 Examples, records 3 and 9 damaged in their payload (their framing
+  // checks out up to the data's checksum).
+  std::string records;
+  std::vector<size_t> payloads;
+  for (int64_t id = 0; id < 20; ++id) {
+    payloads.push_back(records.size() + 12);
+    records += RecordWriter::Frame(ExampleWithId(id));
+  }
+  std::string damaged = records;
+  damaged[payloads[3] + 2] ^= 0x55;
+  damaged[payloads[9] + 2] ^= 0x55;
+  WriteFile(dir_ + "/damaged.tfrecord", damaged);
+  // A gzip file cut short: its rest is skipped as one bad record (read
+  // after a whole file, so that the stream has examples).
+  const std::string zipped = testutil::Gzip(records);
+  WriteFile(dir_ + "/cut.tfrecord.gz", zipped.substr(0, zipped.size() / 2));
+  WriteFile(dir_ + "/whole.tfrecord", records);
+  const auto read = [&](std::vector<std::string> files, int64_t max_bad, int64_t* bad) {
+    ExampleStreamOptions o = Options(std::move(files));
+    o.shuffle_buffer = 0;
+    o.num_epochs = 1;
+    o.batch_size = 1;
+    o.max_bad_records = max_bad;
+    absl::StatusOr<std::unique_ptr<ExampleStream>> stream =
+        ExampleStream::Create(Env::Default(), o);
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    std::vector<int64_t> ids;
+    Dataset batch;
+    absl::Status s;
+    for (int i = 0; i < 100; ++i) {
+      s = (*stream)->Next(&batch);
+      if (!s.ok()) break;
+      ids.push_back(Ids(batch)[0]);
+    }
+    *bad = (*stream)->progress().bad_records;
+    return std::make_pair(s, ids);
+  };
+  int64_t bad = 0;
+  auto [s, ids] = read({dir_ + "/damaged.tfrecord"}, 2, &bad);
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_EQ(bad, 2);
+  EXPECT_EQ(ids.size(), 18u);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 3), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 9), 0);
+  std::tie(s, ids) = read({dir_ + "/damaged.tfrecord"}, 1, &bad);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("damaged.tfrecord"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("max_bad_records 1 were skipped already"), std::string::npos) << s;
+  EXPECT_EQ(ids.size(), 8u);  // 0-8 but 3; then record 9 stops it
+  std::tie(s, ids) = read({dir_ + "/damaged.tfrecord"}, 0, &bad);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_EQ(s.message().find("max_bad_records"), std::string::npos) << s;
+  EXPECT_EQ(ids.size(), 3u);
+  // The cut gzip file: what was whole before the cut, then its end.
+  std::tie(s, ids) = read({dir_ + "/whole.tfrecord", dir_ + "/cut.tfrecord.gz"}, 1, &bad);
+  EXPECT_TRUE(absl::IsOutOfRange(s)) << s;
+  EXPECT_EQ(bad, 1);
+  EXPECT_GE(ids.size(), 20u);
+  EXPECT_LT(ids.size(), 40u);
+  std::tie(s, ids) = read({dir_ + "/whole.tfrecord", dir_ + "/cut.tfrecord.gz"}, 0, &bad);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("cut.tfrecord.gz"), std::string::npos) << s;
+}
+
+// CSV with a header through the stream: records whose quoted fields span
+// lines are one example each, for every replica of an interleaved file;
+// a stream resumed at any saved position goes on with the same batches; a
+// file whose header differs is named.
+TEST_F(ExampleStreamTest, CsvRecordsStreamAcrossLinesAndResume) {
+  CsvSchema schema;
+  schema.label = "y";
+  schema.numeric.emplace_back();
+  schema.numeric.back().name = "x";
+  schema.categorical.emplace_back();
+  schema.categorical.back().name = "tag";
+  schema.categorical.back().hash_buckets = 1000;
+  std::string text = "\xEF\xBB\xBFx,note,y,tag\r\n";
+  for (int i = 0; i < 40; ++i) {
+    absl::StrAppend(&text, i, ",", i % 3 == 0 ? "\"two\nlines, \"\"quoted\"\"\"" : "plain", ",",
+                    i % 2, ",t", i % 5, "\r\n");
+  }
+  WriteFile(dir_ + "/a.csv.gz", testutil::Gzip(text));
+  ExampleStreamOptions o = Options({dir_ + "/a.csv.gz"});
+  o.format = ExampleFormat::kCsv;
+  o.csv = schema;
+  o.features.sparse = {"tag"};
+  o.batch_size = 2;
+  o.shuffle_buffer = 5;
+  o.num_epochs = 2;
+  // Two replicas share the one file's records, dealt out by the number of
+  // the line each begins at (records of two lines shift the parity): every
+  // record to one of them.
+  std::set<int64_t> seen;
+  int64_t examples = 0;
+  for (int replica = 0; replica < 2; ++replica) {
+    o.replica = replica;
+    o.num_replicas = 2;
+    absl::StatusOr<std::unique_ptr<ExampleStream>> stream =
+        ExampleStream::Create(Env::Default(), o);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    Dataset batch;
+    std::vector<std::string> positions;
+    std::vector<std::vector<float>> batches;
+    while (true) {
+      positions.push_back((*stream)->position().ToString());
+      absl::Status s = (*stream)->Next(&batch);
+      if (absl::IsOutOfRange(s)) break;
+      ASSERT_TRUE(s.ok()) << s;
+      for (int64_t k = 0; k < batch.size(); ++k) {
+        const int64_t x = static_cast<int64_t>(batch.dense[k]);
+        EXPECT_EQ(batch.labels[k], x % 2);
+        EXPECT_EQ(batch.sparse[0].values[k],
+                  static_cast<uint64_t>(HashBucketFast(absl::StrCat("t", x % 5), 1000)));
+        seen.insert(x);
+      }
+      examples += batch.size();
+      batches.push_back(batch.dense);
+    }
+    EXPECT_GT(batches.size(), 5u);
+    // Resumed at each saved position: the same batches from there.
+    for (size_t b : {size_t{3}, size_t{5}, batches.size() - 2}) {
+      absl::StatusOr<InputPosition> at = InputPosition::FromString(positions[b]);
+      ASSERT_TRUE(at.ok()) << at.status();
+      absl::StatusOr<std::unique_ptr<ExampleStream>> resumed =
+          ExampleStream::Create(Env::Default(), o, *at);
+      ASSERT_TRUE(resumed.ok()) << resumed.status();
+      for (size_t k = b; k < batches.size(); ++k) {
+        ASSERT_TRUE((*resumed)->Next(&batch).ok()) << "batch " << k;
+        EXPECT_EQ(batch.dense, batches[k]) << "replica " << replica << " from " << b;
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 40u);
+  EXPECT_EQ(examples, 80);  // 2 epochs
+  // Another file with the columns in another order.
+  WriteFile(dir_ + "/b.csv", "y,x,note,tag\n1,1,n,t1\n");
+  o.files = {dir_ + "/a.csv.gz", dir_ + "/b.csv"};
+  o.replica = 0;
+  o.num_replicas = 1;
+  absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  absl::Status s;
+  Dataset batch;
+  for (int i = 0; i < 100 && s.ok(); ++i) s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  // (Whichever of the two the epoch's order opens first sets the header.)
+  EXPECT_NE(s.message().find("differs from that of"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("\"y,x,note,tag\""), std::string::npos) << s;
+  EXPECT_NE(s.message().find("\"x,note,y,tag\""), std::string::npos) << s;
 }
 
 TEST_F(ExampleStreamTest, AFileThatIsGoneAndBadOptionsAreNamed) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
 #include "common/record_format.h"
 #include "common/record_reader.h"
 #include "common/status_macros.h"
@@ -62,11 +63,33 @@ absl::StatusOr<std::string_view> RecordStream::NextRecord() {
   const size_t have = std::min(buf_.size() - begin_, whole);
   RecordReader reader(std::string_view(buf_.data() + begin_, have), path(), offset_);
   // (A length past the limit is not read: the record is cut short here.)
-  PSTRAIN_ASSIGN_OR_RETURN(std::string_view data, reader.ReadRecord());
+  absl::StatusOr<std::string_view> read = reader.ReadRecord();
+  damaged_ = 0;
+  if (!read.ok()) {
+    if (have == whole && length <= kMaxRecordBytes) {
+      const char* p = buf_.data() + begin_;
+      uint32_t stored = 0;
+      for (int i = 3; i >= 0; --i) {
+        stored = (stored << 8) | static_cast<unsigned char>(p[record::kLengthSize + i]);
+      }
+      if (crc32c::Unmask(stored) == crc32c::Value(p, record::kLengthSize)) damaged_ = whole;
+    }
+    return read.status();
+  }
+  const std::string_view data = *read;
   begin_ += whole;
   offset_ += whole;
   ++record_;
   return data;
+}
+
+bool RecordStream::SkipDamagedRecord() {
+  if (damaged_ == 0) return false;
+  begin_ += damaged_;
+  offset_ += damaged_;
+  ++record_;
+  damaged_ = 0;
+  return true;
 }
 
 absl::StatusOr<std::string_view> RecordStream::NextLine() {

@@ -44,6 +44,12 @@ class RecordStream {
   // After an error the stream stays where it failed.
   absl::StatusOr<std::string_view> Next();
 
+  // After a DataLoss from Next for a TFRecord record whose length and its
+  // checksum are intact (only its data is damaged): steps past it to the
+  // next record and returns true. False otherwise: past a damaged length
+  // or a file cut short, the framing cannot be trusted.
+  bool SkipDamagedRecord();
+
   // A last line without '\n' is a line (CSV files often end so); by default
   // it is a file cut short.
   void AcceptUnterminatedLastLine() { unterminated_ok_ = true; }
@@ -74,6 +80,7 @@ class RecordStream {
   std::string piece_;
   uint64_t offset_;
   int64_t record_;
+  size_t damaged_ = 0;  // the whole size of a record whose data only failed its checksum
 };
 
 }  // namespace pstrain

@@ -130,6 +130,14 @@ absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBa
     }
   }
   PSTRAIN_RETURN_IF_ERROR(stream_->Next(&batch_));
+  if (batch_.size() < batch_size_) {
+    // The last epoch's last examples, fewer than a batch: dropped, as
+    // tf.data's batch(drop_remainder=True) drops them (a step trains on a
+    // whole batch).
+    LOG(INFO) << "input: the last " << batch_.size() << " examples (fewer than a batch of "
+              << batch_size_ << ") are not trained on";
+    return absl::OutOfRangeError("the input's last epoch is done");
+  }
   ++next_;
   std::memcpy(images, batch_.dense.data(), batch_.dense.size() * sizeof(float));
   std::copy(batch_.labels.begin(), batch_.labels.end(), labels);

@@ -68,9 +68,12 @@ class StreamedBatches : public BatchSource {
       Env* env, const ExampleStreamOptions& options, std::vector<std::string> sparse_features,
       int64_t first, InputPositionLog* log);
 
+  // OutOfRange after the last whole batch of the last epoch (the examples
+  // after it, fewer than a batch, are dropped).
   absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) override;
   int64_t epoch() const override { return stream_->progress().epoch; }
   int batch_size() const override { return batch_size_; }
+  std::optional<InputProgress> progress() const override { return stream_->progress(); }
 
   const ExampleStream& stream() const { return *stream_; }
   int64_t next_batch() const { return next_; }

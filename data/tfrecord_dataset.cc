@@ -9,6 +9,7 @@
 #include "common/record_reader.h"
 #include "common/record_writer.h"
 #include "common/status_macros.h"
+#include "data/record_stream.h"
 #include "proto/example.pb.h"
 
 namespace pstrain {
@@ -110,12 +111,14 @@ absl::Status AppendExample(const tf::Example& example, const std::string& where,
 // DataLoss for a damaged record or one that is not an Example.
 template <typename Fn>
 absl::Status ForEachExample(Env* env, const std::string& path, Fn&& fn) {
-  PSTRAIN_ASSIGN_OR_RETURN(const std::string contents, env->ReadFile(path));
-  RecordReader reader(contents, path);
+  // Read in pieces, gzip'd when the name ends .gz.
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<RecordStream> reader,
+      RecordStream::Open(env, path, Compression::kAuto, RecordFraming::kTfRecord));
   tf::Example example;
   while (true) {
-    const uint64_t offset = reader.offset();
-    absl::StatusOr<std::string_view> record = reader.ReadRecord();
+    const uint64_t offset = reader->offset();
+    absl::StatusOr<std::string_view> record = reader->Next();
     if (absl::IsOutOfRange(record.status())) return absl::OkStatus();
     PSTRAIN_RETURN_IF_ERROR(record.status());
     const std::string where = absl::StrCat(path, ": record at offset ", offset);

@@ -180,8 +180,10 @@ int Launch() {
   WriteLineToStdout(
       absl::StrCat("[launcher] started ", names.size(), " processes (", absl::StrJoin(names, ", "),
                    "), ", threads, " compute thread(s) each: ", t.model, ", ",
-                   std::string(pstrain::UpdateModeName(t.update)), " updates, ", t.train_steps,
-                   " steps of batch ", t.batch_size, " per replica; job dir ", t.job_dir));
+                   std::string(pstrain::UpdateModeName(t.update)), " updates, ",
+                   t.train_steps > 0 ? absl::StrCat(t.train_steps, " steps")
+                                     : absl::StrCat(t.num_epochs, " epochs of ", t.train_files),
+                   " of batch ", t.batch_size, " per replica; job dir ", t.job_dir));
   pstrain::JobResult result = (*supervisor)->Wait("chief:0", absl::Seconds(30));
   std::vector<std::string> restarted;
   for (const pstrain::ExitInfo& e : result.exits) {

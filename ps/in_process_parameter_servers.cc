@@ -101,8 +101,8 @@ absl::Status InProcessParameterServers::Shutdown(const std::string& reason) {
 }
 
 absl::Status InProcessParameterServers::Leave(int replica, const std::string& reason,
-                                              absl::Duration) {
-  for (PsTask* task : tasks_) PSTRAIN_RETURN_IF_ERROR(task->Leave(replica, reason));
+                                              bool input_ended, absl::Duration) {
+  for (PsTask* task : tasks_) PSTRAIN_RETURN_IF_ERROR(task->Leave(replica, reason, input_ended));
   return absl::OkStatus();
 }
 

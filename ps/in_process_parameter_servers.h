@@ -28,7 +28,8 @@ class InProcessParameterServers : public ParameterServers {
                                                absl::Duration wait) override;
   absl::StatusOr<int64_t> Restore(const std::string& model, int64_t step) override;
   absl::Status Shutdown(const std::string& reason) override;
-  absl::Status Leave(int replica, const std::string& reason, absl::Duration retry_budget) override;
+  absl::Status Leave(int replica, const std::string& reason, bool input_ended,
+                     absl::Duration retry_budget) override;
   absl::StatusOr<ParameterView> Read() override;
 
  private:

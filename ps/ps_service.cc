@@ -293,7 +293,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Leave(grpc::CallbackServerCont
                                                         const LeaveRequest* request,
                                                         LeaveResponse*) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
-  return Finish(context, task_->Leave(request->replica(), request->reason()));
+  return Finish(context,
+                task_->Leave(request->replica(), request->reason(), request->input_ended()));
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::PullRows(grpc::CallbackServerContext* context,

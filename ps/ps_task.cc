@@ -97,7 +97,8 @@ PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<Parameter
       shards_(std::move(shards)),
       shard_ptrs_(Pointers(shards_)),
       env_(env),
-      told_done_(shards_.front()->options().rule.total_replicas, false) {
+      told_done_(shards_.front()->options().rule.total_replicas, false),
+      input_ended_(told_done_.size(), false) {
   for (ParameterShard* shard : shard_ptrs_) barriers_.push_back(&shard->barrier());
 }
 
@@ -210,7 +211,10 @@ void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
 void PsTask::NoteDone(int replica, bool job_done) {
   absl::MutexLock lock(&mu_);
   // A replica that left (or was told) and pushes again is back in the job.
-  if (replica >= 0 && replica < static_cast<int>(told_done_.size())) told_done_[replica] = job_done;
+  if (replica >= 0 && replica < static_cast<int>(told_done_.size())) {
+    told_done_[replica] = job_done;
+    if (!job_done) input_ended_[replica] = false;
+  }
 }
 
 int PsTask::replicas_told_done() const {
@@ -237,6 +241,14 @@ PsStatus PsTask::Status() const {
     status.max_global_step = std::max(status.max_global_step, stats.global_step);
     status.job_done = status.job_done || stats.job_done;
   }
+  if (sparse_ != nullptr && shard_ptrs_.front()->options().rule.sync) {
+    // Sync: the rows step with the chunks, each once every replica pushed;
+    // a replica that starts now begins at the lower of the two, which
+    // still waits for its push.
+    const int64_t rows_step = sparse_->step();
+    status.global_step = std::min(status.global_step, rows_step);
+    status.max_global_step = std::max(status.max_global_step, rows_step);
+  }
   status.begin = shard_ptrs_.front()->options().begin;
   status.end = shard_ptrs_.back()->options().end;
   status.applied_updates = first.applied_updates;
@@ -247,6 +259,8 @@ PsStatus PsTask::Status() const {
   status.loss_sum = loss_sum_;
   status.loss_batches = loss_batches_;
   status.examples = examples_;
+  status.inputs_ended =
+      static_cast<int>(std::count(input_ended_.begin(), input_ended_.end(), true));
   status.unix_micros = absl::ToUnixMicros(absl::Now());
   return status;
 }
@@ -417,7 +431,7 @@ absl::StatusOr<std::string> PsTask::CheckpointInJobDir(int64_t step, bool index)
   return JoinPath(identity_.job_dir, index ? IndexFileName(prefix) : prefix);
 }
 
-absl::Status PsTask::Leave(int replica, const std::string& reason) {
+absl::Status PsTask::Leave(int replica, const std::string& reason, bool input_ended) {
   const int total = total_replicas();
   if (replica < 0 || replica >= total) {
     return absl::InvalidArgumentError(
@@ -428,6 +442,10 @@ absl::Status PsTask::Leave(int replica, const std::string& reason) {
   for (StepBarrier* barrier : barriers_) barrier->ReplicaLeft(replica);
   ++departures_;
   NoteDone(replica, /*job_done=*/true);  // No need to wait for it at the end.
+  if (input_ended) {
+    absl::MutexLock lock(&mu_);
+    input_ended_[replica] = true;
+  }
   return absl::OkStatus();
 }
 

@@ -98,8 +98,10 @@ class PsTask {
   // This task's rows (null for a model without embedding tables).
   SparseShard* sparse() const { return sparse_.get(); }
 
-  // Replica `replica` is stopping: sync steps stop waiting for it.
-  absl::Status Leave(int replica, const std::string& reason);
+  // Replica `replica` is stopping, or its input ended (`input_ended`, until
+  // it pushes again: Status counts it in inputs_ended): sync steps stop
+  // waiting for it.
+  absl::Status Leave(int replica, const std::string& reason, bool input_ended);
 
   // This task is being stopped (SIGTERM): Status tells the chief, which
   // saves a checkpoint and ends the job.
@@ -138,6 +140,7 @@ class PsTask {
   int64_t loss_batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> input_ended_ ABSL_GUARDED_BY(mu_);
   absl::Mutex file_mu_;                  // One save or restore at a time.
   std::unique_ptr<SparseShard> sparse_;  // set by Create for a model with tables
   std::string embedding_optimizer_;      // the job's, named in rows files

@@ -183,11 +183,12 @@ absl::StatusOr<int64_t> GrpcParameterServers::Restore(const std::string& model, 
   return responses[0].global_step();
 }
 
-absl::Status GrpcParameterServers::Leave(int replica, const std::string& reason,
+absl::Status GrpcParameterServers::Leave(int replica, const std::string& reason, bool input_ended,
                                          absl::Duration retry_budget) {
   LeaveRequest request;
   request.set_replica(replica);
   request.set_reason(reason);
+  request.set_input_ended(input_ended);
   return ToEveryTask<LeaveResponse>(
              connections_, "Leave", Copies(size(), request),
              [](auto* stub, auto... args) { stub->Leave(args...); }, retry_budget)

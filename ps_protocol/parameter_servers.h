@@ -72,9 +72,10 @@ class ParameterServers {
   // Tells every ps task the job is over.
   virtual absl::Status Shutdown(const std::string& reason) = 0;
 
-  // Tells every ps task that replica `replica` is leaving the job; a task
-  // that does not answer is retried for at most `retry_budget`.
-  virtual absl::Status Leave(int replica, const std::string& reason,
+  // Tells every ps task that replica `replica` is leaving the job, stopping
+  // or (`input_ended`) because its input has no more examples; a task that
+  // does not answer is retried for at most `retry_budget`.
+  virtual absl::Status Leave(int replica, const std::string& reason, bool input_ended,
                              absl::Duration retry_budget) = 0;
 
   // The current parameters and state of every chunk, read (not a training

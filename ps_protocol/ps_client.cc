@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps_protocol/bf16.h"
 #include "ps_protocol/ps_client_internal.h"
 
 namespace pstrain {
@@ -97,6 +98,12 @@ absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
           int64_t pulled, connections_.PullChunks(options_.layout, params_.data(), state_.data(),
                                                   &steps, &job_done, &generations, &done));
       bytes += pulled;
+      if (options_.bf16) {
+        // A pull carries float32; the answers to pushes carry bf16. Rounded
+        // as those are, a replica that pulls (a restart, a rollback) trains
+        // on the very values one that went on from its push answers does.
+        for (float& p : params_) p = Bf16ToFloat(FloatToBf16(p));
+      }
       const bool apart = std::adjacent_find(generations.begin(), generations.end(),
                                             std::not_equal_to<>()) != generations.end();
       // Chunks of two generations: a rollback is restoring the ps one after

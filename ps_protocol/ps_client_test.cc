@@ -759,7 +759,8 @@ TEST_F(GrpcParameterServersFakePsTest, LeaveGivesUpWithinItsOwnRetryBudget) {
                                               absl::Seconds(10));
   ASSERT_TRUE(servers.ok()) << servers.status();
   const absl::Time start = absl::Now();
-  absl::Status s = (*servers)->Leave(3, "preempted", absl::Milliseconds(500));
+  absl::Status s =
+      (*servers)->Leave(3, "preempted", /*input_ended=*/false, absl::Milliseconds(500));
   const absl::Duration elapsed = absl::Now() - start;
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("Leave to ps 1 at " + fake_.addresses()[1]));

@@ -18,6 +18,7 @@ void ToProto(const PsStatus& s, StatusResponse* r) {
   r->set_job_done(s.job_done);
   r->set_preempting(s.preempting);
   r->set_departures(s.departures);
+  r->set_inputs_ended(s.inputs_ended);
   r->set_loss_sum(s.loss_sum);
   r->set_loss_batches(s.loss_batches);
   r->set_examples(s.examples);
@@ -39,6 +40,7 @@ PsStatus FromProto(const StatusResponse& r) {
   s.job_done = r.job_done();
   s.preempting = r.preempting();
   s.departures = r.departures();
+  s.inputs_ended = r.inputs_ended();
   s.loss_sum = r.loss_sum();
   s.loss_batches = r.loss_batches();
   s.examples = r.examples();

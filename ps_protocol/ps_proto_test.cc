@@ -34,6 +34,7 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   s.job_done = true;
   s.preempting = true;
   s.departures = 1;
+  s.inputs_ended = 2;
   s.loss_sum = 1.5;
   s.loss_batches = 4;
   s.examples = 400;
@@ -55,6 +56,7 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   EXPECT_EQ(back.job_done, s.job_done);
   EXPECT_EQ(back.preempting, s.preempting);
   EXPECT_EQ(back.departures, s.departures);
+  EXPECT_EQ(back.inputs_ended, s.inputs_ended);
   EXPECT_EQ(back.loss_sum, s.loss_sum);
   EXPECT_EQ(back.loss_batches, s.loss_batches);
   EXPECT_EQ(back.examples, s.examples);

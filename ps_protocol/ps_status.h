@@ -15,7 +15,7 @@ struct PsStatus {
   int ps_task = 0;  // the task's index in the cluster's ps job
   std::string model;
   bool initialized = false;     // every chunk of the task is
-  int64_t global_step = 0;      // the lowest step among the task's chunks
+  int64_t global_step = 0;      // the lowest step among the task's chunks (sync: and rows)
   int64_t max_global_step = 0;  // the highest
   int64_t begin = 0;            // the task's range of the flat vector
   int64_t end = 0;
@@ -25,6 +25,7 @@ struct PsStatus {
   bool job_done = false;    // some chunk reached train_steps, or shutting down
   bool preempting = false;  // the task got SIGTERM: save now, then end the job
   int64_t departures = 0;   // replicas that said they are leaving, ever
+  int inputs_ended = 0;     // replicas whose input ended and that have not pushed since
   // Totals of the progress the replicas reported with their pushes.
   double loss_sum = 0;
   int64_t loss_batches = 0;
@@ -38,6 +39,15 @@ inline int64_t LowestStep(const std::vector<PsStatus>& statuses) {
   int64_t lowest = statuses.empty() ? 0 : statuses[0].global_step;
   for (const PsStatus& s : statuses) lowest = lowest < s.global_step ? lowest : s.global_step;
   return lowest;
+}
+
+// Every one of `replicas` training replicas said its input ended (and none
+// pushed since), on every task: a job with num_epochs is done.
+inline bool AllInputsEnded(const std::vector<PsStatus>& statuses, int replicas) {
+  for (const PsStatus& s : statuses) {
+    if (s.inputs_ended < replicas) return false;
+  }
+  return !statuses.empty();
 }
 
 // What one ps task's Save wrote: its checkpoint shard file, for the index.

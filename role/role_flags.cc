@@ -37,6 +37,15 @@ DEFINE_string(train_files, "",
 DEFINE_string(eval_files, "", "Streamed evaluation input, as --train_files (empty: data_dir's).");
 DEFINE_string(input_compression, "auto", "Input files: auto (gzip for .gz), none or gzip.");
 DEFINE_int32(shuffle_buffer, 10000, "Streamed input: examples per replica shuffled at once.");
+DEFINE_int64(num_epochs, 0,
+             "Streamed input: passes over --train_files (0: for ever); the job ends when every "
+             "replica's input ends, or at --train_steps if that comes first.");
+DEFINE_string(csv_schema, "",
+              "CSV input (.csv, .csv.gz): a YAML file with the schema that turns its records into "
+              "examples (label, numeric and categorical columns).");
+DEFINE_int64(max_bad_records, 0,
+             "Streamed input: bad records a replica skips (each logged and counted) before one "
+             "stops it.");
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
 DEFINE_string(update, "async", "Update mode: async, sync or ssp (bounded staleness).");
 DEFINE_int32(staleness, 3, "ssp: steps a replica may run ahead of the slowest live one.");
@@ -69,7 +78,7 @@ DEFINE_int64(embedding_min_count, 0,
              "its first push).");
 DEFINE_int32(batch_size, 100, "Training examples per step and replica.");
 DEFINE_int32(eval_batch_size, 200, "Examples per evaluation batch.");
-DEFINE_int64(train_steps, 0, "Global steps to train (required).");
+DEFINE_int64(train_steps, 0, "Global steps to train (required unless --num_epochs ends the job).");
 DEFINE_int64(eval_steps, 1000, "Global steps between evaluations on the test set (0: at the end).");
 DEFINE_int64(log_every_n_steps, 100, "Steps between progress lines.");
 DEFINE_uint64(seed, 1, "Seed for initialization, shuffling and dropout.");

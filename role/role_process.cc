@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/cluster_trace.h"
 #include "common/env.h"
 #include "common/flags.h"
@@ -30,6 +31,20 @@ void InitProcess(int* argc, char*** argv, const char* usage) {
 }
 
 namespace {
+
+// The process's peak resident memory in MiB (VmHWM), or -1 where
+// /proc/self/status does not say.
+double PeakRssMiB() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  double kb = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb < 0 ? -1 : kb / 1024;
+}
 
 // Every task of `cluster`, as the traces name them.
 std::vector<TracedTask> TracedTasks(const ClusterSpec& cluster) {
@@ -86,6 +101,10 @@ int RunRole(const char* job_name, const RoleRunner& run, Env* env) {
   // The chief waits a little for the other tasks' traces (they write theirs
   // as they end) to merge them.
   if (*trace != nullptr) (*trace)->Finish(TracedTasks(role->job.cluster), absl::Seconds(15));
+  if (const double peak = PeakRssMiB(); peak >= 0) {
+    LOG(INFO) << job_name << " " << role->task.task_index
+              << " peak memory (resident): " << absl::StrFormat("%.1f", peak) << " MiB";
+  }
   if (absl::IsUnavailable(status)) {
     LOG(ERROR) << job_name << " " << role->task.task_index << " failed: " << status << " (exit "
                << kExitRestartable << ": starting the task again may resume the job)";

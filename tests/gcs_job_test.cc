@@ -4,13 +4,18 @@
 // STORAGE_EMULATOR_HOST as Google's client libraries find an emulator.
 #include <stdlib.h>
 
+#include <map>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 #include "tests/fakes/fake_gcs.h"
 #include "tests/test_cluster_util.h"
 
@@ -105,6 +110,65 @@ TEST_F(GcsJobTest, AMissingBucketOrObjectIsAClearError) {
                  120);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("gs://bkt/nothing-here"), std::string::npos) << r.output;
+}
+
+// Streamed input from a bucket (issue 40): 16 gzip'd Criteo-like shards in
+// gs://; each of the 3 training replicas opens only its shards (i % 3) and
+// reads them in ranged pieces; with num_epochs 1 the job ends with its
+// input, its job dir in the bucket too.
+TEST_F(GcsJobTest, ReplicasStreamTheirShareOfSixteenGzipShardsFromABucket) {
+  for (int s = 0; s < 16; ++s) {
+    std::string text;
+    for (int i = 0; i < 150; ++i) {
+      const int id = s * 150 + i;
+      absl::StrAppend(&text, id % 3 == 0 ? 1 : 0, "\t", id % 10);
+      for (int d = 1; d < 13; ++d) text += "\t";
+      absl::StrAppend(&text, "\t", absl::StrFormat("%08x", id % 50 + 1));
+      for (int c = 1; c < 26; ++c) text += "\t";
+      text += "\n";
+    }
+    gcs_.PutObject("bkt", absl::StrFormat("ctr/part-%05d-of-00016.tsv.gz", s),
+                   testutil::Gzip(text));
+  }
+  const std::string spec = dir_ + "/tiny_ctr.yaml";
+  ASSERT_TRUE(Env::Default()
+                  ->WriteFileAtomic(spec,
+                                    "name: tiny_ctr\ninput: [13]\nhead: binary\nlayers:\n"
+                                    "  - embedding: {feature: C1, dim: 4, dynamic: true, "
+                                    "combiner: sum, name: emb}\n"
+                                    "  - concat: {input: input, inputs: [emb]}\n"
+                                    "  - dense: {units: 1}\n")
+                  .ok());
+  const std::string config = WriteClusterConfig(
+      {.workers = 2,
+       .training = "  update: sync\n  batch_size: 20\n  eval_steps: 0\n  log_every_n_steps: 10\n"
+                   "  threads: 1\n  shuffle_buffer: 100\n",
+       .file = "ctr.yaml"});
+  ProcessResult r = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec,
+       "--job-dir=gs://bkt/ctrjob", "--train_files=gs://bkt/ctr/part-*-of-00016.tsv.gz",
+       "--eval_files=gs://bkt/ctr/part-00000-of-00016.tsv.gz", "--num_epochs=1"},
+      300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(gcs_.HasObject("bkt", "ctrjob/COMPLETED")) << r.output;
+  // Replica 0 (the chief) has 6 shards of 150 examples: 45 batches of 20.
+  EXPECT_NE(r.output.find("Saving dict for global step 45"), std::string::npos) << r.output;
+  std::map<int, std::set<int>> opened;  // replica -> shards
+  int opens = 0;
+  const std::regex line(
+      "input: replica ([0-9]) of 3 opens gs://bkt/ctr/part-([0-9]{5})-of-00016\\.tsv\\.gz in "
+      "epoch 1");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    opened[std::stoi((*it)[1])].insert(std::stoi((*it)[2]));
+    ++opens;
+  }
+  EXPECT_EQ(opens, 16) << r.output;  // each shard once
+  for (int replica = 0; replica < 3; ++replica) {
+    std::set<int> want;
+    for (int s = replica; s < 16; s += 3) want.insert(s);
+    EXPECT_EQ(opened[replica], want) << "replica " << replica << "\n" << r.output;
+  }
 }
 
 }  // namespace

@@ -14,10 +14,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "data/binary_metrics.h"
 #include "data/criteo.h"
+#include "data/criteo_format.h"
 #include "data/synthetic_ctr.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -393,6 +395,280 @@ TEST_F(SparseClusterTest, StreamedShardsResumeExactlyAfterAKilledWorker) {
   // And the same batches at the same steps: a replica that numbered its
   // batches anew after the restart would end with fewer.
   EXPECT_EQ(got, want);
+}
+
+// Every replica's loss at every global step it logged ("[worker:1] ...
+// step = 17, loss = 0.6931, ..."), the last line of each: (task, step) ->
+// loss as printed.
+std::map<std::pair<std::string, int64_t>, std::string> StepLosses(const std::string& output) {
+  std::map<std::pair<std::string, int64_t>, std::string> losses;
+  const std::regex line("\\[(worker:[0-9]+|chief:0)\\][^\n]*\\] step = ([0-9]+), loss = ([0-9.]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    losses[{(*it)[1], std::stoll((*it)[2])}] = (*it)[3];
+  }
+  return losses;
+}
+
+// Exact resume (issue 40): a sync job of 2 replicas (their gradients' sum
+// does not depend on which arrives first) streaming gzip'd shards, killed
+// mid-epoch (SIGKILL of worker 1; of the ps, which rolls the job back to its
+// last checkpoint) and resumed by the launcher, logs at every global step the
+// very losses of an uninterrupted run.
+TEST_F(SparseClusterTest, AResumedStreamedJobTrainsOnTheSameLossesAtEveryStep) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  Env* env = Env::Default();
+  const std::string shards = dir_ + "/loss_shards";
+  ASSERT_TRUE(env->CreateDirs(shards).ok());
+  for (int i = 0; i < 4; ++i) {
+    const std::string plain = absl::StrCat(shards, "/part-", i, ".tsv");
+    ASSERT_TRUE(data->WriteTsv(env, plain, 6000, 400 + i).ok());
+    absl::StatusOr<std::string> text = env->ReadFile(plain);
+    ASSERT_TRUE(text.ok());
+    ASSERT_TRUE(env->WriteFileAtomic(plain + ".gz", testutil::Gzip(*text)).ok());
+    ASSERT_TRUE(env->DeleteFile(plain).ok());
+  }
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 2,
+                     .training = "  update: sync\n  chief_trains: false\n  checkpoint_steps: 50\n"
+                                 "  sync_timeout: 60\n  shuffle_buffer: 700\n"});
+  const auto args = [&](const std::string& job) {
+    return std::vector<std::string>{kBin + "/pstrain-launch",
+                                    "--config=" + config,
+                                    "--model=" + spec_,
+                                    "--data_dir=" + ctr_,
+                                    "--train_files=" + shards + "/part-*.tsv.gz",
+                                    "--job_dir=" + job,
+                                    "--train_steps=220",
+                                    "--eval_steps=0",
+                                    "--log_every_n_steps=1",
+                                    "--batch_size=50",
+                                    "--learning_rate=0.003",
+                                    "--embedding_learning_rate=0.1",
+                                    "--eval_batch_size=1000"};
+  };
+  ProcessResult a = RunProcess(args(dir_ + "/uninterrupted"), 600);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto want = StepLosses(a.output);
+  ASSERT_EQ(want.size(), 440u) << a.output;  // 2 workers x 220 steps
+  for (const std::string role : {"worker:1", "ps:0"}) {
+    SCOPED_TRACE(role);
+    const std::string job = dir_ + "/killed_" + role.substr(0, role.find(':'));
+    const std::string log = job + ".log";
+    Background launch = StartProcess(args(job), log);
+    ASSERT_TRUE(WaitForLoggedStep(log, 130, 180)) << ReadAll(log);
+    const std::string binary = role == "ps:0" ? "pstrain-ps" : "pstrain-worker";
+    const std::vector<pid_t> pids =
+        FindProcesses({binary, role == "ps:0" ? "--task_index=0" : "--task_index=1", job});
+    ASSERT_EQ(pids.size(), 1u) << ReadAll(log);
+    ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
+    ASSERT_EQ(WaitProcess(&launch, 300), 0) << ReadAll(log);
+    const std::string out = ReadAll(log);
+    if (role == "ps:0") {
+      EXPECT_NE(out.find("rolled back"), std::string::npos) << out;
+    } else {
+      EXPECT_NE(out.find("worker 1 input starts at its batch"), std::string::npos) << out;
+    }
+    const auto got = StepLosses(out);
+    // A killed worker may not log the step it finished as it died.
+    int differ = 0, missing = 0;
+    for (const auto& [key, loss] : want) {
+      const auto it = got.find(key);
+      if (it == got.end()) {
+        ++missing;
+      } else if (it->second != loss && ++differ <= 5) {
+        ADD_FAILURE() << key.first << " step " << key.second << ": loss " << it->second
+                      << ", uninterrupted " << loss;
+      }
+    }
+    std::printf(
+        "killed %s: %zu of %zu per-step losses equal the uninterrupted run's, %d not logged\n",
+        role.c_str(), want.size() - differ - missing, want.size(), missing);
+    EXPECT_EQ(differ, 0) << out;
+    EXPECT_LE(missing, role == "ps:0" ? 0 : 1) << out;
+  }
+}
+
+// num_epochs without train_steps (issue 40): the replicas' shares differ
+// (5000, 4000 and 3000 examples), so they end at different steps; a replica
+// whose input ended leaves the sync steps to the others, and once every
+// replica's has, the chief saves, evaluates, exports and marks the job
+// complete at the step the longest share ends at (2 epochs of 5000 examples
+// in batches of 100: step 100).
+TEST_F(SparseClusterTest, NumEpochsEndsTheJobWithItsInput) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  Env* env = Env::Default();
+  const std::string shards = dir_ + "/epoch_shards";
+  ASSERT_TRUE(env->CreateDirs(shards).ok());
+  const int sizes[] = {3000, 3000, 2000, 2000, 1000, 1000};
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(
+        data->WriteTsv(env, absl::StrCat(shards, "/part-", i, ".tsv"), sizes[i], 200 + i).ok());
+  }
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 2,
+                     .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n"});
+  ProcessResult r = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + shards + "/part-*.tsv", "--num_epochs=2", "--job_dir=" + job_dir(),
+       "--eval_steps=0", "--log_every_n_steps=20", "--batch_size=100", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+      300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Replica 0 (the chief) reads parts 0 and 3, worker 0 parts 1 and 4,
+  // worker 1 parts 2 and 5.
+  EXPECT_NE(r.output.find("the chief's input ended at global step 100"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("worker 0's input ended at global step 80"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("worker 1's input ended at global step 60"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("every replica's input ended (num_epochs 2): the job ends at global "
+                          "step 100"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(LastEval(r.output).step, 100) << r.output;
+  // Each replica said where its input was, and wrote it for TensorBoard.
+  EXPECT_NE(r.output.find("input: epoch 2 of 2, file 2 of 2, 100%"), std::string::npos) << r.output;
+  for (int replica = 0; replica < 3; ++replica) {
+    absl::StatusOr<std::vector<std::string>> events =
+        env->ListDir(absl::StrCat(job_dir(), "/input/replica-", replica));
+    ASSERT_TRUE(events.ok()) << events.status();
+    EXPECT_EQ(events->size(), 1u);
+  }
+  EXPECT_NE(r.output.find("Exported the model for serving"), std::string::npos) << r.output;
+  absl::StatusOr<std::string> marker = env->ReadFile(job_dir() + "/COMPLETED");
+  ASSERT_TRUE(marker.ok()) << marker.status() << "\n" << r.output;
+  EXPECT_NE(marker->find("global_step: 100"), std::string::npos) << *marker;
+  // Run again: the job is complete, nothing to do.
+  ProcessResult again = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + shards + "/part-*.tsv", "--num_epochs=2", "--job_dir=" + job_dir()},
+      120);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("already finished"), std::string::npos) << again.output;
+}
+
+// `n` examples of `stream` as CSV with a header: an id, a free-text note
+// (quoted, with commas and doubled quotes) that the schema does not read,
+// the label "clicked", the 13 counts I1..I13 (empty when missing) and the
+// categorical fields C1..C8 as hex, C1 quoted.
+std::string CtrCsv(const SyntheticCtr& data, int64_t n, uint64_t stream) {
+  const CriteoBatch b = data.Generate(n, stream);
+  std::string out = "id,note,clicked";
+  for (int j = 1; j <= kCriteoNumDense; ++j) absl::StrAppend(&out, ",I", j);
+  for (int f = 1; f <= kFields; ++f) absl::StrAppend(&out, ",C", f);
+  out += "\r\n";
+  for (int64_t i = 0; i < b.size(); ++i) {
+    absl::StrAppend(&out, i, ",\"row ", i, ", said \"\"hi\"\"\",", static_cast<int>(b.labels[i]));
+    for (int j = 0; j < kCriteoNumDense; ++j) {
+      const int64_t k = i * kCriteoNumDense + j;
+      out += ",";
+      if (b.dense_present[k]) absl::StrAppend(&out, b.dense[k]);
+    }
+    for (int f = 0; f < kFields; ++f) {
+      const std::string hex = absl::StrFormat("%08x", b.categorical[i * kCriteoNumCategorical + f]);
+      absl::StrAppend(&out, f == 0 ? ",\"" : ",", hex, f == 0 ? "\"" : "");
+    }
+    out += "\r\n";
+  }
+  return out;
+}
+
+// CSV input (issue 40): gzip'd CSV shards with a header, read by a schema
+// (counts through log1p, fields hashed as tf.strings.to_hash_bucket_fast),
+// train Wide & Deep on a sync cluster for 2 epochs, evaluated on a CSV file,
+// to near the planted model's AUC.
+TEST_F(SparseClusterTest, CsvShardsWithASchemaTrainWideAndDeep) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  Env* env = Env::Default();
+  const std::string csv = dir_ + "/csv";
+  ASSERT_TRUE(env->CreateDirs(csv).ok());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(env->WriteFileAtomic(absl::StrCat(csv, "/train-", i, ".csv.gz"),
+                                     testutil::Gzip(CtrCsv(*data, 12000, 300 + i)))
+                    .ok());
+  }
+  ASSERT_TRUE(
+      env->WriteFileAtomic(csv + "/test.csv", CtrCsv(*data, 10000, kSyntheticTestStream)).ok());
+  std::string schema = "csv:\n  label: clicked\n  missing: default\n  numeric:\n";
+  for (int j = 1; j <= kCriteoNumDense; ++j) {
+    absl::StrAppend(&schema, "    - {name: I", j, ", transform: log1p}\n");
+  }
+  schema += "  categorical:\n";
+  for (int f = 1; f <= kFields; ++f) {
+    absl::StrAppend(&schema, "    - {name: C", f, ", hash_buckets: 1000000}\n");
+  }
+  ASSERT_TRUE(env->WriteFileAtomic(csv + "/schema.yaml", schema).ok());
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 2,
+                     .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 2000\n"});
+  ProcessResult r = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + csv + "/train-*.csv.gz", "--eval_files=" + csv + "/test.csv",
+       "--csv_schema=" + csv + "/schema.yaml", "--num_epochs=2", "--job_dir=" + job_dir(),
+       "--eval_steps=0", "--log_every_n_steps=100", "--batch_size=100", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+      300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Eval eval = LastEval(r.output);
+  std::printf("CSV: AUC %.4f at step %lld (planted %.4f)\n", eval.auc,
+              static_cast<long long>(eval.step), planted_.auc);
+  EXPECT_GT(eval.auc, planted_.auc - 0.05) << r.output;
+  EXPECT_NE(r.output.find("every replica's input ended"), std::string::npos) << r.output;
+
+  // pstrain-data convert: the CSV shards as 3 gzip'd TFRecord shards of
+  // Examples, which describe reads and a job trains on as well.
+  ProcessResult converted =
+      RunProcess({kBin + "/pstrain-data", "convert", csv + "/train-*.csv.gz", "--out",
+                  csv + "/conv", "--shards", "3", "--csv_schema", csv + "/schema.yaml"},
+                 120);
+  ASSERT_EQ(converted.exit_code, 0) << converted.output;
+  EXPECT_NE(converted.output.find("wrote 48000 examples from 4 files to " + csv +
+                                  "/conv-*-of-00003.tfrecord.gz (3 files"),
+            std::string::npos)
+      << converted.output;
+  ProcessResult described = RunProcess(
+      {kBin + "/pstrain-data", "describe", csv + "/conv-00001-of-00003.tfrecord.gz"}, 60);
+  ASSERT_EQ(described.exit_code, 0) << described.output;
+  EXPECT_NE(described.output.find("16000 tf.train.Example records, checksums OK"),
+            std::string::npos)
+      << described.output;
+  EXPECT_NE(described.output.find("dense: float, 13"), std::string::npos) << described.output;
+  EXPECT_NE(described.output.find("C8: int64"), std::string::npos) << described.output;
+  ProcessResult from_records = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + csv + "/conv-*.tfrecord.gz", "--eval_files=" + csv + "/test.csv",
+       "--csv_schema=" + csv + "/schema.yaml", "--num_epochs=2", "--job_dir=" + dir_ + "/conv_job",
+       "--eval_steps=0", "--log_every_n_steps=100", "--batch_size=100", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+      300);
+  ASSERT_EQ(from_records.exit_code, 0) << from_records.output;
+  const Eval converted_eval = LastEval(from_records.output);
+  std::printf("converted to TFRecords: AUC %.4f at step %lld\n", converted_eval.auc,
+              static_cast<long long>(converted_eval.step));
+  EXPECT_GT(converted_eval.auc, planted_.auc - 0.05) << from_records.output;
+  // Each replica reads one shard: 16000 examples x 2 epochs / 100 a batch.
+  EXPECT_EQ(converted_eval.step, 320) << from_records.output;
+
+  // A schema that names a column the files lack stops every role at start,
+  // naming it.
+  ASSERT_TRUE(env->WriteFileAtomic(csv + "/bad.yaml",
+                                   absl::StrReplaceAll(schema, {{"name: C8,", "name: C9,"}}))
+                  .ok());
+  ProcessResult bad = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + csv + "/train-*.csv.gz", "--eval_files=" + csv + "/test.csv",
+       "--csv_schema=" + csv + "/bad.yaml", "--num_epochs=1", "--job_dir=" + dir_ + "/bad_job"},
+      120);
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("C9"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/distributed.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -61,6 +62,35 @@ absl::StatusOr<bool> WaitForParameterServers(ParameterServers* servers, const Tr
   }
 }
 
+// After the replica's input ended at global step `input_end`: waits for the
+// job to end (nullopt), or to be rolled back below `input_end` by a restore
+// (the step to train from again), or a stop request (nullopt).
+absl::StatusOr<std::optional<int64_t>> WaitAfterInputEnded(ParameterServers* servers,
+                                                           const TrainingSpec& t, int64_t input_end,
+                                                           const RoleContext& context) {
+  absl::Time last_answer = absl::Now();
+  while (context.termination->Received() == 0) {
+    absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
+    if (statuses.ok()) {
+      last_answer = absl::Now();
+      bool initialized = true;
+      for (const PsStatus& s : *statuses) {
+        if (s.job_done || s.shutting_down) return std::nullopt;
+        initialized = initialized && s.initialized;
+      }
+      if (initialized && LowestStep(*statuses) < input_end) return LowestStep(*statuses);
+    } else if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) {
+      return std::nullopt;
+    } else if (absl::Now() - last_answer > absl::Seconds(t.startup_timeout)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the parameter servers have not answered for ", t.startup_timeout,
+          " s (startup_timeout) while waiting for the job to end: ", statuses.status().message()));
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
@@ -95,20 +125,38 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   TrainerOptions options = ReplicaTrainerOptions(spec);
   options.trace = context.trace;
   options.rewind = [&input](int64_t global_step) { return input->Start(global_step); };
+  if (spec.sync) options.batches_from_step = start_step;
+  if (input->streamed()) options.on_input = InputSummaries(context.env, t.job_dir, spec.replica);
   bool stop_requested = false;  // asked only while the job is not done
   options.should_stop = [&stop_requested, &context] {
     stop_requested = context.termination->Received() != 0;
     return stop_requested;
   };
-  Trainer trainer(model.get(), client.get(), batches.get(), options);
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
-  if (trainer.input_ended() && !stop_requested) {
-    // Its input is done (a stream with an end): the job goes on without it.
-    const std::string reason = absl::StrCat("worker ", task, "'s input ended");
-    absl::Status left = servers->Leave(spec.replica, reason, absl::Seconds(2));
-    LOG(INFO) << reason << " at global step " << step
-              << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));
-    return absl::OkStatus();
+  int64_t step = start_step;
+  int64_t stale_pushes = 0;
+  while (true) {
+    Trainer trainer(model.get(), client.get(), batches.get(), options);
+    PSTRAIN_ASSIGN_OR_RETURN(step, trainer.Run());
+    stale_pushes += trainer.stale_pushes();
+    if (!trainer.input_ended() || stop_requested) break;
+    // Its input ended (num_epochs): the job goes on without it until every
+    // replica's has; a rollback below this step has it train from there
+    // again.
+    const std::string reason =
+        absl::StrCat("worker ", task, "'s input ended at global step ", step);
+    PSTRAIN_RETURN_IF_ERROR(
+        servers->Leave(spec.replica, reason, /*input_ended=*/true, absl::Seconds(10)));
+    LOG(INFO) << reason << "; waiting for the other replicas";
+    PSTRAIN_ASSIGN_OR_RETURN(std::optional<int64_t> again,
+                             WaitAfterInputEnded(servers.get(), t, step, context));
+    if (!again.has_value()) {
+      LOG(INFO) << "worker " << task << " done at global step " << step;
+      return absl::OkStatus();
+    }
+    LOG(WARNING) << "the job was rolled back to global step " << *again << ", below where worker "
+                 << task << "'s input ended; training from there again";
+    PSTRAIN_ASSIGN_OR_RETURN(batches, input->Start(*again));
+    if (spec.sync) options.batches_from_step = *again;
   }
   if (stop_requested) {
     // Preempted: sync steps stop waiting for this replica at once, and the
@@ -116,14 +164,15 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
     // whole cluster is stopping).
     const std::string reason =
         absl::StrCat("worker ", task, " got signal ", context.termination->Received());
-    absl::Status left = servers->Leave(spec.replica, reason, absl::Seconds(2));
+    absl::Status left =
+        servers->Leave(spec.replica, reason, /*input_ended=*/false, absl::Seconds(2));
     LOG(INFO) << "worker " << task << " stopping at global step " << step << " (" << reason << ")"
               << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));
     return absl::OkStatus();
   }
-  LOG(INFO) << "worker " << task << " done at global step " << step << " ("
-            << trainer.stale_pushes() << " stale pushes, " << client->bytes_sent() / (1 << 20)
-            << " MiB sent, " << client->bytes_received() / (1 << 20) << " MiB received)";
+  LOG(INFO) << "worker " << task << " done at global step " << step << " (" << stale_pushes
+            << " stale pushes, " << client->bytes_sent() / (1 << 20) << " MiB sent, "
+            << client->bytes_received() / (1 << 20) << " MiB received)";
   LogTraffic(task, *client);
   return absl::OkStatus();
 }

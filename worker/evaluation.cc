@@ -13,65 +13,76 @@
 
 namespace pstrain {
 
-absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& view,
-                                            const Dataset& data, int batch_size) {
+Evaluator::Evaluator(Model* model, const ParameterView& view, int batch_size)
+    : model_(model), view_(view), batch_size_(batch_size) {
   view.AwaitParams();  // a training loop's view may still be receiving its last values
-  EvalMetrics metrics;
-  metrics.global_step = view.global_step;
-  metrics.binary = model->head() == Head::kBinary;
-  std::vector<float> images(static_cast<size_t>(batch_size) * data.example_size());
-  std::vector<int32_t> labels(batch_size);
+  metrics_.global_step = view.global_step;
+  metrics_.binary = model->head() == Head::kBinary;
+}
+
+absl::Status Evaluator::Add(const Dataset& data) {
+  if (data.size() == 0) return absl::OkStatus();
+  images_.resize(static_cast<size_t>(batch_size_) * data.example_size());
+  labels_.resize(batch_size_);
   std::vector<int> columns;
-  SparseBatch sparse_batch;
-  SparseStep sparse_step;
-  if (model->has_sparse()) {
-    if (view.rows == nullptr) {
+  if (model_->has_sparse()) {
+    if (view_.rows == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("model ", model->name(), " has embedding tables but nothing to read them"));
+          absl::StrCat("model ", model_->name(), " has embedding tables but nothing to read them"));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(columns,
-                             SelectSparseFeatures(data, model->sparse_features(), "the test data"));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        columns, SelectSparseFeatures(data, model_->sparse_features(), "the test data"));
   }
-  std::vector<float> scores;  // binary: every example's logit, for the AUC
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  for (int64_t begin = 0; begin < data.size(); begin += batch_size) {
-    const int64_t n = std::min<int64_t>(batch_size, data.size() - begin);
+  for (int64_t begin = 0; begin < data.size(); begin += batch_size_) {
+    const int64_t n = std::min<int64_t>(batch_size_, data.size() - begin);
     const SparseStep* sparse = nullptr;
-    if (model->has_sparse()) {
-      GatherRange(data, begin, n, images.data(), labels.data(), columns, &sparse_batch);
-      PSTRAIN_RETURN_IF_ERROR(model->PrepareSparse(sparse_batch, n, &sparse_step));
-      PSTRAIN_RETURN_IF_ERROR(view.rows->ReadRows(&sparse_step));
-      sparse = &sparse_step;
+    if (model_->has_sparse()) {
+      GatherRange(data, begin, n, images_.data(), labels_.data(), columns, &sparse_batch_);
+      PSTRAIN_RETURN_IF_ERROR(model_->PrepareSparse(sparse_batch_, n, &sparse_step_));
+      PSTRAIN_RETURN_IF_ERROR(view_.rows->ReadRows(&sparse_step_));
+      sparse = &sparse_step_;
     } else {
-      GatherRange(data, begin, n, images.data(), labels.data());
+      GatherRange(data, begin, n, images_.data(), labels_.data());
     }
-    if (model->input_preprocessing().per_image_standardization) {
+    if (model_->input_preprocessing().per_image_standardization) {
       for (int64_t i = 0; i < n; ++i) {
-        StandardizeImage(images.data() + i * data.example_size(), data.example_size());
+        StandardizeImage(images_.data() + i * data.example_size(), data.example_size());
       }
     }
     LossResult r =
-        model->Evaluate(view.params, view.state, images.data(), labels.data(), n, sparse);
-    loss_sum += r.loss_sum;
-    correct += r.correct;
-    if (metrics.binary) {
-      const float* logits = model->logits().data();
-      scores.insert(scores.end(), logits, logits + n);
+        model_->Evaluate(view_.params, view_.state, images_.data(), labels_.data(), n, sparse);
+    loss_sum_ += r.loss_sum;
+    correct_ += r.correct;
+    if (metrics_.binary) {
+      const float* logits = model_->logits().data();
+      scores_.insert(scores_.end(), logits, logits + n);
     }
   }
-  metrics.examples = data.size();
-  if (data.size() > 0) {
-    metrics.accuracy = static_cast<double>(correct) / data.size();
-    metrics.loss = loss_sum / data.size();
+  if (metrics_.binary)
+    label_values_.insert(label_values_.end(), data.labels.begin(), data.labels.end());
+  metrics_.examples += data.size();
+  return absl::OkStatus();
+}
+
+EvalMetrics Evaluator::Finish() const {
+  EvalMetrics metrics = metrics_;
+  if (metrics.examples > 0) {
+    metrics.accuracy = static_cast<double>(correct_) / metrics.examples;
+    metrics.loss = loss_sum_ / metrics.examples;
   }
-  if (metrics.binary && data.size() > 0) {
-    std::vector<float> label_values(data.labels.begin(), data.labels.end());
-    absl::StatusOr<double> auc = BinaryAuc(scores, label_values);
+  if (metrics.binary && metrics.examples > 0) {
+    absl::StatusOr<double> auc = BinaryAuc(scores_, label_values_);
     // Undefined when the test data holds one class only: left at 0, said once.
     metrics.auc = auc.ok() ? *auc : std::nan("");
   }
   return metrics;
+}
+
+absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& view,
+                                            const Dataset& data, int batch_size) {
+  Evaluator evaluator(model, view, batch_size);
+  PSTRAIN_RETURN_IF_ERROR(evaluator.Add(data));
+  return evaluator.Finish();
 }
 
 std::string FormatEvalLine(const EvalMetrics& m) {

@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
+#include "data/sparse_features.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_client.h"
 
@@ -24,6 +26,34 @@ struct EvalMetrics {
   // (data/binary_metrics.h); NaN when the data holds one class only.
   bool binary = false;
   double auc = 0.0;
+};
+
+// Evaluation of `view`'s parameters on examples given a part at a time (a
+// stream's batches): Add each part, then Finish. `model` and `view` must
+// outlive it. A binary head keeps every example's logit and label (8 bytes
+// each) for the exact AUC.
+class Evaluator {
+ public:
+  Evaluator(Model* model, const ParameterView& view, int batch_size);
+  // Evaluates every example of `data` in batches of batch_size, as
+  // EvaluateDataset says.
+  absl::Status Add(const Dataset& data);
+  // The metrics of every example added.
+  EvalMetrics Finish() const;
+
+ private:
+  Model* const model_;
+  const ParameterView& view_;
+  const int batch_size_;
+  EvalMetrics metrics_;
+  std::vector<float> images_;
+  std::vector<int32_t> labels_;
+  SparseBatch sparse_batch_;
+  SparseStep sparse_step_;
+  std::vector<float> scores_;  // binary: every example's logit, for the AUC
+  std::vector<float> label_values_;
+  double loss_sum_ = 0.0;
+  int64_t correct_ = 0;
 };
 
 // Evaluates `view`'s parameters on every example of `data` in batches of

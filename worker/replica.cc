@@ -11,6 +11,7 @@
 #include "data/tabular_examples.h"
 #include "data/tfrecord_dataset.h"
 #include "glog/logging.h"
+#include "io/event_writer.h"
 #include "worker/model_input.h"
 
 namespace pstrain {
@@ -31,7 +32,7 @@ ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
   spec.batch_size = t.batch_size;
   spec.seed = t.seed;
   spec.use_distortion_for_training = t.use_distortion_for_training;
-  spec.train_steps = t.train_steps;
+  spec.train_steps = StepLimit(t);
   spec.log_every_n_steps = t.log_every_n_steps;
   return spec;
 }
@@ -68,8 +69,8 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
   return batches;
 }
 
-absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, const Model& model,
-                                                     const ReplicaSpec& spec,
+absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpec& t,
+                                                     const Model& model, const ReplicaSpec& spec,
                                                      std::vector<std::string> files,
                                                      std::string_view key) {
   if (model.input_shape().size() != 1) {
@@ -79,13 +80,39 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, cons
                      " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
-  const bool criteo = std::all_of(files.begin(), files.end(), [](const std::string& f) {
-    return absl::EndsWith(f, ".tsv") || absl::EndsWith(f, ".tsv.gz");
-  });
+  const auto all_end_with = [&files](std::string_view a, std::string_view b) {
+    return std::all_of(files.begin(), files.end(),
+                       [&](const std::string& f) { return f.ends_with(a) || f.ends_with(b); });
+  };
+  const bool criteo = all_end_with(".tsv", ".tsv.gz");
+  const bool csv = all_end_with(".csv", ".csv.gz");
+  const std::string first = files.empty() ? std::string() : files[0];
   o.files = std::move(files);
-  o.format = criteo ? ExampleFormat::kCriteoTsv : ExampleFormat::kTfExamples;
+  o.format = criteo ? ExampleFormat::kCriteoTsv
+             : csv  ? ExampleFormat::kCsv
+                    : ExampleFormat::kTfExamples;
   PSTRAIN_ASSIGN_OR_RETURN(o.compression, ParseCompression(t.input_compression));
   o.features = TabularFeaturesOf(model);
+  if (csv) {
+    if (t.csv_schema.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(absl::string_view(key.data(), key.size()), " are CSV files (", first,
+                       "): give training.csv_schema, a YAML file that names the label, numeric and "
+                       "categorical columns (docs/data-formats.md)"));
+    }
+    absl::StatusOr<CsvSchema> schema = LoadCsvSchema(env, t.csv_schema);
+    if (!schema.ok()) {
+      return absl::Status(schema.status().code(),
+                          absl::StrCat("training.csv_schema: ", schema.status().message()));
+    }
+    o.csv = *std::move(schema);
+    if (static_cast<int64_t>(o.csv->numeric.size()) != o.features.num_dense) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("training.csv_schema (", t.csv_schema, ") has ", o.csv->numeric.size(),
+                       " numeric columns, the dense features of each example, but model ",
+                       model.name(), " takes ", o.features.num_dense));
+    }
+  }
   if (criteo && o.features.num_dense != kCriteoNumDense) {
     return absl::InvalidArgumentError(absl::StrCat("the input files are Criteo TSV (",
                                                    kCriteoNumDense, " dense features), but model ",
@@ -95,43 +122,65 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, cons
   o.num_replicas = spec.num_replicas;
   o.batch_size = spec.batch_size;
   o.shuffle_buffer = t.shuffle_buffer;
+  o.num_epochs = t.num_epochs;
+  o.max_bad_records = t.max_bad_records;
   o.seed = spec.seed;
   return o;
 }
 
-absl::StatusOr<Dataset> LoadEvalData(Env* env, const TrainingSpec& t, const Model& model) {
-  if (t.eval_files.empty()) return LoadModelData(env, model, t.data_dir, Split::kTest);
+absl::StatusOr<std::unique_ptr<EvalInput>> EvalInput::Open(Env* env, const TrainingSpec& t,
+                                                           const Model& model) {
+  std::unique_ptr<EvalInput> input(new EvalInput(env, t.eval_batch_size));
+  if (t.eval_files.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(input->data_, LoadModelData(env, model, t.data_dir, Split::kTest));
+    return input;
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
                            ExpandFilePatterns(env, t.eval_files, "training.eval_files"));
   ReplicaSpec one;
-  one.batch_size = 4096;
-  PSTRAIN_ASSIGN_OR_RETURN(ExampleStreamOptions o,
-                           StreamOptionsOf(t, model, one, std::move(files), "training.eval_files"));
+  one.batch_size = t.eval_batch_size;
+  PSTRAIN_ASSIGN_OR_RETURN(
+      ExampleStreamOptions o,
+      StreamOptionsOf(env, t, model, one, std::move(files), "training.eval_files"));
   o.shuffle_buffer = 0;
   o.num_epochs = 1;
+  o.max_bad_records = 0;  // every evaluation sees the same examples
+  // The first batch, checked against the model now rather than at the first
+  // evaluation.
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream, ExampleStream::Create(env, o));
-  Dataset all, batch;
+  Dataset first;
+  absl::Status s = stream->Next(&first);
+  if (absl::IsOutOfRange(s) || (s.ok() && first.size() == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("training.eval_files (", t.eval_files, ") hold no examples"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(s);
+  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(model, first, t.eval_files));
+  input->stream_ = std::move(o);
+  return input;
+}
+
+absl::StatusOr<EvalMetrics> EvalInput::Evaluate(Model* model, const ParameterView& view) const {
+  Evaluator evaluator(model, view, batch_size_);
+  if (!stream_.has_value()) {
+    PSTRAIN_RETURN_IF_ERROR(evaluator.Add(data_));
+    return evaluator.Finish();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
+                           ExampleStream::Create(env_, *stream_));
+  Dataset batch;
   while (true) {
     absl::Status s = stream->Next(&batch);
     if (absl::IsOutOfRange(s)) break;
     PSTRAIN_RETURN_IF_ERROR(s);
-    if (all.labels.empty())
-      all = Dataset{batch};
-    else {
-      all.labels.insert(all.labels.end(), batch.labels.begin(), batch.labels.end());
-      all.dense.insert(all.dense.end(), batch.dense.begin(), batch.dense.end());
-      for (size_t c = 0; c < all.sparse.size(); ++c) {
-        if (all.sparse[c].values.empty()) all.sparse[c].kind = batch.sparse[c].kind;
-        for (int64_t i = 0; i < batch.size(); ++i) all.sparse[c].AppendExample(batch.sparse[c], i);
-      }
-    }
+    PSTRAIN_RETURN_IF_ERROR(evaluator.Add(batch));
   }
-  if (all.size() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("training.eval_files (", t.eval_files, ") hold no examples"));
-  }
-  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(model, all, t.eval_files));
-  return all;
+  return evaluator.Finish();
+}
+
+std::string EvalInput::Describe() const {
+  if (!stream_.has_value()) return absl::StrCat(data_.size(), " test examples in memory");
+  return absl::StrCat("the examples of ", stream_->files.size(), " eval files, streamed");
 }
 
 absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const TrainingSpec& t,
@@ -144,8 +193,9 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
                            ExpandFilePatterns(env, t.train_files, "training.train_files"));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      input->options_, StreamOptionsOf(t, model, spec, std::move(files), "training.train_files"));
+  PSTRAIN_ASSIGN_OR_RETURN(input->options_, StreamOptionsOf(env, t, model, spec, std::move(files),
+                                                            "training.train_files"));
+  input->options_.log_opens = true;
   const std::string dir = JoinPath(t.job_dir, "input");
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
   input->log_ = std::make_unique<InputPositionLog>(
@@ -183,6 +233,32 @@ std::string ReplicaInput::Describe() const {
                             " of ", files, " training files")
              : absl::StrCat("streams every ", replicas, "th record of ", files,
                             " training files (fewer files than replicas)");
+}
+
+std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const std::string& job_dir,
+                                                               int replica) {
+  const std::string dir = JoinPath(job_dir, absl::StrCat("input/replica-", replica));
+  absl::StatusOr<std::unique_ptr<EventWriter>> created =
+      EventWriter::Create(env, dir, absl::Seconds(30));
+  if (!created.ok()) {
+    LOG(WARNING) << "no input summaries: " << created.status();
+    return nullptr;
+  }
+  std::shared_ptr<EventWriter> events = *std::move(created);
+  return [events](int64_t step, const InputRates& r) {
+    const double epoch = static_cast<double>(r.progress.epoch) + r.progress.fraction;
+    absl::Status s = events->WriteScalar("input/examples_per_sec", step, r.examples_per_sec);
+    if (s.ok()) s = events->WriteScalar("input/MB_per_sec", step, r.mb_per_sec);
+    if (s.ok()) s = events->WriteScalar("input/wait_ms_per_step", step, r.wait_ms_per_step);
+    if (s.ok()) s = events->WriteScalar("input/epoch", step, static_cast<float>(epoch));
+    if (s.ok()) {
+      s = events->WriteScalar("input/bad_records", step,
+                              static_cast<float>(r.progress.bad_records));
+    }
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "cannot write input summaries: " << s;
+    }
+  };
 }
 
 TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec) {

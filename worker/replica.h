@@ -2,7 +2,9 @@
 #define PSTRAIN_WORKER_REPLICA_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +19,7 @@
 #include "data/streamed_batches.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_servers.h"
+#include "worker/evaluation.h"
 #include "worker/trainer.h"
 
 namespace pstrain {
@@ -60,9 +63,33 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
                                                                    const ReplicaSpec& spec,
                                                                    int64_t global_step);
 
-// The chief's evaluation data: data_dir's test split, or every example of
-// eval_files (read through the stream, in file order, into memory).
-absl::StatusOr<Dataset> LoadEvalData(Env* env, const TrainingSpec& t, const Model& model);
+// The chief's evaluation data: data_dir's test split in memory, or
+// eval_files streamed anew (in file order) at every evaluation, so that no
+// more than a batch of them is held.
+class EvalInput {
+ public:
+  // Reads the test split (checked against `model`), or lists eval_files and
+  // reads their first batch to check it: NotFound naming
+  // training.eval_files and the pattern that matches nothing,
+  // InvalidArgument for files that hold no example or not the model's.
+  static absl::StatusOr<std::unique_ptr<EvalInput>> Open(Env* env, const TrainingSpec& t,
+                                                         const Model& model);
+
+  // `view`'s metrics over every example, in batches of the job's
+  // eval_batch_size; a stream's errors name the file and where.
+  absl::StatusOr<EvalMetrics> Evaluate(Model* model, const ParameterView& view) const;
+
+  // What the chief evaluates on, for its log.
+  std::string Describe() const;
+
+ private:
+  EvalInput(Env* env, int batch_size) : env_(env), batch_size_(batch_size) {}
+
+  Env* const env_;
+  const int batch_size_;
+  Dataset data_;                                // in memory
+  std::optional<ExampleStreamOptions> stream_;  // eval_files
+};
 
 // A training replica's input: data_dir's training split read into memory,
 // or, when the job sets train_files, the replica's share of those files
@@ -100,17 +127,26 @@ class ReplicaInput {
   std::unique_ptr<InputPositionLog> log_;  // streamed
 };
 
-// The options of a stream of `files` for `model` (TFRecord Examples, or
-// Criteo TSV for names ending .tsv or .tsv.gz), replica `spec`; `key` (the
-// setting that named the files) begins an error.
-absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(const TrainingSpec& t, const Model& model,
-                                                     const ReplicaSpec& spec,
+// The options of a stream of `files` for `model` (TFRecord Examples, Criteo
+// TSV for names ending .tsv or .tsv.gz, CSV by training.csv_schema for .csv
+// or .csv.gz), replica `spec`; `key` (the setting that named the files)
+// begins an error.
+absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpec& t,
+                                                     const Model& model, const ReplicaSpec& spec,
                                                      std::vector<std::string> files,
                                                      std::string_view key);
 
 // The trainer's options for the replica (its dropout seed differs per
 // replica).
 TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec);
+
+// TensorBoard's input/* scalars of a replica's streamed input
+// (examples_per_sec, MB_per_sec, wait_ms_per_step, epoch, bad_records),
+// written to the
+// run input/replica-<r> of the job dir: a TrainerOptions::on_input. Empty
+// (and said in the log) if the event file cannot be made.
+std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const std::string& job_dir,
+                                                               int replica);
 
 // Measures each ps task's clock minus this process's (microseconds), from
 // the Status round trip with the shortest of `samples` (off by at most half

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "data/augment.h"
@@ -11,6 +13,19 @@
 #include "models/random.h"
 
 namespace pstrain {
+
+std::string FormatInputRates(const InputRates& r) {
+  const InputProgress& p = r.progress;
+  return absl::StrFormat(
+             "input: epoch %d%s, file %d of %d, %.0f%%, %.1f MB/s, %.0f examples/sec, %.1f ms "
+             "waited per "
+             "step",
+             p.epoch + 1, p.num_epochs > 0 ? absl::StrCat(" of ", p.num_epochs) : std::string(),
+             std::clamp<int64_t>(p.files_done + p.files_open, 1, std::max<int64_t>(p.files, 1)),
+             p.files, 100 * p.fraction, r.mb_per_sec, r.examples_per_sec, r.wait_ms_per_step) +
+         (p.bad_records > 0 ? absl::StrCat(", ", p.bad_records, " bad records skipped")
+                            : std::string());
+}
 
 Trainer::Trainer(Model* model, ParameterClient* client, BatchSource* batches,
                  const TrainerOptions& options)
@@ -32,6 +47,15 @@ absl::StatusOr<int64_t> Trainer::Run() {
   }
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
   int64_t step = view.global_step;
+  if (options_.batches_from_step >= 0 && view.global_step != options_.batches_from_step &&
+      options_.rewind) {
+    // The job moved on (or back) between the step the batches were started
+    // at and this first pull: a sync step's batch is the one of its number.
+    LOG(INFO) << "the batches began at global step " << options_.batches_from_step
+              << ", the job is at " << view.global_step << "; reading them from there";
+    PSTRAIN_ASSIGN_OR_RETURN(rewound_, options_.rewind(view.global_step));
+    batches_ = rewound_.get();
+  }
   // However the loop ends, no answer of its last push stays on the wire: the
   // client and the gradient buffer may go away after Run returns.
   absl::Cleanup last_answers = [&view] { view.AwaitParams(); };
@@ -61,7 +85,48 @@ absl::StatusOr<int64_t> Trainer::Run() {
   // arriving (a client that overlaps the pull with the next step).
   const std::function<void(int64_t)> params_ready = [&view](int64_t end) { view.AwaitParams(end); };
   double window_loss = 0.0;
-  int64_t window_steps = 0;          // Local steps in this logging window.
+  double window_wait = 0.0;  // Seconds waited for batches in this logging window.
+  int64_t window_steps = 0;  // Local steps in this logging window.
+  // Streamed input: its progress at the window's start, and when its last
+  // line was logged.
+  std::optional<InputProgress> last_input = batches_->progress();
+  Clock::time_point last_input_line{};
+  bool input_logged = false;
+  // At a progress line (the window's `secs`; `force`: the loop's last): the
+  // input's rates to on_input, and its line when it is due.
+  // The loop's input from its start (or its last rewind), for the rates of
+  // its last line.
+  std::optional<InputProgress> first_input = last_input;
+  auto input_start = Clock::now();
+  double input_wait = 0;
+  int64_t input_steps = 0;
+  // The input's rates since `from`, `secs` ago, over `steps` steps that
+  // waited `wait` s for their batches, go to on_input, and are logged when
+  // due (`force`: now).
+  const auto report_input = [&](const std::optional<InputProgress>& from, double secs, double wait,
+                                int64_t steps, bool force) {
+    const std::optional<InputProgress> now = batches_->progress();
+    if (!now.has_value()) return;
+    InputRates rates;
+    rates.progress = *now;
+    // None after a rewind (a new stream counts from 0).
+    if (from.has_value() && now->examples >= from->examples &&
+        now->file_bytes >= from->file_bytes && secs > 0) {
+      rates.examples_per_sec = (now->examples - from->examples) / secs;
+      rates.mb_per_sec = (now->file_bytes - from->file_bytes) / secs / 1e6;
+    }
+    if (steps > 0) rates.wait_ms_per_step = 1000 * wait / steps;
+    if (options_.on_input) options_.on_input(step, rates);
+    const auto line_now = Clock::now();
+    if (!input_logged || force ||
+        std::chrono::duration<double>(line_now - last_input_line).count() >=
+            options_.input_log_secs) {
+      LOG(INFO) << FormatInputRates(rates);
+      input_logged = true;
+      last_input_line = line_now;
+    }
+    last_input = now;
+  };
   int64_t window_start_step = step;  // Global step at the window's start.
   auto window_start = Clock::now();
   // A pull that found the job rolled back to a checkpoint (a global step
@@ -71,19 +136,31 @@ absl::StatusOr<int64_t> Trainer::Run() {
   const auto restart_window_if_rolled_back = [&] {
     if (step >= window_start_step) return;
     window_loss = 0.0;
+    window_wait = 0.0;
     window_steps = 0;
     window_start_step = step;
     window_start = Clock::now();
+    last_input = first_input = batches_->progress();
+    input_start = Clock::now();
+    input_wait = 0;
+    input_steps = 0;
   };
   while (step < options_.train_steps && !view.job_done) {
     if (options_.should_stop && options_.should_stop()) break;
     if (trace != nullptr) trace->SetStep(view.global_step);
     {
       ScopedTraceEvent event(trace, "input", "next batch");
+      const auto read_start = Clock::now();
       absl::Status read =
           batches_->NextBatch(images_.data(), labels_.data(), sparse ? &sparse_batch_ : nullptr);
+      const double waited = std::chrono::duration<double>(Clock::now() - read_start).count();
+      window_wait += waited;
+      input_wait += waited;
       if (absl::IsOutOfRange(read)) {
         input_ended_ = true;
+        // The rates of the whole run.
+        report_input(first_input, std::chrono::duration<double>(Clock::now() - input_start).count(),
+                     input_wait, input_steps, /*force=*/true);
         break;
       }
       PSTRAIN_RETURN_IF_ERROR(read);
@@ -122,6 +199,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
     client_->ReportProgress(r.loss_sum / batch, batch);
     window_loss += r.loss_sum / batch;
     ++window_steps;
+    ++input_steps;
     const bool finished = outcome.job_done || step >= options_.train_steps;
     const bool log_now =
         options_.log_every_n_steps > 0 &&
@@ -134,7 +212,9 @@ absl::StatusOr<int64_t> Trainer::Run() {
           "step = %d, loss = %.4f, examples/sec = %.1f, global_step/sec = %.2f (epoch %d)", step,
           last_loss_, window_steps * batch / secs, (step - window_start_step) / secs,
           batches_->epoch());
+      report_input(last_input, secs, window_wait, window_steps, finished);
       window_loss = 0.0;
+      window_wait = 0.0;
       window_steps = 0;
       window_start_step = step;
       window_start = Clock::now();

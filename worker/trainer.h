@@ -17,6 +17,19 @@
 
 namespace pstrain {
 
+// A streamed input's figures over one progress window (TrainerOptions'
+// on_input).
+struct InputRates {
+  InputProgress progress;
+  double examples_per_sec = 0;  // handed out by the stream
+  double mb_per_sec = 0;        // read from its files (compressed), 1e6 bytes
+  double wait_ms_per_step = 0;  // the loop's wait for its next batch
+};
+
+// "input: epoch 1 of 2, file 3 of 8, 41%, 62.3 MB/s, 12000 examples/sec,
+// 0.4 ms waited per step".
+std::string FormatInputRates(const InputRates& rates);
+
 struct TrainerOptions {
   int64_t train_steps = 0;          // Stop once the global step reaches this.
   int64_t log_every_n_steps = 100;  // One progress line per this many steps; 0 for none.
@@ -31,6 +44,16 @@ struct TrainerOptions {
   // (its step behind the last one), so a sync job replays the steps it
   // lost with the same data. Empty: the loop reads on.
   std::function<absl::StatusOr<std::unique_ptr<BatchSource>>(int64_t global_step)> rewind;
+  // Sync: the global step the batches were started at (-1: unknown). A
+  // first pull at another step (the job moved on while the replica started)
+  // starts them again there by `rewind`, so that every step trains on the
+  // batch of its number.
+  int64_t batches_from_step = -1;
+  // Streamed input (a source with progress()): at every progress line its
+  // rates go to `on_input` (TensorBoard's input/*), and a line
+  // (FormatInputRates) is logged, at most every `input_log_secs`.
+  std::function<void(int64_t global_step, const InputRates&)> on_input;
+  double input_log_secs = 30;
   // --trace_steps: the loop sets the recorder's step and records its phases
   // (input, forward and backward per layer, waiting for the push, pull).
   TraceRecorder* trace = nullptr;

@@ -1,0 +1,127 @@
+// CSV with a header read by a schema (data/csv_format.h), over one file in
+// memory. Byte 0: bits 0-1 pick the delimiter (, ; tab |), bits 2-3 % 3 the
+// missing rule; the rest is the file. Its first record is the header; when
+// Create refuses it, the whole file is read under the header the schema
+// wants, so every input reaches the records. Lines are joined into records
+// as CsvRecordComplete says. Checks: no crash; every error is
+// InvalidArgument; after every record the Dataset is whole (the columns agree
+// on its size), its ids are within their buckets, its dense features finite.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/csv_format.h"
+
+namespace {
+
+constexpr int64_t kBuckets[] = {7, 1000};
+
+pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing) {
+  pstrain::CsvSchema s;
+  s.delimiter = delimiter;
+  s.label = "y";
+  s.numeric.resize(2);
+  s.numeric[0].name = "a";
+  s.numeric[0].transform = pstrain::CsvTransform::kLog1p;
+  s.numeric[1].name = "b";
+  s.numeric[1].transform = pstrain::CsvTransform::kStandardize;
+  s.numeric[1].mean = 1;
+  s.numeric[1].stddev = 2;
+  s.numeric[1].default_value = 3;
+  s.categorical.resize(2);
+  s.categorical[0].name = "c";
+  s.categorical[0].hash_buckets = kBuckets[0];
+  s.categorical[1].name = "d";
+  s.categorical[1].hash_buckets = kBuckets[1];
+  s.categorical[1].separator = delimiter == '|' ? ';' : '|';
+  s.missing = missing;
+  return s;
+}
+
+void CheckStatus(const absl::Status& s) {
+  if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) std::abort();
+}
+
+void CheckDataset(const pstrain::Dataset& d) {
+  const size_t n = d.labels.size();
+  if (!d.tabular || d.num_dense != 2 || d.dense.size() != n * 2 || d.sparse.size() != 2) {
+    std::abort();
+  }
+  for (float v : d.dense) {
+    if (!std::isfinite(v)) std::abort();
+  }
+  for (int32_t y : d.labels) {
+    if (y < 0) std::abort();
+  }
+  for (size_t c = 0; c < d.sparse.size(); ++c) {
+    const pstrain::SparseFeatureColumn& column = d.sparse[c];
+    if (column.offsets.size() != n + 1 || column.offsets[0] != 0 ||
+        column.offsets.back() != static_cast<int64_t>(column.values.size())) {
+      std::abort();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (column.offsets[i] > column.offsets[i + 1]) std::abort();
+    }
+    for (uint64_t id : column.values) {
+      if (id >= static_cast<uint64_t>(kBuckets[c])) std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  constexpr char kDelimiters[] = {',', ';', '\t', '|'};
+  const char delimiter = kDelimiters[data[0] & 3];
+  const auto missing = static_cast<pstrain::CsvMissing>((data[0] >> 2) % 3);
+  const pstrain::CsvSchema schema = Schema(delimiter, missing);
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  // The record that begins at lines[*i], its lines joined; *i moves past it.
+  auto next_record = [&](size_t* i) {
+    std::string record(lines[(*i)++]);
+    while (!pstrain::CsvRecordComplete(record, delimiter) && *i < lines.size() &&
+           record.size() <= pstrain::kCsvMaxRecordBytes) {
+      record.append("\n").append(lines[(*i)++]);
+    }
+    return record;
+  };
+
+  size_t i = 0;
+  absl::StatusOr<pstrain::CsvParser> parser = absl::InvalidArgumentError("no header");
+  if (!lines.empty()) {
+    parser = pstrain::CsvParser::Create(schema, next_record(&i), "f.csv");
+    CheckStatus(parser.status());
+  }
+  if (!parser.ok()) {
+    const std::string d(1, delimiter);
+    parser =
+        pstrain::CsvParser::Create(schema, "y" + d + "a" + d + "b" + d + "c" + d + "d", "f.csv");
+    if (!parser.ok()) std::abort();
+    i = 0;
+  }
+  int64_t taken = 0;
+  while (i < lines.size()) {
+    const int64_t line_number = static_cast<int64_t>(i) + 1;
+    const std::string record = next_record(&i);
+    const int64_t before = parser->size();
+    const absl::Status s = parser->AppendLine(record, line_number);
+    CheckStatus(s);
+    if (!s.ok() && parser->size() != before) std::abort();
+    if (parser->size() > before + 1) std::abort();
+    if (++taken % 4 == 0) CheckDataset(parser->Take());
+  }
+  CheckDataset(parser->Take());
+  return 0;
+}
