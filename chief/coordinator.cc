@@ -246,6 +246,7 @@ class Chief {
         std::max(absl::Seconds(300), 3 * absl::Seconds(t_.sync_timeout));
     int64_t last_step = -1;
     absl::Time last_progress = absl::Now();
+    absl::Time last_said = absl::Now();  // the Leave that told the ps its input ended
     while (!checkpointer_->stopped_early()) {
       PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> statuses, servers_->Statuses());
       const int64_t step = statuses[0].global_step;
@@ -257,7 +258,16 @@ class Chief {
         initialized = initialized && s.initialized;
       }
       if (done) break;
-      if (input_end >= 0 && initialized && LowestStep(statuses) < input_end) {
+      int64_t highest = 0;
+      for (const PsStatus& s : statuses) highest = std::max(highest, s.max_global_step);
+      if (input_end >= 0 && initialized && InputEndLost(statuses) && highest >= input_end &&
+          absl::Now() - last_said > absl::Seconds(5)) {
+        // A restarted ps forgot that this replica's input ended.
+        PSTRAIN_RETURN_IF_ERROR(servers_->Leave(replica_, "the chief's input ended (said again)",
+                                                /*input_ended=*/true, absl::Seconds(10)));
+        last_said = absl::Now();
+      }
+      if (input_end >= 0 && initialized && highest < input_end) {
         LOG(WARNING) << "the job was rolled back to global step " << LowestStep(statuses)
                      << ", below where the chief's input ended (" << input_end
                      << "); the chief trains from there again";
@@ -386,9 +396,10 @@ class Chief {
       if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
         LOG(WARNING) << "cannot write the final training summaries: " << s;
       }
-      PSTRAIN_RETURN_IF_ERROR(
-          WriteCompletionMarker(deps_.env, t_.job_dir, metrics.global_step,
-                                final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1)));
+      PSTRAIN_RETURN_IF_ERROR(WriteCompletionMarker(
+          deps_.env, t_.job_dir, metrics.global_step,
+          final_checkpoint.substr(final_checkpoint.find_last_of('/') + 1),
+          /*input_ended=*/input_ended && metrics.global_step < StepLimit(t_)));
     } else {
       LOG(WARNING) << "the job ended at global step " << metrics.global_step
                    << " before its end (train_steps " << t_.train_steps << ")"

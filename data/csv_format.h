@@ -2,7 +2,7 @@
 #define PSTRAIN_DATA_CSV_FORMAT_H_
 
 // CSV files with a header row, read as tabular examples (data/dataset.h) by a
-// schema that the job's YAML gives in its `csv:` section:
+// schema, the `csv:` section of the YAML file that training.csv_schema names:
 //
 //   csv:
 //     delimiter: ","          # optional; one character

@@ -214,7 +214,8 @@ int ConvertExamples(pstrain::Env* env, int argc, char** argv) {
       out = value;
     } else if (flag == "--csv_schema") {
       schema_path = value;
-    } else if (flag != "--shards" || !absl::SimpleAtoi(value, &shards)) {
+    } else if (flag != "--shards" || !absl::SimpleAtoi(value, &shards) || shards < 1 ||
+               shards > 99999) {
       return Usage();
     }
   }
@@ -405,7 +406,9 @@ int Read(pstrain::Env* env, int argc, char** argv) {
 int main(int argc, char** argv) {
   if (pstrain::PrintVersionIfAsked(argc, argv, "pstrain-data")) return 0;
   pstrain::Env* env = pstrain::ProcessEnv();
-  if (argc >= 5 && std::strcmp(argv[1], "convert") == 0) return ConvertExamples(env, argc, argv);
+  if (argc >= 4 && std::strcmp(argv[1], "convert") == 0 && absl::StartsWith(argv[3], "--")) {
+    return ConvertExamples(env, argc, argv);
+  }
   if (argc == 4 && std::strcmp(argv[1], "convert") == 0) {
     absl::StatusOr<std::vector<pstrain::ConvertedFile>> files = pstrain::ConvertToTfRecords(
         env, argv[2], argv[3],

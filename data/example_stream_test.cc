@@ -566,6 +566,46 @@ TEST_F(ExampleStreamTest, AFileThatIsGoneAndBadOptionsAreNamed) {
   EXPECT_FALSE(InputPosition::FromString("epoch=1 next_file=0 window=0 taken=0 open=1:2").ok());
 }
 
+// A replica restarted past the end of its input (its input had ended; the
+// job went on): its source has ended, no error. Labels outside the model's
+// classes are an error naming them.
+TEST_F(ExampleStreamTest, StreamedBatchesStartedPastTheEndHaveEndedAndLabelsAreChecked) {
+  ExampleStreamOptions o = Options(WriteExampleFiles(dir_, 2, 10, false));  // 20 examples
+  o.num_epochs = 1;
+  o.features.sparse = {"ids"};
+  std::vector<float> dense(3);
+  std::vector<int32_t> labels(3);
+  SparseBatch sparse;
+  for (int64_t first : {6, 7, 50}) {  // 6 whole batches of 3; then 2 examples
+    absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+        StreamedBatches::Start(Env::Default(), o, {"ids"}, first, nullptr);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(absl::IsOutOfRange((*b)->NextBatch(dense.data(), labels.data(), &sparse)))
+        << "from batch " << first;
+  }
+  {  // 18 examples: the stream ends with a whole batch
+    const std::string even = testing_util::TempDirRemovedAtExit("example_stream_even");
+    ExampleStreamOptions e = o;
+    e.files = WriteExampleFiles(even, 2, 9, false);
+    absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+        StreamedBatches::Start(Env::Default(), e, {"ids"}, 8, nullptr);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(absl::IsOutOfRange((*b)->NextBatch(dense.data(), labels.data(), &sparse)));
+  }
+  absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+      StreamedBatches::Start(Env::Default(), o, {"ids"}, 5, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE((*b)->NextBatch(dense.data(), labels.data(), &sparse).ok());
+  // Labels are id % 2: a model of one class refuses the 1s.
+  b = StreamedBatches::Start(Env::Default(), o, {"ids"}, 0, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  (*b)->set_num_classes(1);
+  absl::Status s;
+  for (int i = 0; i < 7 && s.ok(); ++i) s = (*b)->NextBatch(dense.data(), labels.data(), &sparse);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("a label of 1"), std::string::npos) << s;
+}
+
 TEST_F(ExampleStreamTest, StreamedBatchesGoOnFromTheLoggedPositionOfAnyBatch) {
   ExampleStreamOptions o = Options(WriteExampleFiles(dir_, 3, 17, true));
   o.features.sparse = {"ids"};

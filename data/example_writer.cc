@@ -22,7 +22,15 @@ absl::StatusOr<std::unique_ptr<ShardedExampleWriter>> ShardedExampleWriter::Crea
   for (int s = 0; s < shards; ++s) {
     paths.push_back(absl::StrFormat("%s-%05d-of-%05d.tfrecord.gz", prefix, s, shards));
     Shard shard;
-    PSTRAIN_ASSIGN_OR_RETURN(shard.file, env->NewWritableFile(paths.back() + ".tmp"));
+    absl::StatusOr<std::unique_ptr<WritableFile>> file =
+        env->NewWritableFile(paths.back() + ".tmp");
+    if (!file.ok()) {
+      // Nothing is left behind: the temporary files made so far go.
+      files.clear();
+      for (int k = 0; k < s; ++k) env->DeleteFile(paths[k] + ".tmp").IgnoreError();
+      return file.status();
+    }
+    shard.file = *std::move(file);
     shard.zipped = std::make_unique<GzipWriter>(shard.file.get(), paths.back());
     files.push_back(std::move(shard));
   }

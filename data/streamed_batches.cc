@@ -113,15 +113,23 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
                            ExampleStream::Create(env, options, position));
   std::unique_ptr<StreamedBatches> batches(new StreamedBatches(
       std::move(stream), std::move(sparse_features), at, log, options.batch_size));
-  // The batches between the saved position and `first`, read past.
+  // The batches between the saved position and `first`, read past. A
+  // stream that ends first (a replica restarted after its input ended)
+  // gives a source whose input has ended.
   Dataset skipped;
   for (; batches->next_ < first; ++batches->next_) {
-    PSTRAIN_RETURN_IF_ERROR(batches->stream_->Next(&skipped));
+    absl::Status s = batches->stream_->Next(&skipped);
+    if (absl::IsOutOfRange(s) || (s.ok() && skipped.size() < options.batch_size)) {
+      batches->ended_ = true;
+      break;
+    }
+    PSTRAIN_RETURN_IF_ERROR(s);
   }
   return batches;
 }
 
 absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBatch* sparse) {
+  if (ended_) return absl::OutOfRangeError("the input's last epoch is done");
   if (log_ != nullptr) {
     // Where this batch begins; a replica that cannot write it trains on
     // (a restart then reads from an earlier position).
@@ -130,6 +138,16 @@ absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBa
     }
   }
   PSTRAIN_RETURN_IF_ERROR(stream_->Next(&batch_));
+  if (num_classes_ > 0) {
+    for (int64_t i = 0; i < batch_.size(); ++i) {
+      if (batch_.labels[i] < 0 || batch_.labels[i] >= num_classes_) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the input files hold a label of ", batch_.labels[i], " (in the batch of step ", next_,
+            "), but the model takes classes 0 to ", num_classes_ - 1,
+            " (0 or 1 for a click model): fix the label column or the model's head"));
+      }
+    }
+  }
   if (batch_.size() < batch_size_) {
     // The last epoch's last examples, fewer than a batch: dropped, as
     // tf.data's batch(drop_remainder=True) drops them (a step trains on a

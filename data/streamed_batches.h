@@ -76,6 +76,8 @@ class StreamedBatches : public BatchSource {
   std::optional<InputProgress> progress() const override { return stream_->progress(); }
 
   const ExampleStream& stream() const { return *stream_; }
+  // Labels outside [0, n) are an error (0: not checked).
+  void set_num_classes(int n) { num_classes_ = n; }
   int64_t next_batch() const { return next_; }
 
  private:
@@ -94,6 +96,8 @@ class StreamedBatches : public BatchSource {
   int64_t next_;
   InputPositionLog* const log_;
   Dataset batch_;
+  bool ended_ = false;  // the stream ended before the first batch asked for
+  int num_classes_ = 0;
 };
 
 }  // namespace pstrain

@@ -323,10 +323,10 @@ std::string CompletionMarkerPath(const std::string& job_dir) {
 }
 
 absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t global_step,
-                                   const std::string& checkpoint) {
-  return env->WriteFileAtomic(
-      CompletionMarkerPath(job_dir),
-      absl::StrCat("global_step: ", global_step, "\ncheckpoint: ", checkpoint, "\n"));
+                                   const std::string& checkpoint, bool input_ended) {
+  return env->WriteFileAtomic(CompletionMarkerPath(job_dir),
+                              absl::StrCat("global_step: ", global_step, "\ncheckpoint: ",
+                                           checkpoint, "\n", input_ended ? "ended: input\n" : ""));
 }
 
 std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir) {
@@ -350,7 +350,8 @@ bool JobAlreadyFinished(Env* env, const std::string& job_dir, int64_t train_step
   std::optional<std::string> marker = ReadCompletionMarker(env, job_dir);
   if (!marker.has_value()) return false;
   const std::optional<int64_t> step = CompletionMarkerStep(*marker);
-  if (step.has_value() && train_steps > *step) {
+  const bool input_ended = absl::StrContains(*marker, "\nended: input");
+  if (step.has_value() && train_steps > *step && !input_ended) {
     LOG(INFO) << "the job in " << job_dir << " finished at global step " << *step
               << "; training on from its last checkpoint to train_steps " << train_steps;
     return false;

@@ -109,18 +109,20 @@ absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std
                                                              int64_t oldest_kept, int64_t newest);
 
 // The completion marker: the chief writes <job_dir>/COMPLETED (with the
-// final step and checkpoint) once the job reached its train_steps, so a
-// restarted cluster does not train again.
+// final step and checkpoint) once the job reached its train_steps, or its
+// input ended (`input_ended`: num_epochs; the marker says "ended: input"),
+// so a restarted cluster does not train again.
 std::string CompletionMarkerPath(const std::string& job_dir);
 absl::Status WriteCompletionMarker(Env* env, const std::string& job_dir, int64_t global_step,
-                                   const std::string& checkpoint);
+                                   const std::string& checkpoint, bool input_ended = false);
 // The marker's contents, or nullopt if the job is not complete.
 std::optional<std::string> ReadCompletionMarker(Env* env, const std::string& job_dir);
 // The global step a marker records; nullopt if it names none.
 std::optional<int64_t> CompletionMarkerStep(const std::string& marker);
 // True, after logging "the job in DIR already finished (...); nothing to
 // do ...", if `job_dir` holds the marker of a run that reached
-// `train_steps` (TensorFlow's max_steps: a global target). A larger
+// `train_steps` (TensorFlow's max_steps: a global target), or whose input
+// ended (then train_steps does not matter: the data is done). A larger
 // `train_steps` trains the job further from its last checkpoint (logged;
 // the chief rewrites the marker at the new end). Every role checks this
 // first and exits 0 when it is true.

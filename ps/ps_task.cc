@@ -375,6 +375,10 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
   if (restored.ok()) {
     LOG(INFO) << "ps " << identity_.ps_index << " restored from " << path << " at global step "
               << *restored;
+    // Rolled back: every replica trains from the restored step again, or
+    // says again that its input ended.
+    absl::MutexLock lock(&mu_);
+    std::fill(input_ended_.begin(), input_ended_.end(), false);
   }
   if (sparse_ != nullptr) {
     if (!restored.ok()) {
@@ -440,7 +444,9 @@ absl::Status PsTask::Leave(int replica, const std::string& reason, bool input_en
   LOG(INFO) << "ps " << identity_.ps_index << ": replica " << replica << " is leaving (" << reason
             << ")";
   for (StepBarrier* barrier : barriers_) barrier->ReplicaLeft(replica);
-  ++departures_;
+  // A replica that stops asks for a checkpoint (the job monitor counts
+  // departures); one whose input ended leaves nothing to save.
+  if (!input_ended) ++departures_;
   NoteDone(replica, /*job_done=*/true);  // No need to wait for it at the end.
   if (input_ended) {
     absl::MutexLock lock(&mu_);

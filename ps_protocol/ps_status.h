@@ -24,7 +24,7 @@ struct PsStatus {
   bool shutting_down = false;
   bool job_done = false;    // some chunk reached train_steps, or shutting down
   bool preempting = false;  // the task got SIGTERM: save now, then end the job
-  int64_t departures = 0;   // replicas that said they are leaving, ever
+  int64_t departures = 0;   // replicas that said they are stopping (Leave), ever
   int inputs_ended = 0;     // replicas whose input ended and that have not pushed since
   // Totals of the progress the replicas reported with their pushes.
   double loss_sum = 0;
@@ -48,6 +48,17 @@ inline bool AllInputsEnded(const std::vector<PsStatus>& statuses, int replicas) 
     if (s.inputs_ended < replicas) return false;
   }
   return !statuses.empty();
+}
+
+// A replica whose input ended sees it lost on some task (restarted or
+// rolled back): a task counts no ended input, or fewer than another.
+inline bool InputEndLost(const std::vector<PsStatus>& statuses) {
+  int most = 0;
+  for (const PsStatus& s : statuses) most = s.inputs_ended > most ? s.inputs_ended : most;
+  for (const PsStatus& s : statuses) {
+    if (s.inputs_ended == 0 || s.inputs_ended < most) return true;
+  }
+  return false;
 }
 
 // What one ps task's Save wrote: its checkpoint shard file, for the index.

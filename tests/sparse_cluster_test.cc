@@ -544,13 +544,63 @@ TEST_F(SparseClusterTest, NumEpochsEndsTheJobWithItsInput) {
   absl::StatusOr<std::string> marker = env->ReadFile(job_dir() + "/COMPLETED");
   ASSERT_TRUE(marker.ok()) << marker.status() << "\n" << r.output;
   EXPECT_NE(marker->find("global_step: 100"), std::string::npos) << *marker;
-  // Run again: the job is complete, nothing to do.
-  ProcessResult again = RunProcess(
-      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
-       "--train_files=" + shards + "/part-*.tsv", "--num_epochs=2", "--job_dir=" + job_dir()},
-      120);
+  EXPECT_NE(marker->find("ended: input"), std::string::npos) << *marker;
+  // Run again, with a train_steps the input never reached: the job is
+  // complete (its data is done), nothing to do.
+  ProcessResult again =
+      RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_,
+                  "--data_dir=" + ctr_, "--train_files=" + shards + "/part-*.tsv", "--num_epochs=2",
+                  "--train_steps=5000", "--job_dir=" + job_dir()},
+                 120);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("already finished"), std::string::npos) << again.output;
+}
+
+// A ps killed after a replica's input ended: the restored ps has forgotten
+// it; the replica says it again (or trains again, if the restore went back
+// past its end), and the job still ends with its input.
+TEST_F(SparseClusterTest, AnInputThatEndedIsSaidAgainToARestartedPs) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  Env* env = Env::Default();
+  const std::string shards = dir_ + "/uneven";
+  ASSERT_TRUE(env->CreateDirs(shards).ok());
+  // Worker 1 (replica 2) reads parts 2 and 5: 1000 examples, 50 batches of
+  // 20; the others 20000 and more.
+  const int sizes[] = {20000, 20000, 500, 500, 1000, 500};
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(
+        data->WriteTsv(env, absl::StrCat(shards, "/part-", i, ".tsv"), sizes[i], 500 + i).ok());
+  }
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 2,
+                     .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n"
+                                 "  checkpoint_steps: 100\n"});
+  const std::string log = dir_ + "/uneven.log";
+  Background launch = StartProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + shards + "/part-*.tsv", "--num_epochs=1", "--job_dir=" + job_dir(),
+       "--eval_steps=0", "--log_every_n_steps=100", "--batch_size=20", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+      log);
+  ASSERT_TRUE(WaitForText(log, "worker 1's input ended at global step 50", 120)) << ReadAll(log);
+  const std::vector<pid_t> ps = FindProcesses({"pstrain-ps", job_dir()});
+  ASSERT_EQ(ps.size(), 1u) << ReadAll(log);
+  ASSERT_EQ(::kill(ps[0], SIGKILL), 0);
+  ASSERT_EQ(WaitProcess(&launch, 300), 0) << ReadAll(log);
+  const std::string out = ReadAll(log);
+  // Restored at or past step 50 (a checkpoint after worker 1 left), the
+  // restarted ps is told again; restored below it (no checkpoint yet),
+  // worker 1 trains from there again and its input ends anew.
+  EXPECT_TRUE(out.find("input ended (said again)") != std::string::npos ||
+              out.find("below where worker 1's input ended; training from there again") !=
+                  std::string::npos)
+      << out;
+  EXPECT_NE(out.find("every replica's input ended (num_epochs 1): the job ends at global step"),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(env->FileExists(job_dir() + "/COMPLETED")) << out;
 }
 
 // `n` examples of `stream` as CSV with a header: an id, a free-text note

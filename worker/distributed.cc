@@ -66,9 +66,11 @@ absl::StatusOr<bool> WaitForParameterServers(ParameterServers* servers, const Tr
 // job to end (nullopt), or to be rolled back below `input_end` by a restore
 // (the step to train from again), or a stop request (nullopt).
 absl::StatusOr<std::optional<int64_t>> WaitAfterInputEnded(ParameterServers* servers,
-                                                           const TrainingSpec& t, int64_t input_end,
+                                                           const TrainingSpec& t, int replica,
+                                                           int64_t input_end,
                                                            const RoleContext& context) {
   absl::Time last_answer = absl::Now();
+  absl::Time last_said = absl::Now();  // the Leave that told the ps
   while (context.termination->Received() == 0) {
     absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
     if (statuses.ok()) {
@@ -78,7 +80,18 @@ absl::StatusOr<std::optional<int64_t>> WaitAfterInputEnded(ParameterServers* ser
         if (s.job_done || s.shutting_down) return std::nullopt;
         initialized = initialized && s.initialized;
       }
-      if (initialized && LowestStep(*statuses) < input_end) return LowestStep(*statuses);
+      // Rolled back below where the input ended: train from there again.
+      // (max_global_step: in sync the rows may lag the chunks by a step.)
+      int64_t highest = 0;
+      for (const PsStatus& s : *statuses) highest = std::max(highest, s.max_global_step);
+      if (initialized && highest < input_end) return LowestStep(*statuses);
+      if (initialized && InputEndLost(*statuses) && absl::Now() - last_said > absl::Seconds(5)) {
+        // A restarted ps forgot it: said again (not more often than every
+        // few seconds: the other replicas may be saying theirs).
+        PSTRAIN_RETURN_IF_ERROR(servers->Leave(replica, "its input ended (said again)",
+                                               /*input_ended=*/true, absl::Seconds(10)));
+        last_said = absl::Now();
+      }
     } else if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) {
       return std::nullopt;
     } else if (absl::Now() - last_answer > absl::Seconds(t.startup_timeout)) {
@@ -148,7 +161,7 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
         servers->Leave(spec.replica, reason, /*input_ended=*/true, absl::Seconds(10)));
     LOG(INFO) << reason << "; waiting for the other replicas";
     PSTRAIN_ASSIGN_OR_RETURN(std::optional<int64_t> again,
-                             WaitAfterInputEnded(servers.get(), t, step, context));
+                             WaitAfterInputEnded(servers.get(), t, spec.replica, step, context));
     if (!again.has_value()) {
       LOG(INFO) << "worker " << task << " done at global step " << step;
       return absl::OkStatus();

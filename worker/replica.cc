@@ -217,6 +217,7 @@ absl::StatusOr<std::unique_ptr<BatchSource>> ReplicaInput::Start(int64_t global_
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<StreamedBatches> batches,
       StreamedBatches::Start(env_, options_, model_.sparse_features(), first, log_.get()));
+  batches->set_num_classes(model_.num_classes());
   return std::unique_ptr<BatchSource>(std::move(batches));
 }
 
