@@ -281,8 +281,8 @@ class ExampleStream::Reader {
       // file) from a look at its start.
       std::unique_ptr<RecordStream> start;
       if (offset > 0) {
-        PSTRAIN_ASSIGN_OR_RETURN(start, RecordStream::Open(env_, path, options_.compression,
-                                                           RecordFraming::kLines));
+        PSTRAIN_ASSIGN_OR_RETURN(
+            start, RecordStream::Open(env_, path, options_.compression, RecordFraming::kLines));
         start->AcceptUnterminatedLastLine();
       }
       absl::StatusOr<std::string_view> header = (offset > 0 ? start : stream)->Next();
@@ -332,6 +332,14 @@ class ExampleStream::Reader {
       joined_.push_back('\n');
       joined_.append(next->data(), next->size());
     }
+    if (joined_.size() > kCsvMaxRecordBytes) {
+      // A quote that never closes: where the next record begins is lost,
+      // so the rest of the file is damaged (skipped with max_bad_records).
+      return absl::DataLossError(absl::StrCat(
+          s.stream->path(), ": a record begun before offset ", s.stream->offset(),
+          " has a quoted field not closed within ", kCsvMaxRecordBytes,
+          " bytes: a stray '\"'? (fields with quotes in them are quoted, the quotes doubled)"));
+    }
     return std::string_view(joined_);
   }
 
@@ -372,7 +380,10 @@ class ExampleStream::Reader {
       absl::Status parsed;
       if (options_.format == ExampleFormat::kCsv) {
         if (csv_->file() != s.stream->path()) csv_->set_file(s.stream->path());
+        const int64_t before = csv_->size();
         parsed = csv_->AppendLine(*data, record + 1);
+        // A blank line or a record dropped by `missing: skip`: no example.
+        if (parsed.ok() && csv_->size() == before) continue;
       } else if (options_.format == ExampleFormat::kCriteoTsv) {
         parsed = ParseCriteoLine(*data, criteo);
         if (!parsed.ok()) {

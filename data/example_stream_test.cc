@@ -548,6 +548,28 @@ TEST_F(ExampleStreamTest, CsvRecordsStreamAcrossLinesAndResume) {
   EXPECT_NE(s.message().find("differs from that of"), std::string::npos) << s;
   EXPECT_NE(s.message().find("\"y,x,note,tag\""), std::string::npos) << s;
   EXPECT_NE(s.message().find("\"x,note,y,tag\""), std::string::npos) << s;
+  // Records that give no example (blank lines, `missing: skip`) are not
+  // examples: a replica whose share holds none says so instead of waiting.
+  WriteFile(dir_ + "/empty.csv", "x,note,y,tag\n\n,n,1,t1\n\n");
+  o.files = {dir_ + "/empty.csv"};
+  o.csv->missing = CsvMissing::kSkip;
+  o.num_epochs = 0;
+  stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("read no example"), std::string::npos) << s;
+  // A quote that never closes: the rest of the file is damaged.
+  std::string open_quote = "x,note,y,tag\n1,\"never closed,1,t1\n";
+  for (int i = 0; i < 40000; ++i) open_quote += "2,some text of a line,0,t2\n";
+  WriteFile(dir_ + "/open.csv", open_quote);
+  o.files = {dir_ + "/open.csv"};
+  o.num_epochs = 1;
+  stream = ExampleStream::Create(Env::Default(), o);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  s = (*stream)->Next(&batch);
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_NE(s.message().find("quoted field not closed"), std::string::npos) << s;
 }
 
 TEST_F(ExampleStreamTest, AFileThatIsGoneAndBadOptionsAreNamed) {

@@ -144,7 +144,6 @@ absl::StatusOr<std::unique_ptr<EvalInput>> EvalInput::Open(Env* env, const Train
       StreamOptionsOf(env, t, model, one, std::move(files), "training.eval_files"));
   o.shuffle_buffer = 0;
   o.num_epochs = 1;
-  o.max_bad_records = 0;  // every evaluation sees the same examples
   // The first batch, checked against the model now rather than at the first
   // evaluation.
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream, ExampleStream::Create(env, o));
