@@ -223,13 +223,9 @@ int ConvertExamples(pstrain::Env* env, int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> files =
       pstrain::ExpandFilePatterns(env, pattern, "pstrain-data convert");
   if (!files.ok()) return Fail(files.status());
-  const auto all_end_with = [&](const char* a, const char* b) {
-    return std::all_of(files->begin(), files->end(), [&](const std::string& f) {
-      return absl::EndsWith(f, a) || absl::EndsWith(f, b);
-    });
-  };
-  const bool criteo = all_end_with(".tsv", ".tsv.gz");
-  const bool csv = all_end_with(".csv", ".csv.gz");
+  const pstrain::ExampleFormat format = pstrain::ExampleFormatOfFiles(*files);
+  const bool criteo = format == pstrain::ExampleFormat::kCriteoTsv;
+  const bool csv = format == pstrain::ExampleFormat::kCsv;
   if (!criteo && !csv) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat(pattern,
@@ -338,10 +334,10 @@ int Read(pstrain::Env* env, int argc, char** argv) {
     return 1;
   }
   o.files = *files;
-  const bool criteo = std::all_of(o.files.begin(), o.files.end(), [](const std::string& f) {
-    return absl::EndsWith(f, ".tsv") || absl::EndsWith(f, ".tsv.gz");
-  });
-  o.format = criteo ? pstrain::ExampleFormat::kCriteoTsv : pstrain::ExampleFormat::kTfExamples;
+  // (CSV needs a schema, which read does not take: other names are TFRecords.)
+  o.format = pstrain::ExampleFormatOfFiles(o.files) == pstrain::ExampleFormat::kCriteoTsv
+                 ? pstrain::ExampleFormat::kCriteoTsv
+                 : pstrain::ExampleFormat::kTfExamples;
   o.batch_size = 256;
   o.shuffle_buffer = 10000;
   o.num_epochs = 1;

@@ -45,6 +45,16 @@ void AppendExample(const Dataset& from, int64_t i, Dataset* to) {
 
 }  // namespace
 
+ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files) {
+  const auto all_end_with = [&files](std::string_view a, std::string_view b) {
+    return std::all_of(files.begin(), files.end(),
+                       [&](const std::string& f) { return f.ends_with(a) || f.ends_with(b); });
+  };
+  if (all_end_with(".tsv", ".tsv.gz")) return ExampleFormat::kCriteoTsv;
+  if (all_end_with(".csv", ".csv.gz")) return ExampleFormat::kCsv;
+  return ExampleFormat::kTfExamples;
+}
+
 std::string InputPosition::ToString() const {
   std::vector<std::string> files;
   for (const Open& o : open) files.push_back(absl::StrCat(o.file, ":", o.offset, ":", o.record));

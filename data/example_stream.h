@@ -72,6 +72,10 @@ struct ExampleStreamOptions {
   bool log_opens = false;
 };
 
+// The format of `files` by their names: kCriteoTsv when every one ends .tsv
+// or .tsv.gz, kCsv when every one ends .csv or .csv.gz, else kTfExamples.
+ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files);
+
 // Examples per window without shuffling.
 inline constexpr int64_t kInOrderWindow = 1024;
 

@@ -144,11 +144,11 @@ TEST_F(GcsJobTest, ReplicasStreamTheirShareOfSixteenGzipShardsFromABucket) {
        .training = "  update: sync\n  batch_size: 20\n  eval_steps: 0\n  log_every_n_steps: 10\n"
                    "  threads: 1\n  shuffle_buffer: 100\n",
        .file = "ctr.yaml"});
-  ProcessResult r = RunProcess(
-      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec,
-       "--job-dir=gs://bkt/ctrjob", "--train_files=gs://bkt/ctr/part-*-of-00016.tsv.gz",
-       "--eval_files=gs://bkt/ctr/part-00000-of-00016.tsv.gz", "--num_epochs=1"},
-      300);
+  ProcessResult r =
+      RunProcess({kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec,
+                  "--job-dir=gs://bkt/ctrjob", "--train_files=gs://bkt/ctr/part-*-of-00016.tsv.gz",
+                  "--eval_files=gs://bkt/ctr/part-00000-of-00016.tsv.gz", "--num_epochs=1"},
+                 300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(gcs_.HasObject("bkt", "ctrjob/COMPLETED")) << r.output;
   // Replica 0 (the chief) has 6 shards of 150 examples: 45 batches of 20.

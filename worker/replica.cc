@@ -80,17 +80,11 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
                      " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
-  const auto all_end_with = [&files](std::string_view a, std::string_view b) {
-    return std::all_of(files.begin(), files.end(),
-                       [&](const std::string& f) { return f.ends_with(a) || f.ends_with(b); });
-  };
-  const bool criteo = all_end_with(".tsv", ".tsv.gz");
-  const bool csv = all_end_with(".csv", ".csv.gz");
+  o.format = ExampleFormatOfFiles(files);
+  const bool criteo = o.format == ExampleFormat::kCriteoTsv;
+  const bool csv = o.format == ExampleFormat::kCsv;
   const std::string first = files.empty() ? std::string() : files[0];
   o.files = std::move(files);
-  o.format = criteo ? ExampleFormat::kCriteoTsv
-             : csv  ? ExampleFormat::kCsv
-                    : ExampleFormat::kTfExamples;
   PSTRAIN_ASSIGN_OR_RETURN(o.compression, ParseCompression(t.input_compression));
   o.features = TabularFeaturesOf(model);
   if (csv) {
