@@ -32,33 +32,8 @@ void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }
 
-// A serialized Example whose dense feature is its id and whose ids feature
-// holds the id and id + 1; label id % 2.
-std::string ExampleWithId(int64_t id) {
-  tf::Example e;
-  auto& f = *e.mutable_features()->mutable_feature();
-  f["label"].mutable_int64_list()->add_value(id % 2);
-  f["dense"].mutable_float_list()->add_value(static_cast<float>(id));
-  f["ids"].mutable_int64_list()->add_value(id);
-  f["ids"].mutable_int64_list()->add_value(id + 1);
-  return e.SerializeAsString();
-}
-
-// `files` TFRecord files of `per_file` examples, ids numbered across them.
-std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, int per_file,
-                                           bool gzip) {
-  std::vector<std::string> paths;
-  int64_t id = 0;
-  for (int f = 0; f < files; ++f) {
-    std::string bytes;
-    for (int i = 0; i < per_file; ++i) bytes += RecordWriter::Frame(ExampleWithId(id++));
-    const std::string path =
-        absl::StrCat(dir, "/train-", f, "-of-", files, gzip ? ".tfrecord.gz" : ".tfrecord");
-    WriteFile(path, gzip ? testutil::Gzip(bytes) : bytes);
-    paths.push_back(path);
-  }
-  return paths;
-}
+using testutil::ExampleWithId;
+using testutil::WriteExampleFiles;
 
 ExampleStreamOptions Options(std::vector<std::string> files) {
   ExampleStreamOptions o;

@@ -2,8 +2,13 @@
 
 #include <zlib.h>
 
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/record_writer.h"
 #include "data/idx_format.h"
 #include "glog/logging.h"
+#include "proto/example.pb.h"
 
 namespace pstrain {
 namespace testutil {
@@ -64,6 +69,31 @@ Dataset MakeDataset(int64_t n, int h, int w, int c) {
     dataset.labels.push_back(static_cast<int32_t>(i));
   }
   return dataset;
+}
+
+std::string ExampleWithId(int64_t id) {
+  tf::Example e;
+  auto& f = *e.mutable_features()->mutable_feature();
+  f["label"].mutable_int64_list()->add_value(id % 2);
+  f["dense"].mutable_float_list()->add_value(static_cast<float>(id));
+  f["ids"].mutable_int64_list()->add_value(id);
+  f["ids"].mutable_int64_list()->add_value(id + 1);
+  return e.SerializeAsString();
+}
+
+std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, int per_file,
+                                           bool gzip) {
+  std::vector<std::string> paths;
+  int64_t id = 0;
+  for (int f = 0; f < files; ++f) {
+    std::string bytes;
+    for (int i = 0; i < per_file; ++i) bytes += RecordWriter::Frame(ExampleWithId(id++));
+    const std::string path =
+        absl::StrCat(dir, "/train-", f, "-of-", files, gzip ? ".tfrecord.gz" : ".tfrecord");
+    std::ofstream(path, std::ios::binary) << (gzip ? Gzip(bytes) : bytes);
+    paths.push_back(path);
+  }
+  return paths;
 }
 
 }  // namespace testutil

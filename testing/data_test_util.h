@@ -33,6 +33,15 @@ uint8_t PatternPixel(int64_t i, int64_t j);
 // pixels and label i (not a class, so tests can tell examples apart).
 Dataset MakeDataset(int64_t n, int h, int w, int c);
 
+// A serialized tf.train.Example whose "dense" feature is its id and whose
+// "ids" feature holds the id and id + 1; "label" id % 2.
+std::string ExampleWithId(int64_t id);
+
+// `files` TFRecord files (gzip'd: .tfrecord.gz) of `per_file` ExampleWithId
+// examples in `dir`, ids numbered across them: their paths.
+std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, int per_file,
+                                           bool gzip);
+
 }  // namespace testutil
 }  // namespace pstrain
 
