@@ -55,6 +55,23 @@ ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files) {
   return ExampleFormat::kTfExamples;
 }
 
+std::vector<FilePiece> EpochPieces(const ExampleStreamOptions& o, int64_t epoch) {
+  if (o.redeal.has_value() && epoch == o.redeal->epoch) return o.redeal->pieces;
+  std::vector<FilePiece> pieces;
+  const size_t replicas = static_cast<size_t>(std::max(1, o.num_replicas));
+  for (size_t i = 0; i < o.files.size(); ++i) {
+    if (o.files.size() < replicas || i % replicas == static_cast<size_t>(o.replica)) {
+      pieces.push_back({static_cast<int64_t>(i), 0, 0});
+    }
+  }
+  if (o.shuffle_buffer > 0) {
+    uint64_t state = MixBits64(o.seed ^ MixBits64(static_cast<uint64_t>(epoch) + 1) ^
+                               (static_cast<uint64_t>(o.replica) << 32));
+    for (size_t i = pieces.size(); i > 1; --i) std::swap(pieces[i - 1], pieces[Draw(&state, i)]);
+  }
+  return pieces;
+}
+
 std::string InputPosition::ToString() const {
   std::vector<std::string> files;
   for (const Open& o : open) files.push_back(absl::StrCat(o.file, ":", o.offset, ":", o.record));
@@ -117,12 +134,6 @@ struct ExampleStream::Window {
 class ExampleStream::Reader {
  public:
   Reader(Env* env, ExampleStreamOptions options) : env_(env), options_(std::move(options)) {
-    for (size_t i = 0; i < options_.files.size(); ++i) {
-      if (options_.files.size() < static_cast<size_t>(options_.num_replicas) ||
-          static_cast<int>(i % options_.num_replicas) == options_.replica) {
-        mine_.push_back(options_.files[i]);
-      }
-    }
     interleaved_ = options_.files.size() < static_cast<size_t>(options_.num_replicas);
     if (options_.format == ExampleFormat::kTfExamples) {
       parser_ = std::make_unique<TabularExampleParser>(options_.features);
@@ -130,10 +141,17 @@ class ExampleStream::Reader {
   }
   ~Reader() { Stop(); }
 
-  absl::Status Start(const InputPosition& position) {
-    if (position.next_file > static_cast<int64_t>(mine_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input position ", position.ToString(), ": this replica has ", mine_.size(), " files"));
+  absl::Status Start(const InputPosition& from) {
+    InputPosition position = from;
+    if (options_.redeal.has_value() && position.epoch < options_.redeal->epoch) {
+      position = InputPosition();
+      position.epoch = options_.redeal->epoch;
+    }
+    order_ = EpochFiles(position.epoch);
+    if (position.next_file > static_cast<int64_t>(order_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("input position ", position.ToString(),
+                                                     ": this replica has ", order_.size(),
+                                                     " files in epoch ", position.epoch));
     }
     for (const InputPosition::Open& o : position.open) {
       if (o.file >= position.next_file) {
@@ -150,10 +168,10 @@ class ExampleStream::Reader {
     progress_.num_epochs = options_.num_epochs;
     // Resumed: the files begun before the open ones are done.
     progress_.files_done = position.next_file - static_cast<int64_t>(position.open.size());
+    progress_.files = static_cast<int64_t>(order_.size());
     progress_.fraction = static_cast<double>(progress_.files_done) /
-                         static_cast<double>(std::max<size_t>(1, mine_.size()));
+                         static_cast<double>(std::max<size_t>(1, order_.size()));
     skip_ = position.taken;
-    order_ = EpochFiles(at_.epoch);
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
   }
@@ -178,12 +196,8 @@ class ExampleStream::Reader {
   }
 
   std::vector<std::string> EpochFiles(int64_t epoch) const {
-    std::vector<std::string> files = mine_;
-    if (options_.shuffle_buffer > 0) {
-      uint64_t state = MixBits64(options_.seed ^ MixBits64(static_cast<uint64_t>(epoch) + 1) ^
-                                 (static_cast<uint64_t>(options_.replica) << 32));
-      for (size_t i = files.size(); i > 1; --i) std::swap(files[i - 1], files[Draw(&state, i)]);
-    }
+    std::vector<std::string> files;
+    for (const FilePiece& p : EpochPieces(options_, epoch)) files.push_back(options_.files[p.file]);
     return files;
   }
 
@@ -194,7 +208,6 @@ class ExampleStream::Reader {
     std::lock_guard<std::mutex> lock(mu_);
     return progress_;
   }
-  int64_t files() const { return static_cast<int64_t>(mine_.size()); }
 
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -255,6 +268,10 @@ class ExampleStream::Reader {
       cv_.notify_all();
       if (end) return;
     }
+  }
+
+  bool Redealt(int64_t epoch) const {
+    return options_.redeal.has_value() && epoch == options_.redeal->epoch;
   }
 
   // Opens the slots of at_.open (at a window's start they are at_'s).
@@ -358,7 +375,11 @@ class ExampleStream::Reader {
     while (static_cast<int>(slots_.size()) < options_.cycle_length &&
            at_.next_file < static_cast<int64_t>(order_.size())) {
       const int64_t file = at_.next_file++;
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream, OpenFile(order_[file], 0, 0));
+      // A re-dealt piece begins where the replica that had it stopped.
+      const FilePiece begin =
+          Redealt(at_.epoch) ? options_.redeal->pieces[static_cast<size_t>(file)] : FilePiece();
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<RecordStream> stream,
+                               OpenFile(order_[file], begin.offset, begin.record));
       slots_.push_back(NewSlot(file, std::move(stream)));
     }
     return absl::OkStatus();
@@ -442,7 +463,7 @@ class ExampleStream::Reader {
     progress_.files_open = static_cast<int64_t>(slots_.size());
     progress_.file_bytes += now - s.counted;
     progress_.fraction +=
-        (share - s.share) / static_cast<double>(std::max<size_t>(1, mine_.size()));
+        (share - s.share) / static_cast<double>(std::max<size_t>(1, order_.size()));
     s.counted = now;
     s.share = share;
   }
@@ -456,7 +477,7 @@ class ExampleStream::Reader {
     progress_.files_open = static_cast<int64_t>(slots_.size());
     progress_.fraction =
         std::min(1.0, progress_.fraction +
-                          (1 - share) / static_cast<double>(std::max<size_t>(1, mine_.size())));
+                          (1 - share) / static_cast<double>(std::max<size_t>(1, order_.size())));
   }
 
   std::unique_ptr<Window> ReadWindow() {
@@ -478,7 +499,8 @@ class ExampleStream::Reader {
       if (slots_.empty()) {
         // The epoch ended.
         if (read > 0) break;  // its last window first
-        if (epoch_examples_ == 0) {
+        // (A re-dealt epoch may have left this replica nothing.)
+        if (epoch_examples_ == 0 && !Redealt(at_.epoch)) {
           status = absl::FailedPreconditionError(absl::StrCat(
               "replica ", options_.replica, " of ", options_.num_replicas, " read no example from ",
               order_.size(), " files in epoch ", at_.epoch,
@@ -498,6 +520,7 @@ class ExampleStream::Reader {
         {
           std::lock_guard<std::mutex> lock(mu_);
           progress_.epoch = at_.epoch;
+          progress_.files = static_cast<int64_t>(order_.size());
           progress_.files_done = 0;
           progress_.files_open = 0;
           progress_.fraction = 0;
@@ -568,7 +591,6 @@ class ExampleStream::Reader {
 
   Env* const env_;
   const ExampleStreamOptions options_;
-  std::vector<std::string> mine_;
   bool interleaved_ = false;
   std::unique_ptr<TabularExampleParser> parser_;
   // kCsv: the parser, made from the first file's header (which every file
@@ -612,6 +634,19 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
   }
   if (options.format == ExampleFormat::kTfExamples) {
     PSTRAIN_RETURN_IF_ERROR(CheckTabularFeatures(options.features));
+  }
+  if (options.redeal.has_value()) {
+    if (options.files.size() < static_cast<size_t>(options.num_replicas)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input files re-dealt among ", options.num_replicas, " replicas: only ",
+                       options.files.size(), " files (a re-deal needs a file per replica)"));
+    }
+    for (const FilePiece& p : options.redeal->pieces) {
+      if (p.file < 0 || p.file >= static_cast<int64_t>(options.files.size()) || p.record < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("a re-dealt piece of file ", p.file, " of ",
+                                                       options.files.size(), " input files"));
+      }
+    }
   }
   if (options.format == ExampleFormat::kCsv) {
     if (!options.csv.has_value()) {
@@ -664,7 +699,6 @@ InputPosition ExampleStream::position() const {
 
 InputProgress ExampleStream::progress() const {
   InputProgress p = reader_->progress();
-  p.files = reader_->files();
   p.examples = examples_;
   return p;
 }

@@ -46,6 +46,26 @@ enum class ExampleFormat {
   kCsv,         // CSV with a header, read by a schema (data/csv_format.h)
 };
 
+// Where a file is begun: at its start, or, re-dealt (RedealShare), where
+// an earlier run's replica stopped reading it.
+struct FilePiece {
+  int64_t file = 0;     // index into ExampleStreamOptions::files
+  uint64_t offset = 0;  // decompressed offset of the record to begin with
+  int64_t record = 0;   // its number in the file
+  bool operator==(const FilePiece&) const = default;
+};
+
+// A replica's share of what the replicas of a run with another number of
+// them left unread (data/input_redeal.h): read as epoch `epoch`, in this
+// order, in place of the replica's usual files of that epoch. The epochs
+// after it are the usual ones.
+struct RedealShare {
+  int64_t epoch = 0;
+  int64_t first_batch = 0;  // the replica's batch number the share begins at
+  std::vector<FilePiece> pieces;
+  bool operator==(const RedealShare&) const = default;
+};
+
 struct ExampleStreamOptions {
   // Every replica's files, in the same order (ExpandFilePatterns).
   std::vector<std::string> files;
@@ -70,11 +90,19 @@ struct ExampleStreamOptions {
   int64_t max_bad_records = 0;
   // Logs every file the stream opens (a training replica's), with where.
   bool log_opens = false;
+  // A restart with another number of replicas: the stream begins at the
+  // share's epoch (a position before it means its start) and reads its
+  // pieces first. Needs as many files as replicas, or more.
+  std::optional<RedealShare> redeal;
 };
 
 // The format of `files` by their names: kCriteoTsv when every one ends .tsv
 // or .tsv.gz, kCsv when every one ends .csv or .csv.gz, else kTfExamples.
 ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files);
+
+// The files replica `options.replica` reads in `epoch`, in their order:
+// its share of options.files, or its re-dealt pieces.
+std::vector<FilePiece> EpochPieces(const ExampleStreamOptions& options, int64_t epoch);
 
 // Examples per window without shuffling.
 inline constexpr int64_t kInOrderWindow = 1024;

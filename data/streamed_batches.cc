@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -16,22 +17,45 @@ namespace {
 
 constexpr char kHeader[] = "pstrain input positions v1";
 
+// What decides the batches: `replicas` adds the replica, their number and
+// a re-deal (in the order logs written before re-deals existed have).
+std::string StreamKey(const ExampleStreamOptions& o, bool replicas) {
+  std::string key = absl::StrCat(static_cast<int>(o.format), " ");
+  if (replicas) absl::StrAppend(&key, o.replica, " ", o.num_replicas, " ");
+  absl::StrAppend(&key, o.seed, " ", o.shuffle_buffer, " ", o.cycle_length, " ", o.batch_size, " ",
+                  o.features.num_dense);
+  for (const std::string& f : o.features.sparse) absl::StrAppend(&key, " ", f);
+  for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
+  if (replicas && o.redeal.has_value()) {
+    absl::StrAppend(&key, "\nredeal ", o.redeal->epoch, " ", o.redeal->first_batch);
+    for (const FilePiece& p : o.redeal->pieces) {
+      absl::StrAppend(&key, " ", p.file, ":", p.offset, ":", p.record);
+    }
+  }
+  return key;
+}
+
 }  // namespace
 
 uint64_t StreamFingerprint(const ExampleStreamOptions& o) {
-  std::string key = absl::StrCat(static_cast<int>(o.format), " ", o.replica, " ", o.num_replicas,
-                                 " ", o.seed, " ", o.shuffle_buffer, " ", o.cycle_length, " ",
-                                 o.batch_size, " ", o.features.num_dense);
-  for (const std::string& f : o.features.sparse) absl::StrAppend(&key, " ", f);
-  for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
-  return StableNameHash(key);
+  return StableNameHash(StreamKey(o, true));
+}
+
+uint64_t StreamBaseFingerprint(const ExampleStreamOptions& o) {
+  return StableNameHash(StreamKey(o, false));
+}
+
+std::string PositionLogAbout(const ExampleStreamOptions& o) {
+  return absl::StrCat("replica=", o.replica, " replicas=", o.num_replicas,
+                      " base=", StreamBaseFingerprint(o));
 }
 
 InputPositionLog::InputPositionLog(Env* env, std::string path, uint64_t fingerprint, int64_t every,
-                                   int keep)
+                                   int keep, std::string about)
     : env_(env),
       path_(std::move(path)),
       fingerprint_(fingerprint),
+      about_(std::move(about)),
       every_(std::max<int64_t>(1, every)),
       keep_(std::max(1, keep)) {}
 
@@ -49,6 +73,7 @@ absl::Status InputPositionLog::Load(std::string* note) {
     return absl::OkStatus();
   }
   for (size_t i = 1; i < lines.size(); ++i) {
+    if (absl::StartsWith(lines[i], "#")) continue;
     const size_t space = lines[i].find(' ');
     int64_t n = 0;
     absl::StatusOr<InputPosition> p =
@@ -75,14 +100,15 @@ std::optional<std::pair<int64_t, InputPosition>> InputPositionLog::Find(int64_t 
   return std::nullopt;
 }
 
-absl::Status InputPositionLog::Record(int64_t n, const InputPosition& position) {
-  if (n % every_ != 0) return absl::OkStatus();
+absl::Status InputPositionLog::Record(int64_t n, const InputPosition& position, bool always) {
+  if (n % every_ != 0 && !always) return absl::OkStatus();
   while (!entries_.empty() && entries_.back().first >= n) entries_.pop_back();
   entries_.emplace_back(n, position);
   if (static_cast<int>(entries_.size()) > keep_) {
     entries_.erase(entries_.begin(), entries_.end() - keep_);
   }
   std::string text = absl::StrCat(kHeader, " ", fingerprint_, "\n");
+  if (!about_.empty()) absl::StrAppend(&text, "# ", about_, "\n");
   for (const auto& [batch, p] : entries_) absl::StrAppend(&text, batch, " ", p.ToString(), "\n");
   return env_->WriteFileAtomic(path_, text);
 }
@@ -92,11 +118,21 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
     int64_t first, InputPositionLog* log) {
   InputPosition position;
   int64_t at = 0;
-  if (log != nullptr) {
-    if (std::optional<std::pair<int64_t, InputPosition>> found = log->Find(first)) {
-      at = found->first;
-      position = found->second;
+  std::optional<std::pair<int64_t, InputPosition>> found;
+  if (log != nullptr) found = log->Find(first);
+  if (options.redeal.has_value() &&
+      (!found.has_value() || found->first < options.redeal->first_batch)) {
+    if (first < options.redeal->first_batch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replica ", options.replica, "'s batch ", first,
+          " is before its re-dealt input begins (batch ", options.redeal->first_batch, ")"));
     }
+    found.emplace(options.redeal->first_batch, InputPosition());
+    found->second.epoch = options.redeal->epoch;
+  }
+  if (found.has_value()) {
+    at = found->first;
+    position = found->second;
   }
   if (first > at) {
     LOG(INFO) << "input: replica " << options.replica << " reads from "

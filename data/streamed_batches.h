@@ -24,11 +24,12 @@ namespace pstrain {
 // job dir's input/replica-<r>.txt) rewritten every `every` batches with the
 // last `keep`. The file names the stream's options (files, replicas, seed,
 // shuffle_buffer, format) in a fingerprint; a file written for other options
-// is not used. Not thread-safe.
+// is not used. A line "# <about>" after it says for whom it was written (a
+// re-deal, data/input_redeal.h, reads it). Not thread-safe.
 class InputPositionLog {
  public:
   InputPositionLog(Env* env, std::string path, uint64_t fingerprint, int64_t every = 50,
-                   int keep = 200);
+                   int keep = 200, std::string about = "");
 
   // Reads what an earlier run of the replica wrote. OK with nothing read
   // when there is no file or it was written for other options (then
@@ -39,9 +40,9 @@ class InputPositionLog {
   std::optional<std::pair<int64_t, InputPosition>> Find(int64_t n) const;
 
   // Batch n is about to be read at `position`: kept when n is a multiple of
-  // `every`, and the file rewritten. Positions of batches after n (undone by
-  // a rollback) are dropped.
-  absl::Status Record(int64_t n, const InputPosition& position);
+  // `every` (or `always`), and the file rewritten. Positions of batches
+  // after n (undone by a rollback) are dropped.
+  absl::Status Record(int64_t n, const InputPosition& position, bool always = false);
 
   const std::string& path() const { return path_; }
 
@@ -49,6 +50,7 @@ class InputPositionLog {
   Env* const env_;
   const std::string path_;
   const uint64_t fingerprint_;
+  const std::string about_;
   const int64_t every_;
   const int keep_;
   std::vector<std::pair<int64_t, InputPosition>> entries_;  // by batch number
@@ -56,12 +58,19 @@ class InputPositionLog {
 
 // The fingerprint of what decides a replica's batches.
 uint64_t StreamFingerprint(const ExampleStreamOptions& options);
+// The same without the replica, the number of replicas and a re-deal: what
+// decides the batches of all replicas together.
+uint64_t StreamBaseFingerprint(const ExampleStreamOptions& options);
+// The line a replica's position log says it was written for: "replica=R
+// replicas=N base=B" (B: StreamBaseFingerprint).
+std::string PositionLogAbout(const ExampleStreamOptions& options);
 
 class StreamedBatches : public BatchSource {
  public:
   // The replica's batches from batch `first` on: its stream opened at the
-  // latest position `log` has at or before `first` (the start without one),
-  // and the batches between read and dropped. `sparse_features`: the
+  // latest position `log` has at or before `first` (without one: the start,
+  // or a re-deal's at its first batch), and the batches between read and
+  // dropped. InvalidArgument for a `first` before a re-deal's first batch. `sparse_features`: the
   // model's, by name, in the order it takes them. `log` (may be null) must
   // outlive the source. The errors of ExampleStream::Create and Next.
   static absl::StatusOr<std::unique_ptr<StreamedBatches>> Start(
@@ -79,6 +88,9 @@ class StreamedBatches : public BatchSource {
   // Labels outside [0, n) are an error (0: not checked).
   void set_num_classes(int n) { num_classes_ = n; }
   int64_t next_batch() const { return next_; }
+  // The stream ended before batch `first` (a replica restarted after its
+  // input ended).
+  bool ended() const { return ended_; }
 
  private:
   StreamedBatches(std::unique_ptr<ExampleStream> stream, std::vector<std::string> sparse_features,

@@ -10,6 +10,8 @@
 
 #include "common/env.h"
 #include "common/record_writer.h"
+#include "data/input_redeal.h"
+#include "data/streamed_batches.h"
 #include "data/tfrecord_dataset.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
@@ -117,6 +119,29 @@ int main(int argc, char** argv) {
   Put("png", "gray.png", *EncodePng(2, 3, 1, absl::MakeConstSpan(bytes).subspan(0, 6)));
   Put("png", "gray_alpha.png", *EncodePng(2, 2, 2, absl::MakeConstSpan(bytes).subspan(0, 8)));
   Put("png", "rgb.png", *EncodePng(3, 2, 3, bytes));
+
+  // input_state_fuzzer: a position log and a deal.
+  {
+    MemEnv env;
+    InputPosition p;
+    p.epoch = 1;
+    p.next_file = 3;
+    p.open = {{0, 4096, 17}, {2, 0, 0}};
+    p.window = 5;
+    p.taken = 40;
+    InputPositionLog log(&env, "/log.txt", 12345, 1, 200, "replica=1 replicas=3 base=678");
+    if (!log.Record(50, InputPosition()).ok() || !log.Record(100, p).ok()) return 1;
+    Put("input_state", "positions", std::string(1, '\0') + *env.ReadFile("/log.txt"));
+    InputDeal deal;
+    deal.base = 678;
+    deal.from_replicas = 2;
+    deal.replicas = 3;
+    deal.step = 120;
+    deal.epoch = 1;
+    deal.read_again = 300;
+    deal.pieces = {{1, 0, 0}, {4, 9000, 31}, {5, 0, 0}, {0, 77, 2}};
+    Put("input_state", "deal", std::string(1, '\1') + deal.ToString());
+  }
 
   // data_fuzzer: idx raw and gzip, CIFAR-10, TFRecords of both layouts.
   std::vector<uint8_t> pixels(2 * 4 * 4);

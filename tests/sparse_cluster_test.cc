@@ -441,7 +441,7 @@ TEST_F(SparseClusterTest, AResumedStreamedJobTrainsOnTheSameLossesAtEveryStep) {
                                     "--data_dir=" + ctr_,
                                     "--train_files=" + shards + "/part-*.tsv.gz",
                                     "--job_dir=" + job,
-                                    "--train_steps=220",
+                                    "--train_steps=1200",
                                     "--eval_steps=0",
                                     "--log_every_n_steps=1",
                                     "--batch_size=50",
@@ -452,12 +452,14 @@ TEST_F(SparseClusterTest, AResumedStreamedJobTrainsOnTheSameLossesAtEveryStep) {
   ProcessResult a = RunProcess(args(dir_ + "/uninterrupted"), 600);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   const auto want = StepLosses(a.output);
-  ASSERT_EQ(want.size(), 440u) << a.output;  // 2 workers x 220 steps
+  ASSERT_EQ(want.size(), 2400u) << a.output;  // 2 workers x 1200 steps
   for (const std::string role : {"worker:1", "ps:0"}) {
     SCOPED_TRACE(role);
     const std::string job = dir_ + "/killed_" + role.substr(0, role.find(':'));
     const std::string log = job + ".log";
     Background launch = StartProcess(args(job), log);
+    // (The job trains some 700 steps a second: 1200 steps leave time to
+    // find the process while it is still training.)
     ASSERT_TRUE(WaitForLoggedStep(log, 130, 180)) << ReadAll(log);
     const std::string binary = role == "ps:0" ? "pstrain-ps" : "pstrain-worker";
     const std::vector<pid_t> pids =
@@ -554,6 +556,70 @@ TEST_F(SparseClusterTest, NumEpochsEndsTheJobWithItsInput) {
                  120);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("already finished"), std::string::npos) << again.output;
+}
+
+// A job restarted with another number of workers (issue 40): the files, and
+// rests of files, its 2 replicas had not read are dealt to the 3 it has
+// now, so that the job still trains on every example of its epoch once (and
+// on the examples of the shuffle windows being handed out at the restart,
+// which the log counts, once more).
+TEST_F(SparseClusterTest, ARestartWithAnotherNumberOfWorkersDealsTheUnreadFilesAnew) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  Env* env = Env::Default();
+  const std::string shards = dir_ + "/redeal_shards";
+  ASSERT_TRUE(env->CreateDirs(shards).ok());
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(data->WriteTsv(env, absl::StrCat(shards, "/part-", i, ".tsv"), 1000, 300 + i).ok());
+  }
+  const std::string training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n";
+  const auto run = [&](int workers, const std::string& train_steps) {
+    const std::string config =
+        WriteClusterConfig(LoopbackConfig{.ps = 1,
+                                          .workers = workers,
+                                          .training = training,
+                                          .file = absl::StrCat("cluster_", workers, ".yaml")});
+    return RunProcess(
+        {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+         "--train_files=" + shards + "/part-*.tsv", "--num_epochs=1",
+         "--train_steps=" + train_steps, "--job_dir=" + job_dir(), "--eval_steps=0",
+         "--log_every_n_steps=20", "--batch_size=100", "--learning_rate=0.003",
+         "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+        300);
+  };
+  // 2 replicas train 12 steps of 100 examples each (3 files of 1000 each).
+  ProcessResult first = run(1, "12");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // 3 replicas go on to the end of the epoch.
+  ProcessResult r = run(2, "5000");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex("the job ran with 2 replicas and has 3 now: what they had not read at step 12 "
+                 "\\(([0-9]+) files or rests of files, to complete epoch 1\\).*up to ([0-9]+) "
+                 "examples trained before are read again")))
+      << r.output;
+  const int64_t read_again = std::stoll(m[2]);
+  EXPECT_LE(read_again, 2 * 1000);  // a shuffle window per replica
+  // Where each replica's input ended: the examples the job trained on.
+  int64_t trained = 12 * 2 * 100;
+  for (const std::string who : {"the chief's", "worker 0's", "worker 1's"}) {
+    ASSERT_TRUE(
+        std::regex_search(r.output, m, std::regex(who + " input ended at global step ([0-9]+)")))
+        << who << "\n"
+        << r.output;
+    trained += (std::stoll(m[1]) - 12) * 100;
+  }
+  std::printf("re-dealt: %lld examples trained of 6000 (%lld read again by the deal)\n",
+              static_cast<long long>(trained), static_cast<long long>(read_again));
+  // Each replica drops its last examples that are fewer than a batch.
+  EXPECT_LE(trained, 6000 + read_again) << r.output;
+  EXPECT_GT(trained, 6000 + read_again - 3 * 100) << r.output;
+  EXPECT_TRUE(env->FileExists(job_dir() + "/input/deal.txt"));
+  absl::StatusOr<std::string> marker = env->ReadFile(job_dir() + "/COMPLETED");
+  ASSERT_TRUE(marker.ok()) << marker.status();
+  EXPECT_NE(marker->find("ended: input"), std::string::npos) << *marker;
 }
 
 // A ps killed after a replica's input ended: the restored ps has forgotten

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "data/criteo_format.h"
 #include "data/file_pattern.h"
+#include "data/input_redeal.h"
 #include "data/tabular_examples.h"
 #include "data/tfrecord_dataset.h"
 #include "glog/logging.h"
@@ -189,15 +190,70 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
   PSTRAIN_ASSIGN_OR_RETURN(input->options_, StreamOptionsOf(env, t, model, spec, std::move(files),
                                                             "training.train_files"));
   input->options_.log_opens = true;
-  const std::string dir = JoinPath(t.job_dir, "input");
-  PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(dir));
-  input->log_ = std::make_unique<InputPositionLog>(
-      env, JoinPath(dir, absl::StrCat("replica-", spec.replica, ".txt")),
-      StreamFingerprint(input->options_));
-  std::string note;
-  PSTRAIN_RETURN_IF_ERROR(input->log_->Load(&note));
-  if (!note.empty()) LOG(WARNING) << note;
+  input->dir_ = JoinPath(t.job_dir, "input");
+  PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(input->dir_));
+  // A job re-dealt to this many replicas reads its deal's pieces first.
+  PSTRAIN_ASSIGN_OR_RETURN(std::optional<InputDeal> deal,
+                           LoadDeal(env, input->dir_, input->options_));
+  if (deal.has_value()) input->options_.redeal = deal->ShareOf(spec.replica, spec.sync);
+  PSTRAIN_RETURN_IF_ERROR(input->OpenLog());
   return input;
+}
+
+absl::Status ReplicaInput::OpenLog() {
+  log_ = std::make_unique<InputPositionLog>(
+      env_, JoinPath(dir_, absl::StrCat("replica-", spec_.replica, ".txt")),
+      StreamFingerprint(options_), /*every=*/50, /*keep=*/200, PositionLogAbout(options_));
+  std::string note;
+  PSTRAIN_RETURN_IF_ERROR(log_->Load(&note));
+  if (!note.empty()) LOG(WARNING) << note;
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaInput::Redeal(int64_t global_step) {
+  ExampleStreamOptions plain = options_;
+  plain.redeal.reset();
+  // A deal at or before this step (a later replica reads past the batches
+  // since) is this run's: another replica made it, and may have begun
+  // overwriting the logs it was planned from.
+  const auto fits = [&](const std::optional<InputDeal>& d) {
+    return d.has_value() && d->step <= global_step;
+  };
+  PSTRAIN_ASSIGN_OR_RETURN(std::optional<InputDeal> deal, LoadDeal(env_, dir_, plain));
+  if (!fits(deal)) {
+    std::string why_not;
+    PSTRAIN_ASSIGN_OR_RETURN(deal, PlanDeal(env_, dir_, plain, global_step, spec_.sync, &why_not));
+    if (!deal.has_value() && why_not.empty()) return absl::OkStatus();  // nothing to deal
+    if (!deal.has_value()) {
+      PSTRAIN_ASSIGN_OR_RETURN(deal, LoadDeal(env_, dir_, plain));
+      if (!fits(deal)) {
+        LOG(WARNING) << "input: the job ran with another number of replicas, and its unread "
+                        "input is not dealt anew ("
+                     << why_not << "): each replica reads its share as if the job had had "
+                     << spec_.num_replicas << " from the start";
+        return ForgetDeal(env_, dir_, spec_.num_replicas);
+      }
+    } else {
+      PSTRAIN_RETURN_IF_ERROR(SaveDeal(env_, dir_, *deal));
+    }
+  }
+  options_.redeal = deal->ShareOf(spec_.replica, spec_.sync);
+  int64_t begun = 0;
+  for (const FilePiece& p : options_.redeal->pieces) begun += p.offset > 0;
+  LOG(INFO) << "input: the job ran with " << deal->from_replicas << " replicas and has "
+            << deal->replicas << " now: what they had not read at step " << global_step << " ("
+            << deal->pieces.size() << " files or rests of files, to complete epoch "
+            << deal->epoch + 1 << ") is dealt anew; replica " << spec_.replica << " reads "
+            << options_.redeal->pieces.size() << " of them (" << begun
+            << " begun), then its share of the files as one of " << deal->replicas << "; up to "
+            << deal->read_again
+            << " examples trained before are read again (the shuffle windows being handed out)";
+  PSTRAIN_RETURN_IF_ERROR(OpenLog());
+  // The log says at once that this run reads the deal: a restart before
+  // its 50th batch must not take the run before's logs for the latest.
+  InputPosition start;
+  start.epoch = options_.redeal->epoch;
+  return log_->Record(options_.redeal->first_batch, start, /*always=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<BatchSource>> ReplicaInput::Start(int64_t global_step) {
@@ -207,6 +263,19 @@ absl::StatusOr<std::unique_ptr<BatchSource>> ReplicaInput::Start(int64_t global_
     return std::unique_ptr<BatchSource>(std::move(batches));
   }
   const int64_t first = spec_.sync ? global_step : global_step / spec_.num_replicas;
+  if (options_.redeal.has_value() && first < options_.redeal->first_batch) {
+    // Rolled back to before the deal: the deal is not for this step.
+    LOG(WARNING) << "input: step " << global_step << " is before the step the input was dealt "
+                 << "anew at; replica " << spec_.replica << " reads its share from the start";
+    options_.redeal.reset();
+    PSTRAIN_RETURN_IF_ERROR(ForgetDeal(env_, dir_, spec_.num_replicas));
+    PSTRAIN_RETURN_IF_ERROR(OpenLog());
+  }
+  if (global_step > 0 && !options_.redeal.has_value() && !log_->Find(first).has_value()) {
+    // No position of its own: the run before may have had another number
+    // of replicas.
+    PSTRAIN_RETURN_IF_ERROR(Redeal(global_step));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<StreamedBatches> batches,
       StreamedBatches::Start(env_, options_, model_.sparse_features(), first, log_.get()));

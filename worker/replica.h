@@ -108,7 +108,9 @@ class ReplicaInput {
 
   // The batches from global step `global_step` on, as StartReplicaBatches
   // says (sync: the replica's batch number global_step; async: about
-  // global_step / replicas), prefetching started.
+  // global_step / replicas), prefetching started. A streamed replica with
+  // no position of its own in a job that ran with another number of
+  // replicas takes its share of their unread input (data/input_redeal.h).
   absl::StatusOr<std::unique_ptr<BatchSource>> Start(int64_t global_step);
 
   // What the replica reads, for its first log line.
@@ -119,12 +121,19 @@ class ReplicaInput {
   ReplicaInput(Env* env, const Model& model, const ReplicaSpec& spec)
       : env_(env), model_(model), spec_(spec) {}
 
+  // The position log for options_ (read).
+  absl::Status OpenLog();
+  // Plans or takes the deal of the run before's unread input at
+  // `global_step`, if it had another number of replicas.
+  absl::Status Redeal(int64_t global_step);
+
   Env* const env_;
   const Model& model_;
   const ReplicaSpec spec_;
   Dataset train_;                          // in memory
   ExampleStreamOptions options_;           // streamed: its files are set
   std::unique_ptr<InputPositionLog> log_;  // streamed
+  std::string dir_;                        // streamed: the job dir's input/
 };
 
 // The options of a stream of `files` for `model` (TFRecord Examples, Criteo
