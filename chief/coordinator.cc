@@ -9,10 +9,12 @@
 #include "chief/checkpointer.h"
 #include "chief/summaries.h"
 #include "common/status_macros.h"
+#include "data/file_list.h"
 #include "export/export.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
+#include "io/export_format.h"
 #include "models/model_options.h"
 #include "ps_protocol/job_clients.h"
 #include "worker/evaluation.h"
@@ -46,6 +48,7 @@ class Chief {
       PSTRAIN_RETURN_IF_ERROR(FollowTraining().status());
     }
     checkpointer_->Stop();
+    follower_.reset();
     if (checkpointer_->stopped_early()) return StoppedEarly();
     return EndJob();
   }
@@ -81,6 +84,17 @@ class Chief {
     PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, CallPatience()));
     PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
     PSTRAIN_ASSIGN_OR_RETURN(eval_, EvalInput::Open(deps_.env, t_, *model_));
+    if (t_.follow) {
+      // The replicas read the list of files found so far; the chief keeps
+      // it up to date while the job trains (StartJob).
+      const std::string list = FileListPath(t_.job_dir);
+      PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(JoinPath(t_.job_dir, "input")));
+      PSTRAIN_ASSIGN_OR_RETURN(const int64_t added,
+                               UpdateFileList(deps_.env, list, t_.train_files));
+      PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> files, ReadFileList(deps_.env, list));
+      LOG(INFO) << "chief: following " << t_.train_files << ": " << files.size() << " files ("
+                << added << " new), listed again every " << t_.poll_secs << " s in " << list;
+    }
     return LoadTrainingData();
   }
 
@@ -131,6 +145,10 @@ class Chief {
     }
     if (replica_ < 0) train_.reset();
     checkpointer_->Start(start_step_);
+    if (t_.follow) {
+      follower_ = std::make_unique<FileListFollower>(deps_.env, FileListPath(t_.job_dir),
+                                                     t_.train_files, t_.poll_secs);
+    }
     job_start_ = std::chrono::steady_clock::now();
     next_eval_ =
         t_.eval_steps > 0 ? (start_step_ / t_.eval_steps + 1) * t_.eval_steps : StepLimit(t_);
@@ -213,6 +231,9 @@ class Chief {
       MaybeEvaluate(view);
       return absl::OkStatus();
     };
+    // Stopped (SIGTERM): a replica waiting for new files (follow) pulls no
+    // more, and would not hear of the end from the ps.
+    options.should_stop = [this] { return checkpointer_->stopped_early(); };
     int64_t from = start_step_;
     while (true) {
       PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, start(from));
@@ -296,6 +317,26 @@ class Chief {
   absl::Status StoppedEarly() {
     job_ended_ = true;
     PSTRAIN_RETURN_IF_ERROR(checkpointer_->background_status());
+    if (t_.follow && t_.exports_to_keep > 0) {
+      // An online job stops rather than ends: the checkpoint it stopped at
+      // is exported, for serving to go on with the newest model.
+      const std::string base = JoinPath(t_.job_dir, "export");
+      absl::StatusOr<std::string> index = ResolveCheckpointIndex(deps_.env, t_.job_dir);
+      absl::StatusOr<std::string> dir =
+          index.ok() ? ExportCheckpoint(deps_.env, *index, base) : index.status();
+      if (!dir.ok()) {
+        LOG(WARNING) << "the stopped online job was not exported: " << dir.status();
+      } else {
+        LOG(INFO) << "Exported the model for serving to " << *dir << " (from " << *index
+                  << ", where the online job stopped; pstrain-serve --model_base_path=" << base
+                  << ")";
+        absl::StatusOr<std::vector<int64_t>> pruned =
+            PruneExports(deps_.env, base, t_.exports_to_keep);
+        if (!pruned.ok()) {
+          LOG(WARNING) << "cannot delete old exports in " << base << ": " << pruned.status();
+        }
+      }
+    }
     LOG(INFO) << "job stopped before train_steps after " << absl::StrFormat("%.1f", Elapsed())
               << " s; restart it with the same config to resume from the last checkpoint";
     return absl::OkStatus();
@@ -390,9 +431,12 @@ class Chief {
       LOG(INFO) << "every replica's input ended (num_epochs " << t_.num_epochs
                 << "): the job ends at global step " << metrics.global_step;
     }
+    // An online job (follow) stops rather than finishes: its model is
+    // exported as it stops, to serve on.
+    if ((finished || t_.follow) && t_.exports_to_keep > 0) {
+      PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view, final_checkpoint));
+    }
     if (finished) {
-      if (t_.exports_to_keep > 0)
-        PSTRAIN_RETURN_IF_ERROR(ExportModel(final_view, final_checkpoint));
       if (absl::Status s = summaries_->Finish(final_statuses); !s.ok()) {
         LOG(WARNING) << "cannot write the final training summaries: " << s;
       }
@@ -433,6 +477,7 @@ class Chief {
   std::optional<Dataset> train_;
   std::unique_ptr<ReplicaInput> input_;  // a training chief's tabular input
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<FileListFollower> follower_;  // follow: new files listed while training
   std::shared_ptr<TrainingSummaries> summaries_;
   std::unique_ptr<EventWriter> eval_events_;
   int64_t start_step_ = 0;

@@ -149,6 +149,12 @@ struct TrainingSpec {
   // Streamed input: bad records (or damaged rests of files) a replica skips,
   // each logged and counted, before one stops it.
   int64_t max_bad_records = 0;
+  // Online training: after the files train_files matches at start, the
+  // chief lists it again every poll_secs and the replicas train on each new
+  // file once, in the order found (name order within a listing); the job
+  // runs until stopped (or train_steps). Each file is read once.
+  bool follow = false;
+  double poll_secs = 30;
   std::string job_dir;  // checkpoints, events, export; required
   UpdateMode update = UpdateMode::kAsync;
   // ssp: how many steps a replica may run ahead of the slowest live one

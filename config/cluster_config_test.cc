@@ -353,6 +353,8 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"num_epochs", "-1", "training.num_epochs = -1: passes over train_files"},
       {"max_bad_records", "-1", "training.max_bad_records = -1: bad records skipped"},
       {"num_epochs", "2", "training.num_epochs = 2 counts passes over training.train_files, which"},
+      {"follow", "true", "training.follow follows the files training.train_files matches"},
+      {"poll_secs", "0", "training.poll_secs = 0 must be positive"},
       {"batch_size", "0", "training.batch_size = 0 must be positive"},
       {"eval_batch_size", "-1", "training.eval_batch_size = -1 must be positive"},
       {"eval_steps", "-1", "training.eval_steps = -1 must be 0 or more"},
@@ -397,6 +399,12 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
   config.training.num_epochs = 0;
   ExpectInvalid(ValidateJobConfig(config),
                 {"training.train_steps = 0 must be positive", "set num_epochs with train_files"});
+  // An online job (follow) runs until stopped, each file read once.
+  config.training.follow = true;
+  EXPECT_TRUE(ValidateJobConfig(config).ok());
+  config.training.num_epochs = 2;
+  ExpectInvalid(ValidateJobConfig(config),
+                {"training.num_epochs = 2 with training.follow, which trains on each file once"});
 }
 
 TEST(ValidateJobConfigTest, EmbeddingOptimizerSettings) {

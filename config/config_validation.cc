@@ -283,7 +283,19 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
                      " counts passes over training.train_files, which is not set (data_dir "
                      "input is trained on for train_steps)"));
   }
-  const bool ends_with_input = t.num_epochs > 0 && t.train_steps == 0;
+  if (t.follow && t.train_files.empty()) {
+    return Invalid(
+        "training.follow follows the files training.train_files matches, which is not set");
+  }
+  if (t.follow && t.num_epochs > 1) {
+    return Invalid(absl::StrCat("training.num_epochs = ", t.num_epochs,
+                                " with training.follow, which trains on each file once"));
+  }
+  if (!(t.poll_secs > 0)) {
+    return Invalid(absl::StrCat("training.poll_secs = ", t.poll_secs,
+                                " must be positive: seconds between listings of train_files"));
+  }
+  const bool ends_with_input = (t.num_epochs > 0 || t.follow) && t.train_steps == 0;
   if (t.train_steps <= 0 && !ends_with_input) {
     return Invalid(absl::StrCat(
         "training.train_steps = ", t.train_steps,

@@ -31,6 +31,8 @@ const Field kFields[] = {
     {"num_epochs", &TrainingSpec::num_epochs},
     {"csv_schema", &TrainingSpec::csv_schema},
     {"max_bad_records", &TrainingSpec::max_bad_records},
+    {"follow", &TrainingSpec::follow},
+    {"poll_secs", &TrainingSpec::poll_secs},
     {"job_dir", &TrainingSpec::job_dir},
     {"update", &TrainingSpec::update},
     {"staleness", &TrainingSpec::staleness},

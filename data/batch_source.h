@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "data/sparse_features.h"
 
 namespace pstrain {
@@ -27,6 +29,17 @@ struct InputProgress {
   int64_t bad_records = 0;  // skipped (max_bad_records) since then
 };
 
+// A source that follows new files (online training) has none to read yet:
+// try again (after checking whether the replica is asked to stop).
+inline absl::Status WaitingForInputError(std::string_view what) {
+  absl::Status s = absl::UnavailableError(absl::string_view(what.data(), what.size()));
+  s.SetPayload("type.pstrain/waiting_for_input", absl::Cord("1"));
+  return s;
+}
+inline bool IsWaitingForInput(const absl::Status& s) {
+  return absl::IsUnavailable(s) && s.GetPayload("type.pstrain/waiting_for_input").has_value();
+}
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
@@ -35,7 +48,8 @@ class BatchSource {
   // tabular example's dense features), `labels` (batch_size) and, when
   // `sparse` is not null, the model's sparse features. OutOfRange when the
   // input has no more examples; a source that reads files returns their
-  // errors (naming the file and where in it).
+  // errors (naming the file and where in it); one that follows new files
+  // WaitingForInputError while it has none (the next call goes on).
   virtual absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) = 0;
 
   // Epochs completed, for progress lines.

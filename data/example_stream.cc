@@ -1,6 +1,7 @@
 #include "data/example_stream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "common/status_macros.h"
 #include "data/criteo.h"
 #include "data/criteo_dataset.h"
+#include "data/file_list.h"
 #include "data/record_stream.h"
 #include "glog/logging.h"
 
@@ -76,7 +78,8 @@ std::string InputPosition::ToString() const {
   std::vector<std::string> files;
   for (const Open& o : open) files.push_back(absl::StrCat(o.file, ":", o.offset, ":", o.record));
   return absl::StrCat("epoch=", epoch, " next_file=", next_file, " window=", window,
-                      " taken=", taken, " open=", absl::StrJoin(files, ","));
+                      " taken=", taken, listed > 0 ? absl::StrCat(" listed=", listed) : "",
+                      " open=", absl::StrJoin(files, ","));
 }
 
 absl::StatusOr<InputPosition> InputPosition::FromString(std::string_view view) {
@@ -109,13 +112,16 @@ absl::StatusOr<InputPosition> InputPosition::FromString(std::string_view view) {
                       : key == "next_file" ? &p.next_file
                       : key == "window"    ? &p.window
                       : key == "taken"     ? &p.taken
+                      : key == "listed"    ? &p.listed
                                            : nullptr;
     if (target == nullptr) return bad(absl::StrCat("unknown key \"", key, "\""));
     if (!absl::SimpleAtoi(value, target) || *target < 0) {
       return bad(absl::StrCat(key, " is not a count"));
     }
   }
-  if (fields != 5) return bad("needs epoch, next_file, window, taken and open");
+  if (fields != 5 + (p.listed > 0 ? 1 : 0)) {
+    return bad("needs epoch, next_file, window, taken and open (and listed, once)");
+  }
   return p;
 }
 
@@ -134,7 +140,9 @@ struct ExampleStream::Window {
 class ExampleStream::Reader {
  public:
   Reader(Env* env, ExampleStreamOptions options) : env_(env), options_(std::move(options)) {
-    interleaved_ = options_.files.size() < static_cast<size_t>(options_.num_replicas);
+    files_ = options_.files;
+    interleaved_ =
+        !following() && options_.files.size() < static_cast<size_t>(options_.num_replicas);
     if (options_.format == ExampleFormat::kTfExamples) {
       parser_ = std::make_unique<TabularExampleParser>(options_.features);
     }
@@ -147,7 +155,13 @@ class ExampleStream::Reader {
       position = InputPosition();
       position.epoch = options_.redeal->epoch;
     }
-    order_ = EpochFiles(position.epoch);
+    if (following()) {
+      position.epoch = 0;
+      // The first window reads the files its position says were listed.
+      PSTRAIN_RETURN_IF_ERROR(RefreshList(position.listed));
+    } else {
+      order_ = EpochFiles(position.epoch);
+    }
     if (position.next_file > static_cast<int64_t>(order_.size())) {
       return absl::InvalidArgumentError(absl::StrCat("input position ", position.ToString(),
                                                      ": this replica has ", order_.size(),
@@ -159,6 +173,7 @@ class ExampleStream::Reader {
             absl::StrCat("input position ", position.ToString(), ": an open file not yet begun"));
       }
     }
+    if (following()) position.listed = static_cast<int64_t>(files_.size());
     start_ = position;
     at_ = position;
     at_.taken = 0;
@@ -184,6 +199,20 @@ class ExampleStream::Reader {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
+
+  // The next window within `secs`, or null.
+  std::unique_ptr<Window> TakeFor(double secs) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::duration<double>(secs), [&] { return !ready_.empty(); })) {
+      return nullptr;
+    }
+    std::unique_ptr<Window> w = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return w;
+  }
+
+  bool following() const { return !options_.follow_list.empty(); }
 
   // The next window; blocks until it is read.
   std::unique_ptr<Window> Take() {
@@ -370,6 +399,44 @@ class ExampleStream::Reader {
     return std::string_view(joined_);
   }
 
+  // Following new files: reads the list again (at most every second, or
+  // poll_secs), its first `limit` files if not 0, and deals its new files.
+  // Only at a window's start, where at_.listed records it: a window
+  // re-read from its position reads the same files. The reader thread's
+  // (and Start's).
+  absl::Status RefreshList(int64_t limit = 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (listed_ && now - last_listed_ < std::chrono::duration<double>(
+                                            std::min(1.0, std::max(0.01, options_.poll_secs)))) {
+      return absl::OkStatus();
+    }
+    listed_ = true;
+    last_listed_ = now;
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                             ReadFileList(env_, options_.follow_list));
+    if (limit > 0 && static_cast<int64_t>(files.size()) >= limit) files.resize(limit);
+    if (limit > 0 ? static_cast<int64_t>(files.size()) < limit : files.size() < files_.size()) {
+      return absl::DataLossError(
+          absl::StrCat(options_.follow_list, " lists ", files.size(), " files, fewer than the ",
+                       std::max<int64_t>(limit, static_cast<int64_t>(files_.size())),
+                       " it listed before: its files keep their places"));
+    }
+    files_ = std::move(files);
+    at_.listed = static_cast<int64_t>(files_.size());
+    const size_t before = order_.size();
+    order_.clear();
+    const size_t replicas = static_cast<size_t>(options_.num_replicas);
+    for (size_t i = static_cast<size_t>(options_.replica); i < files_.size(); i += replicas) {
+      order_.push_back(files_[i]);
+    }
+    if (order_.size() > before) {
+      waiting_ = false;
+      std::lock_guard<std::mutex> lock(mu_);
+      progress_.files = static_cast<int64_t>(order_.size());
+    }
+    return absl::OkStatus();
+  }
+
   // Fills the cycle up to cycle_length from the epoch's next files.
   absl::Status FillCycle() {
     while (static_cast<int>(slots_.size()) < options_.cycle_length &&
@@ -490,12 +557,33 @@ class ExampleStream::Reader {
     if (!started_) {
       status = OpenSlots();
       started_ = true;
+    } else if (following()) {
+      status = RefreshList();
     }
     w->start = at_;
     int64_t read = 0;
     size_t next_slot = 0;  // where the next round would start
     while (status.ok() && read < size && !Stopping()) {
       if (status = FillCycle(); !status.ok()) break;
+      if (slots_.empty() && following()) {
+        // Every file listed is read: the examples so far go out, then the
+        // list is read again until it has new files.
+        if (read > 0) break;
+        if (!waiting_) {
+          LOG(INFO) << "input: replica " << options_.replica << " of " << options_.num_replicas
+                    << " has read its " << order_.size() << " files of the " << files_.size()
+                    << " listed in " << options_.follow_list << "; waiting for new ones";
+          waiting_ = true;
+        }
+        {
+          std::unique_lock<std::mutex> lock(mu_);
+          cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_; });
+        }
+        // Nothing read yet: the window begins anew with the list as it is.
+        if (status = RefreshList(); !status.ok()) break;
+        w->start = at_;
+        continue;
+      }
       if (slots_.empty()) {
         // The epoch ended.
         if (read > 0) break;  // its last window first
@@ -606,6 +694,12 @@ class ExampleStream::Reader {
   int64_t skip_ = 0;
   std::vector<std::string> order_;
   std::vector<Slot> slots_;
+  // Following new files: the list as last read, when, and whether the
+  // wait for new ones was logged.
+  std::vector<std::string> files_;
+  bool listed_ = false;
+  std::chrono::steady_clock::time_point last_listed_;
+  bool waiting_ = false;
   bool started_ = false;
   int64_t epoch_examples_ = 0;  // read in this epoch
 
@@ -622,7 +716,12 @@ ExampleStream::~ExampleStream() = default;
 
 absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
     Env* env, ExampleStreamOptions options, const InputPosition& position) {
-  if (options.files.empty()) return absl::InvalidArgumentError("an input stream of no files");
+  if (options.files.empty() && options.follow_list.empty()) {
+    return absl::InvalidArgumentError("an input stream of no files");
+  }
+  if (!options.follow_list.empty() && options.redeal.has_value()) {
+    return absl::InvalidArgumentError("a stream that follows new files is not re-dealt");
+  }
   if (options.batch_size < 1 || options.num_replicas < 1 || options.replica < 0 ||
       options.replica >= options.num_replicas || options.cycle_length < 1 ||
       options.shuffle_buffer < 0 || options.num_epochs < 0 || options.max_bad_records < 0) {
@@ -661,32 +760,48 @@ absl::StatusOr<std::unique_ptr<ExampleStream>> ExampleStream::Create(
 
 absl::Status ExampleStream::Next(Dataset* batch) {
   const int batch_size = reader_->batch_size();
-  bool started = false;
+  const auto hand_out = [&] {
+    *batch = std::move(pending_);
+    pending_ = Dataset();
+    pending_started_ = false;
+    return absl::OkStatus();
+  };
   while (true) {
     if (window_ == nullptr || window_->taken == static_cast<int64_t>(window_->order.size())) {
-      if (window_ != nullptr && !window_->error.ok()) return window_->error;
+      if (window_ != nullptr && !window_->error.ok()) {
+        pending_started_ = false;
+        return window_->error;
+      }
       if (window_ != nullptr && window_->last) {
-        if (started) return absl::OkStatus();  // the last, short batch
+        if (pending_started_) return hand_out();  // the last, short batch
         return absl::OutOfRangeError("the input's last epoch is done");
       }
-      window_ = reader_->Take();
+      if (reader_->following()) {
+        std::unique_ptr<Window> w = reader_->TakeFor(1.0);
+        if (w == nullptr) return WaitingForInputError("waiting for new input files");
+        window_ = std::move(w);
+      } else {
+        window_ = reader_->Take();
+      }
       continue;
     }
-    if (!started) {
-      *batch = EmptyLike(window_->examples);
-      started = true;
+    if (!pending_started_) {
+      pending_ = EmptyLike(window_->examples);
+      pending_started_ = true;
     }
     // A column's kind is fixed by the first example with values (an earlier
     // window may have had none).
-    for (size_t c = 0; c < batch->sparse.size(); ++c) {
-      if (batch->sparse[c].values.empty()) batch->sparse[c].kind = window_->examples.sparse[c].kind;
+    for (size_t c = 0; c < pending_.sparse.size(); ++c) {
+      if (pending_.sparse[c].values.empty()) {
+        pending_.sparse[c].kind = window_->examples.sparse[c].kind;
+      }
     }
     while (window_->taken < static_cast<int64_t>(window_->order.size()) &&
-           batch->size() < batch_size) {
-      AppendExample(window_->examples, window_->order[window_->taken++], batch);
+           pending_.size() < batch_size) {
+      AppendExample(window_->examples, window_->order[window_->taken++], &pending_);
       ++examples_;
     }
-    if (batch->size() == batch_size) return absl::OkStatus();
+    if (pending_.size() == batch_size) return hand_out();
   }
 }
 

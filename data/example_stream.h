@@ -90,6 +90,13 @@ struct ExampleStreamOptions {
   int64_t max_bad_records = 0;
   // Logs every file the stream opens (a training replica's), with where.
   bool log_opens = false;
+  // Online training (training.follow): the file list (data/file_list.h)
+  // that `files` were read from. When the stream has read every file it
+  // knows it reads the list again (at most every second) and goes on with
+  // the new files; file i of the list goes to replica i % num_replicas.
+  // One pass over each file (num_epochs is ignored); never ends.
+  std::string follow_list;
+  double poll_secs = 30;  // follow: the longest wait between readings of the list
   // A restart with another number of replicas: the stream begins at the
   // share's epoch (a position before it means its start) and reads its
   // pieces first. Needs as many files as replicas, or more.
@@ -121,6 +128,9 @@ struct InputPosition {
   std::vector<Open> open;  // the files being read, in the order records are taken
   int64_t window = 0;      // windows begun in this epoch
   int64_t taken = 0;       // examples of that window handed out
+  // Following new files: the files of the list the window could read (the
+  // list is read again only between windows); 0 otherwise.
+  int64_t listed = 0;
   bool operator==(const InputPosition&) const = default;
 
   std::string ToString() const;
@@ -145,7 +155,9 @@ class ExampleStream {
   // fewer only as the last batch of the last epoch). OutOfRange after the
   // last epoch's last example. A file's error (NotFound for one that is
   // gone; DataLoss or InvalidArgument naming the file, its record or line
-  // and the field) once the examples before it are handed out.
+  // and the field) once the examples before it are handed out. Following
+  // new files: WaitingForInputError after about a second without a whole
+  // batch (the examples so far are kept for the next call).
   absl::Status Next(Dataset* batch);
 
   // The position of the next batch.
@@ -162,6 +174,8 @@ class ExampleStream {
   struct Window;
   std::unique_ptr<Reader> reader_;
   std::unique_ptr<Window> window_;  // being handed out
+  Dataset pending_;                 // the batch being filled
+  bool pending_started_ = false;
   int64_t examples_ = 0;
 };
 

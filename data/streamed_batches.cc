@@ -25,7 +25,11 @@ std::string StreamKey(const ExampleStreamOptions& o, bool replicas) {
   absl::StrAppend(&key, o.seed, " ", o.shuffle_buffer, " ", o.cycle_length, " ", o.batch_size, " ",
                   o.features.num_dense);
   for (const std::string& f : o.features.sparse) absl::StrAppend(&key, " ", f);
-  for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
+  if (o.follow_list.empty()) {
+    for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
+  } else {
+    absl::StrAppend(&key, "\nfollow ", o.follow_list);  // its files only grow
+  }
   if (replicas && o.redeal.has_value()) {
     absl::StrAppend(&key, "\nredeal ", o.redeal->epoch, " ", o.redeal->first_batch);
     for (const FilePiece& p : o.redeal->pieces) {
@@ -166,14 +170,17 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
 
 absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBatch* sparse) {
   if (ended_) return absl::OutOfRangeError("the input's last epoch is done");
-  if (log_ != nullptr) {
+  if (log_ != nullptr && !waiting_) {
     // Where this batch begins; a replica that cannot write it trains on
     // (a restart then reads from an earlier position).
     if (absl::Status s = log_->Record(next_, stream_->position()); !s.ok()) {
       LOG_EVERY_N(WARNING, 100) << "cannot save the input position: " << s.message();
     }
   }
-  PSTRAIN_RETURN_IF_ERROR(stream_->Next(&batch_));
+  absl::Status read = stream_->Next(&batch_);
+  // Waiting for new files: the batch begun goes on at the next call.
+  waiting_ = IsWaitingForInput(read);
+  PSTRAIN_RETURN_IF_ERROR(read);
   if (num_classes_ > 0) {
     for (int64_t i = 0; i < batch_.size(); ++i) {
       if (batch_.labels[i] < 0 || batch_.labels[i] >= num_classes_) {

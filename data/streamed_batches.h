@@ -108,7 +108,8 @@ class StreamedBatches : public BatchSource {
   int64_t next_;
   InputPositionLog* const log_;
   Dataset batch_;
-  bool ended_ = false;  // the stream ended before the first batch asked for
+  bool ended_ = false;    // the stream ended before the first batch asked for
+  bool waiting_ = false;  // the last call waited for new files, mid-batch
   int num_classes_ = 0;
 };
 

@@ -1,21 +1,34 @@
 // What a streamed job keeps of its input (data/streamed_batches.h,
-// data/input_redeal.h): byte 0 even: the rest is a replica's position log
-// (the fingerprint its first line names is the one expected); odd: a deal
-// file. Whatever parses must write back to the same text, and read the same.
+// data/input_redeal.h, data/file_list.h): byte 0 % 3 == 0: the rest is a
+// replica's position log (the fingerprint its first line names is the one
+// expected); 1: a deal file; 2: an online job's list of files. Whatever
+// parses must write back to the same text, and read the same.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
+#include "data/file_list.h"
 #include "data/input_redeal.h"
 #include "data/streamed_batches.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  if (data[0] % 2 == 1) {
+  if (data[0] % 3 == 2) {
+    pstrain::MemEnv env;
+    if (!env.WriteFileAtomic("/files.txt", text).ok()) return 0;
+    absl::StatusOr<std::vector<std::string>> files = pstrain::ReadFileList(&env, "/files.txt");
+    if (!files.ok()) return 0;
+    for (const std::string& f : *files) {
+      if (f.empty() || f.find('\n') != std::string::npos) std::abort();
+    }
+    return 0;
+  }
+  if (data[0] % 3 == 1) {
     absl::StatusOr<pstrain::InputDeal> deal = pstrain::InputDeal::FromString(text, "/deal.txt");
     if (!deal.ok()) return 0;
     absl::StatusOr<pstrain::InputDeal> again =

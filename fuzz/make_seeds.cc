@@ -141,6 +141,8 @@ int main(int argc, char** argv) {
     deal.read_again = 300;
     deal.pieces = {{1, 0, 0}, {4, 9000, 31}, {5, 0, 0}, {0, 77, 2}};
     Put("input_state", "deal", std::string(1, '\1') + deal.ToString());
+    Put("input_state", "files",
+        std::string(1, '\2') + "/logs/hour=13/part-0\n/logs/hour=13/part-1\n");
   }
 
   // data_fuzzer: idx raw and gzip, CIFAR-10, TFRecords of both layouts.

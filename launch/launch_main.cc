@@ -182,6 +182,7 @@ int Launch() {
                    "), ", threads, " compute thread(s) each: ", t.model, ", ",
                    std::string(pstrain::UpdateModeName(t.update)), " updates, ",
                    t.train_steps > 0 ? absl::StrCat(t.train_steps, " steps")
+                   : t.follow        ? absl::StrCat("new files of ", t.train_files, " as they come")
                                      : absl::StrCat(t.num_epochs, " epochs of ", t.train_files),
                    " of batch ", t.batch_size, " per replica; job dir ", t.job_dir));
   pstrain::JobResult result = (*supervisor)->Wait("chief:0", absl::Seconds(30));

@@ -46,6 +46,10 @@ DEFINE_string(csv_schema, "",
 DEFINE_int64(max_bad_records, 0,
              "Streamed input: bad records a replica skips (each logged and counted) before one "
              "stops it.");
+DEFINE_bool(follow, false,
+            "Online training: list --train_files again every --poll_secs and train on each new "
+            "file once; the job runs until stopped (or --train_steps).");
+DEFINE_double(poll_secs, 30, "--follow: seconds between listings of --train_files.");
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
 DEFINE_string(update, "async", "Update mode: async, sync or ssp (bounded staleness).");
 DEFINE_int32(staleness, 3, "ssp: steps a replica may run ahead of the slowest live one.");

@@ -7,6 +7,7 @@
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "data/criteo_format.h"
+#include "data/file_list.h"
 #include "data/file_pattern.h"
 #include "data/input_redeal.h"
 #include "data/tabular_examples.h"
@@ -81,7 +82,8 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
                      " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
-  o.format = ExampleFormatOfFiles(files);
+  // (An online job's list of files may be empty yet: its pattern says.)
+  o.format = ExampleFormatOfFiles(files.empty() ? std::vector<std::string>{t.train_files} : files);
   const bool criteo = o.format == ExampleFormat::kCriteoTsv;
   const bool csv = o.format == ExampleFormat::kCsv;
   const std::string first = files.empty() ? std::string() : files[0];
@@ -185,11 +187,21 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
     PSTRAIN_ASSIGN_OR_RETURN(input->train_, LoadModelData(env, model, t.data_dir, Split::kTrain));
     return input;
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
-                           ExpandFilePatterns(env, t.train_files, "training.train_files"));
+  std::vector<std::string> files;
+  if (t.follow) {
+    // The chief's list of the files found so far (data/file_list.h).
+    PSTRAIN_ASSIGN_OR_RETURN(files, ReadFileList(env, FileListPath(t.job_dir)));
+  } else {
+    PSTRAIN_ASSIGN_OR_RETURN(files, ExpandFilePatterns(env, t.train_files, "training.train_files"));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(input->options_, StreamOptionsOf(env, t, model, spec, std::move(files),
                                                             "training.train_files"));
   input->options_.log_opens = true;
+  if (t.follow) {
+    input->options_.follow_list = FileListPath(t.job_dir);
+    input->options_.poll_secs = t.poll_secs;
+    input->options_.num_epochs = 0;
+  }
   input->dir_ = JoinPath(t.job_dir, "input");
   PSTRAIN_RETURN_IF_ERROR(env->CreateDirs(input->dir_));
   // A job re-dealt to this many replicas reads its deal's pieces first.
@@ -271,7 +283,8 @@ absl::StatusOr<std::unique_ptr<BatchSource>> ReplicaInput::Start(int64_t global_
     PSTRAIN_RETURN_IF_ERROR(ForgetDeal(env_, dir_, spec_.num_replicas));
     PSTRAIN_RETURN_IF_ERROR(OpenLog());
   }
-  if (global_step > 0 && !options_.redeal.has_value() && !log_->Find(first).has_value()) {
+  if (global_step > 0 && !options_.redeal.has_value() && !log_->Find(first).has_value() &&
+      options_.follow_list.empty()) {
     // No position of its own: the run before may have had another number
     // of replicas.
     PSTRAIN_RETURN_IF_ERROR(Redeal(global_step));
@@ -290,6 +303,10 @@ std::string ReplicaInput::Describe() const {
   }
   const size_t files = options_.files.size();
   const size_t replicas = static_cast<size_t>(spec_.num_replicas);
+  if (!options_.follow_list.empty()) {
+    return absl::StrCat("follows the training files (", files, " listed so far in ",
+                        options_.follow_list, "; file i goes to replica i % ", replicas, ")");
+  }
   return files >= replicas
              ? absl::StrCat("streams ",
                             files / replicas + (spec_.replica < static_cast<int>(files % replicas)),

@@ -115,7 +115,7 @@ class ReplicaInput {
 
   // What the replica reads, for its first log line.
   std::string Describe() const;
-  bool streamed() const { return !options_.files.empty(); }
+  bool streamed() const { return !options_.files.empty() || !options_.follow_list.empty(); }
 
  private:
   ReplicaInput(Env* env, const Model& model, const ReplicaSpec& spec)

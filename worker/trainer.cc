@@ -156,6 +156,9 @@ absl::StatusOr<int64_t> Trainer::Run() {
       const double waited = std::chrono::duration<double>(Clock::now() - read_start).count();
       window_wait += waited;
       input_wait += waited;
+      // Following new files and none yet: asked again (after a look at
+      // whether to stop).
+      if (IsWaitingForInput(read)) continue;
       if (absl::IsOutOfRange(read)) {
         input_ended_ = true;
         // The rates of the whole run.
