@@ -8,11 +8,13 @@
 //   pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N] [--num_dense N] [--sparse a,b]
 //   pstrain-data synthetic-ctr --out FILE --examples N [--seed S] [--test_out FILE]
 //       [--test_examples M]
+//   pstrain-data synthetic-ctr --stream DIR --examples N --every SECS [--drift D] [--count K]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -61,6 +63,13 @@ int Usage() {
                "         model's AUC and log loss on the test examples, the best attainable;\n"
                "         with --shards or --gzip the training examples go to N files\n"
                "         FILE-00000-of-0000N.tsv[.gz] (FILE without its .tsv)\n"
+               "       pstrain-data synthetic-ctr --stream DIR --examples N --every SECS\n"
+               "           [--drift D] [--count K] [--seed S] [--gzip]\n"
+               "         a click log that grows, for online training: every SECS seconds\n"
+               "         a new file DIR/part-00000.tsv[.gz], ... of N examples (K files,\n"
+               "         default for ever), from a planted model in which a fraction D of\n"
+               "         the ids draw new weights at each file; prints each file's planted\n"
+               "         AUC and that of the first file's model on it\n"
                "       pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N]\n"
                "           [--num_dense N] [--sparse a,b,...]\n"
                "         streams the files once as a training replica does (TFRecord\n"
@@ -94,46 +103,97 @@ int Instances(pstrain::Env* env, const std::string& dir, const std::string& coun
   return 0;
 }
 
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "pstrain-data: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+// The next `n` examples of `examples` as Criteo TSV in `path` (gzip'd if
+// `gzip`), written to `temp` and renamed.
+absl::Status WriteTsvFile(pstrain::Env* env, pstrain::SyntheticCtr::Stream& examples, int64_t n,
+                          const std::string& path, const std::string& temp, bool gzip) {
+  pstrain::CriteoBatch batch;
+  std::string text;
+  absl::StatusOr<std::unique_ptr<pstrain::WritableFile>> file = env->NewWritableFile(temp);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<pstrain::GzipWriter> zipped;
+  if (gzip) zipped = std::make_unique<pstrain::GzipWriter>(file->get(), path);
+  for (int64_t done = 0; done < n;) {
+    const int64_t take = std::min<int64_t>(1 << 14, n - done);
+    examples.Next(take, &batch);
+    text.clear();
+    for (int64_t row = 0; row < batch.size(); ++row) pstrain::AppendCriteoLine(batch, row, &text);
+    absl::Status st = gzip ? zipped->Append(text) : (*file)->Append(text);
+    if (!st.ok()) return st;
+    done += take;
+  }
+  absl::Status st = gzip ? zipped->Close() : (*file)->Close();
+  if (!st.ok()) return st;
+  return env->RenameFile(temp, path);
+}
+
 // The first `n` training examples of `generator` in `shards` files
 // <prefix>-00000-of-0000N.tsv[.gz], in order (shard i holds examples
 // [i n / shards, (i + 1) n / shards)); each file through a temporary one.
 absl::Status WriteShards(pstrain::Env* env, const pstrain::SyntheticCtr& generator,
                          const std::string& prefix, int64_t n, int shards, bool gzip) {
   pstrain::SyntheticCtr::Stream examples = generator.NewStream(pstrain::kSyntheticTrainStream);
-  pstrain::CriteoBatch batch;
-  std::string text;
   for (int s = 0; s < shards; ++s) {
     const std::string path =
         absl::StrFormat("%s-%05d-of-%05d.tsv%s", prefix, s, shards, gzip ? ".gz" : "");
     const int64_t begin = n * s / shards, end = n * (s + 1) / shards;
-    absl::StatusOr<std::unique_ptr<pstrain::WritableFile>> file =
-        env->NewWritableFile(path + ".tmp");
-    if (!file.ok()) return file.status();
-    std::unique_ptr<pstrain::GzipWriter> zipped;
-    if (gzip) zipped = std::make_unique<pstrain::GzipWriter>(file->get(), path);
-    for (int64_t done = begin; done < end;) {
-      const int64_t take = std::min<int64_t>(1 << 14, end - done);
-      examples.Next(take, &batch);
-      text.clear();
-      for (int64_t row = 0; row < batch.size(); ++row) pstrain::AppendCriteoLine(batch, row, &text);
-      absl::Status st = gzip ? zipped->Append(text) : (*file)->Append(text);
-      if (!st.ok()) return st;
-      done += take;
+    if (absl::Status st = WriteTsvFile(env, examples, end - begin, path, path + ".tmp", gzip);
+        !st.ok()) {
+      return st;
     }
-    absl::Status st = gzip ? zipped->Close() : (*file)->Close();
-    if (!st.ok()) return st;
-    if (absl::Status r = env->RenameFile(path + ".tmp", path); !r.ok()) return r;
     std::fprintf(stderr, "wrote %s: %lld examples\n", path.c_str(),
                  static_cast<long long>(end - begin));
   }
   return absl::OkStatus();
 }
 
-// Writes the training (and test) split and prints the planted model's quality.
+// --stream: file k of a drifting click log every `every` seconds.
+int WriteSyntheticStream(pstrain::Env* env, pstrain::SyntheticCtr generator, const std::string& dir,
+                         int64_t examples, double every, double drift, int64_t count, bool gzip) {
+  if (absl::Status s = env->CreateDirs(dir); !s.ok()) return Fail(s);
+  pstrain::SyntheticCtr first = generator;
+  first.SetDrift(drift, 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t k = 0; count == 0 || k < count; ++k) {
+    generator.SetDrift(drift, k);
+    const uint64_t stream = 1000 + static_cast<uint64_t>(k);
+    const std::string name = absl::StrFormat("part-%05d.tsv%s", k, gzip ? ".gz" : "");
+    const std::string path = pstrain::JoinPath(dir, name);
+    // Written under a name no pattern matches, then renamed: a follower
+    // never sees half a file.
+    pstrain::SyntheticCtr::Stream source = generator.NewStream(stream);
+    if (absl::Status s = WriteTsvFile(env, source, examples, path,
+                                      pstrain::JoinPath(dir, "." + name + ".tmp"), gzip);
+        !s.ok()) {
+      return Fail(s);
+    }
+    const pstrain::CriteoBatch batch = generator.Generate(examples, stream);
+    absl::StatusOr<pstrain::PlantedModelQuality> now = generator.Evaluate(batch);
+    absl::StatusOr<pstrain::PlantedModelQuality> then = first.Evaluate(batch);
+    if (!now.ok()) return Fail(now.status());
+    if (!then.ok()) return Fail(then.status());
+    std::printf(
+        "shard %lld: %lld examples to %s; planted AUC %.4f (the first shard's model: %.4f)\n",
+        static_cast<long long>(k), static_cast<long long>(examples), path.c_str(), now->auc,
+        then->auc);
+    std::fflush(stdout);
+    if (count != 0 && k + 1 == count) break;
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::duration<double>(every * (k + 1))));
+  }
+  return 0;
+}
+
 int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
-  std::string out, test_out;
+  std::string out, test_out, stream_dir;
   int64_t examples = -1, test_examples = 100000;
-  int64_t shards = 0;
+  int64_t shards = 0, count = 0;
+  double every = -1, drift = 0;
   bool gzip = false;
   pstrain::SyntheticCtrConfig config;
   for (int i = 2; i < argc; i += 2) {
@@ -157,10 +217,25 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &config.seed);
     } else if (flag == "--shards") {
       ok = absl::SimpleAtoi(value, &shards) && shards >= 1 && shards <= 99999;
+    } else if (flag == "--stream") {
+      stream_dir = value;
+    } else if (flag == "--every") {
+      ok = absl::SimpleAtod(value, &every) && every >= 0;
+    } else if (flag == "--drift") {
+      ok = absl::SimpleAtod(value, &drift) && drift >= 0 && drift <= 1;
+    } else if (flag == "--count") {
+      ok = absl::SimpleAtoi(value, &count) && count >= 0 && count <= 99999;
     } else {
       ok = false;
     }
     if (!ok) return Usage();
+  }
+  if (!stream_dir.empty()) {
+    if (examples < 2 || every < 0 || !out.empty() || shards > 0) return Usage();
+    absl::StatusOr<pstrain::SyntheticCtr> generator = pstrain::SyntheticCtr::Create(config);
+    if (!generator.ok()) return Fail(generator.status());
+    return WriteSyntheticStream(env, *std::move(generator), stream_dir, examples, every, drift,
+                                count, gzip);
   }
   if (out.empty() || examples < 0) return Usage();
   absl::StatusOr<pstrain::SyntheticCtr> generator = pstrain::SyntheticCtr::Create(config);
@@ -195,11 +270,6 @@ int WriteSyntheticCtr(pstrain::Env* env, int argc, char** argv) {
       static_cast<long long>(quality->examples), quality->auc, quality->log_loss,
       quality->base_rate, quality->base_rate_log_loss);
   return 0;
-}
-
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "pstrain-data: %s\n", std::string(s.message()).c_str());
-  return 1;
 }
 
 // Criteo TSV or CSV files -> sharded gzip'd TFRecords of tf.train.Example.

@@ -402,6 +402,47 @@ TEST(SyntheticCtrTest, PlantedModelIsInformativeAndKnown) {
   EXPECT_NEAR(mean / static_cast<double>(x.size()), kSyntheticDenseOffset, 0.02);
 }
 
+// A drifting stream: at each shard about the drift's fraction of the ids
+// draw new weights; the model of shard 0 predicts later shards worse, while
+// each shard's own planted model stays as good.
+TEST(SyntheticCtrTest, DriftChangesAFractionOfTheIdsAtEachShard) {
+  SyntheticCtrConfig config;
+  config.num_categorical = 4;
+  config.vocabulary = {2000};
+  absl::StatusOr<SyntheticCtr> generator = SyntheticCtr::Create(config);
+  ASSERT_TRUE(generator.ok());
+  SyntheticCtr first = *generator;
+  SyntheticCtr later = *generator;
+  later.SetDrift(0.1, 1);
+  int changed = 0;
+  for (uint32_t id = 1; id <= 2000; ++id) changed += later.IdWeight(2, id) != first.IdWeight(2, id);
+  EXPECT_NEAR(changed, 200, 45);
+  // Shard 3 keeps what changed at shard 1 unless it changed again.
+  SyntheticCtr third = *generator;
+  third.SetDrift(0.1, 3);
+  int kept = 0;
+  for (uint32_t id = 1; id <= 2000; ++id) {
+    kept += third.IdWeight(2, id) == later.IdWeight(2, id) &&
+            later.IdWeight(2, id) != first.IdWeight(2, id);
+  }
+  EXPECT_GT(kept, 120);
+  // Drift 0, or shard 0: the weights without drift.
+  later.SetDrift(0, 5);
+  EXPECT_EQ(later.IdWeight(1, 7), first.IdWeight(1, 7));
+  SyntheticCtr tenth = *generator;
+  tenth.SetDrift(0.2, 10);
+  const CriteoBatch batch = tenth.Generate(20000, 1010);
+  absl::StatusOr<PlantedModelQuality> own = tenth.Evaluate(batch);
+  absl::StatusOr<PlantedModelQuality> stale = first.Evaluate(batch);
+  ASSERT_TRUE(own.ok() && stale.ok());
+  std::printf("shard 10 at drift 0.2: planted AUC %.4f, the first shard's model %.4f\n", own->auc,
+              stale->auc);
+  absl::StatusOr<PlantedModelQuality> start = first.Evaluate(first.Generate(20000, 1000));
+  ASSERT_TRUE(start.ok());
+  EXPECT_NEAR(own->auc, start->auc, 0.03);
+  EXPECT_LT(stale->auc, own->auc - 0.03);
+}
+
 TEST(SyntheticCtrTest, RoundTripsThroughTheReader) {
   absl::StatusOr<SyntheticCtr> generator = SyntheticCtr::Create(SyntheticCtrConfig());
   ASSERT_TRUE(generator.ok());

@@ -19,7 +19,7 @@ uint64_t Mix(uint64_t x) { return MixBits64(x + kSplitMix64Gamma); }
 uint64_t Mix3(uint64_t a, uint64_t b, uint64_t c) { return Mix(Mix(Mix(a) ^ b) ^ c); }
 
 // What a derived value is for, so streams and weights never share bits.
-enum Purpose : uint64_t { kStreamSeed = 1, kIdWeight = 2, kDenseWeight = 3 };
+enum Purpose : uint64_t { kStreamSeed = 1, kIdWeight = 2, kDenseWeight = 3, kDrift = 4 };
 
 double ToUniform(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
@@ -104,8 +104,22 @@ double SyntheticCtr::IdWeight(int field, uint32_t id) const {
       id > cdfs_[field].size()) {
     return 0;
   }
-  return config_.id_weight_stddev *
-         HashedNormal(config_.seed, kIdWeight, (static_cast<uint64_t>(field) << 32) | id);
+  const uint64_t index = (static_cast<uint64_t>(field) << 32) | id;
+  // The last shard (up to drift_shard_) at which the id drew a new weight.
+  uint64_t version = 0;
+  for (int64_t shard = drift_shard_; shard >= 1 && drift_ > 0; --shard) {
+    if (ToUniform(Mix3(config_.seed, kDrift, Mix(index) ^ static_cast<uint64_t>(shard))) < drift_) {
+      version = static_cast<uint64_t>(shard);
+      break;
+    }
+  }
+  const uint64_t seed = version == 0 ? config_.seed : Mix3(config_.seed, kDrift, version);
+  return config_.id_weight_stddev * HashedNormal(seed, kIdWeight, index);
+}
+
+void SyntheticCtr::SetDrift(double drift, int64_t shard) {
+  drift_ = std::clamp(drift, 0.0, 1.0);
+  drift_shard_ = std::max<int64_t>(0, shard);
 }
 
 double SyntheticCtr::DenseWeight(int d) const {

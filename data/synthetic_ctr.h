@@ -83,6 +83,13 @@ class SyntheticCtr {
   // The planted weight of `id` in `field`; 0 for kCriteoMissingId and for ids
   // outside [1, V_f] (they are never generated).
   double IdWeight(int field, uint32_t id) const;
+
+  // A drifting stream (online training): the planted model of its shard
+  // `shard`, in which, at every shard from 1 to `shard`, each id of each
+  // field drew a new weight with probability `drift` (a pure function of
+  // the seed, the field, the id and the shard). Shard 0 or drift 0: the
+  // weights above. The dense weights do not drift.
+  void SetDrift(double drift, int64_t shard);
   // The planted weight of dense feature `d`.
   double DenseWeight(int d) const;
 
@@ -129,6 +136,8 @@ class SyntheticCtr {
 
   SyntheticCtrConfig config_;
   std::vector<std::vector<double>> cdfs_;  // per field: cdfs_[f][r - 1] = P(id <= r)
+  double drift_ = 0;
+  int64_t drift_shard_ = 0;
 };
 
 }  // namespace pstrain

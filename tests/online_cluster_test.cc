@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,37 @@ TEST_F(OnlineClusterTest, AJobThatFollowsItsFilesTrainsOnEachNewOneAndStopsWhenA
         << out;
   }
   EXPECT_NE(out.find("Exported the model for serving"), std::string::npos) << out;
+}
+
+// The stream to learn from: pstrain-data writes a file of a drifting click
+// log every --every seconds, each with its planted AUC and the first file's
+// model's AUC on it (which falls as the ids drift).
+TEST_F(OnlineClusterTest, SyntheticCtrStreamWritesADriftingLog) {
+  const std::string stream = dir_ + "/stream";
+  testing_util::ProcessResult r = testing_util::RunProcess(
+      {kBin + "/pstrain-data", "synthetic-ctr", "--stream", stream, "--examples", "5000", "--every",
+       "0.1", "--drift", "0.3", "--count", "4", "--gzip"},
+      120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex line(
+      "shard ([0-9]+): 5000 examples to [^;]*part-0000[0-9].tsv.gz; planted AUC "
+      "([0-9.]+) \\(the first shard's model: ([0-9.]+)\\)");
+  std::vector<double> planted, first;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    planted.push_back(std::stod((*it)[2]));
+    first.push_back(std::stod((*it)[3]));
+  }
+  ASSERT_EQ(planted.size(), 4u) << r.output;
+  EXPECT_EQ(planted[0], first[0]);
+  EXPECT_LT(first[3], planted[3] - 0.05) << r.output;
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_TRUE(Env::Default()->FileExists(absl::StrCat(stream, "/part-0000", k, ".tsv.gz")));
+  }
+  // Nothing else is left in the directory (the files were written aside).
+  absl::StatusOr<std::vector<std::string>> names = Env::Default()->ListDir(stream);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(names->size(), 4u);
 }
 
 }  // namespace
