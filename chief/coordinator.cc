@@ -227,6 +227,11 @@ class Chief {
     if (input_ != nullptr && input_->streamed()) {
       options.on_input = InputSummaries(deps_.env, t_.job_dir, replica_);
     }
+    const std::unique_ptr<ProgressiveValidation> progressive = ProgressiveValidationOf(t_, *model_);
+    if (progressive != nullptr) {
+      options.progressive = progressive.get();
+      options.on_progressive = ProgressiveSummaries(deps_.env, t_.job_dir, replica_);
+    }
     options.on_pull = [this](const ParameterView& view) {
       MaybeEvaluate(view);
       return absl::OkStatus();

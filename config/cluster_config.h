@@ -155,6 +155,11 @@ struct TrainingSpec {
   // runs until stopped (or train_steps). Each file is read once.
   bool follow = false;
   double poll_secs = 30;
+  // Progressive validation: each training batch is predicted by the model
+  // before its update; loss, AUC (binary heads) and accuracy over the last
+  // progressive_window examples, logged and written as progressive/*.
+  bool progressive_validation = false;
+  int64_t progressive_window = 100000;
   std::string job_dir;  // checkpoints, events, export; required
   UpdateMode update = UpdateMode::kAsync;
   // ssp: how many steps a replica may run ahead of the slowest live one

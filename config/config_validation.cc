@@ -291,6 +291,10 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.num_epochs = ", t.num_epochs,
                                 " with training.follow, which trains on each file once"));
   }
+  if (t.progressive_window < 1) {
+    return Invalid(absl::StrCat("training.progressive_window = ", t.progressive_window,
+                                " must be positive: the examples progressive validation covers"));
+  }
   if (!(t.poll_secs > 0)) {
     return Invalid(absl::StrCat("training.poll_secs = ", t.poll_secs,
                                 " must be positive: seconds between listings of train_files"));

@@ -33,6 +33,8 @@ const Field kFields[] = {
     {"max_bad_records", &TrainingSpec::max_bad_records},
     {"follow", &TrainingSpec::follow},
     {"poll_secs", &TrainingSpec::poll_secs},
+    {"progressive_validation", &TrainingSpec::progressive_validation},
+    {"progressive_window", &TrainingSpec::progressive_window},
     {"job_dir", &TrainingSpec::job_dir},
     {"update", &TrainingSpec::update},
     {"staleness", &TrainingSpec::staleness},

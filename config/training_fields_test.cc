@@ -115,16 +115,17 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 62u);
+  ASSERT_EQ(names.size(), 64u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
   // The streamed input's fields follow data_dir.
   const auto data = std::find(names.begin(), names.end(), "data_dir");
-  ASSERT_LT(data + 9, names.end());
-  EXPECT_EQ(std::vector<std::string>(data + 1, data + 10),
-            (std::vector<std::string>{"train_files", "eval_files", "input_compression",
-                                      "shuffle_buffer", "num_epochs", "csv_schema",
-                                      "max_bad_records", "follow", "poll_secs"}));
+  ASSERT_LT(data + 11, names.end());
+  EXPECT_EQ(
+      std::vector<std::string>(data + 1, data + 12),
+      (std::vector<std::string>{"train_files", "eval_files", "input_compression", "shuffle_buffer",
+                                "num_epochs", "csv_schema", "max_bad_records", "follow",
+                                "poll_secs", "progressive_validation", "progressive_window"}));
   // The embedding tables' fields follow the dense optimizer's, together.
   const auto at = std::find(names.begin(), names.end(), "weight_decay_exclusions");
   ASSERT_NE(at, names.end());

@@ -50,6 +50,10 @@ DEFINE_bool(follow, false,
             "Online training: list --train_files again every --poll_secs and train on each new "
             "file once; the job runs until stopped (or --train_steps).");
 DEFINE_double(poll_secs, 30, "--follow: seconds between listings of --train_files.");
+DEFINE_bool(progressive_validation, false,
+            "Predict each training batch with the model before its update: loss, AUC and "
+            "accuracy over the last --progressive_window examples (progressive/*).");
+DEFINE_int64(progressive_window, 100000, "--progressive_validation: examples in the window.");
 DEFINE_string(job_dir, "", "Directory for this job's output (required).");
 DEFINE_string(update, "async", "Update mode: async, sync or ssp (bounded staleness).");
 DEFINE_int32(staleness, 3, "ssp: steps a replica may run ahead of the slowest live one.");

@@ -66,7 +66,8 @@ class OnlineClusterTest : public CtrClusterTest {
         LoopbackConfig{.ps = 1,
                        .workers = 1,
                        .training = "  update: async\n  follow: true\n  poll_secs: 0.2\n"
-                                   "  checkpoint_steps: 20\n  shuffle_buffer: 500\n"});
+                                   "  checkpoint_steps: 20\n  shuffle_buffer: 500\n"
+                                   "  progressive_validation: true\n  progressive_window: 2000\n"});
     return StartProcess(
         {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
          "--train_files=" + dir_ + "/logs/part-*.tsv", "--job_dir=" + job_dir(), "--eval_steps=0",
@@ -102,6 +103,25 @@ TEST_F(OnlineClusterTest, AJobThatFollowsItsFilesTrainsOnEachNewOneAndStopsWhenA
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(*list, absl::StrCat(Part(0), "\n", Part(1), "\n", Part(2), "\n", Part(3), "\n"));
   EXPECT_NE(out.find("checkpoint saved at global step"), std::string::npos) << out;
+  // Each batch was predicted before it was trained on: the loss and AUC of
+  // the last 2000 examples, in the log and for TensorBoard.
+  const std::regex progressive(
+      "progressive validation \\(last 2000 examples\\): loss = ([0-9.]+), auc = ([0-9.]+)");
+  std::vector<double> aucs;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), progressive);
+       it != std::sregex_iterator(); ++it) {
+    aucs.push_back(std::stod((*it)[2]));
+  }
+  ASSERT_GE(aucs.size(), 2u) << out;
+  std::printf("progressive AUC of the last 2000 examples: %.4f at first, %.4f at the stop\n",
+              aucs.front(), aucs.back());
+  EXPECT_GT(aucs.back(), 0.6) << out;
+  for (int replica = 0; replica < 2; ++replica) {
+    absl::StatusOr<std::vector<std::string>> events =
+        Env::Default()->ListDir(absl::StrCat(job_dir(), "/progressive/replica-", replica));
+    ASSERT_TRUE(events.ok()) << events.status();
+    EXPECT_EQ(events->size(), 1u);
+  }
 
   // Two more land while it is stopped; restarted, it trains on them.
   Land(4);

@@ -140,6 +140,11 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   options.rewind = [&input](int64_t global_step) { return input->Start(global_step); };
   if (spec.sync) options.batches_from_step = start_step;
   if (input->streamed()) options.on_input = InputSummaries(context.env, t.job_dir, spec.replica);
+  const std::unique_ptr<ProgressiveValidation> progressive = ProgressiveValidationOf(t, *model);
+  if (progressive != nullptr) {
+    options.progressive = progressive.get();
+    options.on_progressive = ProgressiveSummaries(context.env, t.job_dir, spec.replica);
+  }
   bool stop_requested = false;  // asked only while the job is not done
   options.should_stop = [&stop_requested, &context] {
     stop_requested = context.termination->Received() != 0;

@@ -341,6 +341,35 @@ std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const s
   };
 }
 
+std::unique_ptr<ProgressiveValidation> ProgressiveValidationOf(const TrainingSpec& t,
+                                                               const Model& model) {
+  if (!t.progressive_validation) return nullptr;
+  return std::make_unique<ProgressiveValidation>(t.progressive_window, model.num_logits());
+}
+
+std::function<void(int64_t, const ProgressiveMetrics&)> ProgressiveSummaries(
+    Env* env, const std::string& job_dir, int replica) {
+  const std::string dir = JoinPath(job_dir, absl::StrCat("progressive/replica-", replica));
+  absl::StatusOr<std::unique_ptr<EventWriter>> created =
+      EventWriter::Create(env, dir, absl::Seconds(30));
+  if (!created.ok()) {
+    LOG(WARNING) << "no progressive validation summaries: " << created.status();
+    return nullptr;
+  }
+  std::shared_ptr<EventWriter> events = *std::move(created);
+  return [events](int64_t step, const ProgressiveMetrics& m) {
+    absl::Status s = events->WriteScalar("progressive/loss", step, static_cast<float>(m.loss));
+    if (s.ok())
+      s = events->WriteScalar("progressive/accuracy", step, static_cast<float>(m.accuracy));
+    if (s.ok() && m.auc.has_value()) {
+      s = events->WriteScalar("progressive/auc", step, static_cast<float>(*m.auc));
+    }
+    if (!s.ok()) {
+      LOG_EVERY_N(WARNING, 100) << "cannot write progressive summaries: " << s;
+    }
+  };
+}
+
 TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec) {
   TrainerOptions options;
   options.train_steps = spec.train_steps;

@@ -157,6 +157,15 @@ TrainerOptions ReplicaTrainerOptions(const ReplicaSpec& spec);
 std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const std::string& job_dir,
                                                                int replica);
 
+// Progressive validation for a replica of `model` (null when the job does
+// not ask for it), and the writer of its progressive/* scalars to the run
+// progressive/replica-<r> of the job dir (empty, and said in the log, if
+// the event file cannot be made).
+std::unique_ptr<ProgressiveValidation> ProgressiveValidationOf(const TrainingSpec& t,
+                                                               const Model& model);
+std::function<void(int64_t, const ProgressiveMetrics&)> ProgressiveSummaries(
+    Env* env, const std::string& job_dir, int replica);
+
 // Measures each ps task's clock minus this process's (microseconds), from
 // the Status round trip with the shortest of `samples` (off by at most half
 // of it), and records them in `trace` as "ps_clock_offsets_us", so the

@@ -199,6 +199,10 @@ absl::StatusOr<int64_t> Trainer::Run() {
     }
     step = outcome.global_step;
     if (outcome.stale) ++stale_pushes_;
+    if (options_.progressive != nullptr) {
+      // The logits of this step's forward pass: the model before the update.
+      options_.progressive->Add(model_->logits().data(), labels_.data(), batch);
+    }
     client_->ReportProgress(r.loss_sum / batch, batch);
     window_loss += r.loss_sum / batch;
     ++window_steps;
@@ -216,6 +220,11 @@ absl::StatusOr<int64_t> Trainer::Run() {
           last_loss_, window_steps * batch / secs, (step - window_start_step) / secs,
           batches_->epoch());
       report_input(last_input, secs, window_wait, window_steps, finished);
+      if (options_.progressive != nullptr) {
+        const ProgressiveMetrics m = options_.progressive->Compute();
+        LOG(INFO) << FormatProgressive(m);
+        if (options_.on_progressive) options_.on_progressive(step, m);
+      }
       window_loss = 0.0;
       window_wait = 0.0;
       window_steps = 0;

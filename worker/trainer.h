@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_client.h"
+#include "worker/progressive_validation.h"
 
 namespace pstrain {
 
@@ -57,6 +58,12 @@ struct TrainerOptions {
   // --trace_steps: the loop sets the recorder's step and records its phases
   // (input, forward and backward per layer, waiting for the push, pull).
   TraceRecorder* trace = nullptr;
+  // Progressive validation (worker/progressive_validation.h): every
+  // batch's logits before its update are added, and at every progress line
+  // its metrics are logged and go to `on_progressive` (TensorBoard's
+  // progressive/*). Must outlive the trainer.
+  ProgressiveValidation* progressive = nullptr;
+  std::function<void(int64_t global_step, const ProgressiveMetrics&)> on_progressive;
 };
 
 // The worker's loop: pull, compute gradients on the next batch, push. Logs
