@@ -383,8 +383,9 @@ void Checkpointer::Loop(int64_t start_step) {
           // Tried again at the next poll, at the step the chunks have reached by then.
           LOG(WARNING) << "checkpoint at global step " << o.save_step << ": "
                        << saved.status().message();
-        } else if (o.event == JobEvent::kCheckpointDue) {
-          monitor->PeriodicSaved(o, absl::Now());
+        } else {
+          if (o.event == JobEvent::kCheckpointDue) monitor->PeriodicSaved(o, absl::Now());
+          if (saved_observer_) saved_observer_(o.save_step, *saved);
         }
         break;
       }

@@ -70,6 +70,13 @@ class Checkpointer {
     observer_ = std::move(observer);
   }
 
+  // Called on the checkpoint thread after every periodic save (or one for a
+  // replica that left) with its step and prefix (exports while training);
+  // set before Start.
+  void SetSavedObserver(std::function<void(int64_t, const std::string&)> observer) {
+    saved_observer_ = std::move(observer);
+  }
+
   // Records every save (ps copies and files, the index) in `trace`; set
   // before Start.
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -117,6 +124,7 @@ class Checkpointer {
   absl::Status background_status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopped_early_{false};
   std::function<void(const std::vector<PsStatus>&)> observer_;
+  std::function<void(int64_t, const std::string&)> saved_observer_;
   std::thread thread_;
   TraceRecorder* trace_ = nullptr;
 };

@@ -144,6 +144,23 @@ class Chief {
       }
     }
     if (replica_ < 0) train_.reset();
+    if (t_.exports_to_keep > 0 && (t_.export_steps > 0 || t_.export_secs > 0)) {
+      // Exports while training, from the checkpoints (on the checkpoint
+      // thread: the replicas train on).
+      checkpointer_->SetSavedObserver([this, last_step = start_step_, last_time = absl::Now()](
+                                          int64_t step, const std::string& prefix) mutable {
+        const bool due =
+            (t_.export_steps > 0 && step >= last_step + t_.export_steps) ||
+            (t_.export_secs > 0 && absl::Now() - last_time >= absl::Seconds(t_.export_secs));
+        if (!due) return;
+        last_step = step;
+        last_time = absl::Now();
+        if (absl::Status s = ExportCheckpointAt(prefix); !s.ok()) {
+          LOG(WARNING) << "the export at global step " << step << " failed (tried again at "
+                       << "the next): " << s;
+        }
+      });
+    }
     checkpointer_->Start(start_step_);
     if (t_.follow) {
       follower_ = std::make_unique<FileListFollower>(deps_.env, FileListPath(t_.job_dir),
@@ -325,21 +342,9 @@ class Chief {
     if (t_.follow && t_.exports_to_keep > 0) {
       // An online job stops rather than ends: the checkpoint it stopped at
       // is exported, for serving to go on with the newest model.
-      const std::string base = JoinPath(t_.job_dir, "export");
-      absl::StatusOr<std::string> index = ResolveCheckpointIndex(deps_.env, t_.job_dir);
-      absl::StatusOr<std::string> dir =
-          index.ok() ? ExportCheckpoint(deps_.env, *index, base) : index.status();
-      if (!dir.ok()) {
-        LOG(WARNING) << "the stopped online job was not exported: " << dir.status();
-      } else {
-        LOG(INFO) << "Exported the model for serving to " << *dir << " (from " << *index
-                  << ", where the online job stopped; pstrain-serve --model_base_path=" << base
-                  << ")";
-        absl::StatusOr<std::vector<int64_t>> pruned =
-            PruneExports(deps_.env, base, t_.exports_to_keep);
-        if (!pruned.ok()) {
-          LOG(WARNING) << "cannot delete old exports in " << base << ": " << pruned.status();
-        }
+      LOG(INFO) << "the online job stopped: its last checkpoint is exported";
+      if (absl::Status s = ExportCheckpointAt(t_.job_dir); !s.ok()) {
+        LOG(WARNING) << "the stopped online job was not exported: " << s;
       }
     }
     LOG(INFO) << "job stopped before train_steps after " << absl::StrFormat("%.1f", Elapsed())
@@ -407,6 +412,21 @@ class Chief {
     absl::StatusOr<std::vector<int64_t>> pruned = PruneExports(deps_.env, base, t_.exports_to_keep);
     if (!pruned.ok())
       LOG(WARNING) << "cannot delete old exports in " << base << ": " << pruned.status();
+    return absl::OkStatus();
+  }
+
+  // A new export version from the checkpoint `path` names (a prefix, or the
+  // job dir: its newest), and the versions beyond exports_to_keep deleted.
+  absl::Status ExportCheckpointAt(const std::string& path) {
+    const std::string base = JoinPath(t_.job_dir, "export");
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string index, ResolveCheckpointIndex(deps_.env, path));
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string dir, ExportCheckpoint(deps_.env, index, base));
+    LOG(INFO) << "Exported the model for serving to " << dir << " (from " << index
+              << "; pstrain-serve --model_base_path=" << base << " picks it up)";
+    absl::StatusOr<std::vector<int64_t>> pruned = PruneExports(deps_.env, base, t_.exports_to_keep);
+    if (!pruned.ok()) {
+      LOG(WARNING) << "cannot delete old exports in " << base << ": " << pruned.status();
+    }
     return absl::OkStatus();
   }
 

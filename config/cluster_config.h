@@ -220,6 +220,11 @@ struct TrainingSpec {
   // <job_dir>/export/<version>/ and keeps the newest exports_to_keep
   // versions (TensorFlow's LatestExporter); 0: no export.
   int exports_to_keep = 5;
+  // Exports while training (online training, serving that follows it): a
+  // new version from the first checkpoint at or after every export_steps
+  // global steps or export_secs seconds (0: off). Training does not pause.
+  int64_t export_steps = 0;
+  double export_secs = 0;
   // After SIGTERM (a preemption notice), the seconds a process has to save a
   // checkpoint and exit.
   double shutdown_grace_secs = 25;

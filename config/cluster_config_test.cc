@@ -356,6 +356,7 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"follow", "true", "training.follow follows the files training.train_files matches"},
       {"poll_secs", "0", "training.poll_secs = 0 must be positive"},
       {"progressive_window", "0", "training.progressive_window = 0 must be positive"},
+      {"export_steps", "-1", "training.export_steps = -1, training.export_secs = 0: exports"},
       {"batch_size", "0", "training.batch_size = 0 must be positive"},
       {"eval_batch_size", "-1", "training.eval_batch_size = -1 must be positive"},
       {"eval_steps", "-1", "training.eval_steps = -1 must be 0 or more"},

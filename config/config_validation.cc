@@ -346,6 +346,11 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.keep_checkpoint_max = ", t.keep_checkpoint_max,
                                 " must be 0 (keep all) or more"));
   }
+  if (t.export_steps < 0 || !(t.export_secs >= 0)) {
+    return Invalid(absl::StrCat("training.export_steps = ", t.export_steps,
+                                ", training.export_secs = ", t.export_secs,
+                                ": exports while training, 0 (off) or more"));
+  }
   if (t.exports_to_keep < 0) {
     return Invalid(absl::StrCat("training.exports_to_keep = ", t.exports_to_keep,
                                 " must be 0 (no export) or more"));

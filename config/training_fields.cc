@@ -68,6 +68,8 @@ const Field kFields[] = {
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
     {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},
     {"exports_to_keep", &TrainingSpec::exports_to_keep},
+    {"export_steps", &TrainingSpec::export_steps},
+    {"export_secs", &TrainingSpec::export_secs},
     {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
     {"save_summary_steps", &TrainingSpec::save_summary_steps},
     {"histogram_steps", &TrainingSpec::histogram_steps},

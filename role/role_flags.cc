@@ -105,6 +105,12 @@ DEFINE_double(checkpoint_secs, 0, "Seconds between checkpoints (0: by steps only
 DEFINE_int32(keep_checkpoint_max, 5, "Checkpoints kept in the job dir (0: all).");
 DEFINE_int32(exports_to_keep, 5,
              "Model exports kept in <job_dir>/export (0: no export at the end of training).");
+DEFINE_int64(export_steps, 0,
+             "Export a new version while training, from the first checkpoint after every this "
+             "many global steps (0: off).");
+DEFINE_double(export_secs, 0,
+              "Export a new version while training, from the first checkpoint after every this "
+              "many seconds (0: off).");
 DEFINE_double(shutdown_grace_secs, 25,
               "After SIGTERM, seconds to save a checkpoint and exit (a preemption notice).");
 DEFINE_int64(save_summary_steps, 100,
