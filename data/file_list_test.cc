@@ -142,6 +142,32 @@ TEST_F(FileListTest, StreamsTrainOnEachNewFileOnceAndResumeWhereTheyWere) {
   EXPECT_EQ(ReadUntilWaiting(**resumed), after);
 }
 
+// An async replica restarted at a batch estimated past what its files
+// hold goes on from where they end instead of failing, and trains on the
+// files that land next.
+TEST_F(FileListTest, StartedPastTheListedFilesAReplicaWaitsForMore) {
+  ASSERT_TRUE(env_->CreateDirs(dir_ + "/input").ok());
+  ASSERT_TRUE(env_->CreateDirs(dir_ + "/logs/hour=1").ok());
+  WriteIds("hour=1/part-0", 0, 10);  // 2 batches of 4, 2 examples over
+  ASSERT_TRUE(UpdateFileList(env_, list_, pattern_).ok());
+  absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
+      StreamedBatches::Start(env_, Options(0, 1), {"ids"}, /*first=*/5, nullptr);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->next_batch(), 2);
+  std::vector<float> dense(4);
+  std::vector<int32_t> labels(4);
+  EXPECT_TRUE(IsWaitingForInput((*b)->NextBatch(dense.data(), labels.data(), nullptr)));
+  WriteIds("hour=1/part-1", 10, 10);
+  ASSERT_TRUE(UpdateFileList(env_, list_, pattern_).ok());
+  absl::Status s;
+  for (int i = 0; i < 20; ++i) {
+    s = (*b)->NextBatch(dense.data(), labels.data(), nullptr);
+    if (!IsWaitingForInput(s)) break;
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*b)->next_batch(), 3);
+}
+
 TEST_F(FileListTest, AListThatLostFilesIsAnError) {
   ASSERT_TRUE(env_->CreateDirs(dir_ + "/input").ok());
   ASSERT_TRUE(env_->CreateDirs(dir_ + "/logs/hour=1").ok());

@@ -163,6 +163,16 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
       batches->ended_ = true;
       break;
     }
+    if (IsWaitingForInput(s)) {
+      // Following new files, and every one listed is read (an async
+      // replica's batch number is an estimate): it trains on from here,
+      // the batch begun kept.
+      LOG(INFO) << "input: replica " << options.replica << " has read every file listed by its "
+                << "batch " << batches->next_ << " (of " << first
+                << " to read past); it goes on from there";
+      batches->waiting_ = true;
+      break;
+    }
     PSTRAIN_RETURN_IF_ERROR(s);
   }
   return batches;
