@@ -319,7 +319,7 @@ class Chief {
       if (step != last_step) {
         last_step = step;
         last_progress = absl::Now();
-      } else if (absl::Now() - last_progress > patience) {
+      } else if (!t_.follow && absl::Now() - last_progress > patience) {
         return absl::DeadlineExceededError(absl::StrCat(
             "no training progress for ", absl::FormatDuration(patience), " (global step ", step,
             t_.train_steps > 0 ? absl::StrCat(" of ", t_.train_steps) : std::string(),

@@ -30,7 +30,9 @@ std::string JobMonitor::RollBackReason(const std::vector<PsStatus>& statuses, ab
     last_progress_ = now;
     return "";
   }
-  if (spec_.watchdog_secs > 0 && now - last_progress_ >= absl::Seconds(spec_.watchdog_secs)) {
+  // (An online job, follow, waits for new files without progress: no alarm.)
+  if (spec_.watchdog_secs > 0 && !spec_.follow &&
+      now - last_progress_ >= absl::Seconds(spec_.watchdog_secs)) {
     last_progress_ = now;  // the next alarm, if nothing moves, is as far away
     return absl::StrCat("watchdog: no training progress for ",
                         absl::FormatDuration(absl::Seconds(spec_.watchdog_secs)),

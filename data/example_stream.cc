@@ -94,7 +94,17 @@ absl::StatusOr<InputPosition> InputPosition::FromString(std::string_view view) {
     if (eq == absl::string_view::npos) return bad(absl::StrCat("\"", item, "\" is not key=value"));
     const absl::string_view key = item.substr(0, eq);
     const absl::string_view value = item.substr(eq + 1);
-    ++fields;
+    // Each key once: epoch, next_file, window, taken and open, and listed
+    // if following.
+    const int bit = key == "epoch"       ? 1
+                    : key == "next_file" ? 2
+                    : key == "window"    ? 4
+                    : key == "taken"     ? 8
+                    : key == "open"      ? 16
+                    : key == "listed"    ? 32
+                                         : 0;
+    if (bit != 0 && (fields & bit) != 0) return bad(absl::StrCat(key, " twice"));
+    fields |= bit;
     if (key == "open") {
       for (absl::string_view f : absl::StrSplit(value, ',', absl::SkipEmpty())) {
         std::vector<absl::string_view> parts = absl::StrSplit(f, ':');
@@ -119,9 +129,7 @@ absl::StatusOr<InputPosition> InputPosition::FromString(std::string_view view) {
       return bad(absl::StrCat(key, " is not a count"));
     }
   }
-  if (fields != 5 + (p.listed > 0 ? 1 : 0)) {
-    return bad("needs epoch, next_file, window, taken and open (and listed, once)");
-  }
+  if ((fields & 31) != 31) return bad("needs epoch, next_file, window, taken and open");
   return p;
 }
 
@@ -213,6 +221,13 @@ class ExampleStream::Reader {
   }
 
   bool following() const { return !options_.follow_list.empty(); }
+
+  // Following new files: the reader has read every listed file and waits
+  // for more (rather than still reading a window).
+  bool CaughtUp() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return caught_up_ && ready_.empty();
+  }
 
   // The next window; blocks until it is read.
   std::unique_ptr<Window> Take() {
@@ -433,6 +448,7 @@ class ExampleStream::Reader {
       waiting_ = false;
       std::lock_guard<std::mutex> lock(mu_);
       progress_.files = static_cast<int64_t>(order_.size());
+      caught_up_ = false;
     }
     return absl::OkStatus();
   }
@@ -569,6 +585,10 @@ class ExampleStream::Reader {
         // Every file listed is read: the examples so far go out, then the
         // list is read again until it has new files.
         if (read > 0) break;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          caught_up_ = true;
+        }
         if (!waiting_) {
           LOG(INFO) << "input: replica " << options_.replica << " of " << options_.num_replicas
                     << " has read its " << order_.size() << " files of the " << files_.size()
@@ -707,6 +727,7 @@ class ExampleStream::Reader {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Window>> ready_;
   bool stop_ = false;
+  bool caught_up_ = false;  // following: every listed file read, waiting
   InputProgress progress_;
   std::thread thread_;
 };
@@ -778,7 +799,12 @@ absl::Status ExampleStream::Next(Dataset* batch) {
       }
       if (reader_->following()) {
         std::unique_ptr<Window> w = reader_->TakeFor(1.0);
-        if (w == nullptr) return WaitingForInputError("waiting for new input files");
+        if (w == nullptr) {
+          // Only when every listed file is read: a window slow to read is
+          // waited for.
+          if (reader_->CaughtUp()) return WaitingForInputError("waiting for new input files");
+          continue;
+        }
         window_ = std::move(w);
       } else {
         window_ = reader_->Take();

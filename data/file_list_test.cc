@@ -168,6 +168,25 @@ TEST_F(FileListTest, StartedPastTheListedFilesAReplicaWaitsForMore) {
   EXPECT_EQ((*b)->next_batch(), 3);
 }
 
+TEST_F(FileListTest, APositionSaysHowMuchOfTheListItsWindowSawOnce) {
+  InputPosition p;
+  p.next_file = 2;
+  p.listed = 7;
+  p.open = {{1, 40, 2}};
+  absl::StatusOr<InputPosition> back = InputPosition::FromString(p.ToString());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, p);
+  // Written before online training: no listed.
+  EXPECT_TRUE(InputPosition::FromString("epoch=0 next_file=0 window=0 taken=0 open=").ok());
+  EXPECT_TRUE(
+      InputPosition::FromString("epoch=0 next_file=0 window=0 taken=0 listed=0 open=").ok());
+  for (const char* bad : {"epoch=0 next_file=0 window=0 taken=0 listed=3 listed=3",
+                          "epoch=0 next_file=0 window=0 window=0 taken=0 open=",
+                          "epoch=0 next_file=0 window=0 listed=2 open="}) {
+    EXPECT_FALSE(InputPosition::FromString(bad).ok()) << bad;
+  }
+}
+
 TEST_F(FileListTest, AListThatLostFilesIsAnError) {
   ASSERT_TRUE(env_->CreateDirs(dir_ + "/input").ok());
   ASSERT_TRUE(env_->CreateDirs(dir_ + "/logs/hour=1").ok());

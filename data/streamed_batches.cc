@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
                            ExampleStream::Create(env, options, position));
   std::unique_ptr<StreamedBatches> batches(new StreamedBatches(
       std::move(stream), std::move(sparse_features), at, log, options.batch_size));
+  batches->following_ = !options.follow_list.empty();
   // The batches between the saved position and `first`, read past. A
   // stream that ends first (a replica restarted after its input ended)
   // gives a source whose input has ended.
@@ -183,7 +184,13 @@ absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBa
   if (log_ != nullptr && !waiting_) {
     // Where this batch begins; a replica that cannot write it trains on
     // (a restart then reads from an earlier position).
-    if (absl::Status s = log_->Record(next_, stream_->position()); !s.ok()) {
+    // Following new files, the first batch of every window too: a window
+    // is re-read the same only from its own position (which says the
+    // files it could see).
+    const InputPosition at = stream_->position();
+    const bool new_window = following_ && at.window != logged_window_;
+    logged_window_ = at.window;
+    if (absl::Status s = log_->Record(next_, at, /*always=*/new_window); !s.ok()) {
       LOG_EVERY_N(WARNING, 100) << "cannot save the input position: " << s.message();
     }
   }

@@ -110,6 +110,8 @@ class StreamedBatches : public BatchSource {
   Dataset batch_;
   bool ended_ = false;    // the stream ended before the first batch asked for
   bool waiting_ = false;  // the last call waited for new files, mid-batch
+  bool following_ = false;
+  int64_t logged_window_ = -1;  // the window of the last position recorded
   int num_classes_ = 0;
 };
 

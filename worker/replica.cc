@@ -82,8 +82,10 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
                      " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
-  // (An online job's list of files may be empty yet: its pattern says.)
-  o.format = ExampleFormatOfFiles(files.empty() ? std::vector<std::string>{t.train_files} : files);
+  // (An online job's list of files grows: its pattern says, for every
+  // replica and restart alike.)
+  o.format = ExampleFormatOfFiles(
+      files.empty() || t.follow ? std::vector<std::string>{t.train_files} : files);
   const bool criteo = o.format == ExampleFormat::kCriteoTsv;
   const bool csv = o.format == ExampleFormat::kCsv;
   const std::string first = files.empty() ? std::string() : files[0];
