@@ -844,8 +844,4 @@ InputProgress ExampleStream::progress() const {
   return p;
 }
 
-std::vector<std::string> ExampleStream::EpochFiles(int64_t epoch) const {
-  return reader_->EpochFiles(epoch);
-}
-
 }  // namespace pstrain

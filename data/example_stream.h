@@ -164,9 +164,6 @@ class ExampleStream {
   InputPosition position() const;
   InputProgress progress() const;
 
-  // The files of `epoch` this replica reads, in their order.
-  std::vector<std::string> EpochFiles(int64_t epoch) const;
-
  private:
   class Reader;
   explicit ExampleStream(std::unique_ptr<Reader> reader);

@@ -18,10 +18,6 @@ namespace {
 
 constexpr char kDealHeader[] = "pstrain input deal v1";
 
-std::string LogPath(const std::string& dir, int replica) {
-  return JoinPath(dir, absl::StrCat("replica-", replica, ".txt"));
-}
-
 // What a position log says it was written for (its "# replica=R
 // replicas=N base=B" line); nullopt for a log without one.
 struct LogAbout {
@@ -110,6 +106,10 @@ absl::StatusOr<InputDeal> InputDeal::FromString(const std::string& text, const s
 
 std::string DealPath(const std::string& dir) { return JoinPath(dir, "deal.txt"); }
 
+std::string PositionLogPath(const std::string& dir, int replica) {
+  return JoinPath(dir, absl::StrCat("replica-", replica, ".txt"));
+}
+
 absl::StatusOr<std::optional<InputDeal>> LoadDeal(Env* env, const std::string& dir,
                                                   const ExampleStreamOptions& options) {
   const std::string path = DealPath(dir);
@@ -197,7 +197,7 @@ absl::StatusOr<std::optional<InputDeal>> PlanDeal(Env* env, const std::string& d
     ExampleStreamOptions& o = old[static_cast<size_t>(j)];
     o.replica = j;
     if (earlier.has_value()) o.redeal = earlier->ShareOf(j, sync);
-    InputPositionLog log(env, LogPath(dir, j), StreamFingerprint(o));
+    InputPositionLog log(env, PositionLogPath(dir, j), StreamFingerprint(o));
     std::string note;
     if (!env->FileExists(log.path())) {
       *why_not = absl::StrCat(log.path(), " is missing");

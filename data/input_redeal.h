@@ -50,8 +50,10 @@ struct InputDeal {
   static absl::StatusOr<InputDeal> FromString(const std::string& text, const std::string& path);
 };
 
-// The deal file of the job dir's input directory `dir`.
+// The deal file of the job dir's input directory `dir`, and replica
+// `replica`'s position log there.
 std::string DealPath(const std::string& dir);
+std::string PositionLogPath(const std::string& dir, int replica);
 
 // The deal in `dir` for `options` (the same files and settings, and as many
 // replicas); nullopt without one. DataLoss for a damaged file.

@@ -215,9 +215,9 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
 }
 
 absl::Status ReplicaInput::OpenLog() {
-  log_ = std::make_unique<InputPositionLog>(
-      env_, JoinPath(dir_, absl::StrCat("replica-", spec_.replica, ".txt")),
-      StreamFingerprint(options_), /*every=*/50, /*keep=*/200, PositionLogAbout(options_));
+  log_ = std::make_unique<InputPositionLog>(env_, PositionLogPath(dir_, spec_.replica),
+                                            StreamFingerprint(options_), /*every=*/50, /*keep=*/200,
+                                            PositionLogAbout(options_));
   std::string note;
   PSTRAIN_RETURN_IF_ERROR(log_->Load(&note));
   if (!note.empty()) LOG(WARNING) << note;
