@@ -122,31 +122,43 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
   std::copy(params.begin(), params.end(), params_.begin());
   std::copy(state.begin(), state.end(), state_.begin());
   ++params_version_;
+  prev_step_ = -1;
   barrier_.ResetLocked(global_step, generation, &abandoned);
   return absl::OkStatus();
 }
 
 absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state, bool bf16,
-                                                int64_t have_generation,
-                                                int64_t have_version) const {
+                                                int64_t have_generation, int64_t have_version,
+                                                int64_t at_step) const {
   absl::MutexLock lock(&mu_);
   PSTRAIN_RETURN_IF_ERROR(barrier_.ReadyLocked());
   PushResult r = barrier_.ResultLocked();
   r.params_version = params_version_;
   r.params_unchanged =
       have_version != 0 && have_generation == r.generation && have_version == params_version_;
+  const std::vector<float>* values = &params_;
+  const std::vector<float>* state_values = &state_;
+  if (at_step >= 0 && at_step == prev_step_ && barrier_.step_locked() == at_step + 1) {
+    values = &prev_params_;
+    state_values = &prev_state_;
+    r.global_step = at_step;
+    // The step is still to be completed (by the pushes of the parts behind).
+    r.job_done = barrier_.shutting_down_locked();
+    r.params_version = 0;  // not the values a version names
+    r.params_unchanged = false;
+  }
   if (r.params_unchanged) {
     params->clear();
   } else if (bf16) {
-    params->resize(params_.size() * sizeof(uint16_t));
-    FloatsToBf16(params_.data(), static_cast<int64_t>(params_.size()),
+    params->resize(values->size() * sizeof(uint16_t));
+    FloatsToBf16(values->data(), static_cast<int64_t>(values->size()),
                  reinterpret_cast<uint16_t*>(params->data()));
   } else {
-    params->resize(params_.size() * sizeof(float));
-    std::memcpy(params->data(), params_.data(), params->size());
+    params->resize(values->size() * sizeof(float));
+    std::memcpy(params->data(), values->data(), params->size());
   }
-  state->resize(state_.size() * sizeof(float));
-  if (!state_.empty()) std::memcpy(state->data(), state_.data(), state->size());
+  state->resize(state_values->size() * sizeof(float));
+  if (!state_values->empty()) std::memcpy(state->data(), state_values->data(), state->size());
   return r;
 }
 
@@ -169,6 +181,10 @@ absl::Status ParameterShard::ApplyPendingLocked(int contributors) {
   const float scale = 1.0f / static_cast<float>(std::max(1, contributors));
   for (float& g : grad_sum_) g *= scale;
   for (float& s : stats_sum_) s *= scale;
+  // Kept for a replica that rejoins in the middle of this step (Read).
+  prev_params_ = params_;
+  prev_state_ = state_;
+  prev_step_ = barrier_.step_locked();
   ApplyLocked(grad_sum_.data(), stats_sum_.data());
   DiscardPendingLocked();
   return absl::OkStatus();

@@ -107,8 +107,15 @@ class ParameterShard final : private StepEngine {
   // A reader that holds the parameters of `have_generation` at
   // `have_version` (nonzero) gets `params` empty and params_unchanged while
   // they are still those.
+  //
+  // A sync reader that asks for `at_step` (>= 0) one step below the
+  // shard's gets the values the shard held at that step, with that step:
+  // a replica that rejoins in the middle of a step (it was killed after
+  // pushing this chunk and not the others) computes its gradients for the
+  // step from the very values it had computed them from before.
   absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false,
-                                  int64_t have_generation = 0, int64_t have_version = 0) const;
+                                  int64_t have_generation = 0, int64_t have_version = 0,
+                                  int64_t at_step = -1) const;
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and
@@ -170,6 +177,11 @@ class ParameterShard final : private StepEngine {
   std::vector<float> state_ ABSL_GUARDED_BY(mu_);
   // Counts changes of params_ (never reset: a restore is one more).
   int64_t params_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sync: the values before the last applied step, `prev_step_` (-1: none;
+  // Read's at_step).
+  std::vector<float> prev_params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> prev_state_ ABSL_GUARDED_BY(mu_);
+  int64_t prev_step_ ABSL_GUARDED_BY(mu_) = -1;
   // Sync: the pending step's sums.
   std::vector<float> grad_sum_ ABSL_GUARDED_BY(mu_);
   std::vector<float> stats_sum_ ABSL_GUARDED_BY(mu_);

@@ -256,6 +256,55 @@ TEST(ParameterShardTest, ARetriedSyncPushAfterItsStepIsNotStale) {
   EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 2}));
 }
 
+// A replica killed after pushing this chunk's part of step 0 and not the
+// rest rejoins at step 0: the chunk, already at step 1, gives it the values
+// of step 0 so it computes the step again as it did before; two steps past,
+// or after a new start, there is nothing to give but the values as they are.
+TEST(ParameterShardTest, ASyncReadAtTheStepBeforeGivesThatStepsValues) {
+  auto shard = Make(Options(true, 2, 2));
+  Outcome a, b;
+  shard->Push(0, 0, std::vector<float>{2, 0, 0}, kStats, a.Callback());
+  shard->Push(1, 0, std::vector<float>{0, 2, 0}, std::vector<float>{2}, b.Callback());
+  ASSERT_TRUE(a.called && b.called);
+  const auto read = [&](int64_t at_step, int64_t* step, float* state) {
+    std::string p, s;
+    absl::StatusOr<PushResult> r = shard->Read(&p, &s, false, 0, 0, at_step);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<float> v(p.size() / sizeof(float));
+    std::memcpy(v.data(), p.data(), p.size());
+    if (r.ok()) *step = r->global_step;
+    std::memcpy(state, s.data(), sizeof(float));
+    return v;
+  };
+  int64_t step = -1;
+  float state = -1;
+  EXPECT_EQ(read(0, &step, &state), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(step, 0);
+  EXPECT_EQ(state, 0.0f);
+  EXPECT_EQ(read(1, &step, &state), (std::vector<float>{0, 1, 3}));
+  EXPECT_EQ(step, 1);
+  EXPECT_EQ(state, 1.5f);
+  EXPECT_EQ(read(-1, &step, &state), (std::vector<float>{0, 1, 3}));
+  // Replica 1 computes step 0 again and pushes it: a retry, counted once.
+  Outcome retry;
+  shard->Push(1, 0, std::vector<float>{0, 2, 0}, std::vector<float>{2}, retry.Callback());
+  ASSERT_TRUE(retry.called);
+  EXPECT_FALSE(retry.result.stale);
+  EXPECT_EQ(retry.result.global_step, 1);
+  EXPECT_EQ(Params(*shard), (std::vector<float>{0, 1, 3}));
+  Outcome c, d;
+  shard->Push(0, 1, std::vector<float>{2, 0, 0}, kStats, c.Callback());
+  shard->Push(1, 1, std::vector<float>{2, 0, 0}, kStats, d.Callback());
+  ASSERT_TRUE(c.called && d.called);
+  EXPECT_EQ(read(0, &step, &state), (std::vector<float>{-2, 1, 3}));
+  EXPECT_EQ(step, 2);
+  EXPECT_EQ(read(1, &step, &state), (std::vector<float>{0, 1, 3}));
+  EXPECT_EQ(step, 1);
+  ASSERT_TRUE(shard->Initialize(std::vector<float>{5, 5, 5}, std::vector<float>{0}, 2).ok());
+  EXPECT_EQ(read(1, &step, &state), (std::vector<float>{5, 5, 5}));
+  EXPECT_EQ(step, 2);
+}
+
 TEST(ParameterShardTest, InitializeAgainForgetsThePreviousRun) {
   auto shard = Make(Options(false, 1, 1));
   Outcome a;

@@ -70,6 +70,7 @@ SparseShard::~SparseShard() { barrier_.Stop(); }
 void SparseShard::ClearLocked() {
   for (const auto& table : tables_) table->Clear();
   DiscardPendingLocked();
+  undo_.reset();
 }
 
 void SparseShard::AnswerAll(std::vector<StepBarrier::Done>& released, const absl::Status& status) {
@@ -122,15 +123,16 @@ void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, Pu
       return;
     }
   }
-  barrier_.WaitToRead(
-      replica, step, generation,
-      [this, parts = std::move(parts), done = std::move(done)](absl::Status s, const PushResult&) {
-        if (s.ok()) {
-          Answer(parts, done);
-        } else {
-          done(s);
-        }
-      });
+  barrier_.WaitToRead(replica, step, generation,
+                      [this, replica, step, parts = std::move(parts), done = std::move(done)](
+                          absl::Status s, const PushResult&) {
+                        if (s.ok()) {
+                          // (A read that never waits reads the rows as they are.)
+                          Answer(replica >= 0 ? step : -1, parts, done);
+                        } else {
+                          done(s);
+                        }
+                      });
 }
 
 absl::Status SparseShard::PullAndWait(int replica, int64_t step, std::vector<RowsRef> parts) {
@@ -144,7 +146,15 @@ absl::Status SparseShard::PullAndWait(int replica, int64_t step, std::vector<Row
   return status;
 }
 
-void SparseShard::Answer(const std::vector<RowsRef>& parts, const PullDone& done) {
+void SparseShard::Answer(int64_t step, const std::vector<RowsRef>& parts, const PullDone& done) {
+  std::shared_ptr<const StepUndo> undo;
+  {
+    absl::MutexLock lock(&mu_);
+    if (step >= 0 && undo_ != nullptr && undo_->step == step &&
+        barrier_.step_locked() == step + 1) {
+      undo = undo_;
+    }
+  }
   int64_t rows = 0;
   for (const RowsRef& part : parts) {
     if (absl::Status s = tables_[part.table]->Lookup(part.ids, part.values); !s.ok()) {
@@ -152,6 +162,15 @@ void SparseShard::Answer(const std::vector<RowsRef>& parts, const PullDone& done
       return;
     }
     rows += static_cast<int64_t>(part.ids.size());
+    if (undo == nullptr) continue;
+    // The step's rows as they were before it.
+    const StepUndo::Table& before = undo->tables[part.table];
+    const int64_t dim = layout_[part.table].dim;
+    for (size_t k = 0; k < part.ids.size(); ++k) {
+      const auto it = before.index.find(part.ids[k]);
+      if (it == before.index.end()) continue;
+      std::copy_n(before.weights.data() + it->second * dim, dim, part.values.data() + k * dim);
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -240,16 +259,25 @@ void SparseShard::AccumulateLocked(absl::Span<const ConstRowsRef> parts) {
 absl::Status SparseShard::ApplyPendingLocked(int contributors) {
   const float scale = 1.0f / static_cast<float>(std::max(1, contributors));
   const int64_t step = barrier_.step_locked();
+  // The rows this step changes, as they are before it (Pull).
+  auto undo = std::make_shared<StepUndo>();
+  undo->step = step;
+  undo->tables.resize(accum_.size());
   absl::Status status;
   for (size_t t = 0; t < accum_.size(); ++t) {
     Accumulator& a = accum_[t];
+    StepUndo::Table& before = undo->tables[t];
     if (!a.ids.empty()) {
+      before.weights.resize(a.sums.size());
+      absl::Status s = tables_[t]->Lookup(a.ids, absl::MakeSpan(before.weights));
       for (float& v : a.sums) v *= scale;
-      absl::Status s = tables_[t]->ApplyGradients(a.ids, a.sums, step);
+      if (s.ok()) s = tables_[t]->ApplyGradients(a.ids, a.sums, step);
       if (status.ok()) status = s;
     }
+    before.index = std::move(a.index);
     a = Accumulator();
   }
+  undo_ = std::move(undo);
   return status;
 }
 
@@ -261,6 +289,7 @@ void SparseShard::AdvancedLocked(int64_t step) {
   if (rules_.ttl_steps <= 0) return;
   if (step - last_evict_ < std::max<int64_t>(1, rules_.ttl_steps / 10)) return;
   last_evict_ = step;
+  undo_.reset();  // evicted rows would read as new
   for (const auto& table : tables_) stats_.evicted += table->Evict(step);
 }
 

@@ -89,7 +89,12 @@ class SparseShard final : private StepEngine {
   // read that never waits, and so is a pull from a replica that holds
   // parameters of another `generation` than the rows' (0: not checked; a
   // replica that has not heard of a rollback yet: its next push tells it).
-  // Shutdown answers every waiting pull.
+  // Shutdown answers every waiting pull. Sync: a pull for the step before
+  // the rows' gets the rows as they were at that step (a replica that
+  // rejoins in the middle of a step, whose rows it had pushed before it was
+  // killed, computes the step as it did then).
+  //
+  // Not exact after a step that evicted rows (ttl_steps): those read as new.
   using PullDone = std::function<void(absl::Status)>;
   void Pull(int replica, int64_t step, std::vector<RowsRef> parts, PullDone done,
             int64_t generation = 0);
@@ -197,7 +202,8 @@ class SparseShard final : private StepEngine {
   absl::Status RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
                            int64_t step, RestoredRows* restored);
   // Looks up the parts and answers.
-  void Answer(const std::vector<RowsRef>& parts, const PullDone& done);
+  // `step`: a training replica's pull's (-1: the rows as they are).
+  void Answer(int64_t step, const std::vector<RowsRef>& parts, const PullDone& done);
   // Answers pulls the barrier released (or failed).
   void AnswerAll(std::vector<StepBarrier::Done>& released, const absl::Status& status);
 
@@ -215,6 +221,17 @@ class SparseShard final : private StepEngine {
     std::vector<float> sums;
   };
   std::vector<Accumulator> accum_ ABSL_GUARDED_BY(mu_);
+  // Sync: the rows the last applied step changed, as they were before it
+  // (Pull for that step). Immutable once made: pulls read it unlocked.
+  struct StepUndo {
+    int64_t step = 0;
+    struct Table {
+      absl::flat_hash_map<int64_t, int64_t> index;  // id -> row in weights
+      std::vector<float> weights;
+    };
+    std::vector<Table> tables;
+  };
+  std::shared_ptr<const StepUndo> undo_ ABSL_GUARDED_BY(mu_);
   int64_t last_evict_ ABSL_GUARDED_BY(mu_) = 0;
   Stats stats_ ABSL_GUARDED_BY(mu_);  // the rows' counters
   // Save's copy, once the barrier had it taken.

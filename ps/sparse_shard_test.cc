@@ -122,6 +122,52 @@ TEST(SparseShardTest, ASyncPullWaitsForThePreviousStepsPushes) {
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
 }
 
+// A replica killed after pushing its rows of step 0 and not its dense
+// chunks rejoins at step 0: its pull for step 0 gets the rows as they were
+// at step 0 (the rows the step changed, as before it; the others as they
+// are), so it computes the step as it did before. A read that never waits,
+// and a pull two steps behind, get the rows as they are.
+TEST(SparseShardTest, ASyncPullForTheStepBeforeGetsThatStepsRows) {
+  auto model = BinaryTwoTables();
+  SparseTableRules rules;
+  rules.optimizer.type = EmbeddingOptimizerType::kAdagrad;
+  rules.optimizer.learning_rate = 1.0f;
+  rules.optimizer.initial_accumulator_value = 1.0f;
+  SparseShardOptions options;
+  options.rule.sync = true;
+  options.rule.replicas_to_aggregate = 2;
+  options.rule.total_replicas = 2;
+  auto shard = Started(*model, rules, options);
+  ASSERT_TRUE(shard.ok()) << shard.status();
+  SparseShard& s = **shard;
+  const std::vector<int64_t> first = {3}, second = {4};
+  ASSERT_TRUE(s.Push(0, 0, 0, {{0, first, std::vector<float>{2.0f}}}).ok());
+  ASSERT_TRUE(s.Push(1, 0, 0, {{0, first, std::vector<float>{4.0f}}}).ok());
+  ASSERT_EQ(s.step(), 1);
+  const auto pull = [&](int replica, int64_t step) {
+    const std::vector<int64_t> ids = {3, 4};
+    std::vector<float> values(2);
+    EXPECT_TRUE(s.PullAndWait(replica, step, {{0, ids, absl::MakeSpan(values)}}).ok());
+    return values;
+  };
+  const std::vector<float> after_0 = pull(1, 1);
+  EXPECT_LT(after_0[0], 0.0f);  // the mean gradient, applied
+  EXPECT_EQ(after_0[1], 0.0f);
+  EXPECT_EQ(pull(1, 0), (std::vector<float>{0.0f, 0.0f}));  // as at step 0
+  EXPECT_EQ(pull(-1, 0), after_0);
+  // The retry of replica 1's push changes nothing; step 1 moves row 4.
+  ASSERT_TRUE(s.Push(1, 0, 0, {{0, first, std::vector<float>{4.0f}}}).ok());
+  EXPECT_EQ(pull(1, 1), after_0);
+  ASSERT_TRUE(s.Push(0, 1, 0, {{0, second, std::vector<float>{1.0f}}}).ok());
+  ASSERT_TRUE(s.Push(1, 1, 0, {{0, second, std::vector<float>{1.0f}}}).ok());
+  ASSERT_EQ(s.step(), 2);
+  const std::vector<float> after_1 = pull(0, 2);
+  EXPECT_EQ(after_1[0], after_0[0]);
+  EXPECT_LT(after_1[1], 0.0f);
+  EXPECT_EQ(pull(0, 1), after_0);
+  EXPECT_EQ(pull(0, 0), after_1);  // two steps behind: as they are
+}
+
 TEST(SparseShardTest, AWaitingPullTimesOutAndAppliesWhatArrived) {
   auto model = BinaryTwoTables();
   SparseShardOptions options;

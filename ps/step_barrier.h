@@ -195,6 +195,7 @@ class StepBarrier {
   absl::Status ReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   int64_t step_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return step_; }
+  bool shutting_down_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return shutting_down_; }
   int64_t generation_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return generation_; }
   // The result fields the barrier knows (step, generation, job done).
   PushResult ResultLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);

@@ -69,6 +69,13 @@ class ParameterClient {
   // view.await_params set; the step's forward pass waits for each layer's.
   virtual absl::StatusOr<ParameterView> PullOverlapped() { return Pull(); }
 
+  // Like Pull, for a sync replica that (re)joins the job at `step`: where
+  // the job is one step past it in places (this replica was killed after
+  // pushing some chunks or rows of the step and not the others), the values
+  // are those the step was computed from, so the replica computes its
+  // gradients anew exactly as before it was killed.
+  virtual absl::StatusOr<ParameterView> PullAt(int64_t /*step*/) { return Pull(); }
+
   // Models with sparse layers: fills step->tables[t].rows with the current
   // rows of the ids Model::PrepareSparse chose for this step's batch, and
   // remembers `step`: the next Push also sends the gradients the backward

@@ -73,7 +73,12 @@ absl::StatusOr<ParameterView> PsClient::Pull() { return PullView(/*overlapped=*/
 
 absl::StatusOr<ParameterView> PsClient::PullOverlapped() { return PullView(/*overlapped=*/true); }
 
-absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
+absl::StatusOr<ParameterView> PsClient::PullAt(int64_t step) {
+  have_fresh_ = false;
+  return PullView(/*overlapped=*/false, step);
+}
+
+absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped, std::optional<int64_t> at_step) {
   if (!overlapped || !have_fresh_) {
     // The answers still out write params_: let them land, and take in what
     // they say (a pull from the ps if they cannot be trained on).
@@ -96,7 +101,7 @@ absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped) {
     while (true) {
       PSTRAIN_ASSIGN_OR_RETURN(
           int64_t pulled, connections_.PullChunks(options_.layout, params_.data(), state_.data(),
-                                                  &steps, &job_done, &generations, &done));
+                                                  &steps, &job_done, &generations, &done, at_step));
       bytes += pulled;
       if (options_.bf16) {
         // A pull carries float32; the answers to pushes carry bf16. Rounded

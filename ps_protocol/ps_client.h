@@ -84,6 +84,9 @@ class PsClient : public ParameterClient {
   // May return while the last push's answers are still arriving (the view's
   // await_params waits for them; overlap_pull).
   absl::StatusOr<ParameterView> PullOverlapped() override;
+  // From the ps, at `step` (ParameterClient::PullAt; the rows pulled next
+  // are read at the view's step as always).
+  absl::StatusOr<ParameterView> PullAt(int64_t step) override;
   // Pull() from the ps even if the last push brought the parameters back.
   absl::StatusOr<ParameterView> PullLatest() {
     have_fresh_ = false;
@@ -124,7 +127,9 @@ class PsClient : public ParameterClient {
 
   explicit PsClient(const PsClientOptions& options);
 
-  absl::StatusOr<ParameterView> PullView(bool overlapped);
+  // `at_step`: PullAt's, or none.
+  absl::StatusOr<ParameterView> PullView(bool overlapped,
+                                         std::optional<int64_t> at_step = std::nullopt);
 
   void SenderLoop();
   void SendChunk(int chunk) ABSL_LOCKS_EXCLUDED(mu_);

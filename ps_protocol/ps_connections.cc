@@ -103,12 +103,16 @@ absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, flo
                                                   float* state, std::vector<int64_t>* chunk_steps,
                                                   bool* job_done,
                                                   std::vector<int64_t>* chunk_generations,
-                                                  std::vector<char>* chunk_done) const {
+                                                  std::vector<char>* chunk_done,
+                                                  std::optional<int64_t> at_step) const {
   const auto& chunks = layout.chunks;
   const int n = static_cast<int>(chunks.size());
   std::vector<PullRequest> requests(n);
   std::vector<PullResponse> responses(n);
-  for (int c = 0; c < n; ++c) requests[c].set_chunk(c);
+  for (int c = 0; c < n; ++c) {
+    requests[c].set_chunk(c);
+    if (at_step.has_value()) requests[c].set_at_step(*at_step);
+  }
   PSTRAIN_RETURN_IF_ERROR(Broadcast(
       n, "Pull", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (chunk ", c, ")"); },
       [&](int c, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {

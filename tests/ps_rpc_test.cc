@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -146,6 +147,77 @@ TEST_F(PsRpcTest, AsyncTrainersPushUntilEveryChunkReachesTrainStepsAfterAPartial
 TEST_F(PsRpcTest, AsyncTrainersPushUntilEveryChunkReachesTrainStepsWhenChunkZeroIsAhead) {
   Initialize();
   TrainAfterAPartialPush(ps0_.get(), 0, 5, client_.get(), servers_.get());
+}
+
+// Sync: replica 1 was killed after pushing chunk 0 of step 0 and not chunk
+// 1; replica 0's push completes step 0 on chunk 0 and waits on chunk 1. The
+// restarted replica 1 pulls at step 0: chunk 0, already at step 1, gives the
+// values of step 0 (a plain pull would mix steps 0 and 1), so the replica
+// computes step 0 as before, and its push completes the step everywhere.
+TEST(PsRpcSyncTest, AReplicaRejoiningMidStepPullsTheValuesOfThatStep) {
+  testing_util::TestPsOptions sync;
+  sync.sync = true;
+  MemEnv env;
+  std::unique_ptr<TestPs> ps0 = StartPs(0, 2, &env, WireSecurity(), sync);
+  std::unique_ptr<TestPs> ps1 = StartPs(1, 2, &env, WireSecurity(), sync);
+  PsClientOptions o;
+  o.ps_addresses = {ps0->address, ps1->address};
+  o.layout = ComputeShardLayout(kNumParams, /*num_state=*/1, /*layer_starts=*/{0}, 2);
+  o.sync = true;
+  o.rpc_timeout = absl::Seconds(10);
+  o.retry_budget = absl::Seconds(2);
+  std::unique_ptr<GrpcParameterServers> servers =
+      *GrpcParameterServers::Create(o.ps_addresses, o.layout, o.rpc_timeout, o.retry_budget);
+  std::vector<float> initial(kNumParams);
+  for (int i = 0; i < kNumParams; ++i) initial[i] = static_cast<float>(i);
+  const float state = 7;
+  ASSERT_TRUE(servers->Initialize("tiny", initial.data(), &state, 0).ok());
+  o.replica = 0;
+  std::unique_ptr<PsClient> replica0 = *PsClient::Create(o);
+  ASSERT_TRUE(replica0->Pull().ok());
+  // Replica 1's push of chunk 0 before it died (its answer never read).
+  const std::vector<float> grads(kNumParams, 2.0f);
+  const float stats = 0;
+  ps0->task->Push(0, /*replica=*/1, /*step=*/0, /*generation=*/0,
+                  absl::MakeConstSpan(grads).subspan(0, 5), absl::MakeConstSpan(&stats, 1), {},
+                  [](absl::Status, PushResult) {});
+  absl::StatusOr<PushOutcome> pushed0;
+  std::thread push0([&] { pushed0 = replica0->Push(0, grads.data(), &stats); });
+  // Chunk 0 completes step 0; chunk 1 waits for replica 1.
+  for (int i = 0; i < 500 && ps0->shard->GetStats().global_step < 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(ps0->shard->GetStats().global_step, 1);
+  ASSERT_EQ(ps1->shard->GetStats().global_step, 0);
+  o.replica = 1;
+  std::unique_ptr<PsClient> plain = *PsClient::Create(o);
+  absl::StatusOr<ParameterView> mixed = plain->Pull();
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_EQ(mixed->params[0], -2.0f);  // chunk 0 after step 0
+  std::unique_ptr<PsClient> replica1 = *PsClient::Create(o);
+  absl::StatusOr<ParameterView> view = replica1->PullAt(0);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->global_step, 0);
+  EXPECT_FALSE(view->job_done);
+  for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], initial[i]) << i;
+  EXPECT_EQ(view->state[0], 7.0f);
+  absl::StatusOr<PushOutcome> pushed1 = replica1->Push(0, grads.data(), &stats);
+  push0.join();
+  ASSERT_TRUE(pushed0.ok()) << pushed0.status();
+  ASSERT_TRUE(pushed1.ok()) << pushed1.status();
+  EXPECT_EQ(pushed0->global_step, 1);
+  EXPECT_EQ(pushed1->global_step, 1);
+  // Each chunk applied the mean of two equal pushes once.
+  view = replica0->Pull();
+  ASSERT_TRUE(view.ok()) << view.status();
+  for (int i = 0; i < kNumParams; ++i) EXPECT_EQ(view->params[i], initial[i] - 2.0f) << i;
+  // As both replicas go on, a pull at a step the chunks are at is a plain pull.
+  view = replica1->PullAt(1);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_EQ(view->global_step, 1);
+  EXPECT_EQ(view->params[9], 7.0f);
+  ps0->server->Shutdown();
+  ps1->server->Shutdown();
 }
 
 TEST_F(PsRpcTest, Bf16WireHalvesTheBytes) {

@@ -45,6 +45,8 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   o.optimizer.learning_rate = *LearningRateSchedule::Constant(1.0f);
   o.rule.total_replicas = 2;
   o.rule.train_steps = options.train_steps;
+  o.rule.sync = options.sync;
+  o.rule.replicas_to_aggregate = 2;
   std::vector<std::unique_ptr<ParameterShard>> shards;
   shards.push_back(*ParameterShard::Create(o));
   ps->shard = shards.back().get();
@@ -61,6 +63,8 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   sparse.ps_index = index;
   sparse.num_ps = num_chunks;
   sparse.rule.total_replicas = 2;
+  sparse.rule.sync = options.sync;
+  sparse.rule.replicas_to_aggregate = 2;
   std::unique_ptr<Model> own = options.sparse_model == nullptr ? TestSparseModel() : nullptr;
   const Model& model = options.sparse_model == nullptr ? *own : *options.sparse_model;
   ps->task->AttachSparse(*SparseShard::Create(model, rules, sparse), "adagrad");

@@ -41,6 +41,7 @@ std::unique_ptr<Model> TestSparseModel();
 struct TestPsOptions {
   const Model* sparse_model = nullptr;
   int64_t train_steps = 100;
+  bool sync = false;  // both replicas' pushes make a step, for chunks and rows
 };
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env = nullptr,
                                 const WireSecurity& wire = WireSecurity(),

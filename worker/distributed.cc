@@ -127,6 +127,15 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   // next.
   absl::StatusOr<std::vector<PsStatus>> statuses = servers->Statuses();
   const int64_t start_step = statuses.ok() ? LowestStep(*statuses) : 0;
+  if (statuses.ok() && spec.sync) {
+    int64_t highest = start_step;
+    for (const PsStatus& s : *statuses) highest = std::max(highest, s.max_global_step);
+    if (highest > start_step) {
+      LOG(INFO) << "worker " << task << " rejoins in the middle of global step " << start_step
+                << " (parts of the job are at " << highest
+                << "): it computes the step again from the values of step " << start_step;
+    }
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<BatchSource> batches, input->Start(start_step));
   if (input->streamed()) {
     LOG(INFO) << "worker " << task << " input starts at its batch "

@@ -45,7 +45,12 @@ absl::StatusOr<int64_t> Trainer::Run() {
     model_->set_trace(trace);
     trace->NameThread("training loop");
   }
-  PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client_->Pull());
+  // A sync replica reads at the step its batches start at: rejoining in the
+  // middle of a step it had pushed in part, it computes that step again
+  // from the values it computed it from.
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, options_.batches_from_step >= 0
+                                                   ? client_->PullAt(options_.batches_from_step)
+                                                   : client_->Pull());
   int64_t step = view.global_step;
   if (options_.batches_from_step >= 0 && view.global_step != options_.batches_from_step &&
       options_.rewind) {
