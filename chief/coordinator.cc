@@ -35,7 +35,11 @@ CallPatience Patient(absl::Duration budget) {
 class Chief {
  public:
   Chief(const JobConfig& job, int replica, const ChiefDependencies& deps)
-      : job_(job), t_(job.training), replica_(replica), deps_(deps) {}
+      : job_(job),
+        t_(job.training),
+        replica_(replica),
+        deps_(deps),
+        export_history_(job.training.full_export_every) {}
 
   absl::Status Run() {
     PSTRAIN_RETURN_IF_ERROR(Prepare());
@@ -398,7 +402,7 @@ class Chief {
       // Its rows are on the ps: the final checkpoint's rows files hold them.
       PSTRAIN_ASSIGN_OR_RETURN(std::string index,
                                ResolveCheckpointIndex(deps_.env, final_checkpoint));
-      PSTRAIN_ASSIGN_OR_RETURN(dir, ExportCheckpoint(deps_.env, index, base));
+      PSTRAIN_ASSIGN_OR_RETURN(dir, export_history_.ExportCheckpoint(deps_.env, index, base));
     } else {
       PSTRAIN_ASSIGN_OR_RETURN(
           dir,
@@ -420,7 +424,8 @@ class Chief {
   absl::Status ExportCheckpointAt(const std::string& path) {
     const std::string base = JoinPath(t_.job_dir, "export");
     PSTRAIN_ASSIGN_OR_RETURN(const std::string index, ResolveCheckpointIndex(deps_.env, path));
-    PSTRAIN_ASSIGN_OR_RETURN(const std::string dir, ExportCheckpoint(deps_.env, index, base));
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string dir,
+                             export_history_.ExportCheckpoint(deps_.env, index, base));
     LOG(INFO) << "Exported the model for serving to " << dir << " (from " << index
               << "; pstrain-serve --model_base_path=" << base << " picks it up)";
     absl::StatusOr<std::vector<int64_t>> pruned = PruneExports(deps_.env, base, t_.exports_to_keep);
@@ -501,6 +506,9 @@ class Chief {
   std::unique_ptr<EvalInput> eval_;
   std::optional<Dataset> train_;
   std::unique_ptr<ReplicaInput> input_;  // a training chief's tabular input
+  // A click model's exports: deltas between full versions (before the
+  // checkpointer, whose thread exports, so that it outlives it).
+  ExportHistory export_history_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<FileListFollower> follower_;  // follow: new files listed while training
   std::shared_ptr<TrainingSummaries> summaries_;

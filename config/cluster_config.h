@@ -225,6 +225,10 @@ struct TrainingSpec {
   // global steps or export_secs seconds (0: off). Training does not pause.
   int64_t export_steps = 0;
   double export_secs = 0;
+  // Of those exports, for a click model, every full_export_every-th is a
+  // full version and the others deltas: the rows changed since the version
+  // before (io/export_format.h). 1: every export is full.
+  int full_export_every = 1;
   // After SIGTERM (a preemption notice), the seconds a process has to save a
   // checkpoint and exit.
   double shutdown_grace_secs = 25;

@@ -351,6 +351,10 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
                                 ", training.export_secs = ", t.export_secs,
                                 ": exports while training, 0 (off) or more"));
   }
+  if (t.full_export_every < 1) {
+    return Invalid(absl::StrCat("training.full_export_every = ", t.full_export_every,
+                                " must be 1 (every export full) or more"));
+  }
   if (t.exports_to_keep < 0) {
     return Invalid(absl::StrCat("training.exports_to_keep = ", t.exports_to_keep,
                                 " must be 0 (no export) or more"));

@@ -70,6 +70,7 @@ const Field kFields[] = {
     {"exports_to_keep", &TrainingSpec::exports_to_keep},
     {"export_steps", &TrainingSpec::export_steps},
     {"export_secs", &TrainingSpec::export_secs},
+    {"full_export_every", &TrainingSpec::full_export_every},
     {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
     {"save_summary_steps", &TrainingSpec::save_summary_steps},
     {"histogram_steps", &TrainingSpec::histogram_steps},

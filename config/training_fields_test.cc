@@ -115,7 +115,7 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 66u);
+  ASSERT_EQ(names.size(), 67u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
   // The streamed input's fields follow data_dir.
@@ -126,6 +126,11 @@ TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
       (std::vector<std::string>{"train_files", "eval_files", "input_compression", "shuffle_buffer",
                                 "num_epochs", "csv_schema", "max_bad_records", "follow",
                                 "poll_secs", "progressive_validation", "progressive_window"}));
+  // The exports' fields, together.
+  const auto exports = std::find(names.begin(), names.end(), "exports_to_keep");
+  ASSERT_LT(exports + 3, names.end());
+  EXPECT_EQ(std::vector<std::string>(exports + 1, exports + 4),
+            (std::vector<std::string>{"export_steps", "export_secs", "full_export_every"}));
   // The embedding tables' fields follow the dense optimizer's, together.
   const auto at = std::find(names.begin(), names.end(), "weight_decay_exclusions");
   ASSERT_NE(at, names.end());

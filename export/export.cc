@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/hash/hash.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "config/cluster_config.h"
@@ -97,6 +99,71 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
   return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml, c.params,
                      c.state, c.tables);
+}
+
+absl::StatusOr<std::string> ExportHistory::ExportCheckpoint(Env* env, const std::string& index_path,
+                                                            const std::string& export_base) {
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
+  if (!c.model->has_sparse()) {
+    return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml,
+                       c.params, c.state, c.tables);
+  }
+  absl::MutexLock lock(&mu_);
+  // Each row's fingerprint now.
+  std::vector<absl::flat_hash_map<int64_t, uint64_t>> rows(c.tables.size());
+  for (size_t t = 0; t < c.tables.size(); ++t) {
+    const TrainedTableRows& table = c.tables[t];
+    const size_t dim = table.ids.empty() ? 0 : table.weights.size() / table.ids.size();
+    rows[t].reserve(table.ids.size());
+    for (size_t r = 0; r < table.ids.size(); ++r) {
+      rows[t][table.ids[r]] = absl::HashOf(absl::string_view(
+          reinterpret_cast<const char*>(table.weights.data() + r * dim), dim * sizeof(float)));
+    }
+  }
+  bool delta = full_every_ > 1 && last_version_ > 0 && since_full_ + 1 < full_every_ &&
+               rows_.size() == rows.size();
+  if (delta) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
+    delta = !versions.empty() && versions.back() == last_version_;
+  }
+  std::string dir;
+  if (delta) {
+    // The rows that changed or are new, and those gone as zeros.
+    std::vector<TrainedTableRows> changed(c.tables.size());
+    for (size_t t = 0; t < c.tables.size(); ++t) {
+      const TrainedTableRows& table = c.tables[t];
+      const int64_t dim = c.model->sparse_tables()[t].dim;
+      for (size_t r = 0; r < table.ids.size(); ++r) {
+        const auto before = rows_[t].find(table.ids[r]);
+        if (before != rows_[t].end() && before->second == rows[t][table.ids[r]]) continue;
+        changed[t].ids.push_back(table.ids[r]);
+        changed[t].weights.insert(changed[t].weights.end(), table.weights.begin() + r * dim,
+                                  table.weights.begin() + (r + 1) * dim);
+      }
+      for (const auto& [id, fingerprint] : rows_[t]) {
+        if (rows[t].contains(id)) continue;
+        changed[t].ids.push_back(id);
+        changed[t].weights.resize(changed[t].weights.size() + dim, 0.0f);
+      }
+    }
+    ExportOnnxFile onnx;
+    onnx.missing_reason = "a delta version; the full version it is read from may hold one";
+    PSTRAIN_ASSIGN_OR_RETURN(
+        dir, WriteExportVersion(env, export_base, *c.model, c.options, c.global_step,
+                                c.hparams_yaml, c.params, c.state, changed, onnx, last_version_));
+    ++since_full_;
+  } else {
+    PSTRAIN_ASSIGN_OR_RETURN(dir, WriteExport(env, export_base, *c.model, c.options, c.global_step,
+                                              c.hparams_yaml, c.params, c.state, c.tables));
+    since_full_ = 0;
+  }
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(dir.substr(dir.find_last_of('/') + 1), &version)) {
+    return absl::InternalError(absl::StrCat("an export version named ", dir));
+  }
+  last_version_ = version;
+  rows_ = std::move(rows);
+  return dir;
 }
 
 absl::Status ExportCheckpointAsOnnx(Env* env, const std::string& index_path,

@@ -7,9 +7,12 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/env.h"
 #include "io/export_format.h"
@@ -38,6 +41,29 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
 // for a model with embedding tables. Returns the new version directory.
 absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
                                              const std::string& export_base);
+
+// What a job's exports while training remember so that a click model's
+// versions can be deltas: the last version's rows, as a fingerprint of each
+// row's weights per id (16 bytes a row, in the chief's memory). A new
+// history (a restarted chief) writes a full version first.
+class ExportHistory {
+ public:
+  // A full version every `full_every` exports, deltas between (1: none).
+  explicit ExportHistory(int full_every) : full_every_(full_every) {}
+
+  // ExportCheckpoint, as a delta of the last version this history wrote
+  // when one is due and that version is still the newest under
+  // `export_base`; else full. Thread-safe (one export at a time).
+  absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
+                                               const std::string& export_base);
+
+ private:
+  const int full_every_;
+  absl::Mutex mu_;
+  int64_t last_version_ ABSL_GUARDED_BY(mu_) = 0;
+  int since_full_ ABSL_GUARDED_BY(mu_) = 0;  // deltas written since the last full version
+  std::vector<absl::flat_hash_map<int64_t, uint64_t>> rows_ ABSL_GUARDED_BY(mu_);
+};
 
 // Writes the checkpoint whose index is `index_path` as one ONNX file at
 // `output_path` (replaced atomically), the model.onnx an export version holds.

@@ -1,5 +1,6 @@
 #include "export/export.h"
 
+#include <map>
 #include <random>
 
 #include "config/cluster_config.h"
@@ -8,6 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "onnx/onnx.pb.h"
 #include "proto/checkpoint.pb.h"
+#include "testing/click_test_model.h"
 
 namespace pstrain {
 namespace {
@@ -293,6 +295,84 @@ layers:
   ASSERT_TRUE(WriteExport(&env, kBase, *model, ModelOptions(), 8, "", params, state, tables).ok());
   ASSERT_EQ(PruneExports(&env, kBase, 1)->size(), 1u);
   EXPECT_FALSE(env.FileExists(*dir + "/embeddings.rows"));
+}
+
+// Deltas: a version of only the rows that changed, read back whole through
+// its chain to the full version; pruning keeps the versions a kept delta is
+// read from; a delta whose base is gone, or that is not of the newest
+// version, is refused.
+TEST(ExportTest, DeltasReadBackWholeAndKeepTheirBases) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  const auto whole_rows = [](const std::vector<TrainedTableRows>& tables, size_t t) {
+    std::map<int64_t, std::vector<float>> rows;
+    const size_t dim = tables[t].ids.empty() ? 0 : tables[t].weights.size() / tables[t].ids.size();
+    for (size_t r = 0; r < tables[t].ids.size(); ++r) {
+      rows[tables[t].ids[r]].assign(tables[t].weights.begin() + r * dim,
+                                    tables[t].weights.begin() + (r + 1) * dim);
+    }
+    return rows;
+  };
+  const std::string full =
+      *WriteExport(&env, kBase, *c.model, ModelOptions(), 1, "", c.params, c.state, c.tables);
+  ExportOnnxFile no_onnx;
+  no_onnx.missing_reason = "a delta";
+  std::vector<std::string> dirs = {full};
+  for (int round = 1; round <= 2; ++round) {
+    const std::vector<TrainedTableRows> delta = MoveOn(&c, round);
+    const int64_t newest = ListExportVersions(&env, kBase)->back();
+    // Not of the newest version: refused.
+    EXPECT_TRUE(absl::IsFailedPrecondition(WriteExportVersion(&env, kBase, *c.model, ModelOptions(),
+                                                              1 + round, "", c.params, c.state,
+                                                              delta, no_onnx, newest - 1)
+                                               .status()));
+    absl::StatusOr<std::string> dir =
+        WriteExportVersion(&env, kBase, *c.model, ModelOptions(), 1 + round, "", c.params, c.state,
+                           delta, no_onnx, newest);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dirs.push_back(*dir);
+    const nlohmann::json manifest = nlohmann::json::parse(*env.ReadFile(*dir + "/model.json"));
+    EXPECT_EQ(manifest["format_version"], 3);
+    EXPECT_EQ(manifest["delta_of"], newest);
+    EXPECT_EQ(*ExportDeltaOf(&env, *dir), newest);
+    // Its own files hold the changed rows only; read whole, every row.
+    absl::StatusOr<ExportedModel> files = ReadExportFiles(&env, *dir);
+    ASSERT_TRUE(files.ok()) << files.status();
+    EXPECT_EQ(files->tables[0].ids, delta[0].ids);
+    absl::StatusOr<ExportedModel> e = ReadExport(&env, *dir);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(e->delta_of, newest);
+    EXPECT_EQ(e->global_step, 1 + round);
+    EXPECT_EQ(e->params, c.params);
+    for (size_t t = 0; t < c.tables.size(); ++t) {
+      EXPECT_EQ(whole_rows(e->tables, t), whole_rows(c.tables, t)) << round << " " << t;
+    }
+  }
+  EXPECT_EQ(*ExportDeltaOf(&env, full), 0);
+  // Keeping the newest 1 keeps the chain it is read from.
+  EXPECT_TRUE(PruneExports(&env, kBase, 1)->empty());
+  EXPECT_TRUE(ReadExport(&env, dirs.back()).ok());
+  // A full version after them: the chain before it goes.
+  const std::string full2 =
+      *WriteExport(&env, kBase, *c.model, ModelOptions(), 4, "", c.params, c.state, c.tables);
+  const std::vector<TrainedTableRows> delta = MoveOn(&c, 3);
+  const std::string last = *WriteExportVersion(
+      &env, kBase, *c.model, ModelOptions(), 5, "", c.params, c.state, delta, no_onnx,
+      *ExportDeltaOf(&env, full2) == 0 ? ListExportVersions(&env, kBase)->back() : 0);
+  EXPECT_EQ(PruneExports(&env, kBase, 2)->size(), 3u);
+  EXPECT_FALSE(env.FileExists(full + "/model.json"));
+  ASSERT_TRUE(ReadExport(&env, last).ok());
+  // Its base gone: DataLoss naming what it was read from.
+  ASSERT_TRUE(env.DeleteFile(full2 + "/model.json").ok());
+  absl::StatusOr<ExportedModel> orphan = ReadExport(&env, last);
+  EXPECT_TRUE(absl::IsDataLoss(orphan.status())) << orphan.status();
+  EXPECT_NE(orphan.status().message().find("a delta of version"), std::string::npos)
+      << orphan.status();
+  // A manifest whose delta_of is not before its version.
+  nlohmann::json m = nlohmann::json::parse(*env.ReadFile(last + "/model.json"));
+  m["delta_of"] = m["version"];
+  ASSERT_TRUE(env.WriteFileAtomic(last + "/model.json", m.dump()).ok());
+  EXPECT_TRUE(absl::IsDataLoss(ReadExportFiles(&env, last).status()));
 }
 
 }  // namespace

@@ -15,10 +15,13 @@
 #include "data/tfrecord_dataset.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
+#include "io/export_format.h"
 #include "io/png.h"
 #include "io/row_checkpoint.h"
+#include "nlohmann/json.hpp"
 #include "proto/example.pb.h"
 #include "proto/parameter_server.pb.h"
+#include "testing/click_test_model.h"
 #include "testing/data_test_util.h"
 #include "testing/onnx_test_graph.h"
 #include "tests/ps_test_util.h"
@@ -77,6 +80,37 @@ bool WriteRowCheckpointSeeds() {
                                      std::pair{"no_tables", &none}}) {
     if (!writer->Write(&env, "/f", 12).ok()) return false;
     Put("row_checkpoint", name, *env.ReadFile("/f"));
+  }
+  return true;
+}
+
+// export_fuzzer: a click model's full version and a delta of the fuzzer's
+// version 1 (MakeClickModel's values), as version 2.
+bool WriteExportSeeds() {
+  pstrain::MemEnv env;
+  pstrain::ClickModel c = pstrain::MakeClickModel();
+  pstrain::ExportOnnxFile no_onnx;
+  no_onnx.missing_reason = "a seed";
+  absl::StatusOr<std::string> full = pstrain::WriteExportVersion(
+      &env, "/e", *c.model, pstrain::ModelOptions(), 1, "", c.params, c.state, c.tables, no_onnx);
+  if (!full.ok()) return false;
+  const std::vector<pstrain::TrainedTableRows> delta = pstrain::MoveOn(&c, 1);
+  absl::StatusOr<std::string> next = pstrain::WriteExportVersion(
+      &env, "/e", *c.model, pstrain::ModelOptions(), 2, "", c.params, c.state, delta, no_onnx,
+      *pstrain::ExportDeltaOf(&env, *full) == 0 ? pstrain::ListExportVersions(&env, "/e")->back()
+                                                : 0);
+  if (!next.ok()) return false;
+  const auto piece = [](const std::string& s) {
+    return std::string(1, static_cast<char>(s.size() & 0xff)) +
+           static_cast<char>((s.size() >> 8) & 0xff) + s;
+  };
+  for (const auto& [name, dir] : {std::pair{"full", *full}, std::pair{"delta", *next}}) {
+    nlohmann::json m = nlohmann::json::parse(*env.ReadFile(dir + "/model.json"));
+    m["version"] = 2;
+    if (m.contains("delta_of")) m["delta_of"] = 1;
+    Put("export", name,
+        piece(m.dump()) + piece(*env.ReadFile(dir + "/embeddings.rows")) +
+            *env.ReadFile(dir + "/variables.bin"));
   }
   return true;
 }
@@ -236,6 +270,7 @@ int main(int argc, char** argv) {
   }
 
   if (!WriteRowCheckpointSeeds()) return 1;
+  if (!WriteExportSeeds()) return 1;
 
   // ps_rpc_fuzzer: a job's calls (methods as kMethods in ps_rpc_fuzzer.cc).
   InitializeRequest init;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -24,9 +25,12 @@ constexpr char kVariables[] = "variables.bin";
 constexpr char kOnnx[] = "model.onnx";
 constexpr char kEmbeddings[] = "embeddings.rows";
 constexpr char kFormat[] = "pstrain-export";
-// 2: a click model's embeddings.rows and tables. Exports without tables are
-// still written as 1, which every earlier reader takes.
-constexpr int kFormatVersion = 2;
+// 2: a click model's embeddings.rows and tables; 3: a delta of a click
+// model (delta_of). Exports without tables are still written as 1, full
+// click models as 2, which every earlier reader takes.
+constexpr int kFormatVersion = 3;
+// Bounds a chain of deltas read back to its full version.
+constexpr int kMaxDeltaChain = 100000;
 constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
@@ -47,7 +51,7 @@ struct EmbeddingsFile {
 
 nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t global_step,
                         int64_t version, const std::string& hparams_yaml, uint64_t bytes,
-                        uint32_t crc, const EmbeddingsFile* embeddings) {
+                        uint32_t crc, const EmbeddingsFile* embeddings, int64_t delta_of) {
   nlohmann::json variables = nlohmann::json::array();
   for (const VariableInfo& v : model.variables()) {
     variables.push_back({{"name", v.name},
@@ -58,7 +62,9 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
   }
   nlohmann::json m = {
       {"format", kFormat},
-      {"format_version", embeddings == nullptr ? 1 : kFormatVersion},
+      {"format_version", embeddings == nullptr ? 1
+                         : delta_of > 0        ? 3
+                                               : 2},
       {"model", model.name()},
       {"model_spec", model.spec_yaml()},
       {"model_options",
@@ -117,6 +123,7 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
     m["embeddings_file"] = kEmbeddings;
     m["embeddings_bytes"] = embeddings->bytes;
     m["embeddings_crc32c"] = embeddings->crc;
+    if (delta_of > 0) m["delta_of"] = delta_of;
   }
   return m;
 }
@@ -148,6 +155,13 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
     out->input_shape = m.at("input").at("shape").get<std::vector<int64_t>>();
     out->per_image_standardization = m.at("input").at("per_image_standardization").get<bool>();
     out->num_classes = m.at("num_classes").get<int>();
+    out->delta_of = m.value("delta_of", int64_t{0});
+    if (out->delta_of < 0 ||
+        (out->delta_of > 0 && (out->delta_of >= out->version || !m.contains("tables")))) {
+      return DataLoss(path,
+                      absl::StrCat("\"delta_of\": ", out->delta_of, " is not a version before ",
+                                   out->version, " of a click model"));
+    }
     if (m.contains("tables")) {
       *tables = m.at("tables");
       if (!tables->is_array()) return DataLoss(path, "\"tables\" is not a list");
@@ -295,10 +309,17 @@ absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& expo
                                                absl::Span<const float> params,
                                                absl::Span<const float> state,
                                                absl::Span<const TrainedTableRows> tables,
-                                               const ExportOnnxFile& onnx) {
+                                               const ExportOnnxFile& onnx, int64_t delta_of) {
   PSTRAIN_RETURN_IF_ERROR(CheckExportValues(model, params, state, tables));
   const std::vector<SparseTableInfo>& infos = model.sparse_tables();
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
+  if (delta_of > 0 && (infos.empty() || versions.empty() || versions.back() != delta_of)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a delta of version ", delta_of, " in ", export_base, ": ",
+        infos.empty() ? "the model has no embedding tables"
+                      : absl::StrCat("the newest version is ",
+                                     versions.empty() ? "none" : std::to_string(versions.back()))));
+  }
   int64_t version = absl::ToUnixSeconds(absl::Now());
   if (!versions.empty() && versions.back() >= version) version = versions.back() + 1;
   const std::string dir = JoinPath(export_base, std::to_string(version));
@@ -333,8 +354,9 @@ absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& expo
     LOG(WARNING) << "export of " << model.name() << " to " << dir << ": no " << kOnnx << " ("
                  << onnx.missing_reason << ")";
   }
-  const nlohmann::json manifest = Manifest(model, options, global_step, version, hparams_yaml,
-                                           bytes.size(), crc, embeddings ? &*embeddings : nullptr);
+  const nlohmann::json manifest =
+      Manifest(model, options, global_step, version, hparams_yaml, bytes.size(), crc,
+               embeddings ? &*embeddings : nullptr, delta_of);
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kManifest), manifest.dump(2) + "\n"));
   return dir;
 }
@@ -342,8 +364,19 @@ absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& expo
 absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& export_base,
                                                   int keep) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
+  // The oldest version kept: of the newest `keep`, or a base a kept delta
+  // is read from.
+  size_t first = versions.size() - std::min<size_t>(std::max(keep, 1), versions.size());
+  while (first < versions.size()) {
+    PSTRAIN_ASSIGN_OR_RETURN(
+        const int64_t base,
+        ExportDeltaOf(env, JoinPath(export_base, std::to_string(versions[first]))));
+    const auto it = std::find(versions.begin(), versions.begin() + first, base);
+    if (base == 0 || it == versions.begin() + first) break;
+    first = it - versions.begin();
+  }
   std::vector<int64_t> deleted;
-  for (size_t i = 0; i + std::max(keep, 1) < versions.size(); ++i) {
+  for (size_t i = 0; i < first; ++i) {
     const std::string dir = JoinPath(export_base, std::to_string(versions[i]));
     PSTRAIN_RETURN_IF_ERROR(env->DeleteFile(JoinPath(dir, kManifest)));
     for (const char* file : {kVariables, kOnnx, kEmbeddings}) {
@@ -368,7 +401,110 @@ absl::StatusOr<std::string> ResolveExportDir(Env* env, const std::string& path) 
                    JoinPath(path, "export"), "; export one with: pstrain-export <job_dir>"));
 }
 
+absl::StatusOr<int64_t> ExportDeltaOf(Env* env, const std::string& version_dir) {
+  const std::string path = JoinPath(version_dir, kManifest);
+  PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded() || !m.is_object()) return DataLoss(path, "is not a JSON object");
+  const auto it = m.find("delta_of");
+  if (it == m.end()) return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+    return DataLoss(path, "\"delta_of\" is not a version");
+  }
+  return it->get<int64_t>();
+}
+
 absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_dir) {
+  PSTRAIN_ASSIGN_OR_RETURN(ExportedModel e, ReadExportFiles(env, version_dir));
+  if (e.delta_of == 0) return e;
+  // The chain back to its full version, then each delta on it in turn.
+  std::string dir = version_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string base = dir.substr(0, dir.find_last_of('/') + 1);
+  std::vector<int64_t> chain = {e.version};
+  for (int64_t v = e.delta_of; v > 0;) {
+    if (chain.size() > kMaxDeltaChain || v >= chain.back()) {
+      return DataLoss(
+          JoinPath(version_dir, kManifest),
+          absl::StrCat("its chain of deltas does not lead back to a full version (at ", v, ")"));
+    }
+    chain.push_back(v);
+    const std::string at = base + std::to_string(v);
+    absl::StatusOr<int64_t> next = ExportDeltaOf(env, at);
+    if (!next.ok()) {
+      return DataLoss(JoinPath(version_dir, kManifest),
+                      absl::StrCat("a delta of version ", e.delta_of, ", read from version ", v,
+                                   ", which cannot be read: ", next.status().message()));
+    }
+    v = *next;
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(ExportedModel whole,
+                           ReadExportFiles(env, base + std::to_string(chain.back())));
+  for (size_t i = chain.size() - 1; i-- > 1;) {
+    PSTRAIN_ASSIGN_OR_RETURN(ExportedModel delta,
+                             ReadExportFiles(env, base + std::to_string(chain[i])));
+    PSTRAIN_RETURN_IF_ERROR(ApplyExportDelta(delta, &whole));
+  }
+  PSTRAIN_RETURN_IF_ERROR(ApplyExportDelta(e, &whole));
+  return whole;
+}
+
+absl::Status ApplyExportDelta(const ExportedModel& delta, ExportedModel* model) {
+  if (delta.delta_of == 0 || delta.delta_of != model->version) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(delta.dir, " is ",
+                     delta.delta_of == 0 ? "a full version"
+                                         : absl::StrCat("a delta of version ", delta.delta_of),
+                     ", not a delta of version ", model->version));
+  }
+  if (delta.model != model->model || delta.model_spec != model->model_spec ||
+      delta.table_names != model->table_names || delta.table_dims != model->table_dims ||
+      delta.params.size() != model->params.size() || delta.state.size() != model->state.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(delta.dir, " is a delta of another model than ", model->dir, " holds"));
+  }
+  model->params = delta.params;
+  model->state = delta.state;
+  model->version = delta.version;
+  model->global_step = delta.global_step;
+  model->delta_of = delta.delta_of;
+  model->dir = delta.dir;
+  for (size_t t = 0; t < delta.tables.size(); ++t) {
+    const size_t dim = static_cast<size_t>(model->table_dims[t]);
+    TrainedTableRows& rows = model->tables[t];
+    absl::flat_hash_map<int64_t, size_t> row_of;
+    row_of.reserve(rows.ids.size());
+    for (size_t r = 0; r < rows.ids.size(); ++r) row_of[rows.ids[r]] = r;
+    const TrainedTableRows& changed = delta.tables[t];
+    for (size_t k = 0; k < changed.ids.size(); ++k) {
+      const float* w = changed.weights.data() + k * dim;
+      const bool removed = std::all_of(w, w + dim, [](float x) { return x == 0.0f; });
+      const auto it = row_of.find(changed.ids[k]);
+      if (it == row_of.end()) {
+        if (removed) continue;
+        row_of[changed.ids[k]] = rows.ids.size();
+        rows.ids.push_back(changed.ids[k]);
+        rows.weights.insert(rows.weights.end(), w, w + dim);
+      } else if (!removed) {
+        std::copy(w, w + dim, rows.weights.begin() + it->second * dim);
+      } else {
+        // The last row moves into its place.
+        const size_t r = it->second, last = rows.ids.size() - 1;
+        row_of.erase(it);
+        if (r != last) {
+          rows.ids[r] = rows.ids[last];
+          std::copy_n(rows.weights.begin() + last * dim, dim, rows.weights.begin() + r * dim);
+          row_of[rows.ids[r]] = r;
+        }
+        rows.ids.pop_back();
+        rows.weights.resize(last * dim);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExportedModel> ReadExportFiles(Env* env, const std::string& version_dir) {
   const std::string manifest_path = JoinPath(version_dir, kManifest);
   PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(manifest_path));
   ExportedModel e;

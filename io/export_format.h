@@ -30,6 +30,13 @@
 // A version without model.json is not one (a crash mid-export leaves nothing
 // a loader would read); model.json names the size and checksum of the
 // variables it goes with, so a damaged or swapped file is refused.
+//
+// A click model's version may be a delta ("delta_of": its base, the version
+// before it): every dense value, and in embeddings.rows only the rows that
+// changed since the base, a row removed since (evicted) written as zeros
+// (what a row that is not there reads as). Reading a delta reads its chain
+// back to the full version it starts from; a server holding the base applies
+// the delta's rows to the tables it has (ApplyExportDelta).
 
 #include <cstdint>
 #include <optional>
@@ -68,6 +75,9 @@ struct ExportedModel {
   // against the model it builds).
   std::vector<std::string> table_names;
   std::vector<int64_t> table_dims;
+  // A delta's base version (0: a full version). ReadExport gives the whole
+  // model at a delta, ReadExportFiles the delta's own rows.
+  int64_t delta_of = 0;
 };
 
 // The ONNX graph a version holds as model.onnx, or why it has none.
@@ -88,20 +98,23 @@ absl::Status CheckExportValues(const Model& model, absl::Span<const float> param
 // model.onnx (`onnx.graph`; without one, `onnx.missing_reason` is logged),
 // then model.json. Its name is the Unix time, or one more than the newest
 // version if that is not newer. InvalidArgument as CheckExportValues.
+// `delta_of` > 0: a delta of that version (`tables` the changed rows), which
+// must be the newest (FailedPrecondition otherwise).
 absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& export_base,
                                                const Model& model, const ModelOptions& options,
                                                int64_t global_step, const std::string& hparams_yaml,
                                                absl::Span<const float> params,
                                                absl::Span<const float> state,
                                                absl::Span<const TrainedTableRows> tables,
-                                               const ExportOnnxFile& onnx);
+                                               const ExportOnnxFile& onnx, int64_t delta_of = 0);
 
 // Versions under `export_base` that have a manifest, oldest first; empty if
 // there is none or no such directory.
 absl::StatusOr<std::vector<int64_t>> ListExportVersions(Env* env, const std::string& export_base);
 
-// Deletes every version but the newest `keep` (the manifest first, so a
-// version half deleted is not taken for whole). Returns the deleted ones.
+// Deletes every version but the newest `keep` and the versions a kept delta
+// is read from (the manifest first, so a version half deleted is not taken
+// for whole). Returns the deleted ones.
 absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& export_base,
                                                   int keep);
 
@@ -110,10 +123,21 @@ absl::StatusOr<std::vector<int64_t>> PruneExports(Env* env, const std::string& e
 // dir). NotFound saying where it looked.
 absl::StatusOr<std::string> ResolveExportDir(Env* env, const std::string& path);
 
-// Reads a version directory. DataLoss naming the file for a damaged,
-// truncated or mismatched one; InvalidArgument for a manifest pstrain cannot
-// use (unknown model, wrong format).
+// Reads a version directory: the whole model (a delta with its chain, from
+// the directories beside it). DataLoss naming the file for a damaged,
+// truncated or mismatched one, or a delta whose base is gone;
+// InvalidArgument for a manifest pstrain cannot use (unknown model, wrong
+// format).
 absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_dir);
+// The files of one version as they are: a delta's changed rows only.
+absl::StatusOr<ExportedModel> ReadExportFiles(Env* env, const std::string& version_dir);
+// Applies `delta` (ReadExportFiles of a delta of `model`'s version) to
+// `model`: its dense values, version and step, and its rows (a row of zeros
+// removes the row). InvalidArgument if it is not a delta of that version or
+// its tables do not match.
+absl::Status ApplyExportDelta(const ExportedModel& delta, ExportedModel* model);
+// A version's base ("delta_of"; 0 for a full version), from its manifest.
+absl::StatusOr<int64_t> ExportDeltaOf(Env* env, const std::string& version_dir);
 
 // The index file of the checkpoint `path` names: an index file, a checkpoint
 // prefix (job_dir/model.ckpt-2000), or a job dir (its newest checkpoint).

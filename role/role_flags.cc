@@ -111,6 +111,9 @@ DEFINE_int64(export_steps, 0,
 DEFINE_double(export_secs, 0,
               "Export a new version while training, from the first checkpoint after every this "
               "many seconds (0: off).");
+DEFINE_int32(full_export_every, 1,
+             "Of the exports while training, for a click model: a full version every this many, "
+             "deltas (the rows changed since the version before) between (1: every one full).");
 DEFINE_double(shutdown_grace_secs, 25,
               "After SIGTERM, seconds to save a checkpoint and exit (a preemption notice).");
 DEFINE_int64(save_summary_steps, 100,

@@ -108,6 +108,7 @@ bool ModelServer::PollOnce() {
   }
   const int64_t current = version();
   if (versions->empty() || versions->back() <= current) return false;
+  if (ApplyDeltas(*versions)) return true;
   const std::string dir = JoinPath(options_.model_base_path, std::to_string(versions->back()));
   absl::StatusOr<std::unique_ptr<Predictor>> loaded = Predictor::Load(env_, dir);
   if (!loaded.ok()) {
@@ -120,6 +121,38 @@ bool ModelServer::PollOnce() {
   version_ = versions->back();
   LOG(INFO) << "serving model " << options_.model_name << " version " << version_
             << " (global step " << predictor_->exported().global_step << ")";
+  return true;
+}
+
+bool ModelServer::ApplyDeltas(const std::vector<int64_t>& versions) {
+  std::shared_ptr<Predictor> predictor;
+  {
+    absl::MutexLock lock(&mu_);
+    predictor = predictor_;
+  }
+  if (!predictor->is_click_model()) return false;
+  // The versions after the one served, each a delta of the one before.
+  auto next = std::upper_bound(versions.begin(), versions.end(), predictor->version());
+  for (; next != versions.end(); ++next) {
+    const int64_t from = predictor->version();
+    const std::string dir = JoinPath(options_.model_base_path, std::to_string(*next));
+    absl::StatusOr<int64_t> base = ExportDeltaOf(env_, dir);
+    if (!base.ok() || *base != from) return false;  // a full version: loaded whole
+    absl::StatusOr<ExportedModel> delta = ReadExportFiles(env_, dir);
+    absl::Status applied = delta.ok() ? predictor->ApplyDelta(*delta) : delta.status();
+    if (!applied.ok()) {
+      LOG(WARNING) << "the delta " << dir << " cannot be applied to version " << from
+                   << "; loading the newest version whole: " << applied;
+      return false;
+    }
+    int64_t rows = 0;
+    for (const TrainedTableRows& t : delta->tables) rows += static_cast<int64_t>(t.ids.size());
+    absl::MutexLock lock(&mu_);
+    version_ = *next;
+    LOG(INFO) << "serving model " << options_.model_name << " version " << version_
+              << " (global step " << predictor->global_step() << "; a delta of version " << from
+              << ", " << rows << " rows applied in place)";
+  }
   return true;
 }
 
@@ -220,12 +253,12 @@ HttpAnswer ModelServer::Metadata(const std::string& version) {
   return Ok({{"model_spec",
               {{"name", options_.model_name},
                {"signature_name", ""},
-               {"version", std::to_string(e.version)}}},
+               {"version", std::to_string(p->version())}}},
              {"metadata",
               {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
                {"pstrain",
                 {{"model", e.model},
-                 {"global_step", e.global_step},
+                 {"global_step", p->global_step()},
                  {"input_scaling", "pixel / 255, in [0, 1]"},
                  {"per_image_standardization", e.per_image_standardization}}}}}});
 }
@@ -249,19 +282,21 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     --reading_;
     return Error(absl::IsResourceExhausted(read) ? 413 : 400, std::string(read.message()));
   }
+  const std::string served = std::to_string(predictor->version());
   std::vector<Prediction> predictions =
       RunBatched(std::move(predictor), request.images.data(), request.n);
   if (request.row) {
     nlohmann::json out = nlohmann::json::array();
     for (const Prediction& p : predictions) out.push_back(PredictionJson(p));
-    return Ok({{"predictions", out}});
+    return Ok({{"predictions", out}, {"model_version", served}});
   }
   nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array();
   for (const Prediction& p : predictions) {
     classes.push_back(p.classes);
     probabilities.push_back(p.probabilities);
   }
-  return Ok({{"outputs", {{"classes", classes}, {"probabilities", probabilities}}}});
+  return Ok({{"outputs", {{"classes", classes}, {"probabilities", probabilities}}},
+             {"model_version", served}});
 }
 
 HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& body) {
@@ -276,12 +311,13 @@ HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& b
       !read.ok()) {
     return Error(absl::IsResourceExhausted(read) ? 413 : 400, std::string(read.message()));
   }
-  absl::StatusOr<std::vector<Prediction>> predictions = predictor.PredictClicks(request);
+  int64_t version = 0;
+  absl::StatusOr<std::vector<Prediction>> predictions = predictor.PredictClicks(request, &version);
   if (!predictions.ok()) return Error(400, std::string(predictions.status().message()));
   if (request.row) {
     nlohmann::json out = nlohmann::json::array();
     for (const Prediction& p : *predictions) out.push_back(PredictionJson(p));
-    return Ok({{"predictions", out}});
+    return Ok({{"predictions", out}, {"model_version", std::to_string(version)}});
   }
   nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array(),
                  logistic = nlohmann::json::array();
@@ -292,7 +328,7 @@ HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& b
   }
   nlohmann::json outputs = {{"classes", classes}, {"probabilities", probabilities}};
   if (!predictions->empty() && predictions->front().binary) outputs["logistic"] = logistic;
-  return Ok({{"outputs", outputs}});
+  return Ok({{"outputs", outputs}, {"model_version", std::to_string(version)}});
 }
 
 std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,

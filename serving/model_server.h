@@ -5,7 +5,8 @@
 // library (serve_main.cc adapts it to cpp-httplib):
 //   POST /v1/models/<name>[/versions/<v>]:predict
 //        {"instances": [...]}            -> {"predictions": [{"classes": k,
-//                                             "probabilities": [...]}, ...]}
+//                                             "probabilities": [...]}, ...],
+//                                             "model_version": "<v>"}
 //        {"inputs": [...] | {"image": [...]}} -> {"outputs": {"classes": [...],
 //                                             "probabilities": [[...], ...]}}
 //   GET  /v1/models/<name>[/versions/<v>]   -> model_version_status
@@ -64,6 +65,9 @@ class ModelServer {
 
   // Loads a newer version if one appeared; true if it did. A version that
   // cannot be loaded is logged and skipped (the current one keeps serving).
+  // A click model's deltas of the version served are applied to it in place
+  // (each between two requests); a full version is loaded beside it and
+  // swapped in, requests in flight finishing on the old one.
   bool PollOnce();
   int64_t version();
   // Forward passes the batcher ran, and the instances in them.
@@ -79,6 +83,9 @@ class ModelServer {
     std::promise<std::vector<Prediction>> done;
   };
 
+  // Applies the deltas after the version served, in order, when each is a
+  // delta of the one before; true if it reached the newest of `versions`.
+  bool ApplyDeltas(const std::vector<int64_t>& versions);
   HttpAnswer Route(const std::string& method, const std::string& path, const std::string& body);
   HttpAnswer Predict(const std::string& version, const std::string& body);
   // A click model's request (serving/click_request.h), answered on the

@@ -1,6 +1,8 @@
 #include "serving/model_server.h"
 
+#include <atomic>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "export/export.h"
@@ -312,6 +314,80 @@ TEST(ClickModelServerTest, PredictsFromSparseFeatures) {
   EXPECT_TRUE(sig["inputs"].contains("user"));
   EXPECT_TRUE(sig["inputs"].contains("tokens"));
   EXPECT_FALSE(sig["inputs"].contains("image"));
+}
+
+// Online training's exports: deltas between full versions. While 8 clients
+// send requests without pause, 12 new versions land (every third full, the
+// others deltas applied in place); no request fails, every answer names a
+// version that was written, and the server ends on the newest, answering as
+// that version loaded whole.
+TEST(ClickModelServerTest, FollowsDeltasAndFullVersionsWhileAnswering) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  const std::string base = "/job/export";
+  std::set<std::string> written;
+  std::string dir =
+      *WriteExport(&env, base, *c.model, ModelOptions(), 1, "", c.params, c.state, c.tables);
+  written.insert(dir.substr(dir.rfind('/') + 1));
+  ModelServerOptions options;
+  options.model_name = "ctr";
+  options.model_base_path = base;
+  std::unique_ptr<ModelServer> server = *ModelServer::Create(&env, options);
+  const std::string body =
+      R"({"instances": [{"dense": [1, -2], "user": [5], "tokens": ["a", "b"]},
+                        {"dense": [0.5, 0], "user": 101}]})";
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0}, answered{0};
+  absl::Mutex mu;
+  std::set<std::string> seen;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 8; ++i) {
+    clients.emplace_back([&] {
+      std::set<std::string> mine;
+      while (!stop) {
+        HttpAnswer a = server->Handle("POST", "/v1/models/ctr:predict", body);
+        if (a.status != 200) {
+          ++failed;
+          continue;
+        }
+        ++answered;
+        mine.insert(json::parse(a.body).value("model_version", "none"));
+      }
+      absl::MutexLock lock(&mu);
+      seen.insert(mine.begin(), mine.end());
+    });
+  }
+  int deltas = 0;
+  for (int round = 1; round <= 12; ++round) {
+    const std::vector<TrainedTableRows> delta = MoveOn(&c, round);
+    if (round % 3 == 0) {
+      dir = *WriteExport(&env, base, *c.model, ModelOptions(), 1 + round, "", c.params, c.state,
+                         c.tables);
+    } else {
+      ExportOnnxFile no_onnx;
+      no_onnx.missing_reason = "a delta";
+      dir = *WriteExportVersion(&env, base, *c.model, ModelOptions(), 1 + round, "", c.params,
+                                c.state, delta, no_onnx, server->version());
+      ++deltas;
+    }
+    written.insert(dir.substr(dir.rfind('/') + 1));
+    ASSERT_TRUE(server->PollOnce()) << round;
+    EXPECT_EQ(std::to_string(server->version()), dir.substr(dir.rfind('/') + 1));
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  stop = true;
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(deltas, 8);
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(answered, 0);
+  for (const std::string& v : seen) EXPECT_EQ(written.count(v), 1u) << v;
+  std::unique_ptr<Predictor> whole = *Predictor::Load(&env, dir);
+  ClickRequest request;
+  ASSERT_TRUE(ReadClickRequest(body, whole->click_inputs(), 4, &request).ok());
+  const std::vector<Prediction> want = *whole->PredictClicks(request);
+  const json got = json::parse(server->Handle("POST", "/v1/models/ctr:predict", body).body);
+  EXPECT_EQ(got["model_version"], dir.substr(dir.rfind('/') + 1));
+  EXPECT_EQ(got["predictions"][1]["logistic"][0].get<float>(), want[1].logistic);
 }
 
 }  // namespace

@@ -194,11 +194,14 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
     table.weights = std::move(rows.weights);
     rows = {};
     predictor->tables_.push_back(std::move(table));
+    predictor->table_buckets_.push_back(infos[t].buckets);
   }
   predictor->binary_ = m.head() == Head::kBinary;
   predictor->click_inputs_.features = m.sparse_features();
   if (m.has_sparse()) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
   predictor->example_size_ = NumElements(m.input_shape());
+  predictor->version_ = exported.version;
+  predictor->global_step_ = exported.global_step;
   predictor->exported_ = std::move(exported);
   absl::MutexLock lock(&predictor->mu_);
   predictor->model_ = std::move(*model);
@@ -219,7 +222,79 @@ std::vector<Prediction> Predictor::Predict(const float* images, int64_t n) {
   return ToPredictions(model_->Infer(exported_.params.data(), exported_.state.data(), input, n), n);
 }
 
-absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequest& request) {
+absl::Status Predictor::ApplyDelta(const ExportedModel& delta) {
+  if (!is_click_model()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(delta.dir, ": a delta, but the model served has no embedding tables"));
+  }
+  // Checked whole before anything changes.
+  if (delta.delta_of == 0 || delta.model != exported_.model ||
+      delta.model_spec != exported_.model_spec || delta.table_names != exported_.table_names ||
+      delta.table_dims != exported_.table_dims || delta.tables.size() != tables_.size() ||
+      delta.params.size() != exported_.params.size() ||
+      delta.state.size() != exported_.state.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(delta.dir, " is not a delta of the model served (", exported_.model, ")"));
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const TrainedTableRows& rows = delta.tables[t];
+    if (rows.weights.size() != rows.ids.size() * tables_[t].dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          delta.dir, ": table ", exported_.table_names[t], " has rows of another dim"));
+    }
+    for (int64_t id : rows.ids) {
+      if (table_buckets_[t] > 0 && id >= table_buckets_[t]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(delta.dir, ": table ", exported_.table_names[t], " has row ", id,
+                         " past its ", table_buckets_[t], " buckets"));
+      }
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (delta.delta_of != version_) {
+    return absl::InvalidArgumentError(absl::StrCat(delta.dir, " is a delta of version ",
+                                                   delta.delta_of, "; version ", version_.load(),
+                                                   " is served"));
+  }
+  std::copy(delta.params.begin(), delta.params.end(), exported_.params.begin());
+  std::copy(delta.state.begin(), delta.state.end(), exported_.state.begin());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    Table& table = tables_[t];
+    const TrainedTableRows& rows = delta.tables[t];
+    for (size_t k = 0; k < rows.ids.size(); ++k) {
+      const float* w = rows.weights.data() + k * table.dim;
+      const bool removed = std::all_of(w, w + table.dim, [](float x) { return x == 0.0f; });
+      const auto it = table.row_of.find(rows.ids[k]);
+      if (removed) {
+        // A removed row reads as zeros, as one never trained.
+        if (it != table.row_of.end()) {
+          table.free_rows.push_back(it->second);
+          table.row_of.erase(it);
+        }
+        continue;
+      }
+      int64_t row = 0;
+      if (it != table.row_of.end()) {
+        row = it->second;
+      } else if (!table.free_rows.empty()) {
+        row = table.free_rows.back();
+        table.free_rows.pop_back();
+        table.row_of.emplace(rows.ids[k], row);
+      } else {
+        row = static_cast<int64_t>(table.weights.size() / table.dim);
+        table.weights.resize(table.weights.size() + table.dim);
+        table.row_of.emplace(rows.ids[k], row);
+      }
+      std::copy(w, w + table.dim, table.weights.begin() + row * table.dim);
+    }
+  }
+  version_ = delta.version;
+  global_step_ = delta.global_step;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequest& request,
+                                                                 int64_t* version) {
   CHECK(is_click_model()) << "only a click model takes PredictClicks";
   // In slices of kClickSlice instances: a step's rows, and a cross's
   // combinations (up to 65536 per instance), grow with the instances.
@@ -227,6 +302,7 @@ absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequ
   std::vector<Prediction> predictions;
   predictions.reserve(request.n);
   absl::MutexLock lock(&mu_);
+  if (version != nullptr) *version = version_;
   SparseBatch slice;
   for (int64_t begin = 0; begin < request.n; begin += kClickSlice) {
     const int64_t n = std::min(kClickSlice, request.n - begin);

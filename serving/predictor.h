@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_SERVING_PREDICTOR_H_
 #define PSTRAIN_SERVING_PREDICTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,7 +37,12 @@ class Predictor {
   // builds under its name.
   static absl::StatusOr<std::unique_ptr<Predictor>> Load(Env* env, const std::string& path);
 
+  // The export it was loaded from: its model, shapes and options (its
+  // version and step as loaded; version() and global_step() follow the
+  // deltas applied since; its values are read under the predictor's lock).
   const ExportedModel& exported() const { return exported_; }
+  int64_t version() const { return version_.load(); }
+  int64_t global_step() const { return global_step_.load(); }
   // Floats per image (H * W * C).
   int64_t example_size() const { return example_size_; }
 
@@ -53,7 +59,16 @@ class Predictor {
   // touched reads as a row of zeros (it was never trained; its initializer
   // was random). InvalidArgument for an id a bucketed table cannot take
   // (naming the feature and instance).
-  absl::StatusOr<std::vector<Prediction>> PredictClicks(const ClickRequest& request);
+  // `version`, if not null, gets the version that answered.
+  absl::StatusOr<std::vector<Prediction>> PredictClicks(const ClickRequest& request,
+                                                        int64_t* version = nullptr);
+
+  // A click model: applies `delta` (ReadExportFiles of a delta of the
+  // version it holds) to its values and tables in place, between two
+  // predictions (one runs at a time), so that it holds the delta's version.
+  // InvalidArgument, changing nothing, for a delta of another version or
+  // model, or a row its table cannot hold.
+  absl::Status ApplyDelta(const ExportedModel& delta);
 
  private:
   // A table's trained rows, found by id.
@@ -61,20 +76,26 @@ class Predictor {
     int64_t dim = 0;
     absl::flat_hash_map<int64_t, int64_t> row_of;  // id -> row in weights
     std::vector<float> weights;
+    std::vector<int64_t> free_rows;  // rows of weights a delta removed, for reuse
   };
 
   Predictor() = default;
   // The logits of `n` examples as predictions.
   std::vector<Prediction> ToPredictions(const Tensor& logits, int64_t n) const;
 
+  // Its params and state change with ApplyDelta (under mu_); the rest as
+  // loaded.
   ExportedModel exported_;
+  std::atomic<int64_t> version_{0};
+  std::atomic<int64_t> global_step_{0};
   int64_t example_size_ = 0;
   absl::Mutex mu_;
   std::unique_ptr<Model> model_ ABSL_GUARDED_BY(mu_);
   std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);
   bool binary_ = false;  // a binary head: one logit
   ClickInputs click_inputs_;
-  std::vector<Table> tables_;  // per model table; empty for a model without
+  std::vector<Table> tables_;  // per model table; empty for a model without (mu_ for deltas)
+  std::vector<int64_t> table_buckets_;  // per table: its buckets (0: dynamic)
 };
 
 // One JSON instance as an image of `shape` (HWC), written to `out`

@@ -212,6 +212,67 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
       << refused.status();
 }
 
+// Deltas (online training's exports between full versions): a predictor
+// holding a version applies the next one's delta in place and then answers
+// exactly as the whole version loaded afresh; a delta of another version, or
+// with a row its table cannot hold, is refused and changes nothing.
+TEST(PredictorTest, ADeltaAppliedInPlaceAnswersAsItsWholeVersion) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  const std::string base = "/job/export";
+  const std::string v1 =
+      *WriteExport(&env, base, *c.model, ModelOptions(), 9, "", c.params, c.state, c.tables);
+  std::unique_ptr<Predictor> p = *Predictor::Load(&env, v1);
+  ClickRequest request;
+  ASSERT_TRUE(ReadClickRequest(R"({"instances": [
+      {"dense": [0.5, -1], "user": [17], "tokens": ["a", "b"]},
+      {"dense": [0, 1], "user": 101, "tokens": ["c"]},
+      {"dense": [2, 2], "user": [5, 17], "tokens": ["a"]},
+      {"dense": [1, 2], "user": [99]}]})",
+                               p->click_inputs(), 10, &request)
+                  .ok());
+  const std::vector<Prediction> before = *p->PredictClicks(request);
+  std::string last = v1;
+  for (int round = 1; round <= 3; ++round) {
+    const std::vector<TrainedTableRows> delta = MoveOn(&c, round);
+    ExportOnnxFile no_onnx;
+    no_onnx.missing_reason = "a delta";
+    const int64_t base_version = p->version();
+    absl::StatusOr<std::string> dir =
+        WriteExportVersion(&env, base, *c.model, ModelOptions(), 9 + round, "", c.params, c.state,
+                           delta, no_onnx, base_version);
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    absl::StatusOr<ExportedModel> files = ReadExportFiles(&env, *dir);
+    ASSERT_TRUE(files.ok()) << files.status();
+    EXPECT_EQ(files->delta_of, base_version);
+    ASSERT_TRUE(p->ApplyDelta(*files).ok());
+    EXPECT_EQ(p->version(), files->version);
+    EXPECT_EQ(p->global_step(), 9 + round);
+    EXPECT_TRUE(absl::IsInvalidArgument(p->ApplyDelta(*files)));  // a delta of the last version
+    // The whole version (its chain read back to the full one) answers alike.
+    std::unique_ptr<Predictor> whole = *Predictor::Load(&env, *dir);
+    int64_t answered = 0;
+    const std::vector<Prediction> got = *p->PredictClicks(request, &answered);
+    EXPECT_EQ(answered, files->version);
+    const std::vector<Prediction> want = *whole->PredictClicks(request);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i].logistic, want[i].logistic) << round << " " << i;
+    }
+    last = *dir;
+  }
+  const std::vector<Prediction> after = *p->PredictClicks(request);
+  EXPECT_NE(after[0].logistic, before[0].logistic);
+  // A row past a bucketed table: refused before anything changes.
+  absl::StatusOr<ExportedModel> bad = ReadExportFiles(&env, last);
+  ASSERT_TRUE(bad.ok());
+  bad->delta_of = p->version();
+  bad->version = p->version() + 1;
+  bad->tables[1].ids[0] = 16;
+  EXPECT_TRUE(absl::IsInvalidArgument(p->ApplyDelta(*bad)));
+  EXPECT_EQ(p->version(), bad->delta_of);
+  EXPECT_EQ(p->PredictClicks(request)->at(0).logistic, after[0].logistic);
+}
+
 // A request runs in slices of instances; each instance gets the answer it
 // gets alone, and an error names the instance by its place in the request.
 TEST(PredictorTest, AClickRequestOfManySlicesAnswersEachInstanceAsAlone) {

@@ -60,6 +60,42 @@ inline ClickModel MakeClickModel() {
   return c;
 }
 
+// Moves `c` on as training would between two exports, and returns the rows
+// of a delta between them (the export format's: a removed row as zeros):
+// every dense value changes; in each table the first row changes, the last
+// (if there are two or more) is removed, and id 100 + `round` is new.
+inline std::vector<TrainedTableRows> MoveOn(ClickModel* c, int round) {
+  for (float& p : c->params) p = p * 0.9f + 0.01f * static_cast<float>(round);
+  std::vector<TrainedTableRows> delta(c->tables.size());
+  for (size_t t = 0; t < c->tables.size(); ++t) {
+    TrainedTableRows& rows = c->tables[t];
+    const int64_t dim = c->model->sparse_tables()[t].dim;
+    const auto add = [&](int64_t id, const float* w) {
+      delta[t].ids.push_back(id);
+      delta[t].weights.insert(delta[t].weights.end(), w, w + dim);
+    };
+    if (!rows.ids.empty()) {
+      for (int64_t j = 0; j < dim; ++j) rows.weights[j] += 0.25f * static_cast<float>(round);
+      add(rows.ids[0], rows.weights.data());
+    }
+    if (rows.ids.size() >= 2) {
+      const std::vector<float> zeros(dim, 0.0f);
+      add(rows.ids.back(), zeros.data());
+      rows.ids.pop_back();
+      rows.weights.resize(rows.ids.size() * dim);
+    }
+    const int64_t buckets = c->model->sparse_tables()[t].buckets;
+    const int64_t id = buckets > 0 ? (100 + round) % buckets : 100 + round;
+    if (std::find(rows.ids.begin(), rows.ids.end(), id) == rows.ids.end() &&
+        std::find(delta[t].ids.begin(), delta[t].ids.end(), id) == delta[t].ids.end()) {
+      rows.ids.push_back(id);
+      for (int64_t j = 0; j < dim; ++j) rows.weights.push_back(0.5f - 0.1f * j + 0.01f * round);
+      add(id, rows.weights.data() + rows.weights.size() - dim);
+    }
+  }
+  return delta;
+}
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_TESTING_CLICK_TEST_MODEL_H_
