@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
@@ -19,6 +20,21 @@ SyntheticCtrConfig DataConfig() {
   config.id_weight_stddev = 0.6;
   config.seed = 3;
   return config;
+}
+
+nlohmann::json CtrInstance(const CriteoBatch& batch, int64_t i) {
+  nlohmann::json instance;
+  std::vector<float> dense(kCriteoNumDense);
+  for (int d = 0; d < kCriteoNumDense; ++d) {
+    dense[d] = CriteoLog1p(batch.dense[i * kCriteoNumDense + d],
+                           batch.dense_present[i * kCriteoNumDense + d] != 0);
+  }
+  instance["dense"] = dense;
+  for (int f = 0; f < kCtrFields; ++f) {
+    const uint32_t id = batch.categorical[i * kCriteoNumCategorical + f];
+    if (id != kCriteoMissingId) instance[absl::StrCat("C", f + 1)] = absl::StrFormat("%08x", id);
+  }
+  return instance;
 }
 
 std::string WideAndDeepSpec() {

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "data/criteo.h"
 #include "data/synthetic_ctr.h"
+#include "nlohmann/json.hpp"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -23,6 +25,11 @@ SyntheticCtrConfig DataConfig();
 // embeddings concatenated with the dense features into a small MLP; dynamic
 // tables.
 std::string WideAndDeepSpec();
+
+// Example `i` of `batch` as a JSON instance for pstrain-predict and
+// pstrain-serve: "dense" as training transforms it (log1p), each of the
+// kCtrFields categorical fields present as "C<f>": its hex string.
+nlohmann::json CtrInstance(const CriteoBatch& batch, int64_t i);
 
 // "accuracy, auc, loss" of the last evaluation line, and its step.
 struct Eval {

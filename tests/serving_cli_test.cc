@@ -21,6 +21,7 @@ namespace {
 
 using nlohmann::json;
 using testing_util::Background;
+using testing_util::Curl;
 using testing_util::FreePort;
 using testing_util::ProcessResult;
 using testing_util::ReadAll;
@@ -39,24 +40,6 @@ std::string ListOne(const std::string& dir) {
 class ServingCliTest : public testing_util::ClusterTestBase {
  protected:
   ServingCliTest() : ClusterTestBase("serving") {}
-
-  // curl METHOD URL [BODY_FILE]: {status, body}.
-  std::pair<int, std::string> Curl(const std::string& method, const std::string& url,
-                                   const std::string& body_file = "") {
-    std::vector<std::string> args = {"/usr/bin/curl",  "-sS", "-X", method, "-w",
-                                     "\n%{http_code}", url};
-    if (!body_file.empty()) {
-      args.insert(args.end(),
-                  {"-H", "Content-Type: application/json", "--data-binary", "@" + body_file});
-    }
-    ProcessResult r = RunProcess(args, 60);
-    const size_t nl = r.output.find_last_of('\n');
-    int status = 0;
-    if (nl == std::string::npos || !absl::SimpleAtoi(r.output.substr(nl + 1), &status)) {
-      return {0, r.output};
-    }
-    return {status, r.output.substr(0, nl)};
-  }
 };
 
 TEST_F(ServingCliTest, TheExportAnswersAsTheChiefEvaluatedThroughTheCliAndRest) {

@@ -131,18 +131,7 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
   ASSERT_TRUE(test.ok()) << test.status();
   std::string instances;
   for (int64_t i = 0; i < test->size(); ++i) {
-    nlohmann::json instance;
-    std::vector<float> dense(kCriteoNumDense);
-    for (int d = 0; d < kCriteoNumDense; ++d) {
-      dense[d] = CriteoLog1p(test->dense[i * kCriteoNumDense + d],
-                             test->dense_present[i * kCriteoNumDense + d] != 0);
-    }
-    instance["dense"] = dense;
-    for (int f = 0; f < kFields; ++f) {
-      const uint32_t id = test->categorical[i * kCriteoNumCategorical + f];
-      if (id != kCriteoMissingId) instance[absl::StrCat("C", f + 1)] = absl::StrFormat("%08x", id);
-    }
-    absl::StrAppend(&instances, instance.dump(), "\n");
+    absl::StrAppend(&instances, testing_util::CtrInstance(*test, i).dump(), "\n");
   }
   ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir_ + "/instances.json", instances).ok());
   ProcessResult predict =

@@ -24,6 +24,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/env.h"
@@ -107,6 +108,23 @@ int EphemeralPort() {
 }
 
 }  // namespace
+
+std::pair<int, std::string> Curl(const std::string& method, const std::string& url,
+                                 const std::string& body_file) {
+  std::vector<std::string> args = {"/usr/bin/curl",  "-sS", "-X", method, "-w",
+                                   "\n%{http_code}", url};
+  if (!body_file.empty()) {
+    args.insert(args.end(),
+                {"-H", "Content-Type: application/json", "--data-binary", "@" + body_file});
+  }
+  ProcessResult r = RunProcess(args, 60);
+  const size_t nl = r.output.find_last_of('\n');
+  int status = 0;
+  if (nl == std::string::npos || !absl::SimpleAtoi(r.output.substr(nl + 1), &status)) {
+    return {0, r.output};
+  }
+  return {status, r.output.substr(0, nl)};
+}
 
 int FreePort() {
   // A port once closed may be handed out again at once: never give one twice

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -27,6 +28,11 @@ bool WriteCifarQuadrantData(const std::string& dir, int per_batch, int test);
 
 // A loopback port that nobody listens on right now.
 int FreePort();
+
+// curl METHOD URL [BODY_FILE]: {status, body} ({0, curl's output} if it got
+// no answer).
+std::pair<int, std::string> Curl(const std::string& method, const std::string& url,
+                                 const std::string& body_file = "");
 
 // A YAML list of `n` loopback addresses with free ports:
 // ["127.0.0.1:P1", "127.0.0.1:P2"].
