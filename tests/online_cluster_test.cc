@@ -154,6 +154,38 @@ TEST_F(OnlineClusterTest, AJobThatFollowsItsFilesTrainsOnEachNewOneAndStopsWhenA
   EXPECT_NE(out.find("Exported the model for serving"), std::string::npos) << out;
 }
 
+// A follow job with train_steps ends there (issue 41): both replicas train
+// their one batch and wait; then a file of 40 batches lands for the chief.
+// The worker, waiting for new files, sees the job reach train_steps without
+// it and stops too, and the job completes.
+TEST_F(OnlineClusterTest, AFollowJobWithTrainStepsEndsThereWhileAReplicaWaits) {
+  absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(DataConfig());
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir_ + "/logs").ok());
+  ASSERT_TRUE(data->WriteTsv(Env::Default(), Part(0), 100, 900).ok());
+  ASSERT_TRUE(data->WriteTsv(Env::Default(), Part(1), 100, 901).ok());
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 1,
+                     .training = "  update: async\n  follow: true\n  poll_secs: 0.2\n"
+                                 "  shuffle_buffer: 500\n"});
+  const std::string log = dir_ + "/steps.log";
+  Background launch = StartProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + dir_ + "/logs/part-*.tsv", "--job_dir=" + job_dir(), "--eval_steps=0",
+       "--train_steps=30", "--log_every_n_steps=10", "--batch_size=100", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000"},
+      log);
+  ASSERT_TRUE(WaitForCount(log, "has read its 1 files of the 2 listed", 2, 120)) << ReadAll(log);
+  ASSERT_TRUE(data->WriteTsv(Env::Default(), Part(2), 4000, 902).ok());
+  ASSERT_EQ(WaitProcess(&launch, 120), 0) << ReadAll(log);
+  const std::string out = ReadAll(log);
+  EXPECT_NE(out.find("replica 0 of 2 opens " + Part(2)), std::string::npos) << out;
+  EXPECT_NE(out.find("the job is over while this replica waits for new files"), std::string::npos)
+      << out;
+  EXPECT_TRUE(Env::Default()->FileExists(job_dir() + "/COMPLETED")) << out;
+}
+
 // The AUC of the model `model_dir` holds (a served one, through
 // pstrain-serve's REST API at `url`, when not empty; else pstrain-predict's)
 // on `batch`, whose instances go to `request_file`; -1 on failure.

@@ -150,6 +150,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
     input_wait = 0;
     input_steps = 0;
   };
+  auto last_job_look = Clock::now();  // job_over's last answer
   while (step < options_.train_steps && !view.job_done) {
     if (options_.should_stop && options_.should_stop()) break;
     if (trace != nullptr) trace->SetStep(view.global_step);
@@ -162,8 +163,17 @@ absl::StatusOr<int64_t> Trainer::Run() {
       window_wait += waited;
       input_wait += waited;
       // Following new files and none yet: asked again (after a look at
-      // whether to stop).
-      if (IsWaitingForInput(read)) continue;
+      // whether to stop, and now and then at whether the job is over).
+      if (IsWaitingForInput(read)) {
+        if (options_.job_over && Clock::now() - last_job_look >= std::chrono::seconds(1)) {
+          last_job_look = Clock::now();
+          if (options_.job_over()) {
+            LOG(INFO) << "the job is over while this replica waits for new files";
+            break;
+          }
+        }
+        continue;
+      }
       if (absl::IsOutOfRange(read)) {
         input_ended_ = true;
         // The rates of the whole run.

@@ -40,6 +40,10 @@ struct TrainerOptions {
   std::function<absl::Status(const ParameterView&)> on_pull;
   // Asked before every step; true ends the loop there (a stop request).
   std::function<bool()> should_stop;
+  // Following new files and none yet: asked at most once a second while the
+  // replica waits for them; true ends the loop (the job ended without this
+  // replica: the others reached train_steps, or the ps are shutting down).
+  std::function<bool()> job_over;
   // The batches a replica reads from `global_step` on, as one started there
   // reads them. Called when a pull finds the job rolled back to a checkpoint
   // (its step behind the last one), so a sync job replays the steps it
