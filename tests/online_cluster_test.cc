@@ -154,6 +154,70 @@ TEST_F(OnlineClusterTest, AJobThatFollowsItsFilesTrainsOnEachNewOneAndStopsWhenA
   EXPECT_NE(out.find("Exported the model for serving"), std::string::npos) << out;
 }
 
+// SIGKILL of each role of an online job in turn (issue 41): a worker, the
+// ps (the job rolls back to its checkpoint, which is of the step it was at:
+// it saves every second), the chief; the launcher restarts each, the job goes
+// on with the files that land meanwhile, and every file written is listed
+// once and read from its start once, by the replica it was dealt to.
+TEST_F(OnlineClusterTest, EveryRoleKilledInTurnResumesAndReadsEachFileOnce) {
+  ASSERT_TRUE(Env::Default()->CreateDirs(dir_ + "/logs").ok());
+  const std::string config = WriteClusterConfig(
+      LoopbackConfig{.ps = 1,
+                     .workers = 1,
+                     .training = "  update: async\n  follow: true\n  poll_secs: 0.2\n"
+                                 "  checkpoint_steps: 0\n  checkpoint_secs: 1\n"
+                                 "  shuffle_buffer: 500\n"});
+  Land(0);
+  Land(1);
+  const std::string log = dir_ + "/killed.log";
+  Background launch = StartProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
+       "--train_files=" + dir_ + "/logs/part-*.tsv", "--job_dir=" + job_dir(), "--eval_steps=0",
+       "--log_every_n_steps=10", "--batch_size=100", "--learning_rate=0.003",
+       "--embedding_learning_rate=0.1", "--eval_batch_size=1000", "--max_restarts=3"},
+      log);
+  int files = 2;
+  // Both replicas read their files and wait; a checkpoint of that step.
+  const auto caught_up = [&] {
+    const std::string text =
+        absl::StrCat("has read its ", files / 2, " files of the ", files, " listed");
+    if (!WaitForCount(log, text, 2, 120)) return false;
+    const int saved = Count(ReadAll(log), "Saving checkpoints for");
+    return WaitForCount(log, "Saving checkpoints for", saved + 1, 30);
+  };
+  ASSERT_TRUE(caught_up()) << ReadAll(log);
+  for (const std::string role : {"worker", "ps", "chief"}) {
+    SCOPED_TRACE(role);
+    const std::vector<pid_t> pids = testing_util::FindProcesses({"pstrain-" + role, job_dir()});
+    ASSERT_EQ(pids.size(), 1u) << ReadAll(log);
+    ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
+    ASSERT_TRUE(WaitForCount(log, absl::StrCat(role, ":0 was killed by signal 9"), 1, 60))
+        << ReadAll(log);
+    Land(files);
+    Land(files + 1);
+    files += 2;
+    ASSERT_TRUE(caught_up()) << ReadAll(log);
+  }
+  ASSERT_EQ(::kill(launch.pid, SIGTERM), 0);
+  ASSERT_EQ(WaitProcess(&launch, 120), 0) << ReadAll(log);
+  const std::string out = ReadAll(log);
+  EXPECT_NE(out.find("rolled back"), std::string::npos) << out;
+  absl::StatusOr<std::string> list = Env::Default()->ReadFile(job_dir() + "/input/files.txt");
+  ASSERT_TRUE(list.ok()) << list.status();
+  std::string written;
+  for (int i = 0; i < files; ++i) absl::StrAppend(&written, Part(i), "\n");
+  EXPECT_EQ(*list, written);
+  for (int i = 0; i < files; ++i) {
+    EXPECT_EQ(Count(out, absl::StrCat("replica ", i % 2, " of 2 opens ", Part(i), " in epoch 1")),
+              1)
+        << Part(i) << "\n"
+        << out;
+    EXPECT_EQ(Count(out, absl::StrCat("replica ", 1 - i % 2, " of 2 opens ", Part(i))), 0) << out;
+  }
+  std::printf("killed a worker, the ps and the chief in turn: %d files written, each read once\n",
+              files);
+}
+
 // A follow job with train_steps ends there (issue 41): both replicas train
 // their one batch and wait; then a file of 40 batches lands for the chief.
 // The worker, waiting for new files, sees the job reach train_steps without
