@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
@@ -46,14 +47,21 @@ absl::StatusOr<int64_t> UpdateFileList(Env* env, const std::string& path,
   std::sort(found.begin(), found.end());
   std::string text;
   for (const std::string& f : files) absl::StrAppend(&text, f, "\n");
+  int64_t added = 0;
   for (const std::string& f : found) {
     if (f.find('\n') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("a file name with a line break: ", f));
+      // The list holds a name a line; the others go on being listed.
+      LOG_EVERY_N(WARNING, 60) << "input: " << absl::CEscape(f)
+                               << " matches train_files but its name has a line break, which "
+                               << path << " cannot list: it is not trained on (rename it)";
+      continue;
     }
     absl::StrAppend(&text, f, "\n");
+    ++added;
   }
+  if (added == 0) return 0;
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(path, text));
-  return static_cast<int64_t>(found.size());
+  return added;
 }
 
 FileListFollower::FileListFollower(Env* env, std::string path, std::string patterns,

@@ -31,7 +31,8 @@ absl::StatusOr<std::vector<std::string>> ReadFileList(Env* env, const std::strin
 
 // Lists `patterns` (as ExpandFilePatterns; an entry that matches nothing
 // yet is no error) and appends the files the list does not hold, in name
-// order. The number appended.
+// order. The number appended. A name with a line break cannot be listed: it
+// is left out, with a warning naming it (every 60th time it is found).
 absl::StatusOr<int64_t> UpdateFileList(Env* env, const std::string& path,
                                        std::string_view patterns);
 

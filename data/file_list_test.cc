@@ -85,10 +85,17 @@ TEST_F(FileListTest, NewFilesAreAppendedInNameOrderAndKeepTheirPlaces) {
   WriteIds("hour=13/part-2", 3, 1);
   EXPECT_EQ(*UpdateFileList(env_, list_, pattern_), 2);
   EXPECT_EQ(*UpdateFileList(env_, list_, pattern_), 0);
+  // A name with a line break cannot be a line of the list: left out, and
+  // the files after it are listed still.
+  WriteIds("hour=14/part-1\nx", 4, 1);
+  WriteIds("hour=14/part-2", 5, 1);
+  EXPECT_EQ(*UpdateFileList(env_, list_, pattern_), 1);
+  EXPECT_EQ(*UpdateFileList(env_, list_, pattern_), 0);
   const std::string logs = dir_ + "/logs/";
   EXPECT_EQ(*ReadFileList(env_, list_),
             (std::vector<std::string>{logs + "hour=13/part-0", logs + "hour=13/part-1",
-                                      logs + "hour=13/part-2", logs + "hour=14/part-0"}));
+                                      logs + "hour=13/part-2", logs + "hour=14/part-0",
+                                      logs + "hour=14/part-2"}));
 }
 
 TEST_F(FileListTest, StreamsTrainOnEachNewFileOnceAndResumeWhereTheyWere) {
