@@ -90,7 +90,7 @@ struct LayerSpec {
   // before and the rest after whatever the stride, then valid (TensorFlow's
   // conv2d_fixed_padding, the CIFAR-10 estimator's strided convolutions)
   std::string padding = "valid";
-  std::string activation = "none";  // conv2d, dense: none, relu, sigmoid, tanh, leaky_relu
+  std::string activation = "none";  // conv2d, dense: none, relu, sigmoid, tanh, leaky_relu, gelu
   bool use_bias = true;
   InitializerSetting kernel_initializer = {"glorot_uniform", 0.0f};
   InitializerSetting bias_initializer = {"zeros", 0.0f};

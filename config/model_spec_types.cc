@@ -323,9 +323,10 @@ const std::vector<TypeSpec>& Types() {
                   "same (output size = input / strides), valid (no padding) or fixed ((kernel - "
                   "1) / 2 before and the rest after whatever the stride, then valid: "
                   "TensorFlow's conv2d_fixed_padding)");
-    const KeySpec activation = ChoiceKey(
-        "activation", &LayerSpec::activation, {"none", "relu", "sigmoid", "tanh", "leaky_relu"},
-        "none", "none, relu (fused into the layer), sigmoid, tanh or leaky_relu");
+    const KeySpec activation =
+        ChoiceKey("activation", &LayerSpec::activation,
+                  {"none", "relu", "sigmoid", "tanh", "leaky_relu", "gelu"}, "none",
+                  "none, relu (fused into the layer), sigmoid, tanh, leaky_relu or gelu");
     const KeySpec use_bias = BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false");
     const KeySpec initializer =
         DenseInitializerKey("kernel_initializer", &LayerSpec::kernel_initializer, "glorot_uniform");
@@ -418,6 +419,11 @@ const std::vector<TypeSpec>& Types() {
         {"sigmoid", "activation", "1 / (1 + e^-x)", {}},
         {"tanh", "activation", "tanh(x)", {}},
         {"leaky_relu", "leaky_re_lu", "x if x > 0, else alpha * x", {alpha}},
+        {"gelu",
+         "gelu",
+         "x * Phi(x), Phi the normal CDF: x / 2 * (1 + erf(x / sqrt(2))), as "
+         "torch.nn.GELU()",
+         {}},
         {"embedding",
          "embedding",
          "an embedding table and its lookup of one sparse feature, as tf.keras.layers.Embedding "

@@ -1,5 +1,7 @@
 #include "models/activation.h"
 
+#include <cmath>
+
 #include "models/parallel.h"
 
 namespace pstrain {
@@ -27,6 +29,11 @@ void ElementwiseActivation::Forward(const Tensor& in, Tensor* out, const Forward
       case ActivationKind::kLeakyRelu:
         y = (x > 0.0f).select(x, alpha_ * x);
         break;
+      case ActivationKind::kGelu:
+        for (int64_t i = 0; i < x.size(); ++i) {
+          y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * static_cast<float>(M_SQRT1_2)));
+        }
+        break;
     }
   });
 }
@@ -48,6 +55,15 @@ void ElementwiseActivation::Backward(const Tensor& in, const Tensor& out, const 
         break;
       case ActivationKind::kLeakyRelu:
         dx = (x > 0.0f).select(dy, alpha_ * dy);
+        break;
+      case ActivationKind::kGelu:
+        // d/dx x Phi(x) = Phi(x) + x phi(x).
+        for (int64_t i = 0; i < n; ++i) {
+          const float cdf = 0.5f * (1.0f + std::erf(x[i] * static_cast<float>(M_SQRT1_2)));
+          const float pdf =
+              std::exp(-0.5f * x[i] * x[i]) * static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+          dx[i] = dy[i] * (cdf + x[i] * pdf);
+        }
         break;
     }
   });

@@ -11,10 +11,12 @@ namespace pstrain {
 //   sigmoid     1 / (1 + e^-x)
 //   tanh        tanh(x)
 //   leaky_relu  x if x > 0, else alpha * x (Keras' LeakyReLU; tf.nn's alpha 0.2)
+//   gelu        x * Phi(x) = x / 2 * (1 + erf(x / sqrt(2))), the exact form
+//               (torch.nn.GELU(), tf.nn.gelu(approximate=False))
 // The backward pass reads the forward output where it can (sigmoid, tanh), so
 // it recomputes nothing. ReLU stays its own layer (relu.h) and can be fused
 // into Conv2D and Dense.
-enum class ActivationKind { kSigmoid, kTanh, kLeakyRelu };
+enum class ActivationKind { kSigmoid, kTanh, kLeakyRelu, kGelu };
 
 class ElementwiseActivation : public Layer {
  public:

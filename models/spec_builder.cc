@@ -35,6 +35,9 @@ std::unique_ptr<Layer> ActivationLayer(const std::string& kind, std::string name
   if (kind == "tanh") {
     return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kTanh);
   }
+  if (kind == "gelu") {
+    return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kGelu);
+  }
   if (kind == "leaky_relu") {
     return std::make_unique<ElementwiseActivation>(std::move(name), ActivationKind::kLeakyRelu,
                                                    alpha);

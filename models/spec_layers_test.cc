@@ -32,6 +32,8 @@ TEST(ElementwiseActivationTest, GradientsMatchNumeric) {
   options.make_input = AwayFromZero;
   ElementwiseActivation leaky("leaky_re_lu", ActivationKind::kLeakyRelu, 0.3f);
   EXPECT_TRUE(CheckGradients(&leaky, {2, 5, 3, 2}, options));
+  ElementwiseActivation gelu("gelu", ActivationKind::kGelu);
+  EXPECT_TRUE(CheckGradients(&gelu, {3, 4, 5}, options));
 }
 
 TEST(ElementwiseActivationTest, Values) {
@@ -51,6 +53,12 @@ TEST(ElementwiseActivationTest, Values) {
   leaky.Forward(in, &out, {});
   EXPECT_FLOAT_EQ(out[0], -0.4f);
   EXPECT_FLOAT_EQ(out[2], 1.5f);
+  // torch.nn.GELU()(torch.tensor([-2., 0., 1.5])): the exact (erf) form.
+  ElementwiseActivation gelu("g", ActivationKind::kGelu);
+  gelu.Forward(in, &out, {});
+  EXPECT_NEAR(out[0], -0.0455002630, 1e-7);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_NEAR(out[2], 1.3997892, 1e-6);
 }
 
 TEST(AvgPool2DTest, GradientsMatchNumeric) {

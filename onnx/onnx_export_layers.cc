@@ -15,9 +15,23 @@ namespace pstrain {
 namespace onnx_export_internal {
 namespace {
 
+// GELU of `x` as opset 13's ops: x * (erf(x / sqrt(2)) + 1) / 2; the
+// nodes named `name` (the product) and `name`/...
+std::string AddGelu(GraphBuilder& b, const std::string& name, const std::string& x) {
+  onnx::NodeProto* scaled =
+      b.Node("Div", name + "/scaled", {x, b.FloatConstant("sqrt2", static_cast<float>(M_SQRT2))});
+  onnx::NodeProto* erf = b.Node("Erf", name + "/erf", {scaled->output(0)});
+  onnx::NodeProto* plus =
+      b.Node("Add", name + "/plus_one", {erf->output(0), b.FloatConstant("one", 1.0f)});
+  onnx::NodeProto* half =
+      b.Node("Mul", name + "/half", {plus->output(0), b.FloatConstant("half", 0.5f)});
+  return b.Node("Mul", name, {x, half->output(0)})->output(0);
+}
+
 // An activation function after a conv2d or dense layer's output `x`.
 absl::StatusOr<Activation> AddActivation(GraphBuilder& b, const LayerSpec& l, Activation x) {
   if (l.activation == "none") return x;
+  if (l.activation == "gelu") return Activation{AddGelu(b, l.name + "/gelu", x.tensor), x.shape};
   static const std::map<std::string, std::string> kOps = {
       {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"leaky_relu", "LeakyRelu"}};
   auto op = kOps.find(l.activation);
@@ -186,6 +200,7 @@ absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
                                                                   {"sigmoid", "Sigmoid"},
                                                                   {"tanh", "Tanh"},
                                                                   {"leaky_relu", "LeakyRelu"}};
+  if (t == "gelu") return Activation{AddGelu(b, l.name, x.tensor), x.shape};
   auto op = kElementwise.find(t);
   if (op == kElementwise.end()) return LayerError(b, l, "has a type the ONNX export does not know");
   onnx::NodeProto* node = b.Node(op->second, l.name, {x.tensor});
