@@ -10,6 +10,7 @@
 #include "models/flatten.h"
 #include "models/global_avg_pool.h"
 #include "models/gradient_check.h"
+#include "models/layer_norm.h"
 #include "models/loss.h"
 #include "models/max_pool2d.h"
 #include "models/random.h"
@@ -435,6 +436,40 @@ TEST(BatchNormTest, TrainingGradientsMatchNumeric) {
   EXPECT_TRUE(CheckGradients(&bn, {4, 3, 3, 5}, {}));
   BatchNorm flat("flat", 1e-3f);
   EXPECT_TRUE(CheckGradients(&flat, {6, 4}, {}));
+}
+
+TEST(LayerNormTest, GradientsMatchNumeric) {
+  LayerNorm flat("ln", 1e-3f);
+  EXPECT_TRUE(CheckGradients(&flat, {5, 7}, {}));
+  LayerNorm sequence("ln_seq", 1e-5f);  // [L, d] per example
+  EXPECT_TRUE(CheckGradients(&sequence, {3, 4, 6}, {}));
+}
+
+// Each row to mean 0 and variance 1 (biased, as torch.nn.LayerNorm), then
+// gamma and beta; a row shifted by a constant normalizes the same.
+TEST(LayerNormTest, NormalizesEachRowOnItsOwn) {
+  LayerNorm ln("ln", 1e-5f);
+  ASSERT_TRUE(ln.Build({4}).ok());
+  ln.BindOffsets({0, 4});
+  const std::vector<float> params = {1, 2, 1, 1, 0, 0, 0.5f, 0};  // gamma, beta
+  Tensor in({2, 4}), out;
+  const float row[] = {1, 2, 3, 6};
+  for (int j = 0; j < 4; ++j) {
+    in[j] = row[j];
+    in[4 + j] = row[j] + 100;
+  }
+  ForwardArgs args;
+  args.params = params.data();
+  ln.Forward(in, &out, args);
+  // mean 3, variance (4 + 1 + 0 + 9) / 4 = 3.5.
+  const float s = 1.0f / std::sqrt(3.5f + 1e-5f);
+  EXPECT_NEAR(out[0], -2 * s, 1e-5);
+  EXPECT_NEAR(out[1], 2 * (-1 * s), 1e-5);
+  EXPECT_NEAR(out[2], 0.5f, 1e-5);
+  EXPECT_NEAR(out[3], 3 * s, 1e-5);
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(out[4 + j], out[j], 1e-4) << j;
+  EXPECT_FALSE(LayerNorm("bad", 0.0f).Build({3}).ok());
+  EXPECT_FALSE(LayerNorm("none", 1e-3f).Build({}).ok());
 }
 
 TEST(BatchNormTest, FusedReluEqualsSeparateRelu) {
