@@ -398,6 +398,14 @@ const std::vector<TypeSpec>& Types() {
          {FloatKey("epsilon", &LayerSpec::epsilon, 0, true, 1, true, "0.001", "a number in (0, 1]"),
           BoolKey("relu", &LayerSpec::relu, "false", "true: a ReLU fused after it"), MomentumKey(),
           trainable}},
+        {"layer_norm",
+         "layer_normalization",
+         "layer normalization over the last dimension, as torch.nn.LayerNorm and "
+         "tf.keras.layers.LayerNormalization: each example's (or position's) values to mean 0 and "
+         "variance 1 by their own statistics, then times gamma plus beta (variables [last dim]); "
+         "the same in training and evaluation",
+         {FloatKey("epsilon", &LayerSpec::epsilon, 0, true, 1, true, "0.001", "a number in (0, 1]"),
+          trainable}},
         {"add",
          "add",
          "the sum of the previous output (or input's) and the outputs named in inputs, all of "

@@ -17,6 +17,7 @@
 #include "models/embedding.h"
 #include "models/flatten.h"
 #include "models/global_avg_pool.h"
+#include "models/layer_norm.h"
 #include "models/max_pool2d.h"
 #include "models/merge.h"
 #include "models/pad_channels.h"
@@ -89,6 +90,8 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
   } else if (l.type == "batch_norm") {
     layers->push_back(std::make_unique<BatchNorm>(l.name, l.epsilon, l.relu));
     layers->back()->set_state_decay(l.momentum);
+  } else if (l.type == "layer_norm") {
+    layers->push_back(std::make_unique<LayerNorm>(l.name, l.epsilon));
   } else if (l.type == "add") {
     layers->push_back(std::make_unique<Add>(l.name));
   } else if (l.type == "concat") {

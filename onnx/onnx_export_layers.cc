@@ -156,6 +156,35 @@ absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
     onnx::NodeProto* relu = b.Node("Relu", l.name + "/relu", {out.tensor});
     return Activation{relu->output(0), x.shape};
   }
+  if (t == "layer_norm") {
+    // Opset 13 has no LayerNormalization: its ops, over the last axis.
+    if (x.shape.size() != 1) {
+      return LayerError(b, l,
+                        "normalizes an input of more than one dimension, which the ONNX "
+                        "export does not write yet");
+    }
+    const int64_t d = x.shape.back();
+    const auto mean_of = [&](const std::string& name, const std::string& of) {
+      onnx::NodeProto* mean = b.Node("ReduceMean", name, {of});
+      SetInts(mean, "axes", {-1});
+      SetInt(mean, "keepdims", 1);
+      return mean->output(0);
+    };
+    const std::string mean = mean_of(l.name + "/mean", x.tensor);
+    const std::string centered = b.Node("Sub", l.name + "/centered", {x.tensor, mean})->output(0);
+    const std::string squares = b.Node("Mul", l.name + "/squares", {centered, centered})->output(0);
+    const std::string variance = mean_of(l.name + "/variance", squares);
+    const std::string shifted = b.Node("Add", l.name + "/variance_epsilon",
+                                       {variance, b.FloatScalar(l.name + "/epsilon", l.epsilon)})
+                                    ->output(0);
+    const std::string stddev = b.Node("Sqrt", l.name + "/stddev", {shifted})->output(0);
+    const std::string normalized =
+        b.Node("Div", l.name + "/normalized", {centered, stddev})->output(0);
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string gamma, b.Variable(l.name + "/gamma", {d}));
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string beta, b.Variable(l.name + "/beta", {d}));
+    const std::string scaled = b.Node("Mul", l.name + "/scaled", {normalized, gamma})->output(0);
+    return Activation{b.Node("Add", l.name, {scaled, beta})->output(0), x.shape};
+  }
   if (t == "add") {
     // Summed in pstrain's order: ((in0 + in1) + in2) + ...
     std::string sum = x.tensor;

@@ -171,7 +171,7 @@ void ExpectWellFormed(const onnx::ModelProto& m, const Model& model) {
       EXPECT_EQ(t.raw_data().size(), elements * sizeof(float)) << t.name();
     } else {
       EXPECT_TRUE(t.name() == "preprocessing/stddev_floor" || t.name().ends_with("/pads") ||
-                  t.name().starts_with("constants/"))
+                  t.name().ends_with("/epsilon") || t.name().starts_with("constants/"))
           << "an initializer that is no variable: " << t.name();
     }
   }
@@ -352,6 +352,11 @@ TEST(OnnxExportTest, EveryLayerType) {
   EXPECT_EQ(FindNode(g, "c0/gelu/erf")->op_type(), "Erf");
   EXPECT_THAT(FindNode(g, "c0/gelu")->input(), ElementsAre("c0", "c0/gelu/half"));
   EXPECT_EQ(FindNode(g, "g1/scaled")->input(0), "d1/sigmoid");
+  // Layer norm written out: its mean and variance over the last axis.
+  EXPECT_EQ(FindNode(g, "ln/mean")->input(0), "g1");
+  EXPECT_THAT(Ints(FindNode(g, "ln/variance"), "axes"), ElementsAre(-1));
+  EXPECT_THAT(FindNode(g, "ln")->input(), ElementsAre("ln/scaled", "ln/beta"));
+  EXPECT_EQ(FindNode(g, "bn_flat")->input(0), "ln");
   // SAME with an odd total: the extra pixel after, as TensorFlow.
   EXPECT_THAT(Ints(FindNode(g, "c1"), "pads"), ElementsAre(1, 1, 1, 1));  // 7 -> 4
   EXPECT_THAT(Ints(FindNode(g, "mp"), "pads"), ElementsAre(0, 0, 1, 1));  // 4 -> 2
