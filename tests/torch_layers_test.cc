@@ -1,0 +1,158 @@
+// pstrain's layers against PyTorch's (issue 42): the same inputs and
+// weights through both, forward and backward (python3-torch runs
+// tests/torch/layer_reference.py), equal to 1e-5. Skipped, loudly, where
+// PyTorch is missing (a failure under tests/run.sh, which installs it).
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "models/activation.h"
+#include "models/layer_norm.h"
+#include "models/tensor.h"
+#include "tests/test_cluster_util.h"
+
+namespace pstrain {
+namespace {
+
+using testing_util::ProcessResult;
+using testing_util::RunProcess;
+
+const std::string kSource = PSTRAIN_SOURCE_DIR;
+const std::string kPython = "/usr/bin/python3";
+
+void WriteFloats(const std::string& path, const std::vector<float>& v) {
+  std::string bytes(v.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, bytes).ok()) << path;
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  absl::StatusOr<std::string> bytes = Env::Default()->ReadFile(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  if (!bytes.ok()) return {};
+  std::vector<float> v(bytes->size() / sizeof(float));
+  std::memcpy(v.data(), bytes->data(), v.size() * sizeof(float));
+  return v;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// The largest |a - b|; a size mismatch is a failure.
+double MaxDifference(const std::vector<float>& a, const float* b, size_t n) {
+  EXPECT_EQ(a.size(), n);
+  double most = 0;
+  for (size_t i = 0; i < std::min(a.size(), n); ++i)
+    most = std::max(most, std::fabs(double(a[i]) - b[i]));
+  return most;
+}
+
+class TorchLayersTest : public testing_util::ClusterTestBase {
+ protected:
+  TorchLayersTest() : ClusterTestBase("torch_layers") {}
+
+  void SetUp() override {
+    ClusterTestBase::SetUp();
+    if (RunProcess({kPython, "-c", "import torch, numpy"}, 60).exit_code != 0) {
+      const char* required = std::getenv("PSTRAIN_REQUIRE_ONNX_TOOLS");
+      if (required != nullptr && std::string(required) == "1") {
+        FAIL() << "no PyTorch for " << kPython << " (PSTRAIN_REQUIRE_ONNX_TOOLS=1)";
+      }
+      GTEST_SKIP() << "SKIPPED: no PyTorch for " << kPython
+                   << " (Debian's python3-torch; deploy/install-deps.sh installs it)";
+    }
+  }
+
+  // PyTorch's run of `layer` on the files in dir_.
+  void Reference(const std::string& layer, const std::vector<int64_t>& shape, float eps) {
+    ProcessResult r =
+        RunProcess({kPython, kSource + "/tests/torch/layer_reference.py", layer, dir_,
+                    "--shape=" + absl::StrJoin(shape, ","), absl::StrCat("--eps=", eps)},
+                   300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+};
+
+TEST_F(TorchLayersTest, LayerNormForwardAndBackwardEqualPyTorchs) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 64}, {4, 50, 64}}) {
+    SCOPED_TRACE(absl::StrJoin(shape, "x"));
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    const int64_t d = shape.back();
+    const std::vector<float> x = Random(n, 1, 3.0f), dy = Random(n, 2, 1.0f);
+    std::vector<float> params = Random(d, 3, 0.5f);  // gamma, then beta
+    for (float& g : params) g += 1.0f;
+    const std::vector<float> beta = Random(d, 4, 0.5f);
+    params.insert(params.end(), beta.begin(), beta.end());
+    WriteFloats(dir_ + "/x.f32", x);
+    WriteFloats(dir_ + "/dy.f32", dy);
+    WriteFloats(dir_ + "/gamma.f32", std::vector<float>(params.begin(), params.begin() + d));
+    WriteFloats(dir_ + "/beta.f32", beta);
+    Reference("layer_norm", shape, 1e-5f);
+
+    LayerNorm ln("ln", 1e-5f);
+    ASSERT_TRUE(ln.Build(Shape(shape.begin() + 1, shape.end())).ok());
+    ln.BindOffsets({0, d});
+    Tensor in(Shape(shape.begin(), shape.end())), out, dout(in.shape()), din;
+    std::copy(x.begin(), x.end(), in.data());
+    std::copy(dy.begin(), dy.end(), dout.data());
+    ForwardArgs forward;
+    forward.training = true;
+    forward.params = params.data();
+    ln.Forward(in, &out, forward);
+    std::vector<float> grads(2 * d);
+    BackwardArgs backward;
+    backward.params = params.data();
+    backward.grads = grads.data();
+    ln.Backward(in, out, dout, &din, backward);
+    const double y = MaxDifference(ReadFloats(dir_ + "/y.f32"), out.data(), n);
+    const double dx = MaxDifference(ReadFloats(dir_ + "/dx.f32"), din.data(), n);
+    const double dgamma = MaxDifference(ReadFloats(dir_ + "/dgamma.f32"), grads.data(), d);
+    const double dbeta = MaxDifference(ReadFloats(dir_ + "/dbeta.f32"), grads.data() + d, d);
+    std::printf(
+        "layer_norm %s vs torch.nn.LayerNorm: max |difference| y %.2e, dx %.2e, dgamma "
+        "%.2e, dbeta %.2e\n",
+        absl::StrJoin(shape, "x").c_str(), y, dx, dgamma, dbeta);
+    EXPECT_LE(y, 1e-5);
+    EXPECT_LE(dx, 1e-5);
+    // Summed over up to 200 rows: relative to the sums' size.
+    EXPECT_LE(dgamma, 1e-5 * std::sqrt(n / d) * 4);
+    EXPECT_LE(dbeta, 1e-5 * std::sqrt(n / d) * 4);
+  }
+}
+
+TEST_F(TorchLayersTest, GeluForwardAndBackwardEqualPyTorchs) {
+  const std::vector<int64_t> shape = {8, 129};
+  const int64_t n = 8 * 129;
+  const std::vector<float> x = Random(n, 5, 2.5f), dy = Random(n, 6, 1.0f);
+  WriteFloats(dir_ + "/x.f32", x);
+  WriteFloats(dir_ + "/dy.f32", dy);
+  Reference("gelu", shape, 0);
+  ElementwiseActivation gelu("gelu", ActivationKind::kGelu);
+  ASSERT_TRUE(gelu.Build({129}).ok());
+  Tensor in({8, 129}), out, dout({8, 129}), din;
+  std::copy(x.begin(), x.end(), in.data());
+  std::copy(dy.begin(), dy.end(), dout.data());
+  gelu.Forward(in, &out, {});
+  gelu.Backward(in, out, dout, &din, {});
+  const double y = MaxDifference(ReadFloats(dir_ + "/y.f32"), out.data(), n);
+  const double dx = MaxDifference(ReadFloats(dir_ + "/dx.f32"), din.data(), n);
+  std::printf("gelu vs torch.nn.GELU(): max |difference| y %.2e, dx %.2e\n", y, dx);
+  EXPECT_LE(y, 1e-5);
+  EXPECT_LE(dx, 1e-5);
+}
+
+}  // namespace
+}  // namespace pstrain
