@@ -103,12 +103,13 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
 
 absl::StatusOr<std::string> ExportHistory::ExportCheckpoint(Env* env, const std::string& index_path,
                                                             const std::string& export_base) {
+  // One export at a time, each from the checkpoint it was given.
+  absl::MutexLock lock(&mu_);
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointValues c, ReadCheckpointValues(env, index_path));
-  if (!c.model->has_sparse()) {
+  if (!c.model->has_sparse() || full_every_ <= 1) {
     return WriteExport(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml,
                        c.params, c.state, c.tables);
   }
-  absl::MutexLock lock(&mu_);
   // Each row's fingerprint now.
   std::vector<absl::flat_hash_map<int64_t, uint64_t>> rows(c.tables.size());
   for (size_t t = 0; t < c.tables.size(); ++t) {
@@ -148,11 +149,17 @@ absl::StatusOr<std::string> ExportHistory::ExportCheckpoint(Env* env, const std:
     }
     ExportOnnxFile onnx;
     onnx.missing_reason = "a delta version; the full version it is read from may hold one";
-    PSTRAIN_ASSIGN_OR_RETURN(
-        dir, WriteExportVersion(env, export_base, *c.model, c.options, c.global_step,
-                                c.hparams_yaml, c.params, c.state, changed, onnx, last_version_));
-    ++since_full_;
-  } else {
+    absl::StatusOr<std::string> written =
+        WriteExportVersion(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml,
+                           c.params, c.state, changed, onnx, last_version_);
+    // Another version landed first: a full one instead.
+    delta = written.ok() || !absl::IsFailedPrecondition(written.status());
+    if (delta) {
+      PSTRAIN_ASSIGN_OR_RETURN(dir, std::move(written));
+      ++since_full_;
+    }
+  }
+  if (!delta) {
     PSTRAIN_ASSIGN_OR_RETURN(dir, WriteExport(env, export_base, *c.model, c.options, c.global_step,
                                               c.hparams_yaml, c.params, c.state, c.tables));
     since_full_ = 0;

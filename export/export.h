@@ -44,8 +44,9 @@ absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_
 
 // What a job's exports while training remember so that a click model's
 // versions can be deltas: the last version's rows, as a fingerprint of each
-// row's weights per id (16 bytes a row, in the chief's memory). A new
-// history (a restarted chief) writes a full version first.
+// row's weights per id (about 20-40 bytes a row in the chief's memory, only
+// when deltas are asked for). A new history (a restarted chief) writes a
+// full version first.
 class ExportHistory {
  public:
   // A full version every `full_every` exports, deltas between (1: none).

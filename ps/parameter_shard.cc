@@ -129,7 +129,7 @@ absl::Status ParameterShard::InitializeLocked(absl::Span<const float> params,
 
 absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string* state, bool bf16,
                                                 int64_t have_generation, int64_t have_version,
-                                                int64_t at_step) const {
+                                                int64_t at_step, int replica) const {
   absl::MutexLock lock(&mu_);
   PSTRAIN_RETURN_IF_ERROR(barrier_.ReadyLocked());
   PushResult r = barrier_.ResultLocked();
@@ -138,7 +138,8 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
       have_version != 0 && have_generation == r.generation && have_version == params_version_;
   const std::vector<float>* values = &params_;
   const std::vector<float>* state_values = &state_;
-  if (at_step >= 0 && at_step == prev_step_ && barrier_.step_locked() == at_step + 1) {
+  if (at_step >= 0 && at_step == prev_step_ && barrier_.step_locked() == at_step + 1 &&
+      barrier_.CountedLocked(replica, at_step)) {
     values = &prev_params_;
     state_values = &prev_state_;
     r.global_step = at_step;

@@ -108,14 +108,15 @@ class ParameterShard final : private StepEngine {
   // `have_version` (nonzero) gets `params` empty and params_unchanged while
   // they are still those.
   //
-  // A sync reader that asks for `at_step` (>= 0) one step below the
-  // shard's gets the values the shard held at that step, with that step:
-  // a replica that rejoins in the middle of a step (it was killed after
-  // pushing this chunk and not the others) computes its gradients for the
-  // step from the very values it had computed them from before.
+  // A sync reader, replica `replica`, that asks for `at_step` (>= 0) one
+  // step below the shard's, in which its push counted, gets the values the
+  // shard held at that step, with that step: a replica that rejoins in the
+  // middle of a step (it was killed after pushing this chunk and not the
+  // others) computes its gradients for the step from the very values it had
+  // computed them from before. Any other reader gets the values as they are.
   absl::StatusOr<PushResult> Read(std::string* params, std::string* state, bool bf16 = false,
                                   int64_t have_generation = 0, int64_t have_version = 0,
-                                  int64_t at_step = -1) const;
+                                  int64_t at_step = -1, int replica = -1) const;
 
   // Handles replica `replica`'s gradients computed at `step`. `done` is called
   // exactly once: at once for async, stale, refused or done-job pushes, and

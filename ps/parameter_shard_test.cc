@@ -266,9 +266,9 @@ TEST(ParameterShardTest, ASyncReadAtTheStepBeforeGivesThatStepsValues) {
   shard->Push(0, 0, std::vector<float>{2, 0, 0}, kStats, a.Callback());
   shard->Push(1, 0, std::vector<float>{0, 2, 0}, std::vector<float>{2}, b.Callback());
   ASSERT_TRUE(a.called && b.called);
-  const auto read = [&](int64_t at_step, int64_t* step, float* state) {
+  const auto read = [&](int64_t at_step, int64_t* step, float* state, int replica = 1) {
     std::string p, s;
-    absl::StatusOr<PushResult> r = shard->Read(&p, &s, false, 0, 0, at_step);
+    absl::StatusOr<PushResult> r = shard->Read(&p, &s, false, 0, 0, at_step, replica);
     EXPECT_TRUE(r.ok()) << r.status();
     std::vector<float> v(p.size() / sizeof(float));
     std::memcpy(v.data(), p.data(), p.size());
@@ -285,6 +285,9 @@ TEST(ParameterShardTest, ASyncReadAtTheStepBeforeGivesThatStepsValues) {
   EXPECT_EQ(step, 1);
   EXPECT_EQ(state, 1.5f);
   EXPECT_EQ(read(-1, &step, &state), (std::vector<float>{0, 1, 3}));
+  // Only for a replica whose push counted in step 0.
+  EXPECT_EQ(read(0, &step, &state, /*replica=*/-1), (std::vector<float>{0, 1, 3}));
+  EXPECT_EQ(step, 1);
   // Replica 1 computes step 0 again and pushes it: a retry, counted once.
   Outcome retry;
   shard->Push(1, 0, std::vector<float>{0, 2, 0}, std::vector<float>{2}, retry.Callback());
@@ -303,6 +306,23 @@ TEST(ParameterShardTest, ASyncReadAtTheStepBeforeGivesThatStepsValues) {
   ASSERT_TRUE(shard->Initialize(std::vector<float>{5, 5, 5}, std::vector<float>{0}, 2).ok());
   EXPECT_EQ(read(1, &step, &state), (std::vector<float>{5, 5, 5}));
   EXPECT_EQ(step, 2);
+}
+
+// With a backup worker (2 of 3 replicas make a step), the replica left out
+// of step 0 reads the values as they are: it has nothing of step 0 to
+// compute again.
+TEST(ParameterShardTest, ASyncReadAtTheStepBeforeIsOnlyForAReplicaThatCountedInIt) {
+  auto shard = Make(Options(true, 2, 3));
+  Outcome a, b;
+  shard->Push(0, 0, std::vector<float>{2, 0, 0}, kStats, a.Callback());
+  shard->Push(1, 0, std::vector<float>{0, 2, 0}, kStats, b.Callback());
+  ASSERT_TRUE(a.called && b.called);
+  for (int replica : {0, 2}) {
+    std::string p, s;
+    absl::StatusOr<PushResult> r = shard->Read(&p, &s, false, 0, 0, /*at_step=*/0, replica);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->global_step, replica == 0 ? 0 : 1) << replica;
+  }
 }
 
 TEST(ParameterShardTest, InitializeAgainForgetsThePreviousRun) {

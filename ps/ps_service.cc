@@ -152,7 +152,8 @@ grpc::ServerUnaryReactor* ParameterServerService::Pull(grpc::CallbackServerConte
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
   absl::StatusOr<PushResult> r = task_->Read(
       request->chunk(), response->mutable_params(), response->mutable_state(), /*bf16=*/false,
-      /*have_generation=*/0, /*have_version=*/0, request->has_at_step() ? request->at_step() : -1);
+      /*have_generation=*/0, /*have_version=*/0, request->has_at_step() ? request->at_step() : -1,
+      request->replica());
   if (r.ok()) {
     response->set_global_step(r->global_step);
     response->set_job_done(r->job_done);

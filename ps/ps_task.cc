@@ -141,9 +141,9 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
 
 absl::StatusOr<PushResult> PsTask::Read(int chunk, std::string* params, std::string* state,
                                         bool bf16, int64_t have_generation, int64_t have_version,
-                                        int64_t at_step) const {
+                                        int64_t at_step, int replica) const {
   PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
-  return shard->Read(params, state, bf16, have_generation, have_version, at_step);
+  return shard->Read(params, state, bf16, have_generation, have_version, at_step, replica);
 }
 
 namespace {

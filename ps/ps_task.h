@@ -53,7 +53,8 @@ class PsTask {
   // Copies chunk `chunk`'s values (ParameterShard::Read).
   absl::StatusOr<PushResult> Read(int chunk, std::string* params, std::string* state,
                                   bool bf16 = false, int64_t have_generation = 0,
-                                  int64_t have_version = 0, int64_t at_step = -1) const;
+                                  int64_t have_version = 0, int64_t at_step = -1,
+                                  int replica = -1) const;
   // A replica's progress report, carried by a push; added to the totals.
   struct Progress {
     double loss_sum = 0;

@@ -128,7 +128,7 @@ void SparseShard::Pull(int replica, int64_t step, std::vector<RowsRef> parts, Pu
                           absl::Status s, const PushResult&) {
                         if (s.ok()) {
                           // (A read that never waits reads the rows as they are.)
-                          Answer(replica >= 0 ? step : -1, parts, done);
+                          Answer(replica, replica >= 0 ? step : -1, parts, done);
                         } else {
                           done(s);
                         }
@@ -146,15 +146,19 @@ absl::Status SparseShard::PullAndWait(int replica, int64_t step, std::vector<Row
   return status;
 }
 
-void SparseShard::Answer(int64_t step, const std::vector<RowsRef>& parts, const PullDone& done) {
-  std::shared_ptr<const StepUndo> undo;
-  {
+void SparseShard::Answer(int replica, int64_t step, const std::vector<RowsRef>& parts,
+                         const PullDone& done) {
+  // The rows as they were at `step`, for a replica whose push counted in it
+  // (the rows moved one step past it since).
+  const auto step_undo = [&]() -> std::shared_ptr<const StepUndo> {
     absl::MutexLock lock(&mu_);
     if (step >= 0 && undo_ != nullptr && undo_->step == step &&
-        barrier_.step_locked() == step + 1) {
-      undo = undo_;
+        barrier_.step_locked() == step + 1 && barrier_.CountedLocked(replica, step)) {
+      return undo_;
     }
-  }
+    return nullptr;
+  };
+  std::shared_ptr<const StepUndo> undo = step_undo();
   int64_t rows = 0;
   for (const RowsRef& part : parts) {
     if (absl::Status s = tables_[part.table]->Lookup(part.ids, part.values); !s.ok()) {
@@ -171,6 +175,12 @@ void SparseShard::Answer(int64_t step, const std::vector<RowsRef>& parts, const 
       if (it == before.index.end()) continue;
       std::copy_n(before.weights.data() + it->second * dim, dim, part.values.data() + k * dim);
     }
+  }
+  if (undo != nullptr && step_undo() != undo) {
+    // Another step was applied during the lookup (backup workers): the rows
+    // as they are now.
+    Answer(-1, -1, parts, done);
+    return;
   }
   {
     absl::MutexLock lock(&mu_);

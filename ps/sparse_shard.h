@@ -89,10 +89,10 @@ class SparseShard final : private StepEngine {
   // read that never waits, and so is a pull from a replica that holds
   // parameters of another `generation` than the rows' (0: not checked; a
   // replica that has not heard of a rollback yet: its next push tells it).
-  // Shutdown answers every waiting pull. Sync: a pull for the step before
-  // the rows' gets the rows as they were at that step (a replica that
-  // rejoins in the middle of a step, whose rows it had pushed before it was
-  // killed, computes the step as it did then).
+  // Shutdown answers every waiting pull. Sync: a replica's pull for the step
+  // before the rows', in which its push counted, gets the rows as they were
+  // at that step (a replica that rejoins in the middle of a step, whose rows
+  // it had pushed before it was killed, computes the step as it did then).
   //
   // Not exact after a step that evicted rows (ttl_steps): those read as new.
   using PullDone = std::function<void(absl::Status)>;
@@ -202,8 +202,8 @@ class SparseShard final : private StepEngine {
   absl::Status RestoreFile(Env* env, const RowsFile& file, const std::string& optimizer,
                            int64_t step, RestoredRows* restored);
   // Looks up the parts and answers.
-  // `step`: a training replica's pull's (-1: the rows as they are).
-  void Answer(int64_t step, const std::vector<RowsRef>& parts, const PullDone& done);
+  // `step`: training replica `replica`'s pull's (-1: the rows as they are).
+  void Answer(int replica, int64_t step, const std::vector<RowsRef>& parts, const PullDone& done);
   // Answers pulls the barrier released (or failed).
   void AnswerAll(std::vector<StepBarrier::Done>& released, const absl::Status& status);
 

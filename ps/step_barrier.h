@@ -196,6 +196,12 @@ class StepBarrier {
   bool DoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   int64_t step_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return step_; }
   bool shutting_down_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return shutting_down_; }
+  // Sync: whether `replica`'s push counted in `step` (a completed step, or
+  // the pending one).
+  bool CountedLocked(int replica, int64_t step) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) {
+    return replica >= 0 && replica < static_cast<int>(last_sync_step_.size()) &&
+           last_sync_step_[replica] == step;
+  }
   int64_t generation_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return generation_; }
   // The result fields the barrier knows (step, generation, job done).
   PushResult ResultLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);

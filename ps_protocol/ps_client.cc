@@ -100,8 +100,9 @@ absl::StatusOr<ParameterView> PsClient::PullView(bool overlapped, std::optional<
     const absl::Time give_up = absl::Now() + options_.consistent_pull_wait;
     while (true) {
       PSTRAIN_ASSIGN_OR_RETURN(
-          int64_t pulled, connections_.PullChunks(options_.layout, params_.data(), state_.data(),
-                                                  &steps, &job_done, &generations, &done, at_step));
+          int64_t pulled,
+          connections_.PullChunks(options_.layout, params_.data(), state_.data(), &steps, &job_done,
+                                  &generations, &done, at_step, options_.replica));
       bytes += pulled;
       if (options_.bf16) {
         // A pull carries float32; the answers to pushes carry bf16. Rounded

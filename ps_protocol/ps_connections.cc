@@ -99,19 +99,20 @@ absl::Status PsConnections::Broadcast(int n, const char* what,
   }
 }
 
-absl::StatusOr<int64_t> PsConnections::PullChunks(const ShardLayout& layout, float* params,
-                                                  float* state, std::vector<int64_t>* chunk_steps,
-                                                  bool* job_done,
-                                                  std::vector<int64_t>* chunk_generations,
-                                                  std::vector<char>* chunk_done,
-                                                  std::optional<int64_t> at_step) const {
+absl::StatusOr<int64_t> PsConnections::PullChunks(
+    const ShardLayout& layout, float* params, float* state, std::vector<int64_t>* chunk_steps,
+    bool* job_done, std::vector<int64_t>* chunk_generations, std::vector<char>* chunk_done,
+    std::optional<int64_t> at_step, int replica) const {
   const auto& chunks = layout.chunks;
   const int n = static_cast<int>(chunks.size());
   std::vector<PullRequest> requests(n);
   std::vector<PullResponse> responses(n);
   for (int c = 0; c < n; ++c) {
     requests[c].set_chunk(c);
-    if (at_step.has_value()) requests[c].set_at_step(*at_step);
+    if (at_step.has_value()) {
+      requests[c].set_at_step(*at_step);
+      requests[c].set_replica(replica);
+    }
   }
   PSTRAIN_RETURN_IF_ERROR(Broadcast(
       n, "Pull", [&](int c) { return absl::StrCat("ps ", chunks[c].ps, " (chunk ", c, ")"); },

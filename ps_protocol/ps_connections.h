@@ -60,13 +60,14 @@ class PsConnections {
   // flat vectors); each chunk's step goes to (*chunk_steps)[c], and its
   // generation to (*chunk_generations)[c] if that is not null; `job_done`
   // if any chunk says so, and whether each does to (*chunk_done)[c] if that
-  // is not null. `at_step`: PullRequest.at_step. Returns the payload bytes
-  // received.
+  // is not null. `at_step`: PullRequest.at_step, for `replica`. Returns the
+  // payload bytes received.
   absl::StatusOr<int64_t> PullChunks(const ShardLayout& layout, float* params, float* state,
                                      std::vector<int64_t>* chunk_steps, bool* job_done,
                                      std::vector<int64_t>* chunk_generations = nullptr,
                                      std::vector<char>* chunk_done = nullptr,
-                                     std::optional<int64_t> at_step = std::nullopt) const;
+                                     std::optional<int64_t> at_step = std::nullopt,
+                                     int replica = -1) const;
 
  private:
   const std::vector<std::string> addresses_;

@@ -108,12 +108,16 @@ bool ModelServer::PollOnce() {
   }
   const int64_t current = version();
   if (versions->empty() || versions->back() <= current) return false;
+  // One that could not be loaded is tried again only once a newer one
+  // comes.
+  if (versions->back() == failed_version_) return false;
   if (ApplyDeltas(*versions)) return true;
   const std::string dir = JoinPath(options_.model_base_path, std::to_string(versions->back()));
   absl::StatusOr<std::unique_ptr<Predictor>> loaded = Predictor::Load(env_, dir);
   if (!loaded.ok()) {
-    LOG(WARNING) << "version " << versions->back() << " cannot be loaded; still serving " << current
-                 << ": " << loaded.status();
+    LOG(WARNING) << "version " << versions->back() << " cannot be loaded; still serving "
+                 << version() << " (tried again when a newer version comes): " << loaded.status();
+    failed_version_ = versions->back();
     return false;
   }
   absl::MutexLock lock(&mu_);
@@ -149,6 +153,7 @@ bool ModelServer::ApplyDeltas(const std::vector<int64_t>& versions) {
     for (const TrainedTableRows& t : delta->tables) rows += static_cast<int64_t>(t.ids.size());
     absl::MutexLock lock(&mu_);
     version_ = *next;
+    ++deltas_applied_;
     LOG(INFO) << "serving model " << options_.model_name << " version " << version_
               << " (global step " << predictor->global_step() << "; a delta of version " << from
               << ", " << rows << " rows applied in place)";
@@ -273,7 +278,7 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     absl::MutexLock lock(&mu_);
     ++reading_;
   }
-  if (predictor->is_click_model()) return PredictClicks(*predictor, body);
+  if (predictor->is_click_model()) return PredictClicks(*predictor, body, version);
   PlainRequest request;
   absl::Status read =
       ReadPredictRequest(body, predictor->exported().input_shape, options_.max_instances, &request);
@@ -299,7 +304,8 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
              {"model_version", served}});
 }
 
-HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& body) {
+HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& body,
+                                      const std::string& asked) {
   // Not batched with other requests: each runs its own forward pass.
   {
     absl::MutexLock lock(&mu_);
@@ -314,6 +320,12 @@ HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& b
   int64_t version = 0;
   absl::StatusOr<std::vector<Prediction>> predictions = predictor.PredictClicks(request, &version);
   if (!predictions.ok()) return Error(400, std::string(predictions.status().message()));
+  if (!asked.empty() && asked != std::to_string(version)) {
+    // A delta moved the model on while the request waited: not the version
+    // asked for.
+    return Error(404, absl::StrCat("version ", asked, " of model ", options_.model_name,
+                                   " is not available; it serves version ", version));
+  }
   if (request.row) {
     nlohmann::json out = nlohmann::json::array();
     for (const Prediction& p : *predictions) out.push_back(PredictionJson(p));

@@ -70,6 +70,11 @@ class ModelServer {
   // swapped in, requests in flight finishing on the old one.
   bool PollOnce();
   int64_t version();
+  // Deltas applied in place so far.
+  int64_t deltas_applied() {
+    absl::MutexLock lock(&mu_);
+    return deltas_applied_;
+  }
   // Forward passes the batcher ran, and the instances in them.
   std::pair<int64_t, int64_t> batch_stats();
 
@@ -90,7 +95,8 @@ class ModelServer {
   HttpAnswer Predict(const std::string& version, const std::string& body);
   // A click model's request (serving/click_request.h), answered on the
   // caller's thread.
-  HttpAnswer PredictClicks(Predictor& predictor, const std::string& body);
+  // `asked`: the version the request named ("" for any).
+  HttpAnswer PredictClicks(Predictor& predictor, const std::string& body, const std::string& asked);
   HttpAnswer Status(const std::string& version);
   HttpAnswer Metadata(const std::string& version);
   // The predictor for `version` ("" for the newest), or a 404 answer.
@@ -104,6 +110,9 @@ class ModelServer {
   absl::Mutex mu_;
   std::shared_ptr<Predictor> predictor_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t deltas_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  // The newest version when it could not be loaded (PollOnce's thread).
+  int64_t failed_version_ = 0;
   std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;

@@ -378,6 +378,7 @@ TEST(ClickModelServerTest, FollowsDeltasAndFullVersionsWhileAnswering) {
   stop = true;
   for (std::thread& t : clients) t.join();
   EXPECT_EQ(deltas, 8);
+  EXPECT_EQ(server->deltas_applied(), 8);  // in place, not loaded whole
   EXPECT_EQ(failed, 0);
   EXPECT_GT(answered, 0);
   for (const std::string& v : seen) EXPECT_EQ(written.count(v), 1u) << v;

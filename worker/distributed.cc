@@ -154,22 +154,27 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
     options.progressive = progressive.get();
     options.on_progressive = ProgressiveSummaries(context.env, t.job_dir, spec.replica);
   }
-  // A look that gives up within a second or two (a stop request waits for
-  // it), through a handle of its own.
-  CallPatience quick;
-  quick.retry_budget = absl::Seconds(1);
-  quick.deadline = absl::Seconds(2);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> quick_servers,
-                           MakeParameterServers(job, layout, quick));
-  options.job_over = [&quick_servers, &context] {
-    if (context.termination->Received() != 0) return false;  // stopping anyway
-    absl::StatusOr<std::vector<PsStatus>> now = quick_servers->Statuses();
-    if (!now.ok()) return false;
-    for (const PsStatus& s : *now) {
-      if (s.job_done || s.shutting_down) return true;
-    }
-    return false;
-  };
+  // Following new files: while it waits for them, a look that gives up
+  // within a second or two (a stop request waits for it), through a handle
+  // of its own.
+  std::unique_ptr<ParameterServers> quick_servers;
+  if (t.follow) {
+    CallPatience quick;
+    quick.retry_budget = absl::Seconds(1);
+    quick.deadline = absl::Seconds(2);
+    PSTRAIN_ASSIGN_OR_RETURN(quick_servers, MakeParameterServers(job, layout, quick));
+  }
+  if (quick_servers != nullptr) {
+    options.job_over = [&quick_servers, &context] {
+      if (context.termination->Received() != 0) return false;  // stopping anyway
+      absl::StatusOr<std::vector<PsStatus>> now = quick_servers->Statuses();
+      if (!now.ok()) return false;
+      for (const PsStatus& s : *now) {
+        if (s.job_done || s.shutting_down) return true;
+      }
+      return false;
+    };
+  }
   bool stop_requested = false;  // asked only while the job is not done
   options.should_stop = [&stop_requested, &context] {
     stop_requested = context.termination->Received() != 0;
