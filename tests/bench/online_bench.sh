@@ -151,6 +151,9 @@ for line in open(os.path.join(work, "rss.txt")):
     t, role, mib = line.split()
     if mib:
         rss.setdefault(role, []).append((int(t), float(mib)))
+print("resident memory (MiB) every 5 min:")
+for role in sorted(rss):
+    print("  %-10s %s" % (role, " ".join("%.0f" % m for t, m in rss[role] if t % 300 < 30)))
 print("resident memory (MiB) at %g min (warm-up), at the end, and the largest after warm-up:" % warmup)
 for role in sorted(rss):
     samples = rss[role]
