@@ -72,7 +72,7 @@ class OnlineClusterTest : public CtrClusterTest {
                        .training = "  update: async\n  follow: true\n  poll_secs: 0.2\n"
                                    "  checkpoint_steps: 20\n  shuffle_buffer: 500\n"
                                    "  progressive_validation: true\n  progressive_window: 2000\n"
-                                   "  export_steps: 20\n  exports_to_keep: 3\n"});
+                                   "  export_steps: 20\n  exports_to_keep: 1\n"});
     return StartProcess(
         {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
          "--train_files=" + dir_ + "/logs/part-*.tsv", "--job_dir=" + job_dir(), "--eval_steps=0",
@@ -102,15 +102,16 @@ TEST_F(OnlineClusterTest, AJobThatFollowsItsFilesTrainsOnEachNewOneAndStopsWhenA
                                                                                   << out;
     EXPECT_EQ(Count(out, absl::StrCat("replica ", i % 2, " of 2 opens ", Part(i))), 1) << out;
   }
-  // Exported while it trained (every 20 steps, from the checkpoints), and
-  // as it stopped; the newest 3 kept.
-  EXPECT_GE(Count(out, "Exported the model for serving"), 3) << out;
+  // Exported while it trained (from the first checkpoint after every 20
+  // steps: how many depends on when the checkpoints fall, the job steps in
+  // bursts), and as it stopped; the newest kept.
+  EXPECT_GE(Count(out, "Exported the model for serving"), 2) << out;
   EXPECT_NE(out.find("the online job stopped: its last checkpoint is exported"), std::string::npos)
       << out;
   absl::StatusOr<std::vector<std::string>> versions =
       Env::Default()->ListDir(job_dir() + "/export");
   ASSERT_TRUE(versions.ok()) << versions.status();
-  EXPECT_EQ(versions->size(), 3u);
+  EXPECT_EQ(versions->size(), 1u);
   EXPECT_FALSE(Env::Default()->FileExists(job_dir() + "/COMPLETED"));
   absl::StatusOr<std::string> list = Env::Default()->ReadFile(job_dir() + "/input/files.txt");
   ASSERT_TRUE(list.ok()) << list.status();
