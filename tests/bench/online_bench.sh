@@ -15,7 +15,10 @@
 #   warm-up (`warmup` minutes) and at the end, and the largest growth after
 #   warm-up, per role.
 #
-#   tests/bench/online_bench.sh [minutes=60] [every=20] [examples=50000] [warmup=10]
+# ttl: the tables' embedding_ttl_steps (a job makes about 35000 steps an hour
+#   here, so 5000 evicts from about 9 minutes in).
+#
+#   tests/bench/online_bench.sh [minutes=60] [every=20] [examples=50000] [warmup=15] [ttl=5000]
 # Needs a Release build in build/. Disk: about 60 bytes per example written
 # (gzip'd TSV), plus 3 checkpoints and 6 exports.
 set -euo pipefail
@@ -24,7 +27,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 minutes="${1:-60}"
 every="${2:-20}"
 examples="${3:-50000}"
-warmup="${4:-10}"
+warmup="${4:-15}"
+ttl="${5:-5000}"
 bin="$root/build/bin"
 spec="$root/examples/models/wide_and_deep.yaml"
 [[ -x "$bin/pstrain-launch" ]] || { echo "build first: $bin/pstrain-launch is missing" >&2; exit 2; }
@@ -53,7 +57,7 @@ training:
   batch_size: 256
   learning_rate: 0.003
   embedding_learning_rate: 0.1
-  embedding_ttl_steps: 20000
+  embedding_ttl_steps: $ttl
   eval_steps: 0
   checkpoint_steps: 1000
   checkpoint_secs: 5
