@@ -110,6 +110,44 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
                                       "weight table of the wide part)"));
         }
         for (const KeySpec& k : type->keys) {
+          if (k.name != key || k.sub_keys.empty()) continue;
+          if (!value.IsMap()) return ErrorAt(source, value, absl::StrCat(path, " is ", k.accepts));
+          std::set<std::string> sub_given;
+          PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
+              source, value, path,
+              [&](const std::string& sub, const YAML::Node& sub_node,
+                  const YAML::Node& sub_value) -> absl::Status {
+                const std::string sub_path = absl::StrCat(path, ".", sub);
+                if (!sub_given.insert(sub).second) {
+                  return ErrorAt(source, sub_node, sub_path + " is given twice");
+                }
+                for (const KeySpec& s : k.sub_keys) {
+                  if (s.name != sub) continue;
+                  PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, sub_value, sub_path));
+                  const std::string error = s.set(text, &layer);
+                  if (error.empty()) return absl::OkStatus();
+                  return ErrorAt(source, sub_value,
+                                 absl::StrCat(sub_path, " = ", config_internal::Quoted(text), ": ",
+                                              sub, " ", error));
+                }
+                std::vector<std::string> known;
+                for (const KeySpec& s : k.sub_keys) known.push_back(s.name);
+                return ErrorAt(
+                    source, sub_node,
+                    absl::StrCat(where, " ",
+                                 config_internal::UnknownKeyMessage(
+                                     absl::StrCat(layer.type, ".", key, "."), sub, known),
+                                 "; ", key, " takes ", absl::StrJoin(known, ", ")));
+              }));
+          for (const KeySpec& s : k.sub_keys) {
+            if (s.default_text.empty() && !sub_given.count(s.name)) {
+              return ErrorAt(source, value,
+                             absl::StrCat(path, " needs ", s.name, " (", s.accepts, ")"));
+            }
+          }
+          return absl::OkStatus();
+        }
+        for (const KeySpec& k : type->keys) {
           if (k.name != key || k.set_lists == nullptr) continue;
           if (!value.IsSequence()) {
             return ErrorAt(source, value, absl::StrCat(path, " is ", k.accepts));

@@ -49,6 +49,15 @@
 // embedding and linear read their feature's ids, not an activation: without
 // `input` they take the model's input (LayerTakesModelInputByDefault), so the
 // previous layer's output stays for a later layer to take.
+//
+// Sequences: an embedding with `sequence: {max_length: L}` gives a
+// feature's values in order, [L, dim] with a mask (padding after the
+// values); layers over it keep the mask, and attention and sequence_pool
+// leave the padding out:
+//     - embedding: {feature: tokens, dim: 64, dynamic: true,
+//                   sequence: {max_length: 128, positions: from_start}, name: tok}
+//     - multi_head_attention: {heads: 4, key_dim: 16}
+//     - sequence_pool: {mode: mean}
 
 #include <cstdint>
 #include <string>
@@ -121,6 +130,20 @@ struct LayerSpec {
   bool dynamic = false;
   std::string combiner = "mean";  // embedding: sum, mean or sqrtn over an example's values
   InitializerSetting embeddings_initializer = {"uniform", 0.05f};  // Keras' Embedding's
+  // embedding's `sequence: {max_length, positions}`: > 0 makes the lookup
+  // a sequence [max_length, dim] with a mask; positions: none, from_start
+  // or from_end (learned position rows, models/embedding.h).
+  int max_length = 0;
+  std::string positions = "none";
+  // multi_head_attention
+  int heads = 0;
+  int key_dim = 0;
+  int value_dim = 0;  // 0: key_dim
+  float dropout = 0.0f;
+  bool causal = false;
+  std::string query;  // the layer whose output is the query (target attention); "": self
+  // sequence_pool: mean, max, sum or last
+  std::string mode = "mean";
 
   bool operator==(const LayerSpec&) const = default;
 };
@@ -173,6 +196,11 @@ bool SameModelSpec(const ModelSpec& a, const ModelSpec& b);
 // rather than the previous layer's output: embedding and linear, whose
 // output does not depend on it.
 bool LayerTakesModelInputByDefault(const LayerSpec& layer);
+
+// What a layer takes, in order: its input ("" for the previous layer's
+// output, "input" for the model's, which embedding and linear take without
+// input:), then its inputs, then a multi_head_attention's query.
+std::vector<std::string> LayerInputNames(const LayerSpec& layer);
 
 // The layer types a spec accepts.
 const std::vector<std::string>& ModelSpecLayerTypes();

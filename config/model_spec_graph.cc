@@ -107,11 +107,7 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
   std::vector<int> uses(layers.size(), 0);
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
-    std::vector<std::string> taken = l.inputs;
-    // Without input, embedding and linear take the model's.
-    taken.insert(taken.begin(),
-                 l.input.empty() && LayerTakesModelInputByDefault(l) ? "input" : l.input);
-    for (const std::string& name : taken) {
+    for (const std::string& name : LayerInputNames(l)) {
       if (name.empty()) {  // the previous layer's output
         if (i > 0) ++uses[i - 1];
         continue;
@@ -149,6 +145,14 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
 }
 
 }  // namespace model_spec_internal
+
+std::vector<std::string> LayerInputNames(const LayerSpec& layer) {
+  std::vector<std::string> names = {
+      layer.input.empty() && LayerTakesModelInputByDefault(layer) ? "input" : layer.input};
+  names.insert(names.end(), layer.inputs.begin(), layer.inputs.end());
+  if (!layer.query.empty()) names.push_back(layer.query);
+  return names;
+}
 
 bool LayerTakesModelInputByDefault(const LayerSpec& layer) {
   return layer.type == "embedding" || layer.type == "linear";

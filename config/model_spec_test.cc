@@ -602,6 +602,76 @@ TEST(ModelSpecTest, TheReferenceDescribesTheSparseLayers) {
             std::string::npos);
 }
 
+TEST(ModelSpecTest, SequenceLayersReadWriteBackAndAreRefusedNamingWhatAndWhere) {
+  const std::string yaml =
+      "input: [0]\nhead: binary\nlayers:\n"
+      "  - embedding: {feature: hist, dim: 8, dynamic: true, sequence: {max_length: 50, "
+      "positions: from_end}, name: hist}\n"
+      "  - embedding: {feature: cand, dim: 8, dynamic: true, name: cand}\n"
+      "  - multi_head_attention: {input: hist, query: cand, heads: 2, key_dim: 4, dropout: "
+      "0.1}\n"
+      "  - multi_head_attention: {input: hist, heads: 4, key_dim: 2, value_dim: 3, causal: "
+      "true}\n"
+      "  - sequence_pool: {mode: last}\n"
+      "  - concat: {inputs: [multi_head_attention]}\n"
+      "  - dense: {units: 1}\n";
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(yaml, "seq.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const LayerSpec& hist = spec->layers[0];
+  EXPECT_EQ(hist.max_length, 50);
+  EXPECT_EQ(hist.positions, "from_end");
+  EXPECT_EQ(spec->layers[1].max_length, 0);  // not a sequence
+  const LayerSpec& target = spec->layers[2];
+  EXPECT_EQ(target.query, "cand");
+  EXPECT_EQ(target.heads, 2);
+  EXPECT_EQ(target.key_dim, 4);
+  EXPECT_FLOAT_EQ(target.dropout, 0.1f);
+  EXPECT_EQ(LayerInputNames(target), (std::vector<std::string>{"hist", "cand"}));
+  const LayerSpec& self = spec->layers[3];
+  EXPECT_EQ(self.name, "multi_head_attention_1");
+  EXPECT_TRUE(self.causal);
+  EXPECT_EQ(self.value_dim, 3);
+  EXPECT_EQ(spec->layers[4].mode, "last");
+  const std::string written = ModelSpecToYaml(*spec);
+  EXPECT_NE(written.find("sequence: {max_length: 50, positions: from_end}"), std::string::npos)
+      << written;
+  EXPECT_EQ(written.find("sequence: {max_length: 0"), std::string::npos) << written;
+  absl::StatusOr<ModelSpec> again = ParseModelSpec(written, "again.yaml");
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
+  EXPECT_TRUE(SameModelSpec(*spec, *again));
+
+  const std::string head = "input: [0]\nhead: binary\nlayers:\n";
+  struct Case {
+    std::string yaml;
+    std::vector<std::string> says;
+  };
+  const std::vector<Case> cases = {
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, sequence: {max_lenght: 5}}\n",
+       {"unknown key embedding.sequence.max_lenght (did you mean max_length?)", "line 4"}},
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, sequence: {positions: none}}\n",
+       {"embedding.sequence needs max_length"}},
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, sequence: 5}\n",
+       {"embedding.sequence is a map {max_length: L"}},
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, sequence: {max_length: 0}}\n",
+       {"sequence.max_length = \"0\": max_length must be in [1, 16384]"}},
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, sequence: {max_length: 5, "
+              "positions: start}}\n",
+       {"positions is one of none, from_start, from_end"}},
+      {head + "  - multi_head_attention: {key_dim: 4}\n", {"multi_head_attention needs heads"}},
+      {head + "  - multi_head_attention: {heads: 2, key_dim: 4, dropout: 1}\n",
+       {"dropout must be in [0, 1)"}},
+      {head + "  - multi_head_attention: {heads: 2, key_dim: 4, query: nowhere}\n",
+       {"takes nowhere, which is no layer's name"}},
+      {head + "  - sequence_pool: {mode: median}\n", {"mode is one of mean, max, sum, last"}},
+  };
+  for (const Case& c : cases) {
+    const std::string message = Error(c.yaml);
+    for (const std::string& s : c.says) {
+      EXPECT_NE(message.find(s), std::string::npos) << c.yaml << "\n -> " << message;
+    }
+  }
+}
+
 // The README's "Your own model" holds the reference as it is.
 TEST(ModelSpecTest, TheReadmeHoldsTheLayerReference) {
   std::ifstream file(PSTRAIN_SOURCE_DIR "/README.md");

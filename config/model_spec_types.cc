@@ -312,6 +312,46 @@ KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*fie
       "truncated_normal(<stddev>) or constant(<value>)");
 }
 
+// An earlier layer's name (multi_head_attention's query).
+KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts) {
+  KeySpec key = Key(
+      std::move(name), "none", std::move(accepts),
+      [field](const std::string& text, LayerSpec* layer) -> std::string {
+        if (!ValidName(text)) {
+          return "is a layer's name: letters, digits, _ - . and / (not leading, trailing or "
+                 "doubled), at most 128";
+        }
+        layer->*field = text;
+        return "";
+      },
+      [field](const LayerSpec& layer) { return config_internal::Quoted(layer.*field); });
+  key.written = [field](const LayerSpec& layer) { return !(layer.*field).empty(); };
+  return key;
+}
+
+// embedding's sequence: {max_length: L, positions: none}, written only for
+// a sequence.
+KeySpec SequenceKey() {
+  KeySpec key =
+      Key("sequence", "none",
+          "a map {max_length: L, positions: ...}: the feature's values in order as a sequence [L, "
+          "dim] with a mask instead of one combined row; an example keeps its last L values, "
+          "padding follows them (the combiner does not apply)",
+          nullptr, [](const LayerSpec& layer) {
+            return absl::StrCat("{max_length: ", layer.max_length, ", positions: ", layer.positions,
+                                "}");
+          });
+  key.written = [](const LayerSpec& layer) { return layer.max_length > 0; };
+  key.sub_keys = {
+      IntKey("max_length", &LayerSpec::max_length, 1, 16384, "",
+             "a whole number in [1, 16384]: the positions kept"),
+      ChoiceKey("positions", &LayerSpec::positions, {"none", "from_start", "from_end"}, "none",
+                "none, from_start (a trainable <name>/positions [L, dim] added by position "
+                "from the first kept value: text) or from_end (from the last: a history, 0 the "
+                "most recent)")};
+  return key;
+}
+
 }  // namespace
 
 const std::vector<TypeSpec>& Types() {
@@ -363,8 +403,8 @@ const std::vector<TypeSpec>& Types() {
           trainable}},
         {"dense",
          "dense",
-         "fully connected, as tf.keras.layers.Dense, on a flat input; variables kernel [in, "
-         "units] and bias [units]",
+         "fully connected, as tf.keras.layers.Dense, on a flat input or on each position of a "
+         "sequence [L, in]; variables kernel [in, units] and bias [units]",
          {IntKey("units", &LayerSpec::units, 1, kMaxSize, "", "a whole number >= 1"), activation,
           use_bias, initializer, bias_initializer,
           FloatKey("alpha", &LayerSpec::alpha, 0, false, 1, true, "0.3",
@@ -448,7 +488,8 @@ const std::vector<TypeSpec>& Types() {
                          "uniform(0.05)", {"uniform", "truncated_normal", "zeros"},
                          "uniform (scale 0.05), uniform(<scale>) (values in [-scale, scale)), "
                          "truncated_normal, truncated_normal(<stddev>) or zeros: a row's values "
-                         "when first touched")}},
+                         "when first touched"),
+          SequenceKey()}},
         {"linear",
          "linear",
          "the wide part of Wide & Deep, as tf.feature_column.linear_model: a weight per "
@@ -458,6 +499,32 @@ const std::vector<TypeSpec>& Types() {
          "the model's)",
          {FeaturesKey(), CrossesKey(), BucketsKey(), dynamic,
           BoolKey("use_bias", &LayerSpec::use_bias, "true", "true or false")}},
+        {"multi_head_attention",
+         "multi_head_attention",
+         "multi-head scaled dot-product attention, as tf.keras.layers.MultiHeadAttention and "
+         "torch.nn.MultiheadAttention: over its input, a sequence [L, d] (keys and values), with "
+         "queries from the same sequence (self-attention) or from the layer named in query ([Lq, "
+         "dq] or [dq]: target attention); output the query's shape; padded keys (the sequence's "
+         "mask) get no weight; variables query/kernel, key/kernel, value/kernel, output/kernel "
+         "and their biases",
+         {IntKey("heads", &LayerSpec::heads, 1, 1024, "", "a whole number in [1, 1024]"),
+          IntKey("key_dim", &LayerSpec::key_dim, 1, kMaxSize, "",
+                 "a whole number >= 1: each head's size of queries and keys"),
+          IntKey("value_dim", &LayerSpec::value_dim, 0, kMaxSize, "0",
+                 "a whole number: each head's size of values; 0: key_dim"),
+          FloatKey("dropout", &LayerSpec::dropout, 0, false, 1, false, "0",
+                   "a number in [0, 1): the fraction of attention weights dropped in training"),
+          BoolKey("causal", &LayerSpec::causal, "false",
+                  "true: a position attends only to positions up to its own (a decoder's mask)"),
+          LayerNameKey("query", &LayerSpec::query,
+                       "the name of an earlier layer whose output is the query (target "
+                       "attention: a candidate against a history); none: self-attention"),
+          initializer}},
+        {"sequence_pool",
+         "sequence_pool",
+         "a sequence [L, d] pooled over its valid positions (padding left out) into [d]",
+         {ChoiceKey("mode", &LayerSpec::mode, {"mean", "max", "sum", "last"}, "mean",
+                    "mean, max, sum or last: of the valid positions (zeros for none)")}},
         {"dot_interaction",
          "dot_interaction",
          "DLRM's feature interaction: the previous output (or input's) and the outputs named in "

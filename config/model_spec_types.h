@@ -36,6 +36,9 @@ struct KeySpec {
   // When set, ModelSpecToYaml writes the key only if it returns true (of
   // buckets and dynamic, the one in use).
   std::function<bool(const LayerSpec& layer)> written;
+  // A map key (embedding's sequence: {max_length: 50}) reads its entries
+  // with these instead of `set`; its `get` writes the map.
+  std::vector<KeySpec> sub_keys;
 };
 
 struct TypeSpec {

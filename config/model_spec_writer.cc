@@ -95,6 +95,12 @@ std::string LayerReference() {
           &out, "  ", k.name, ": ", k.accepts,
           k.default_text.empty() ? " (required)" : absl::StrCat(" (default ", k.default_text, ")"),
           "\n");
+      for (const KeySpec& s : k.sub_keys) {
+        absl::StrAppend(&out, "    ", s.name, ": ", s.accepts,
+                        s.default_text.empty() ? " (required)"
+                                               : absl::StrCat(" (default ", s.default_text, ")"),
+                        "\n");
+      }
     }
   }
   return out;

@@ -20,6 +20,11 @@ bool SmallEnough(const pstrain::ModelSpec& spec) {
   if (input > 4096 || spec.classes > 64 || spec.layers.size() > 64) return false;
   for (const pstrain::LayerSpec& l : spec.layers) {
     if (l.filters > 32 || l.units > 256) return false;
+    // Sequences: the attention weights are batch x heads x L x L.
+    if (l.max_length > 64 || l.dim > 256 || int64_t{l.heads} * l.key_dim > 256 ||
+        int64_t{l.heads} * l.value_dim > 256) {
+      return false;
+    }
   }
   return true;
 }

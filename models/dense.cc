@@ -1,5 +1,7 @@
 #include "models/dense.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "models/gemm.h"
 #include "models/parallel.h"
@@ -16,15 +18,21 @@ Dense::Dense(std::string name, const DenseOptions& options)
     : Layer(std::move(name)), options_(options) {}
 
 absl::StatusOr<Shape> Dense::Build(const Shape& input) {
-  if (input.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name(), ": Dense needs flat inputs (add a Flatten layer), got ", ShapeToString(input)));
+  if (input.empty() || input.size() > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name(),
+                     ": Dense needs flat inputs or sequences [L, features] (add a Flatten "
+                     "layer), got ",
+                     ShapeToString(input)));
   }
   if (options_.units <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": units must be positive"));
   }
-  in_features_ = input[0];
-  return Shape{options_.units};
+  in_features_ = input.back();
+  rows_ = NumElements(input) / std::max<int64_t>(in_features_, 1);
+  Shape out = input;
+  out.back() = options_.units;
+  return out;
 }
 
 std::vector<VariableSpec> Dense::Variables() const {
@@ -41,9 +49,11 @@ std::vector<VariableSpec> Dense::Variables() const {
 }
 
 void Dense::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) {
-  const int64_t batch = in.dim(0);
+  const int64_t batch = in.dim(0) * rows_;  // rows of the product
   const int64_t units = options_.units;
-  out->Resize({batch, units});
+  Shape shape = in.shape();
+  shape.back() = units;
+  out->Resize(std::move(shape));
   const float* kernel = args.params + offset(0);
   ParallelGemm(false, false, batch, units, in_features_, in.data(), in_features_, kernel, units,
                false, out->data(), units);
@@ -61,7 +71,7 @@ void Dense::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) {
 
 void Dense::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
                      const BackwardArgs& args) {
-  const int64_t batch = in.dim(0);
+  const int64_t batch = in.dim(0) * rows_;  // rows of the product
   const int64_t units = options_.units;
   const float* dz = dout.data();
   if (options_.activation == Activation::kRelu) {

@@ -1,5 +1,6 @@
 #include "models/embedding.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -54,7 +55,23 @@ absl::StatusOr<Shape> Embedding::Build(const Shape& /*input*/) {
         name(), ": embedding needs dim in [1, ", kMaxEmbeddingDim, "] and buckets >= 0, got dim ",
         options_.dim, " and buckets ", options_.buckets));
   }
-  return Shape{options_.dim};
+  if (options_.max_length < 0 || options_.max_length > kMaxSequenceLength) {
+    return absl::InvalidArgumentError(absl::StrCat(name(), ": a sequence's max_length is 1 to ",
+                                                   kMaxSequenceLength, ", got ",
+                                                   options_.max_length));
+  }
+  if (options_.max_length == 0) return Shape{options_.dim};
+  return Shape{options_.max_length, options_.dim};
+}
+
+std::vector<VariableSpec> Embedding::Variables() const {
+  if (options_.max_length == 0 || options_.positions == Positions::kNone) return {};
+  VariableSpec positions;
+  positions.name = "positions";
+  positions.shape = {options_.max_length, options_.dim};
+  positions.initializer.kind = Initializer::kTruncatedNormal;
+  positions.initializer.stddev = 0.02f;  // BERT's
+  return {positions};
 }
 
 std::vector<SparseTableSpec> Embedding::SparseTables() const {
@@ -72,6 +89,12 @@ void Embedding::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) 
   const int64_t dim = options_.dim;
   const TableStep& table = args.sparse->tables[table_];
   const std::vector<int64_t>& offsets = args.sparse->offsets[feature_];
+  if (options_.max_length > 0) {
+    const float* positions =
+        options_.positions != Positions::kNone ? args.params + offset(0) : nullptr;
+    SequenceForward(table, offsets, batch, positions, out);
+    return;
+  }
   out->Resize({batch, dim});
   out->SetZero();
   for (int64_t b = 0; b < batch; ++b) {
@@ -96,6 +119,13 @@ void Embedding::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& 
   const int64_t dim = options_.dim;
   TableStep& table = args.sparse->tables[table_];
   const std::vector<int64_t>& offsets = args.sparse->offsets[feature_];
+  if (options_.max_length > 0) {
+    float* positions_grad =
+        options_.positions != Positions::kNone ? args.grads + offset(0) : nullptr;
+    SequenceBackward(&table, offsets, dout, positions_grad);
+    ZeroInputGradient(in, din);
+    return;
+  }
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = offsets[b + 1] - offsets[b];
     if (n == 0) continue;
@@ -107,6 +137,49 @@ void Embedding::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& 
     }
   }
   ZeroInputGradient(in, din);
+}
+
+void Embedding::SequenceForward(const TableStep& table, const std::vector<int64_t>& offsets,
+                                int64_t batch, const float* positions, Tensor* out) {
+  const int64_t dim = options_.dim;
+  const int64_t length = options_.max_length;
+  out->Resize({batch, length, dim});
+  out->SetZero();
+  lengths_.resize(batch);
+  for (int64_t b = 0; b < batch; ++b) {
+    // The last `length` values, oldest first.
+    const int64_t n = std::min(offsets[b + 1] - offsets[b], length);
+    const int64_t first = offsets[b + 1] - n;
+    lengths_[b] = static_cast<int32_t>(n);
+    for (int64_t k = 0; k < n; ++k) {
+      float* o = out->data() + (b * length + k) * dim;
+      const float* row = table.rows.data() + int64_t{table.slots[first + k]} * dim;
+      std::copy(row, row + dim, o);
+      if (positions == nullptr) continue;
+      const float* p = positions + PositionOf(k, n) * dim;
+      for (int64_t j = 0; j < dim; ++j) o[j] += p[j];
+    }
+  }
+}
+
+void Embedding::SequenceBackward(TableStep* table, const std::vector<int64_t>& offsets,
+                                 const Tensor& dout, float* positions_grad) {
+  const int64_t dim = options_.dim;
+  const int64_t length = options_.max_length;
+  const int64_t batch = dout.dim(0);
+  if (positions_grad != nullptr) std::fill(positions_grad, positions_grad + length * dim, 0.0f);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = lengths_[b];
+    const int64_t first = offsets[b + 1] - n;
+    for (int64_t k = 0; k < n; ++k) {
+      const float* g = dout.data() + (b * length + k) * dim;
+      float* row = table->grads.data() + int64_t{table->slots[first + k]} * dim;
+      for (int64_t j = 0; j < dim; ++j) row[j] += g[j];
+      if (positions_grad == nullptr) continue;
+      float* p = positions_grad + PositionOf(k, n) * dim;
+      for (int64_t j = 0; j < dim; ++j) p[j] += g[j];
+    }
+  }
 }
 
 std::string CrossTableName(const std::vector<std::string>& features) {

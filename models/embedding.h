@@ -25,32 +25,61 @@ namespace pstrain {
 // gives zeros.
 enum class Combiner { kSum, kMean, kSqrtn };
 
+// Learned positions of a sequence embedding: none, or a trainable
+// "<name>/positions" [max_length, dim] added to each value's row, its
+// position counted from the sequence's first kept value (text, as BERT) or
+// from its last (a history: 0 is the most recent, as BST's).
+enum class Positions { kNone, kFromStart, kFromEnd };
+
 struct EmbeddingOptions {
   std::string feature;  // the sparse feature it looks up
   int64_t dim = 0;
   int64_t buckets = 0;  // > 0: rows [0, buckets); 0: a dynamic table
   Combiner combiner = Combiner::kMean;
   TableInitializer initializer = {TableInitializer::kUniform, 0.05f};
+  // > 0: a sequence of at most max_length values (the combiner does not
+  // apply).
+  int64_t max_length = 0;
+  Positions positions = Positions::kNone;  // a sequence's
 };
+
+// The largest max_length of a sequence embedding.
+inline constexpr int64_t kMaxSequenceLength = 1 << 14;
 
 // An embedding table ("<name>/embeddings", dim floats per row) and its lookup
 // of one feature: output [dim] per example, the combiner over the example's
 // rows (tf.feature_column.embedding_column, Keras' Embedding).
+// With max_length: the feature's values in order as a sequence [max_length,
+// dim] with a mask (Layer::MakesMask): an example keeps its last max_length
+// values, at positions 0 .. n - 1, and zeros pad the rest.
 class Embedding : public Layer {
  public:
   Embedding(std::string name, const EmbeddingOptions& options);
 
   absl::StatusOr<Shape> Build(const Shape& input) override;
+  std::vector<VariableSpec> Variables() const override;
   std::vector<SparseTableSpec> SparseTables() const override;
   void BindSparse(std::vector<int> tables, std::vector<int> features) override;
+  bool MakesMask() const override { return options_.max_length > 0; }
+  const std::vector<int32_t>* MadeLengths() const override { return &lengths_; }
   void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;
   void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
                 const BackwardArgs& args) override;
 
  private:
+  void SequenceForward(const TableStep& table, const std::vector<int64_t>& offsets, int64_t batch,
+                       const float* positions, Tensor* out);
+  void SequenceBackward(TableStep* table, const std::vector<int64_t>& offsets, const Tensor& dout,
+                        float* positions_grad);
+  // The position row of the k-th kept value of `n` kept.
+  int64_t PositionOf(int64_t k, int64_t n) const {
+    return options_.positions == Positions::kFromEnd ? n - 1 - k : k;
+  }
+
   EmbeddingOptions options_;
   int table_ = -1;
   int feature_ = -1;
+  std::vector<int32_t> lengths_;  // a sequence's, last forward pass
 };
 
 struct LinearOptions {

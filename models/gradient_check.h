@@ -21,12 +21,20 @@ struct GradientCheckOptions {
   uint64_t seed = 1;
   // Fills the input; uniform in [-1, 1) when unset.
   std::function<void(Tensor*)> make_input;
+  // Per input: the lengths of its mask (ForwardArgs::lengths), one per
+  // example; empty for none.
+  std::vector<std::vector<int32_t>> lengths;
 };
 
 // Builds `layer` for `batched_input` (batch first), gives it random
 // parameters, and compares d(L)/d(input) and d(L)/d(every trainable variable).
 ::testing::AssertionResult CheckGradients(Layer* layer, const Shape& batched_input,
                                           const GradientCheckOptions& options);
+// The same for a layer of several inputs (a MultiInputLayer): d(L)/d(each
+// input) too.
+::testing::AssertionResult CheckInputsGradients(Layer* layer,
+                                                const std::vector<Shape>& batched_inputs,
+                                                const GradientCheckOptions& options);
 
 // Variable vectors of a built layer, laid out as a Model would.
 struct LayerVariables {

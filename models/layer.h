@@ -61,6 +61,13 @@ struct ForwardArgs {
   // The rows of the embedding tables this batch touches (models with sparse
   // layers; Model::PrepareSparse); null for a model without any.
   const SparseStep* sparse = nullptr;
+  // Per input, for a sequence ([L, ...] per example) that has a mask: each
+  // example's count of valid positions, the first ones (the rest are
+  // padding); null for an input without one. Empty when no input has one.
+  std::vector<const int32_t*> lengths = {};
+  const int32_t* length_of(size_t input) const {
+    return input < lengths.size() ? lengths[input] : nullptr;
+  }
 };
 
 struct BackwardArgs {
@@ -69,6 +76,11 @@ struct BackwardArgs {
   // Sparse layers add their rows' gradients to sparse->tables[t].grads
   // (zeroed by the model before the backward pass).
   SparseStep* sparse = nullptr;
+  // As ForwardArgs::lengths.
+  std::vector<const int32_t*> lengths = {};
+  const int32_t* length_of(size_t input) const {
+    return input < lengths.size() ? lengths[input] : nullptr;
+  }
 };
 
 // One layer of a feed-forward model, with its backward pass. Tensors are
@@ -111,6 +123,19 @@ class Layer {
   // (SparseStep::tables), and its feature among the model's sparse features
   // (SparseStep::offsets).
   virtual void BindSparse(std::vector<int> /*tables*/, std::vector<int> /*features*/) {}
+
+  // Sequences and their masks. A layer that makes a sequence with padding (a
+  // sequence embedding) returns its lengths of the last forward pass, one per
+  // example (ForwardArgs::lengths), from MadeLengths(); MakesMask() says so
+  // once built. Every other layer's output carries the mask of its input
+  // number MaskFrom() (or none: -1). The default: input 0's when the output
+  // is a sequence of the same length ([L, ...] from [L, ...]). The model
+  // zeroes the padded positions of every output with a mask, and their
+  // gradients, so padding never reaches an output or a gradient through
+  // any layer.
+  virtual bool MakesMask() const { return false; }
+  virtual const std::vector<int32_t>* MadeLengths() const { return nullptr; }
+  virtual int MaskFrom(const std::vector<Shape>& inputs, const Shape& output) const;
 
   // Where each variable of Variables() lives: an offset into the params vector
   // for trainable ones, into the state vector for the others.
@@ -157,6 +182,37 @@ class MergeLayer : public Layer {
   void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
                 const BackwardArgs& args) final;
 };
+
+// A layer of one input or more (up to MaxInputs()) that reads the pass's
+// arguments (variables, masks): attention whose query is another layer's
+// output. With one input it serves as any other layer.
+class MultiInputLayer : public Layer {
+ public:
+  using Layer::Layer;
+
+  virtual size_t MaxInputs() const = 0;
+  virtual absl::StatusOr<Shape> BuildInputs(const std::vector<Shape>& inputs) = 0;
+  virtual void ForwardInputs(const std::vector<const Tensor*>& in, Tensor* out,
+                             const ForwardArgs& args) = 0;
+  // dL/d(in[k]) into din[k] where not null (each resized by the layer).
+  virtual void BackwardInputs(const std::vector<const Tensor*>& in, const Tensor& out,
+                              const Tensor& dout, const std::vector<Tensor*>& din,
+                              const BackwardArgs& args) = 0;
+
+  absl::StatusOr<Shape> Build(const Shape& input) final { return BuildInputs({input}); }
+  void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) final {
+    ForwardInputs({&in}, out, args);
+  }
+  void Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Tensor* din,
+                const BackwardArgs& args) final {
+    BackwardInputs({&in}, out, dout, {din}, args);
+  }
+};
+
+// Builds `layer` for its inputs' shapes, whatever its kind (merge,
+// multi-input or single), after checking their count; InvalidArgument naming
+// the layer if the count or a shape does not fit.
+absl::StatusOr<Shape> BuildLayer(Layer* layer, const std::vector<Shape>& inputs);
 
 // Shape of a batch of `batch` examples of per-example shape `example`.
 inline Shape Batched(int64_t batch, const Shape& example) {

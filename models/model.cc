@@ -83,16 +83,21 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
                                                    " layers but ", inputs.size(), " input lists"));
   }
   std::vector<Shape> shapes = {input_shape};  // per activation
+  std::vector<int> act_mask = {-1};           // per activation: Model::act_mask_
   std::vector<int> uses(layers.size() + 1, 0);
   for (size_t i = 0; i < layers.size(); ++i) {
     Layer* layer = layers[i].get();
     auto* merge = dynamic_cast<MergeLayer*>(layer);
+    auto* multi = dynamic_cast<MultiInputLayer*>(layer);
     const std::vector<int>& in = inputs[i];
-    const size_t want = merge != nullptr ? 2 : 1;
-    if (in.size() < want || (merge == nullptr && in.size() != 1)) {
+    if (merge != nullptr ? in.size() < 2
+                         : in.empty() || in.size() > (multi ? multi->MaxInputs() : size_t{1})) {
       return absl::InvalidArgumentError(
           absl::StrCat("model ", model->name_, ": layer ", layer->name(), " takes ",
-                       merge != nullptr ? "two inputs or more" : "one input", ", got ", in.size()));
+                       merge != nullptr   ? "two inputs or more"
+                       : multi != nullptr ? absl::StrCat("1 to ", multi->MaxInputs(), " inputs")
+                                          : "one input",
+                       ", got ", in.size()));
     }
     std::vector<Shape> in_shapes;
     for (int a : in) {
@@ -104,12 +109,29 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       in_shapes.push_back(shapes[a]);
       ++uses[a];
     }
-    absl::StatusOr<Shape> out =
-        merge != nullptr ? merge->BuildMerge(in_shapes) : layer->Build(in_shapes[0]);
+    absl::StatusOr<Shape> out = BuildLayer(layer, in_shapes);
     if (!out.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("model ", model->name_, ": ", out.status().message()));
     }
+    // The output's mask: its own, one of an input's, or none. Inputs that
+    // go into a sequence with a mask have that mask or none.
+    int mask = -1;
+    if (layer->MakesMask()) {
+      mask = static_cast<int>(i);
+    } else if (const int from = layer->MaskFrom(in_shapes, *out); from >= 0) {
+      mask = act_mask[in[from]];
+      for (size_t k = 0; k < in.size() && merge != nullptr; ++k) {
+        if (act_mask[in[k]] >= 0 && mask >= 0 && act_mask[in[k]] != mask) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model ", model->name_, ": layer ", layer->name(),
+              " joins sequences padded differently (the masks of ", layers[mask]->name(), " and ",
+              layers[act_mask[in[k]]]->name(), "); pool them first (sequence_pool)"));
+        }
+        if (mask < 0) mask = act_mask[in[k]];
+      }
+    }
+    act_mask.push_back(mask);
     std::vector<int64_t> offsets;
     int64_t first_param = -1;
     int64_t param_end = -1;
@@ -155,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
   }
   model->layers_ = std::move(layers);
   model->inputs_ = std::move(inputs);
+  model->act_mask_ = std::move(act_mask);
   model->acts_.resize(model->layers_.size() + 1);
   return model;
 }
@@ -194,18 +217,24 @@ void Model::Forward(const float* params, const float* state, const float* images
     args.state = state;
     args.batch_stats = batch_stats;
     args.sparse = sparse;
+    args.lengths = InputLengths(i);
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "forward",
                            trace_ != nullptr ? std::string_view(forward_names_[i]) : "");
     if (chain_) {
       layers_[i]->Forward(acts_[i], &acts_[i + 1], args);
-    } else if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
+    } else if (inputs_[i].size() > 1) {
       std::vector<const Tensor*> in;
       for (int a : inputs_[i]) in.push_back(&acts_[a]);
-      merge->ForwardMerge(in, &acts_[i + 1]);
+      if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
+        merge->ForwardMerge(in, &acts_[i + 1]);
+      } else {
+        static_cast<MultiInputLayer*>(layers_[i].get())->ForwardInputs(in, &acts_[i + 1], args);
+      }
     } else {
       layers_[i]->Forward(acts_[inputs_[i][0]], &acts_[i + 1], args);
     }
+    ZeroPadding(i + 1, &acts_[i + 1]);
     if (profiling_) timings_[i].forward_secs += SecondsSince(start);
   }
 }
@@ -243,6 +272,8 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "backward",
                            trace_ != nullptr ? std::string_view(backward_names_[i]) : "");
+    ZeroPadding(i + 1, dout);
+    args.lengths = InputLengths(i);
     layers_[i]->Backward(acts_[i], acts_[i + 1], *dout, i == 0 ? nullptr : din, args);
     if (profiling_) timings_[i].backward_secs += SecondsSince(start);
     if (grads_ready && layer_first_param_[i] >= 0) grads_ready(layer_first_param_[i]);
@@ -251,8 +282,7 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
   return result;
 }
 
-void Model::GraphBackward(const BackwardArgs& args,
-                          const std::function<void(int64_t)>& grads_ready) {
+void Model::GraphBackward(BackwardArgs args, const std::function<void(int64_t)>& grads_ready) {
   act_grad_set_.assign(acts_.size(), false);
   act_grad_set_.back() = true;
   // Where layer i's gradient for its input activation `a` goes: straight into
@@ -276,9 +306,36 @@ void Model::GraphBackward(const BackwardArgs& args,
     const auto start = std::chrono::steady_clock::now();
     ScopedTraceEvent event(trace_, "backward",
                            trace_ != nullptr ? std::string_view(backward_names_[i]) : "");
+    ZeroPadding(i + 1, &act_grads_[i + 1]);
     const Tensor& dout = act_grads_[i + 1];
     const std::vector<int>& in = inputs_[i];
-    if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
+    args.lengths = InputLengths(i);
+    auto* multi = dynamic_cast<MultiInputLayer*>(layers_[i].get());
+    if (multi != nullptr && in.size() > 1) {
+      // Every input's gradient in one call: each straight into its
+      // activation's sum when it is the first to reach it, else into a
+      // scratch tensor of its own to be added.
+      std::vector<const Tensor*> ins;
+      std::vector<Tensor*> din(in.size(), nullptr);
+      multi_scratch_.resize(std::max(multi_scratch_.size(), in.size()));
+      for (size_t k = 0; k < in.size(); ++k) {
+        ins.push_back(&acts_[in[k]]);
+        if (in[k] == 0) continue;
+        const bool taken =
+            act_grad_set_[in[k]] || std::find(in.begin(), in.begin() + k, in[k]) != in.begin() + k;
+        din[k] = taken ? &multi_scratch_[k] : &act_grads_[in[k]];
+      }
+      multi->BackwardInputs(ins, acts_[i + 1], dout, din, args);
+      for (size_t k = 0; k < in.size(); ++k) {
+        if (din[k] == &act_grads_[in[k]]) act_grad_set_[in[k]] = true;
+      }
+      for (size_t k = 0; k < in.size(); ++k) {
+        if (din[k] == nullptr || din[k] == &act_grads_[in[k]]) continue;
+        float* sum = act_grads_[in[k]].data();
+        const float* g = din[k]->data();
+        for (int64_t j = 0; j < din[k]->size(); ++j) sum[j] += g[j];
+      }
+    } else if (auto* merge = dynamic_cast<MergeLayer*>(layers_[i].get())) {
       // One input at a time, so that the scratch tensor serves them all.
       std::vector<const Tensor*> ins;
       for (int a : in) ins.push_back(&acts_[a]);
@@ -295,6 +352,31 @@ void Model::GraphBackward(const BackwardArgs& args,
     }
     if (profiling_) timings_[i].backward_secs += SecondsSince(start);
     if (grads_ready && layer_first_param_[i] >= 0) grads_ready(layer_first_param_[i]);
+  }
+}
+
+std::vector<const int32_t*> Model::InputLengths(size_t layer) const {
+  std::vector<const int32_t*> lengths;
+  for (int a : inputs_[layer]) {
+    const int mask = act_mask_[a];
+    lengths.push_back(mask >= 0 ? layers_[mask]->MadeLengths()->data() : nullptr);
+  }
+  if (std::all_of(lengths.begin(), lengths.end(), [](const int32_t* p) { return !p; })) {
+    lengths.clear();
+  }
+  return lengths;
+}
+
+void Model::ZeroPadding(size_t activation, Tensor* t) const {
+  const int mask = act_mask_[activation];
+  if (mask < 0) return;
+  const std::vector<int32_t>& lengths = *layers_[mask]->MadeLengths();
+  const int64_t batch = t->dim(0);
+  const int64_t length = t->dim(1);
+  const int64_t row = t->size() / std::max<int64_t>(batch * length, 1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t valid = std::min<int64_t>(lengths[b], length);
+    std::fill(t->data() + (b * length + valid) * row, t->data() + (b + 1) * length * row, 0.0f);
   }
 }
 

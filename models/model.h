@@ -186,7 +186,12 @@ class Model {
   void BindSparseTables(Layer* layer);
   // The backward pass of a graph (not a chain of layers): each activation's
   // gradient summed over the layers that take it.
-  void GraphBackward(const BackwardArgs& args, const std::function<void(int64_t)>& grads_ready);
+  void GraphBackward(BackwardArgs args, const std::function<void(int64_t)>& grads_ready);
+  // The masks' lengths of layer `layer`'s inputs (ForwardArgs::lengths).
+  std::vector<const int32_t*> InputLengths(size_t layer) const;
+  // Zeroes the padded positions of a batch of activation `activation` (or
+  // of its gradient) if it has a mask.
+  void ZeroPadding(size_t activation, Tensor* t) const;
 
   std::string name_;
   Shape input_shape_;
@@ -207,11 +212,15 @@ class Model {
   std::vector<Tensor> acts_;                // acts_[0] = input, acts_[i + 1] = output of layer i.
   // Per layer: the activations it takes (acts_ indices); {i} in a chain.
   std::vector<std::vector<int>> inputs_;
-  bool chain_ = true;               // every layer takes the previous one's output
-  std::vector<Tensor> act_grads_;   // a graph's: per activation, dL/d(activation)
-  std::vector<bool> act_grad_set_;  // act_grads_[j] holds a sum already
-  Tensor grad_scratch_;             // one input's gradient before it is added
-  Tensor grad_a_, grad_b_;          // Ping-pong buffers for activation gradients.
+  // Per activation: the layer whose lengths are its mask (a sequence with
+  // padding), or -1.
+  std::vector<int> act_mask_;
+  std::vector<Tensor> multi_scratch_;  // a multi-input layer's inputs' gradients
+  bool chain_ = true;                  // every layer takes the previous one's output
+  std::vector<Tensor> act_grads_;      // a graph's: per activation, dL/d(activation)
+  std::vector<bool> act_grad_set_;     // act_grads_[j] holds a sum already
+  Tensor grad_scratch_;                // one input's gradient before it is added
+  Tensor grad_a_, grad_b_;             // Ping-pong buffers for activation gradients.
   bool profiling_ = false;
   std::vector<LayerTiming> timings_;
   TraceRecorder* trace_ = nullptr;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "models/activation.h"
+#include "models/attention.h"
 #include "models/avg_pool2d.h"
 #include "models/batch_norm.h"
 #include "models/conv2d.h"
@@ -24,6 +25,7 @@
 #include "models/relu.h"
 #include "models/residual_block.h"
 #include "models/residual_fusion.h"
+#include "models/sequence_pool.h"
 
 namespace pstrain {
 namespace {
@@ -105,7 +107,26 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
                  : l.combiner == "sqrtn" ? Combiner::kSqrtn
                                          : Combiner::kMean;
     o.initializer = SpecTableInitializer(l.embeddings_initializer);
+    o.max_length = l.max_length;
+    o.positions = l.positions == "from_start" ? Positions::kFromStart
+                  : l.positions == "from_end" ? Positions::kFromEnd
+                                              : Positions::kNone;
     layers->push_back(std::make_unique<Embedding>(l.name, o));
+  } else if (l.type == "multi_head_attention") {
+    MultiHeadAttentionOptions o;
+    o.heads = l.heads;
+    o.key_dim = l.key_dim;
+    o.value_dim = l.value_dim;
+    o.dropout = l.dropout;
+    o.causal = l.causal;
+    o.kernel_initializer = SpecInitializer(l.kernel_initializer);
+    layers->push_back(std::make_unique<MultiHeadAttention>(l.name, o));
+  } else if (l.type == "sequence_pool") {
+    const SequencePoolMode mode = l.mode == "max"    ? SequencePoolMode::kMax
+                                  : l.mode == "sum"  ? SequencePoolMode::kSum
+                                  : l.mode == "last" ? SequencePoolMode::kLast
+                                                     : SequencePoolMode::kMean;
+    layers->push_back(std::make_unique<SequencePool>(l.name, mode));
   } else if (l.type == "linear") {
     LinearOptions o;
     o.features = l.features;
@@ -189,12 +210,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
   for (size_t index = 0; index < spec.layers.size(); ++index) {
     const LayerSpec& l = spec.layers[index];
     std::vector<int> taken;
-    std::vector<std::string> names = l.inputs;
-    names.insert(names.begin(), l.input);
     // embedding and linear read no activation; without input they take the
     // model's, leaving the previous output to a later layer.
-    if (names.front().empty() && LayerTakesModelInputByDefault(l)) names.front() = "input";
-    for (const std::string& name : names) {
+    for (const std::string& name : LayerInputNames(l)) {
       if (name.empty()) {
         taken.push_back(static_cast<int>(shapes.size()) - 1);
         continue;
@@ -234,9 +252,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
           i == first ? taken : std::vector<int>{static_cast<int>(shapes.size()) - 1};
       std::vector<Shape> in_shapes;
       for (int a : in) in_shapes.push_back(shapes[a]);
-      auto* merge = dynamic_cast<MergeLayer*>(layers[i].get());
-      absl::StatusOr<Shape> out =
-          merge != nullptr ? merge->BuildMerge(in_shapes) : layers[i]->Build(in_shapes[0]);
+      absl::StatusOr<Shape> out = BuildLayer(layers[i].get(), in_shapes);
       if (!out.ok()) {
         std::vector<std::string> got;
         for (const Shape& shape : in_shapes) got.push_back(ShapeToString(shape));

@@ -242,6 +242,14 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         ": the model has no model spec (it was built in code); "
         "build it from a spec (models/registry.h BuildModelFromSpecText or BuildModel)"));
   }
+  for (const LayerSpec& l : model.spec()->layers) {
+    if (l.max_length > 0 || l.type == "multi_head_attention" || l.type == "sequence_pool") {
+      return absl::UnimplementedError(absl::StrCat(
+          "ONNX export of ", model.name(), ": layer ", l.name, " (", l.type, ", line ", l.line,
+          ") is over a sequence, which this ONNX export does not write yet; "
+          "pstrain-predict and pstrain-serve answer with the export"));
+    }
+  }
   for (const SparseTableInfo& t : model.sparse_tables()) {
     if (t.buckets == 0) {
       return absl::UnimplementedError(absl::StrCat(

@@ -404,6 +404,15 @@ TEST(OnnxExportTest, RefusesValuesOfAnotherCount) {
   EXPECT_TRUE(absl::IsInvalidArgument(ModelToOnnx(*r.model, r.params, r.state).status()));
 }
 
+TEST(OnnxExportTest, ASequenceModelIsNotWrittenYetAndSaysSo) {
+  Valued v = WithValues(
+      BuildModelFromSpecText(SourceFile("fuzz/seeds/model_spec/sequences.yaml"), "sequences"));
+  absl::StatusOr<std::string> bytes = ModelToOnnx(*v.model, v.params, v.state);
+  EXPECT_TRUE(absl::IsUnimplemented(bytes.status())) << bytes.status();
+  EXPECT_THAT(std::string(bytes.status().message()),
+              ::testing::HasSubstr("layer hist (embedding, line 4) is over a sequence"));
+}
+
 TEST(OnnxExportTest, RefusesAModelWithoutItsSpec) {
   Valued v = WithValues(BuildModel("mnist_cnn", ModelOptions()));
   v.model->set_spec(std::nullopt);

@@ -2,7 +2,9 @@
 // weights through both, forward and backward (python3-torch runs
 // tests/torch/layer_reference.py), equal to 1e-5. Skipped, loudly, where
 // PyTorch is missing (a failure under tests/run.sh, which installs it).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -10,10 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "models/activation.h"
+#include "models/attention.h"
 #include "models/layer_norm.h"
 #include "models/tensor.h"
 #include "tests/test_cluster_util.h"
@@ -152,6 +156,123 @@ TEST_F(TorchLayersTest, GeluForwardAndBackwardEqualPyTorchs) {
   std::printf("gelu vs torch.nn.GELU(): max |difference| y %.2e, dx %.2e\n", y, dx);
   EXPECT_LE(y, 1e-5);
   EXPECT_LE(dx, 1e-5);
+}
+
+struct AttentionCase {
+  int64_t batch, keys, key_dim_in;  // x: [batch, keys, key_dim_in]
+  int64_t queries;                  // 0: self-attention
+  int64_t embed, heads;             // the query's dim and the heads
+  bool causal;
+};
+
+void WriteInts(const std::string& path, const std::vector<int32_t>& v) {
+  std::string bytes(v.size() * sizeof(int32_t), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(path, bytes).ok()) << path;
+}
+
+TEST_F(TorchLayersTest, MultiHeadAttentionForwardAndBackwardEqualPyTorchs) {
+  const AttentionCase cases[] = {
+      {4, 50, 64, 0, 64, 4, false},   // self-attention, L = 50, d = 64, 4 heads
+      {2, 200, 64, 0, 64, 4, false},  // L = 200
+      {3, 20, 32, 0, 32, 2, true},    // causal
+      {3, 30, 24, 5, 32, 4, false},   // target: 5 queries of 32 over 30 keys of 24
+  };
+  for (const AttentionCase& c : cases) {
+    const bool cross = c.queries > 0;
+    const int64_t lq = cross ? c.queries : c.keys;
+    const std::string name =
+        absl::StrCat(cross      ? "target"
+                     : c.causal ? "causal"
+                                : "self",
+                     " ", c.batch, "x", c.keys, "x", c.key_dim_in, " heads ", c.heads);
+    SCOPED_TRACE(name);
+    MultiHeadAttentionOptions o;
+    o.heads = static_cast<int>(c.heads);
+    o.key_dim = static_cast<int>(c.embed / c.heads);
+    o.causal = c.causal;
+    MultiHeadAttention layer("mha", o);
+    std::vector<Shape> shapes = {{c.keys, c.key_dim_in}};
+    if (cross) shapes.push_back({lq, c.embed});
+    ASSERT_TRUE(layer.BuildInputs(shapes).ok());
+    // Weights in the layer's order, each written for PyTorch.
+    std::vector<float> params;
+    std::vector<int64_t> offsets;
+    const char* names[] = {"wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo"};
+    const std::vector<VariableSpec> vars = layer.Variables();
+    ASSERT_EQ(vars.size(), 8u);
+    for (size_t v = 0; v < vars.size(); ++v) {
+      const std::vector<float> w = Random(NumElements(vars[v].shape), 10 + v, 0.15f);
+      WriteFloats(dir_ + "/" + names[v] + ".f32", w);
+      offsets.push_back(static_cast<int64_t>(params.size()));
+      params.insert(params.end(), w.begin(), w.end());
+    }
+    layer.BindOffsets(offsets);
+    const std::vector<float> x = Random(c.batch * c.keys * c.key_dim_in, 1, 1.0f);
+    const std::vector<float> q = Random(c.batch * lq * c.embed, 2, 1.0f);
+    const std::vector<float> dy = Random(c.batch * lq * c.embed, 3, 1.0f);
+    std::vector<int32_t> lengths;  // every example keeps a key or more
+    for (int64_t b = 0; b < c.batch; ++b) {
+      lengths.push_back(static_cast<int32_t>(std::max<int64_t>(1, c.keys - 7 * b)));
+    }
+    WriteFloats(dir_ + "/x.f32", x);
+    if (cross) {
+      WriteFloats(dir_ + "/q.f32", q);
+    } else {
+      std::remove((dir_ + "/q.f32").c_str());
+    }
+    WriteFloats(dir_ + "/dy.f32", dy);
+    WriteInts(dir_ + "/lengths.i32", lengths);
+    std::vector<std::string> command = {
+        kPython,
+        kSource + "/tests/torch/layer_reference.py",
+        "mha",
+        dir_,
+        absl::StrCat("--shape=", c.batch, ",", c.keys, ",", c.key_dim_in),
+        absl::StrCat("--query_shape=", c.batch, ",", lq, ",", c.embed),
+        absl::StrCat("--heads=", c.heads)};
+    if (c.causal) command.push_back("--causal");
+    ProcessResult r = RunProcess(command, 300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+
+    Tensor xin({c.batch, c.keys, c.key_dim_in}), qin({c.batch, lq, c.embed}), out;
+    std::copy(x.begin(), x.end(), xin.data());
+    std::copy(q.begin(), q.end(), qin.data());
+    std::vector<const Tensor*> in = {&xin};
+    if (cross) in.push_back(&qin);
+    ForwardArgs forward;
+    forward.training = true;
+    forward.params = params.data();
+    forward.lengths = {lengths.data()};
+    layer.ForwardInputs(in, &out, forward);
+    Tensor dout(out.shape()), dx, dq;
+    std::copy(dy.begin(), dy.end(), dout.data());
+    std::vector<float> grads(params.size());
+    BackwardArgs backward;
+    backward.params = params.data();
+    backward.grads = grads.data();
+    backward.lengths = forward.lengths;
+    std::vector<Tensor*> din = {&dx};
+    if (cross) din.push_back(&dq);
+    layer.BackwardInputs(in, out, dout, din, backward);
+
+    std::string line = name + " vs torch.nn.MultiheadAttention: max |difference|";
+    auto compare = [&](const std::string& file, const float* got, size_t n, double bound) {
+      const double most = MaxDifference(ReadFloats(dir_ + "/" + file + ".f32"), got, n);
+      absl::StrAppendFormat(&line, " %s %.1e", file, most);
+      EXPECT_LE(most, bound) << file;
+    };
+    compare("y", out.data(), out.size(), 1e-5);
+    compare("dx", dx.data(), dx.size(), 1e-5);
+    if (cross) compare("dq", dq.data(), dq.size(), 1e-5);
+    for (size_t v = 0; v < vars.size(); ++v) {
+      // Sums over every row of the batch (up to 800): relative to their size.
+      const double rows = static_cast<double>(c.batch * std::max(lq, c.keys));
+      compare(absl::StrCat("d", names[v]), grads.data() + offsets[v], NumElements(vars[v].shape),
+              1e-5 * std::max(1.0, std::sqrt(rows)));
+    }
+    std::printf("%s\n", line.c_str());
+  }
 }
 
 }  // namespace
