@@ -72,6 +72,10 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
   }
   // Defaults that differ by type.
   if (layer.type == "max_pool" || layer.type == "average_pool") layer.strides = 0;
+  if (layer.type == "din_attention") {
+    layer.units = 36;
+    layer.activation = "sigmoid";
+  }
   std::set<std::string> given;
   PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
       source, options, absl::StrCat(where, " ", layer.type),

@@ -135,6 +135,10 @@ struct LayerSpec {
   // or from_end (learned position rows, models/embedding.h).
   int max_length = 0;
   std::string positions = "none";
+  // embedding: the name of a table it shares with other embeddings (a
+  // history and a candidate reading the same item rows); "": its own,
+  // <name>/embeddings.
+  std::string table;
   // multi_head_attention
   int heads = 0;
   int key_dim = 0;

@@ -44,8 +44,21 @@ absl::Status NameLayers(const Source& source, std::vector<LayerSpec>* layers) {
 }
 
 absl::Status CheckTables(const Source& source, const std::vector<LayerSpec>& layers) {
+  std::map<std::string, const LayerSpec*> shared;  // table -> its first embedding
   for (const LayerSpec& l : layers) {
     if (l.type != "embedding" && l.type != "linear") continue;
+    if (!l.table.empty()) {
+      auto [first, added] = shared.emplace(l.table, &l);
+      const LayerSpec& f = *first->second;
+      if (!added && (f.dim != l.dim || f.buckets != l.buckets || f.dynamic != l.dynamic ||
+                     !(f.embeddings_initializer == l.embeddings_initializer))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source.name, ": layer ", l.name, " (", l.type, ", line ", l.line, ") shares table ",
+            l.table, " with layer ", f.name, " (line ", f.line,
+            ") but declares it otherwise (dim, buckets or dynamic, embeddings_initializer); "
+            "every embedding of a shared table declares it alike"));
+      }
+    }
     if (l.buckets > 0 && l.dynamic) {
       return absl::InvalidArgumentError(absl::StrCat(
           source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,

@@ -312,14 +312,15 @@ KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*fie
       "truncated_normal(<stddev>) or constant(<value>)");
 }
 
-// An earlier layer's name (multi_head_attention's query).
+// A name written only when given: an earlier layer's (multi_head_attention's
+// query) or a shared table's (embedding's table).
 KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts) {
   KeySpec key = Key(
       std::move(name), "none", std::move(accepts),
       [field](const std::string& text, LayerSpec* layer) -> std::string {
         if (!ValidName(text)) {
-          return "is a layer's name: letters, digits, _ - . and / (not leading, trailing or "
-                 "doubled), at most 128";
+          return "is a name: letters, digits, _ - . and / (not leading, trailing or doubled), "
+                 "at most 128";
         }
         layer->*field = text;
         return "";
@@ -489,7 +490,12 @@ const std::vector<TypeSpec>& Types() {
                          "uniform (scale 0.05), uniform(<scale>) (values in [-scale, scale)), "
                          "truncated_normal, truncated_normal(<stddev>) or zeros: a row's values "
                          "when first touched"),
-          SequenceKey()}},
+          SequenceKey(),
+          LayerNameKey("table", &LayerSpec::table,
+                       "a table's name (letters, digits, _ - . and /): the table it reads, "
+                       "shared with every embedding that names it (each with the same dim, "
+                       "buckets or dynamic, and initializer): a history and a candidate looking "
+                       "up the same items; none: its own, <name>/embeddings")}},
         {"linear",
          "linear",
          "the wide part of Wide & Deep, as tf.feature_column.linear_model: a weight per "
@@ -519,6 +525,21 @@ const std::vector<TypeSpec>& Types() {
           LayerNameKey("query", &LayerSpec::query,
                        "the name of an earlier layer whose output is the query (target "
                        "attention: a candidate against a history); none: self-attention"),
+          initializer}},
+        {"din_attention",
+         "din_attention",
+         "DIN's attention unit (Zhou et al. 2018): over its input, a history [L, d], against the "
+         "candidate [d] named in query, each valid position scored by a small MLP over [h, c, h "
+         "- c, h * c] (4d -> units -> 1) and the history summed with those weights: [d]; "
+         "variables hidden/kernel, hidden/bias, score/kernel, score/bias",
+         {LayerNameKey("query", &LayerSpec::query,
+                       "the name of an earlier layer whose output [d] is the candidate "
+                       "(required)"),
+          IntKey("units", &LayerSpec::units, 1, kMaxSize, "36",
+                 "a whole number >= 1: the unit's hidden layer"),
+          ChoiceKey("activation", &LayerSpec::activation,
+                    {"none", "relu", "sigmoid", "tanh", "gelu"}, "sigmoid",
+                    "none, relu, sigmoid, tanh or gelu: the hidden layer's"),
           initializer}},
         {"sequence_pool",
          "sequence_pool",

@@ -110,6 +110,12 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
                               {"dim", info.dim},
                               {"buckets", info.buckets},
                               {"rows", embeddings->rows[t]}};
+      if (!info.shared_features.empty()) {
+        // A shared table (embedding's table:): the features besides `feature` that read it.
+        nlohmann::json shared = nlohmann::json::array();
+        for (int f : info.shared_features) shared.push_back(model.sparse_features()[f]);
+        table["shared_by"] = shared;
+      }
       if (!info.cross.empty()) {
         // A crossed table (linear's crosses): the features it crosses.
         table.erase("feature");

@@ -75,7 +75,13 @@ std::vector<VariableSpec> Embedding::Variables() const {
 }
 
 std::vector<SparseTableSpec> Embedding::SparseTables() const {
-  return {{"embeddings", options_.feature, options_.dim, options_.buckets, options_.initializer}};
+  return {{"embeddings",
+           options_.feature,
+           options_.dim,
+           options_.buckets,
+           options_.initializer,
+           {},
+           options_.table}};
 }
 
 void Embedding::BindSparse(std::vector<int> tables, std::vector<int> features) {
@@ -89,10 +95,12 @@ void Embedding::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) 
   const int64_t dim = options_.dim;
   const TableStep& table = args.sparse->tables[table_];
   const std::vector<int64_t>& offsets = args.sparse->offsets[feature_];
+  // This feature's values among the table's (a shared table's are several features').
+  const int32_t* slots = table.slots.data() + args.sparse->FirstSlot(table_, feature_);
   if (options_.max_length > 0) {
     const float* positions =
         options_.positions != Positions::kNone ? args.params + offset(0) : nullptr;
-    SequenceForward(table, offsets, batch, positions, out);
+    SequenceForward(table, slots, offsets, batch, positions, out);
     return;
   }
   out->Resize({batch, dim});
@@ -103,7 +111,7 @@ void Embedding::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) 
     const float w = CombinerWeight(options_.combiner, n);
     float* o = out->data() + b * dim;
     for (int64_t k = offsets[b]; k < offsets[b + 1]; ++k) {
-      const float* row = table.rows.data() + int64_t{table.slots[k]} * dim;
+      const float* row = table.rows.data() + int64_t{slots[k]} * dim;
       for (int64_t j = 0; j < dim; ++j) o[j] += row[j];
     }
     if (w != 1.0f) {
@@ -119,10 +127,11 @@ void Embedding::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& 
   const int64_t dim = options_.dim;
   TableStep& table = args.sparse->tables[table_];
   const std::vector<int64_t>& offsets = args.sparse->offsets[feature_];
+  const int32_t* slots = table.slots.data() + args.sparse->FirstSlot(table_, feature_);
   if (options_.max_length > 0) {
     float* positions_grad =
         options_.positions != Positions::kNone ? args.grads + offset(0) : nullptr;
-    SequenceBackward(&table, offsets, dout, positions_grad);
+    SequenceBackward(&table, slots, offsets, dout, positions_grad);
     ZeroInputGradient(in, din);
     return;
   }
@@ -132,15 +141,16 @@ void Embedding::Backward(const Tensor& in, const Tensor& /*out*/, const Tensor& 
     const float w = CombinerWeight(options_.combiner, n);
     const float* g = dout.data() + b * dim;
     for (int64_t k = offsets[b]; k < offsets[b + 1]; ++k) {
-      float* row = table.grads.data() + int64_t{table.slots[k]} * dim;
+      float* row = table.grads.data() + int64_t{slots[k]} * dim;
       for (int64_t j = 0; j < dim; ++j) row[j] += w * g[j];
     }
   }
   ZeroInputGradient(in, din);
 }
 
-void Embedding::SequenceForward(const TableStep& table, const std::vector<int64_t>& offsets,
-                                int64_t batch, const float* positions, Tensor* out) {
+void Embedding::SequenceForward(const TableStep& table, const int32_t* slots,
+                                const std::vector<int64_t>& offsets, int64_t batch,
+                                const float* positions, Tensor* out) {
   const int64_t dim = options_.dim;
   const int64_t length = options_.max_length;
   out->Resize({batch, length, dim});
@@ -153,7 +163,7 @@ void Embedding::SequenceForward(const TableStep& table, const std::vector<int64_
     lengths_[b] = static_cast<int32_t>(n);
     for (int64_t k = 0; k < n; ++k) {
       float* o = out->data() + (b * length + k) * dim;
-      const float* row = table.rows.data() + int64_t{table.slots[first + k]} * dim;
+      const float* row = table.rows.data() + int64_t{slots[first + k]} * dim;
       std::copy(row, row + dim, o);
       if (positions == nullptr) continue;
       const float* p = positions + PositionOf(k, n) * dim;
@@ -162,8 +172,9 @@ void Embedding::SequenceForward(const TableStep& table, const std::vector<int64_
   }
 }
 
-void Embedding::SequenceBackward(TableStep* table, const std::vector<int64_t>& offsets,
-                                 const Tensor& dout, float* positions_grad) {
+void Embedding::SequenceBackward(TableStep* table, const int32_t* slots,
+                                 const std::vector<int64_t>& offsets, const Tensor& dout,
+                                 float* positions_grad) {
   const int64_t dim = options_.dim;
   const int64_t length = options_.max_length;
   const int64_t batch = dout.dim(0);
@@ -173,7 +184,7 @@ void Embedding::SequenceBackward(TableStep* table, const std::vector<int64_t>& o
     const int64_t first = offsets[b + 1] - n;
     for (int64_t k = 0; k < n; ++k) {
       const float* g = dout.data() + (b * length + k) * dim;
-      float* row = table->grads.data() + int64_t{table->slots[first + k]} * dim;
+      float* row = table->grads.data() + int64_t{slots[first + k]} * dim;
       for (int64_t j = 0; j < dim; ++j) row[j] += g[j];
       if (positions_grad == nullptr) continue;
       float* p = positions_grad + PositionOf(k, n) * dim;

@@ -41,6 +41,10 @@ struct EmbeddingOptions {
   // apply).
   int64_t max_length = 0;
   Positions positions = Positions::kNone;  // a sequence's
+  // Non-empty: the table is the model's table of this name, which other
+  // embeddings may read too (SparseTableSpec::shared): a history and a
+  // candidate looking up the same item rows.
+  std::string table = {};
 };
 
 // The largest max_length of a sequence embedding.
@@ -67,10 +71,12 @@ class Embedding : public Layer {
                 const BackwardArgs& args) override;
 
  private:
-  void SequenceForward(const TableStep& table, const std::vector<int64_t>& offsets, int64_t batch,
-                       const float* positions, Tensor* out);
-  void SequenceBackward(TableStep* table, const std::vector<int64_t>& offsets, const Tensor& dout,
-                        float* positions_grad);
+  // `slots`: the layer's feature's among the table's.
+  void SequenceForward(const TableStep& table, const int32_t* slots,
+                       const std::vector<int64_t>& offsets, int64_t batch, const float* positions,
+                       Tensor* out);
+  void SequenceBackward(TableStep* table, const int32_t* slots, const std::vector<int64_t>& offsets,
+                        const Tensor& dout, float* positions_grad);
   // The position row of the k-th kept value of `n` kept.
   int64_t PositionOf(int64_t k, int64_t n) const {
     return options_.positions == Positions::kFromEnd ? n - 1 - k : k;

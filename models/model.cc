@@ -153,7 +153,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       model->variables_.push_back(std::move(info));
     }
     layer->BindOffsets(std::move(offsets));
-    model->BindSparseTables(layer);
+    if (absl::Status bound = model->BindSparseTables(layer); !bound.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model ", model->name_, ": ", bound.message()));
+    }
     model->layer_first_param_.push_back(first_param);
     model->layer_param_end_.push_back(param_end);
     shapes.push_back(*out);

@@ -182,8 +182,11 @@ class Model {
                bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse,
                const std::function<void(int64_t)>* params_ready = nullptr);
   LossResult Loss(const int32_t* labels, Tensor* dlogits) const;
-  // Appends `layer`'s tables (and new features) and tells it where they are.
-  void BindSparseTables(Layer* layer);
+  // Appends `layer`'s tables (and new features) and tells it where they
+  // are; a shared table another layer declared already is that one.
+  // InvalidArgument for a table name two layers declare unless both share it
+  // alike.
+  absl::Status BindSparseTables(Layer* layer);
   // The backward pass of a graph (not a chain of layers): each activation's
   // gradient summed over the layers that take it.
   void GraphBackward(BackwardArgs args, const std::function<void(int64_t)>& grads_ready);

@@ -11,7 +11,7 @@
 
 namespace pstrain {
 
-void Model::BindSparseTables(Layer* layer) {
+absl::Status Model::BindSparseTables(Layer* layer) {
   // The index of `feature` in sparse_features_, added at its first use.
   auto feature_index = [this](const std::string& feature) {
     auto it = std::find(sparse_features_.begin(), sparse_features_.end(), feature);
@@ -21,17 +21,39 @@ void Model::BindSparseTables(Layer* layer) {
   std::vector<int> tables, features;
   for (const SparseTableSpec& spec : layer->SparseTables()) {
     SparseTableInfo info;
-    info.name = absl::StrCat(layer->name(), "/", spec.name);
+    info.name = spec.shared.empty() ? absl::StrCat(layer->name(), "/", spec.name) : spec.shared;
     info.feature = feature_index(spec.cross.empty() ? spec.feature : spec.cross[0]);
     for (const std::string& feature : spec.cross) info.cross.push_back(feature_index(feature));
     info.dim = spec.dim;
     info.buckets = spec.buckets;
     info.initializer = spec.initializer;
+    auto same = std::find_if(sparse_tables_.begin(), sparse_tables_.end(),
+                             [&](const SparseTableInfo& t) { return t.name == info.name; });
+    if (same != sparse_tables_.end()) {
+      if (spec.shared.empty() || !same->cross.empty() || same->dim != info.dim ||
+          same->buckets != info.buckets || !(same->initializer == info.initializer)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layer ", layer->name(), " reads table ", info.name,
+            spec.shared.empty()
+                ? ", which another layer has"
+                : ", which an earlier layer declares with another dim, buckets or initializer; "
+                  "every layer that shares a table declares it alike"));
+      }
+      if (same->feature != info.feature &&
+          std::find(same->shared_features.begin(), same->shared_features.end(), info.feature) ==
+              same->shared_features.end()) {
+        same->shared_features.push_back(info.feature);
+      }
+      tables.push_back(static_cast<int>(same - sparse_tables_.begin()));
+      features.push_back(info.feature);
+      continue;
+    }
     tables.push_back(static_cast<int>(sparse_tables_.size()));
     features.push_back(info.feature);
     sparse_tables_.push_back(std::move(info));
   }
   if (!tables.empty()) layer->BindSparse(std::move(tables), std::move(features));
+  return absl::OkStatus();
 }
 
 namespace {
@@ -182,15 +204,19 @@ absl::Status Model::CheckSparseColumns(const std::vector<const SparseFeatureColu
       }
       continue;
     }
-    const SparseFeatureColumn& column = *columns[info.feature];
-    if (column.kind == SparseValueKind::kTokens) continue;  // every fingerprint has a row
-    for (int64_t i = 0; i < column.examples(); ++i) {
-      for (int64_t k = column.offsets[i]; k < column.offsets[i + 1]; ++k) {
-        absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
-        if (!id.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ", i,
-                                                         " of ", source, ": ",
-                                                         id.status().message()));
+    std::vector<int> read = {info.feature};
+    read.insert(read.end(), info.shared_features.begin(), info.shared_features.end());
+    for (int f : read) {
+      const SparseFeatureColumn& column = *columns[f];
+      if (column.kind == SparseValueKind::kTokens) continue;  // every fingerprint has a row
+      for (int64_t i = 0; i < column.examples(); ++i) {
+        for (int64_t k = column.offsets[i]; k < column.offsets[i + 1]; ++k) {
+          absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
+          if (!id.ok()) {
+            return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ", i,
+                                                           " of ", source, ": ",
+                                                           id.status().message()));
+          }
         }
       }
     }
@@ -240,18 +266,28 @@ absl::Status Model::PrepareSparse(const SparseBatch& batch, int64_t examples,
           PrepareCross(batch, examples, info, sparse_features_, &index, &table));
       continue;
     }
-    const SparseFeatureColumn& column = batch.features[info.feature];
-    table.slots.resize(column.values.size());
-    for (size_t k = 0; k < column.values.size(); ++k) {
-      absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
-      if (!id.ok()) {
-        const int64_t example = std::upper_bound(column.offsets.begin(), column.offsets.end(), k) -
-                                column.offsets.begin() - 1;
-        return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ",
-                                                       example,
-                                                       " of the batch: ", id.status().message()));
+    // The values of the table's feature, then of each feature sharing it.
+    std::vector<int> read = {info.feature};
+    read.insert(read.end(), info.shared_features.begin(), info.shared_features.end());
+    table.slots.clear();
+    table.feature_slots.clear();
+    for (int f : read) {
+      const SparseFeatureColumn& column = batch.features[f];
+      const size_t first = table.slots.size();
+      if (read.size() > 1) table.feature_slots.emplace_back(f, static_cast<int64_t>(first));
+      table.slots.resize(first + column.values.size());
+      for (size_t k = 0; k < column.values.size(); ++k) {
+        absl::StatusOr<int64_t> id = RowId(info, column.kind, column.values[k]);
+        if (!id.ok()) {
+          const int64_t example =
+              std::upper_bound(column.offsets.begin(), column.offsets.end(), k) -
+              column.offsets.begin() - 1;
+          return absl::InvalidArgumentError(absl::StrCat("feature ", column.name, ", example ",
+                                                         example,
+                                                         " of the batch: ", id.status().message()));
+        }
+        table.slots[first + k] = SlotOf(*id, &index, &table);
       }
-      table.slots[k] = SlotOf(*id, &index, &table);
     }
   }
   return absl::OkStatus();

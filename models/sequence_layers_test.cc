@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "models/attention.h"
 #include "models/dense.h"
+#include "models/din_attention.h"
 #include "models/embedding.h"
 #include "models/gradient_check.h"
 #include "models/random.h"
@@ -162,6 +163,47 @@ TEST(MultiHeadAttentionTest, OneKeyGivesItsValueAndNoKeyGivesTheBias) {
       EXPECT_NEAR(y[6 + q * 2 + j], bo[j], 1e-6);
     }
   }
+}
+
+TEST(DinAttentionTest, MatchesNumericGradientsWithAMask) {
+  for (bool fused_relu : {false, true}) {
+    DinAttentionOptions o;
+    o.units = 5;
+    if (fused_relu) {
+      o.fused = Activation::kRelu;
+      o.has_activation = false;
+    }
+    DinAttention din("din", o);
+    GradientCheckOptions checks = Checks({{4, 1, 0}, {}});
+    if (fused_relu) checks.epsilon = 1e-3f;  // a ReLU's kink within epsilon fails the check
+    EXPECT_TRUE(CheckInputsGradients(&din, {{3, 4, 3}, {3, 3}}, checks)) << fused_relu;
+  }
+}
+
+TEST(DinAttentionTest, WeighsTheValidItemsByTheirScores) {
+  DinAttentionOptions o;
+  o.units = 2;
+  o.has_activation = false;  // a linear unit: scores easy to compute by hand
+  DinAttention din("din", o);
+  ASSERT_TRUE(din.BuildInputs({{3, 1}, {1}}).ok());
+  // hidden: 4 -> 2 (kernel 8, bias 2), score: 2 -> 1 (kernel 2, bias 1).
+  std::vector<float> params = {1, 0, 0, 0, 0, 0, 0, 1, 0.5f, 0, 1, 2, 0.25f};
+  din.BindOffsets({0, 8, 10, 12});
+  Tensor history({1, 3, 1}), candidate({1, 1}), out;
+  history[0] = 2;
+  history[1] = 3;
+  history[2] = 100;  // padding
+  candidate[0] = 4;
+  const std::vector<int32_t> lengths = {2};
+  ForwardArgs args;
+  args.params = params.data();
+  args.lengths = {lengths.data(), nullptr};
+  din.ForwardInputs({&history, &candidate}, &out, args);
+  // z = [h, c, h - c, h c]; hidden = [h + 0.5, h c]; score = hidden0 + 2 hidden1 + 0.25.
+  auto score = [](float h) { return (h + 0.5f) + 2 * (h * 4) + 0.25f; };
+  EXPECT_FLOAT_EQ(out[0], score(2) * 2 + score(3) * 3);
+  EXPECT_FALSE(din.BuildInputs({{3, 2}, {3}}).ok());  // dims differ
+  EXPECT_FALSE(din.BuildInputs({{3, 2}}).ok());       // no candidate
 }
 
 SparseFeatureColumn Column(std::string name, const std::vector<std::vector<int64_t>>& examples) {
@@ -325,10 +367,9 @@ TEST(SequenceModelTest, AHistoryKeepsItsLastValuesInOrder) {
   EXPECT_EQ(*embedding.MadeLengths(), (std::vector<int32_t>{3, 1}));
 }
 
-TEST(SequenceModelTest, GradientsMatchNumeric) {
-  auto model = BuildModelFromSpecText(SequenceSpec(5, "from_end"), "seq5");
-  ASSERT_TRUE(model.ok()) << model.status();
-  Model* m = model->get();
+// A training step's gradients of every row and variable against central
+// differences of the loss, on SequenceBatch().
+void CheckSequenceModelGradients(Model* m) {
   const int64_t batch = 4;
   SparseStep step;
   ASSERT_TRUE(m->PrepareSparse(SequenceBatch(), batch, &step).ok());
@@ -369,6 +410,57 @@ TEST(SequenceModelTest, GradientsMatchNumeric) {
       check(&params[v.offset + k], grads[v.offset + k], v.name + " " + std::to_string(k));
     }
   }
+}
+
+TEST(SequenceModelTest, GradientsMatchNumeric) {
+  auto model = BuildModelFromSpecText(SequenceSpec(5, "from_end"), "seq5");
+  ASSERT_TRUE(model.ok()) << model.status();
+  CheckSequenceModelGradients(model->get());
+}
+
+// DIN in miniature: a history and a candidate reading one item table.
+const char kDinSpec[] =
+    "input: [2]\nhead: binary\nlayers:\n"
+    "  - embedding: {feature: hist, dim: 3, dynamic: true, table: items, sequence: {max_length: "
+    "5, positions: none}, name: hist}\n"
+    "  - embedding: {feature: cand, dim: 3, dynamic: true, table: items, name: cand}\n"
+    "  - din_attention: {input: hist, query: cand, units: 4, name: interest}\n"
+    "  - sequence_pool: {input: hist, mode: sum, name: pooled}\n"
+    "  - concat: {input: input, inputs: [interest, cand, pooled]}\n"
+    "  - dense: {units: 4, activation: gelu}\n"
+    "  - dense: {units: 1}\n";
+
+TEST(SequenceModelTest, AHistoryAndACandidateShareOneTable) {
+  auto model = BuildModelFromSpecText(kDinSpec, "din");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const Model& m = **model;
+  ASSERT_EQ(m.sparse_tables().size(), 1u);
+  EXPECT_EQ(m.sparse_tables()[0].name, "items");
+  EXPECT_EQ(m.sparse_features(), (std::vector<std::string>{"hist", "cand"}));
+  EXPECT_EQ(m.sparse_tables()[0].shared_features, std::vector<int>{1});
+  SparseStep step;
+  ASSERT_TRUE(m.PrepareSparse(SequenceBatch(), 4, &step).ok());
+  // One row per distinct item of either feature: 4 9 7 1 2 3 5 6 (hist), then none new.
+  EXPECT_EQ(step.tables[0].ids, (std::vector<int64_t>{4, 9, 7, 1, 2, 3, 5, 6}));
+  EXPECT_EQ(step.FirstSlot(0, 1), 11);     // the candidates' slots follow hist's 11 values
+  EXPECT_EQ(step.tables[0].slots[11], 1);  // cand 9 is row 1
+
+  // Declared otherwise by the second layer: refused, naming both.
+  std::string other = kDinSpec;
+  other.replace(other.find("dim: 3, dynamic: true, table: items, name: cand"), 7, "dim: 4,");
+  auto refused = BuildModelFromSpecText(other, "din");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "layer cand (embedding, line 5) shares table items with layer hist (line 4) but "
+                "declares it otherwise"),
+            std::string::npos)
+      << refused.status();
+}
+
+TEST(SequenceModelTest, DinGradientsMatchNumeric) {
+  auto model = BuildModelFromSpecText(kDinSpec, "din");
+  ASSERT_TRUE(model.ok()) << model.status();
+  CheckSequenceModelGradients(model->get());
 }
 
 TEST(SequenceModelTest, SequencesOfDifferentMasksDoNotMix) {

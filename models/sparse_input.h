@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/sparse_features.h"
@@ -42,6 +43,10 @@ struct SparseTableSpec {
   // order they are combined (data/feature_hash.h CrossFingerprint). Empty for
   // a plain table.
   std::vector<std::string> cross = {};
+  // Non-empty: a table other layers may read too, by this name (a spec's
+  // `table: items`): the model's table of that name, not "<layer>/<name>".
+  // Every layer that reads it declares the same dim, buckets and initializer.
+  std::string shared = {};
 };
 
 // A table of a built model.
@@ -63,6 +68,10 @@ struct SparseTableInfo {
   // modulo buckets, or for a dynamic table its low 63 bits, as a token's.
   // Empty for a plain table.
   std::vector<int> cross = {};
+  // A shared table (SparseTableSpec::shared) read by layers of other
+  // features too: those features (indices into Model::sparse_features()),
+  // after `feature`. Their values address the same rows.
+  std::vector<int> shared_features = {};
 };
 
 // The largest row a table may have (floats per row).
@@ -85,6 +94,11 @@ struct TableStep {
   // slots[offsets[i], offsets[i + 1]). Empty for a plain table, whose values
   // are its feature's (SparseStep::offsets).
   std::vector<int64_t> offsets;
+  // A table read by several features (SparseTableInfo::shared_features):
+  // `slots` holds the values of `feature` and then of each shared feature,
+  // and this is where each begins: (feature index, first slot). Empty for a
+  // table of one feature, whose values begin at 0.
+  std::vector<std::pair<int, int64_t>> feature_slots;
   std::vector<float> rows;   // ids.size() x dim: their values, filled by the row holder
   std::vector<float> grads;  // ids.size() x dim: d(batch-mean loss)/d(row), by the backward pass
 };
@@ -106,6 +120,14 @@ struct SparseStep {
   // offsets[i + 1]) (a crossed table has its own: TableStep::offsets).
   std::vector<std::vector<int64_t>> offsets;
   std::vector<TableStep> tables;  // Per table of the model.
+
+  // Where feature `feature`'s values begin among table `table`'s slots.
+  int64_t FirstSlot(int table, int feature) const {
+    for (const auto& [f, first] : tables[table].feature_slots) {
+      if (f == feature) return first;
+    }
+    return 0;
+  }
 };
 
 }  // namespace pstrain

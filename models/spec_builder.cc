@@ -13,6 +13,7 @@
 #include "models/batch_norm.h"
 #include "models/conv2d.h"
 #include "models/dense.h"
+#include "models/din_attention.h"
 #include "models/dot_interaction.h"
 #include "models/dropout.h"
 #include "models/embedding.h"
@@ -108,6 +109,7 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
                                          : Combiner::kMean;
     o.initializer = SpecTableInitializer(l.embeddings_initializer);
     o.max_length = l.max_length;
+    o.table = l.table;
     o.positions = l.positions == "from_start" ? Positions::kFromStart
                   : l.positions == "from_end" ? Positions::kFromEnd
                                               : Positions::kNone;
@@ -121,6 +123,16 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     o.causal = l.causal;
     o.kernel_initializer = SpecInitializer(l.kernel_initializer);
     layers->push_back(std::make_unique<MultiHeadAttention>(l.name, o));
+  } else if (l.type == "din_attention") {
+    DinAttentionOptions o;
+    o.units = l.units;
+    o.fused = fused;
+    o.has_activation = l.activation != "none" && l.activation != "relu";
+    o.activation = l.activation == "tanh"   ? ActivationKind::kTanh
+                   : l.activation == "gelu" ? ActivationKind::kGelu
+                                            : ActivationKind::kSigmoid;
+    o.kernel_initializer = SpecInitializer(l.kernel_initializer);
+    layers->push_back(std::make_unique<DinAttention>(l.name, o));
   } else if (l.type == "sequence_pool") {
     const SequencePoolMode mode = l.mode == "max"    ? SequencePoolMode::kMax
                                   : l.mode == "sum"  ? SequencePoolMode::kSum

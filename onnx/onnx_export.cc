@@ -243,7 +243,8 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         "build it from a spec (models/registry.h BuildModelFromSpecText or BuildModel)"));
   }
   for (const LayerSpec& l : model.spec()->layers) {
-    if (l.max_length > 0 || l.type == "multi_head_attention" || l.type == "sequence_pool") {
+    if (l.max_length > 0 || l.type == "multi_head_attention" || l.type == "sequence_pool" ||
+        l.type == "din_attention") {
       return absl::UnimplementedError(absl::StrCat(
           "ONNX export of ", model.name(), ": layer ", l.name, " (", l.type, ", line ", l.line,
           ") is over a sequence, which this ONNX export does not write yet; "
@@ -251,6 +252,12 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
     }
   }
   for (const SparseTableInfo& t : model.sparse_tables()) {
+    if (!t.shared_features.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("ONNX export of ", model.name(), ": table ", t.name,
+                       " is shared by several features, which this ONNX export does not write "
+                       "yet; pstrain-predict and pstrain-serve answer with the export"));
+    }
     if (t.buckets == 0) {
       return absl::UnimplementedError(absl::StrCat(
           "ONNX export of ", model.name(), ": table ", t.name,
