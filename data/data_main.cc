@@ -34,6 +34,7 @@
 #include "data/load.h"
 #include "data/record_stream.h"
 #include "data/synthetic_ctr.h"
+#include "data/synthetic_seq.h"
 #include "data/tfrecord_dataset.h"
 
 namespace {
@@ -70,6 +71,14 @@ int Usage() {
                "         default for ever), from a planted model in which a fraction D of\n"
                "         the ids draw new weights at each file; prints each file's planted\n"
                "         AUC and that of the first file's model on it\n"
+               "       pstrain-data synthetic-seq --out DIR --examples N [--test_examples M]\n"
+               "           [--seed S] [--items V] [--categories C] [--max_history L]\n"
+               "           [--item_stddev X]\n"
+               "         user histories and candidates (data/synthetic_seq.h) whose click\n"
+               "         depends on the candidate's category matching the last items:\n"
+               "         DIR/train.tfrecords, DIR/test.tfrecords of tf.train.Example\n"
+               "         (label, hist, hist_cat, cand, cand_cat), and the planted model's\n"
+               "         AUC and log loss on the test examples\n"
                "       pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N]\n"
                "           [--num_dense N] [--sparse a,b,...]\n"
                "         streams the files once as a training replica does (TFRecord\n"
@@ -186,6 +195,61 @@ int WriteSyntheticStream(pstrain::Env* env, pstrain::SyntheticCtr generator, con
     std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::nanoseconds>(
                                               std::chrono::duration<double>(every * (k + 1))));
   }
+  return 0;
+}
+
+// pstrain-data synthetic-seq: train.tfrecords and test.tfrecords of user
+// histories (data/synthetic_seq.h) in DIR, and the planted model's AUC.
+int WriteSyntheticSeq(pstrain::Env* env, int argc, char** argv) {
+  std::string out;
+  int64_t examples = -1, test_examples = 100000;
+  pstrain::SyntheticSeqConfig config;
+  for (int i = 2; i < argc; i += 2) {
+    if (i + 1 >= argc) return Usage();
+    const std::string flag = argv[i], value = argv[i + 1];
+    bool ok = true;
+    if (flag == "--out") {
+      out = value;
+    } else if (flag == "--examples") {
+      ok = absl::SimpleAtoi(value, &examples) && examples >= 1;
+    } else if (flag == "--test_examples") {
+      ok = absl::SimpleAtoi(value, &test_examples) && test_examples >= 2;
+    } else if (flag == "--seed") {
+      ok = absl::SimpleAtoi(value, &config.seed);
+    } else if (flag == "--items") {
+      ok = absl::SimpleAtoi(value, &config.items);
+    } else if (flag == "--categories") {
+      ok = absl::SimpleAtoi(value, &config.categories);
+    } else if (flag == "--max_history") {
+      ok = absl::SimpleAtoi(value, &config.max_history);
+    } else if (flag == "--item_stddev") {
+      ok = absl::SimpleAtod(value, &config.item_stddev);
+    } else {
+      ok = false;
+    }
+    if (!ok) return Usage();
+  }
+  if (out.empty() || examples < 1) return Usage();
+  absl::StatusOr<pstrain::SyntheticSeq> generator = pstrain::SyntheticSeq::Create(config);
+  if (!generator.ok()) return Fail(generator.status());
+  if (absl::Status s = env->CreateDirs(out); !s.ok()) return Fail(s);
+  const std::vector<pstrain::SeqExample> train =
+      generator->Generate(examples, pstrain::kSyntheticTrainStream);
+  if (absl::Status s = generator->WriteTfRecords(env, out + "/train.tfrecords", train); !s.ok()) {
+    return Fail(s);
+  }
+  const std::vector<pstrain::SeqExample> test =
+      generator->Generate(test_examples, pstrain::kSyntheticTestStream);
+  if (absl::Status s = generator->WriteTfRecords(env, out + "/test.tfrecords", test); !s.ok()) {
+    return Fail(s);
+  }
+  absl::StatusOr<pstrain::SeqQuality> q = pstrain::SyntheticSeq::Evaluate(test);
+  if (!q.ok()) return Fail(q.status());
+  std::printf(
+      "wrote %lld training and %lld test examples to %s/{train,test}.tfrecords\n"
+      "planted model on the test examples: auc = %.4f, log loss = %.4f, click rate = %.4f\n",
+      static_cast<long long>(examples), static_cast<long long>(test_examples), out.c_str(), q->auc,
+      q->log_loss, q->base_rate);
   return 0;
 }
 
@@ -502,5 +566,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "read") == 0) return Read(env, argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "synthetic-ctr") == 0)
     return WriteSyntheticCtr(env, argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "synthetic-seq") == 0)
+    return WriteSyntheticSeq(env, argc, argv);
   return Usage();
 }

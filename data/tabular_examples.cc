@@ -1,6 +1,7 @@
 #include "data/tabular_examples.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -60,6 +61,10 @@ std::string FeaturesItHas(const tf::Features& features) {
 }  // namespace
 
 absl::Status CheckTabularFeatures(const TabularFeatures& features) {
+  if (features.num_classes < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tabular examples of ", features.num_classes, " classes; 2 or more"));
+  }
   if (features.num_dense < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("tabular examples with ", features.num_dense, " dense features"));
@@ -150,8 +155,10 @@ absl::Status TabularExampleParser::Append(const tf::Features& f, const std::stri
 
 absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std::string& where) {
   const std::string& name = features_.label;
-  const std::string what = absl::StrCat("label feature \"", name,
-                                        "\" (an int64_list or float_list of one value, 0 or 1)");
+  const int classes = features_.num_classes;
+  const std::string what =
+      absl::StrCat("label feature \"", name, "\" (an int64_list or float_list of one value, ",
+                   classes == 2 ? "0 or 1)" : absl::StrCat("a class in [0, ", classes, "))"));
   auto it = f.feature().find(name);
   if (it == f.feature().end()) {
     return absl::InvalidArgumentError(
@@ -169,11 +176,16 @@ absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std:
                                                    " of ", ValueCount(feature),
                                                    " values; write the ", what));
   }
-  if (*value != 0 && *value != 1) {
+  if (classes == 2 && *value != 0 && *value != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": label \"", name, "\" is ", *value, "; a binary label is 0 or 1"));
   }
-  data_.labels.push_back(*value == 1 ? 1 : 0);
+  if (!(*value >= 0 && *value < classes && *value == std::floor(*value))) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": label \"", name, "\" is ", *value,
+                                                   "; the model's ", classes, " classes are 0 to ",
+                                                   classes - 1));
+  }
+  data_.labels.push_back(static_cast<int32_t>(*value));
   return absl::OkStatus();
 }
 

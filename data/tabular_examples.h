@@ -26,7 +26,8 @@
 //     w.write(example(1, [0.5, 2.0], [17], ["good", "day"]).SerializeToString())
 //
 // The rules, feature by feature:
-//  - label: an int64_list (or float_list) of one value, 0 or 1.
+//  - label: an int64_list (or float_list) of one value, 0 or 1 (or for a
+//    model of more classes, a whole number in [0, num_classes)).
 //  - dense: one float_list (or int64_list, converted to float) of exactly
 //    num_dense values, in the order the model's input takes them. Not read
 //    when num_dense is 0.
@@ -67,6 +68,9 @@ struct TabularFeatures {
   int64_t num_dense = 0;
   // The sparse features, in the order of Dataset::sparse.
   std::vector<std::string> sparse;
+  // The label's classes: 2 for a click (0 or 1), more for a classifier of
+  // tabular or token input (a whole number in [0, num_classes)).
+  int num_classes = 2;
 };
 
 // InvalidArgument for `features` that repeat a name or have an empty one, or

@@ -242,6 +242,29 @@ TEST_F(TabularExamplesTest, LabelMustBeOneValueZeroOrOne) {
   EXPECT_THAT(d.status().message(), HasSubstr("\"label\" is an int64_list of 2 values"));
 }
 
+TEST_F(TabularExamplesTest, AClassifierOfMoreClassesTakesEachClass) {
+  TabularFeatures classes = Features();
+  classes.num_classes = 4;
+  absl::StatusOr<Dataset> d =
+      Read({MakeExample({{"label", Ints({3})}, {"dense", Floats({1, 2})}}),
+            MakeExample({{"label", Ints({0})}, {"dense", Floats({1, 2})}}),
+            MakeExample({{"label", Floats({2})}, {"dense", Floats({1, 2})}})},
+           classes);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->labels, (std::vector<int32_t>{3, 0, 2}));
+  for (const tf::Example& bad :
+       {MakeExample({{"label", Ints({4})}, {"dense", Floats({1, 2})}}),
+        MakeExample({{"label", Ints({-1})}, {"dense", Floats({1, 2})}}),
+        MakeExample({{"label", Floats({1.5f})}, {"dense", Floats({1, 2})}})}) {
+    d = Read({bad}, classes);
+    ASSERT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+    EXPECT_THAT(d.status().message(), HasSubstr("; the model's 4 classes are 0 to 3"));
+  }
+  classes.num_classes = 1;
+  EXPECT_FALSE(
+      Read({MakeExample({{"label", Ints({0})}, {"dense", Floats({1, 2})}})}, classes).ok());
+}
+
 TEST_F(TabularExamplesTest, SparseKindThatChangesBetweenExamplesIsAnError) {
   absl::StatusOr<Dataset> d = Read({
       MakeExample({{"label", Ints({1})}, {"dense", Floats({1, 2})}, {"user", Ints({1})}}),

@@ -49,6 +49,7 @@ inline TabularFeatures TabularFeaturesOf(const Model& model) {
   TabularFeatures features;
   features.num_dense = model.input_shape().empty() ? 0 : model.input_shape()[0];
   features.sparse = model.sparse_features();
+  features.num_classes = model.num_classes();
   return features;
 }
 
