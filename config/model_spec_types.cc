@@ -314,9 +314,10 @@ KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*fie
 
 // A name written only when given: an earlier layer's (multi_head_attention's
 // query) or a shared table's (embedding's table).
-KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts) {
+KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts,
+                     std::string default_text = "none") {
   KeySpec key = Key(
-      std::move(name), "none", std::move(accepts),
+      std::move(name), std::move(default_text), std::move(accepts),
       [field](const std::string& text, LayerSpec* layer) -> std::string {
         if (!ValidName(text)) {
           return "is a name: letters, digits, _ - . and / (not leading, trailing or doubled), "
@@ -533,8 +534,7 @@ const std::vector<TypeSpec>& Types() {
          "- c, h * c] (4d -> units -> 1) and the history summed with those weights: [d]; "
          "variables hidden/kernel, hidden/bias, score/kernel, score/bias",
          {LayerNameKey("query", &LayerSpec::query,
-                       "the name of an earlier layer whose output [d] is the candidate "
-                       "(required)"),
+                       "the name of an earlier layer whose output [d] is the candidate", ""),
           IntKey("units", &LayerSpec::units, 1, kMaxSize, "36",
                  "a whole number >= 1: the unit's hidden layer"),
           ChoiceKey("activation", &LayerSpec::activation,

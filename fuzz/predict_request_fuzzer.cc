@@ -2,15 +2,60 @@
 // message; whatever the fast reader (simdjson) takes, the general reader
 // (nlohmann-json and ParseInstance) takes too, with the same instances. A
 // click model's reader (serving/click_request.h) reads or refuses it too, and
-// what it reads has one dense row and one offset per instance in every column.
+// what it reads has one dense row and one offset per instance in every column;
+// a sequence model (tokens as a sequence of 4, attention, pooling) answers
+// it with finite logits whatever the lists' lengths.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "models/registry.h"
 #include "serving/click_request.h"
 #include "serving/request_reader.h"
+
+namespace {
+
+constexpr char kSequenceModel[] =
+    "input: [2]\nhead: binary\nlayers:\n"
+    "  - embedding: {feature: tokens, dim: 4, dynamic: true, sequence: {max_length: 4, "
+    "positions: from_end}, name: tokens}\n"
+    "  - multi_head_attention: {heads: 2, key_dim: 2}\n"
+    "  - sequence_pool: {mode: max, name: pooled}\n"
+    "  - embedding: {feature: user, dim: 4, dynamic: true, name: user}\n"
+    "  - din_attention: {input: tokens, query: user, units: 3, name: din}\n"
+    "  - concat: {input: input, inputs: [pooled, user, din]}\n"
+    "  - dense: {units: 1}\n";
+
+// The sequence model's forward pass on `clicks`; aborts on a logit that is
+// not finite.
+void RunSequenceModel(const pstrain::ClickRequest& clicks) {
+  static pstrain::Model* model = [] {
+    auto built = pstrain::BuildModelFromSpecText(kSequenceModel, "fuzz");
+    if (!built.ok()) std::abort();
+    return built->release();
+  }();
+  static std::vector<float> params = [] {
+    std::vector<float> p(model->num_params());
+    model->InitializeVariables(1, p.data(), nullptr);
+    return p;
+  }();
+  if (clicks.n == 0) return;
+  pstrain::SparseStep step;
+  if (!model->PrepareSparse(clicks.sparse, clicks.n, &step).ok()) return;  // refused with a message
+  for (size_t t = 0; t < step.tables.size(); ++t) {
+    step.tables[t].rows.assign(step.tables[t].ids.size() * model->sparse_tables()[t].dim, 0.25f);
+  }
+  const pstrain::Tensor& logits =
+      model->Infer(params.data(), nullptr, clicks.dense.data(), clicks.n, &step);
+  for (int64_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) std::abort();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
@@ -39,6 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::abort();
       }
     }
+    RunSequenceModel(clicks);
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "models/gemm.h"
 #include "models/parallel.h"
@@ -155,15 +156,11 @@ void MultiHeadAttention::ForwardInputs(const std::vector<const Tensor*>& in, Ten
         float* row = s + i * k_len_;
         const int64_t n = KeysOf(key_lengths_.data(), b, i);
         if (n > 0) {
-          float most = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < n; ++j) most = std::max(most, row[j] * scale);
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) {
-            row[j] = std::exp(row[j] * scale - most);
-            sum += row[j];
-          }
-          const float inv = 1.0f / sum;
-          for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+          // Eigen's exp is vectorized (the scalar one would take most of the pass).
+          Eigen::Map<Eigen::ArrayXf> r(row, n);
+          r *= scale;
+          r = (r - r.maxCoeff()).exp();
+          r *= 1.0f / r.sum();
         }
         std::fill(row + n, row + k_len_, 0.0f);
       }
@@ -230,12 +227,10 @@ void MultiHeadAttention::BackwardInputs(const std::vector<const Tensor*>& in, co
         float* row = ds.data() + i * k_len_;
         const float* pr = p + i * k_len_;
         const float* pdr = pd + i * k_len_;
-        float t = 0.0f;
-        for (int64_t j = 0; j < k_len_; ++j) {
-          row[j] *= pdr[j];
-          t += row[j];
-        }
-        for (int64_t j = 0; j < k_len_; ++j) row[j] = (row[j] - pr[j] * t) * scale;
+        Eigen::Map<Eigen::ArrayXf> r(row, k_len_);
+        r *= Eigen::Map<const Eigen::ArrayXf>(pdr, k_len_);
+        const float t = r.sum();
+        r = (r - Eigen::Map<const Eigen::ArrayXf>(pr, k_len_) * t) * scale;
       }
       Gemm(false, false, q_len_, kd, k_len_, ds.data(), k_len_,
            k_.data() + b * k_len_ * qk() + h * kd, qk(), false,
