@@ -7,7 +7,10 @@
 # (> 1: pstrain is faster).
 #
 #   tests/bench/compare_attention.sh [rounds=5] [threads=2]
-# Needs a Release build in build/ and python3-torch.
+# Needs a Release build in build/ and `deploy/install-deps.sh --bench`: Debian's
+# python3-torch calls the system BLAS (libblas.so.3) for its matrix products,
+# and only with OpenBLAS there (libopenblas0-pthread) is that PyTorch's best:
+# the reference BLAS makes it 6x slower here.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -16,6 +19,11 @@ threads="${2:-2}"
 bench="$root/build/bin/pstrain-attention-bench"
 [[ -x "$bench" ]] || { echo "build first: $bench is missing" >&2; exit 2; }
 export GLIBC_TUNABLES="glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296"
+
+if ! readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 | grep -q openblas; then
+  echo "warning: libblas.so.3 is not OpenBLAS: PyTorch's products run on the reference BLAS" \
+       "(deploy/install-deps.sh --bench installs libopenblas0-pthread)" >&2
+fi
 
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 field() { awk -F': ' -v k="$1" '$1 == k {print $2}'; }
@@ -26,7 +34,7 @@ for length in 50 200; do
   for ((i = 1; i <= rounds; i++)); do
     out="$("$bench" "${args[@]}")"
     of+=("$(field "forward ms" <<<"$out")") ob+=("$(field "forward+backward ms" <<<"$out")")
-    out="$(OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$root/tests/bench/attention_torch.py" \
+    out="$(OPENBLAS_NUM_THREADS="$threads" /usr/bin/python3 "$root/tests/bench/attention_torch.py" \
            --length "$length" --dim 64 --heads 4 --batch 256 --threads "$threads")"
     tf+=("$(field "forward ms" <<<"$out")") tb+=("$(field "forward+backward ms" <<<"$out")")
     echo "L=$length round $i: pstrain forward ${of[-1]} ms, forward+backward ${ob[-1]} ms |" \
