@@ -48,6 +48,13 @@ absl::Status CheckTables(const Source& source, const std::vector<LayerSpec>& lay
   for (const LayerSpec& l : layers) {
     if (l.type != "embedding" && l.type != "linear") continue;
     if (!l.table.empty()) {
+      if (l.table.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source.name, ": layer ", l.name, " (", l.type, ", line ", l.line,
+                         ") shares table ", l.table,
+                         ", but a shared table's name has no / (a layer's own tables are named "
+                         "<layer>/...)"));
+      }
       auto [first, added] = shared.emplace(l.table, &l);
       const LayerSpec& f = *first->second;
       if (!added && (f.dim != l.dim || f.buckets != l.buckets || f.dynamic != l.dynamic ||

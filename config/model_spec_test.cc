@@ -639,6 +639,16 @@ TEST(ModelSpecTest, SequenceLayersReadWriteBackAndAreRefusedNamingWhatAndWhere) 
   absl::StatusOr<ModelSpec> again = ParseModelSpec(written, "again.yaml");
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << written;
   EXPECT_TRUE(SameModelSpec(*spec, *again));
+  // none, the default written out, is no table and no query.
+  absl::StatusOr<ModelSpec> none = ParseModelSpec(
+      "input: [0]\nhead: binary\nlayers:\n"
+      "  - embedding: {feature: h, dim: 8, dynamic: true, table: none, sequence: {max_length: 3}}\n"
+      "  - multi_head_attention: {heads: 1, key_dim: 2, query: none}\n"
+      "  - sequence_pool\n  - dense: {units: 1}\n",
+      "none.yaml");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->layers[0].table, "");
+  EXPECT_EQ(none->layers[1].query, "");
 
   const std::string head = "input: [0]\nhead: binary\nlayers:\n";
   struct Case {
@@ -663,6 +673,8 @@ TEST(ModelSpecTest, SequenceLayersReadWriteBackAndAreRefusedNamingWhatAndWhere) 
       {head + "  - multi_head_attention: {heads: 2, key_dim: 4, query: nowhere}\n",
        {"takes nowhere, which is no layer's name"}},
       {head + "  - sequence_pool: {mode: median}\n", {"mode is one of mean, max, sum, last"}},
+      {head + "  - embedding: {feature: h, dim: 8, dynamic: true, table: a/b}\n",
+       {"shares table a/b, but a shared table's name has no /"}},
   };
   for (const Case& c : cases) {
     const std::string message = Error(c.yaml);

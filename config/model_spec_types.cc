@@ -319,6 +319,10 @@ KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::strin
   KeySpec key = Key(
       std::move(name), std::move(default_text), std::move(accepts),
       [field](const std::string& text, LayerSpec* layer) -> std::string {
+        if (text == "none") {  // the default, written out
+          (layer->*field).clear();
+          return "";
+        }
         if (!ValidName(text)) {
           return "is a name: letters, digits, _ - . and / (not leading, trailing or doubled), "
                  "at most 128";
@@ -493,7 +497,7 @@ const std::vector<TypeSpec>& Types() {
                          "when first touched"),
           SequenceKey(),
           LayerNameKey("table", &LayerSpec::table,
-                       "a table's name (letters, digits, _ - . and /): the table it reads, "
+                       "a table's name (letters, digits, _ - and .): the table it reads, "
                        "shared with every embedding that names it (each with the same dim, "
                        "buckets or dynamic, and initializer): a history and a candidate looking "
                        "up the same items; none: its own, <name>/embeddings")}},

@@ -30,13 +30,13 @@ void AddInts(tf::Features* features, const std::string& name, const std::vector<
 
 absl::StatusOr<SyntheticSeq> SyntheticSeq::Create(const SyntheticSeqConfig& config) {
   const auto in = [](double v, double lo, double hi) { return v >= lo && v <= hi; };
-  if (config.items < 1 || config.items > (int64_t{1} << 32) || config.categories < 2 ||
+  if (config.items < 1 || config.items > 10000000 || config.categories < 2 ||
       config.categories > 100000 || config.max_history < 1 || config.max_history > 100000 ||
       !in(config.interest, 0, 1) || !in(config.decay, 0, 1) || !std::isfinite(config.weight) ||
       !(config.item_stddev >= 0 && std::isfinite(config.item_stddev)) ||
       !std::isfinite(config.bias)) {
     return absl::InvalidArgumentError(
-        "synthetic-seq: items in [1, 2^32], categories in [2, 100000], max_history in [1, "
+        "synthetic-seq: items in [1, 10000000], categories in [2, 100000], max_history in [1, "
         "100000], interest and decay in [0, 1], finite weights");
   }
   std::vector<std::vector<int64_t>> by_category(config.categories);

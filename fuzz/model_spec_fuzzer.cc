@@ -63,7 +63,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr int kBatch = 2;
   std::vector<float> images(kBatch * example, 0.5f);
   std::vector<int32_t> labels = {0, 1};
-  // Sparse layers read rows: two examples with ids {1, 2} and {2}.
+  // Sparse layers read rows: two examples, with no value (an empty
+  // sequence) and with ids {1, 2, 2}.
   pstrain::SparseStep sparse;
   if (m.has_sparse()) {
     pstrain::SparseBatch batch;
@@ -72,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       column.name = name;
       column.kind = pstrain::SparseValueKind::kTokens;  // valid for any buckets
       column.values = {1, 2, 2};
-      column.offsets = {0, 2, 3};
+      column.offsets = {0, 0, 3};
       batch.features.push_back(std::move(column));
     }
     if (!m.PrepareSparse(batch, kBatch, &sparse).ok()) std::abort();

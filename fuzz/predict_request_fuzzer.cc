@@ -29,9 +29,9 @@ constexpr char kSequenceModel[] =
     "  - concat: {input: input, inputs: [pooled, user, din]}\n"
     "  - dense: {units: 1}\n";
 
-// The sequence model's forward pass on `clicks`; aborts on a logit that is
-// not finite.
-void RunSequenceModel(const pstrain::ClickRequest& clicks) {
+// The sequence model's forward pass on `body`'s instances (read for the
+// model's own features, in its order); aborts on a logit that is not finite.
+void RunSequenceModel(std::string_view body) {
   static pstrain::Model* model = [] {
     auto built = pstrain::BuildModelFromSpecText(kSequenceModel, "fuzz");
     if (!built.ok()) std::abort();
@@ -42,9 +42,16 @@ void RunSequenceModel(const pstrain::ClickRequest& clicks) {
     model->InitializeVariables(1, p.data(), nullptr);
     return p;
   }();
-  if (clicks.n == 0) return;
+  pstrain::ClickInputs inputs;
+  inputs.num_dense = 2;
+  inputs.features = model->sparse_features();
+  pstrain::ClickRequest clicks;
+  if (!pstrain::ReadClickRequest(body, inputs, 8, &clicks).ok() || clicks.n == 0) return;
   pstrain::SparseStep step;
-  if (!model->PrepareSparse(clicks.sparse, clicks.n, &step).ok()) return;  // refused with a message
+  if (absl::Status s = model->PrepareSparse(clicks.sparse, clicks.n, &step); !s.ok()) {
+    if (s.message().empty()) std::abort();
+    return;  // a negative id, refused with a message
+  }
   for (size_t t = 0; t < step.tables.size(); ++t) {
     step.tables[t].rows.assign(step.tables[t].ids.size() * model->sparse_tables()[t].dim, 0.25f);
   }
@@ -84,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::abort();
       }
     }
-    RunSequenceModel(clicks);
   }
+  RunSequenceModel(body);
   return 0;
 }

@@ -31,7 +31,7 @@ struct MultiHeadAttentionOptions {
 // key_dim], "value/kernel" [dk, heads x value_dim], "output/kernel" [heads x
 // value_dim, dq], each with its bias. Keys past a sequence's length (its
 // mask) and, when causal, after the query's position get no weight; a query
-// with no key to attend to gives zeros (bo).
+// with no key to attend to gets no value: its output is the output bias bo.
 class MultiHeadAttention : public MultiInputLayer {
  public:
   MultiHeadAttention(std::string name, const MultiHeadAttentionOptions& options);

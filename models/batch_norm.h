@@ -21,6 +21,7 @@ class BatchNorm : public Layer {
   BatchNorm(std::string name, float epsilon, bool relu = false)
       : Layer(std::move(name)), epsilon_(epsilon), relu_(relu) {}
 
+  bool MixesPositions() const override { return true; }
   absl::StatusOr<Shape> Build(const Shape& input) override;
   std::vector<VariableSpec> Variables() const override;
   void Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) override;

@@ -29,7 +29,7 @@ absl::StatusOr<Shape> Dense::Build(const Shape& input) {
     return absl::InvalidArgumentError(absl::StrCat(name(), ": units must be positive"));
   }
   in_features_ = input.back();
-  rows_ = NumElements(input) / std::max<int64_t>(in_features_, 1);
+  rows_ = input.size() == 2 ? input[0] : 1;  // a sequence's positions
   Shape out = input;
   out.back() = options_.units;
   return out;

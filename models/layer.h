@@ -136,6 +136,10 @@ class Layer {
   virtual bool MakesMask() const { return false; }
   virtual const std::vector<int32_t>* MadeLengths() const { return nullptr; }
   virtual int MaskFrom(const std::vector<Shape>& inputs, const Shape& output) const;
+  // True for a layer whose output at one position depends on other
+  // positions' values through statistics over the batch (batch_norm): the
+  // model refuses to give it a sequence with padding.
+  virtual bool MixesPositions() const { return false; }
 
   // Where each variable of Variables() lives: an offset into the params vector
   // for trainable ones, into the state vector for the others.
@@ -185,7 +189,8 @@ class MergeLayer : public Layer {
 
 // A layer of one input or more (up to MaxInputs()) that reads the pass's
 // arguments (variables, masks): attention whose query is another layer's
-// output. With one input it serves as any other layer.
+// output. Built for one input (where BuildInputs takes one), it serves as
+// any other layer.
 class MultiInputLayer : public Layer {
  public:
   using Layer::Layer;

@@ -114,6 +114,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       return absl::InvalidArgumentError(
           absl::StrCat("model ", model->name_, ": ", out.status().message()));
     }
+    for (int a : in) {
+      if (act_mask[a] >= 0 && layer->MixesPositions()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "model ", model->name_, ": layer ", layer->name(),
+            " takes statistics over every position of the batch, padding included, so it "
+            "cannot take the padded sequence of ",
+            layers[act_mask[a]]->name(), "; use layer_norm"));
+      }
+    }
     // The output's mask: its own, one of an input's, or none. Inputs that
     // go into a sequence with a mask have that mask or none.
     int mask = -1;

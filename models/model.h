@@ -68,8 +68,9 @@ class Model {
   // A graph of layers: inputs[i] lists the activations layer i takes, 0 for
   // the model's input and j + 1 for the output of layer j < i (so the order
   // of `layers` is an order of evaluation). A MergeLayer takes two or more,
-  // any other layer one. Every layer's output but the last must be taken by a
-  // later layer. InvalidArgument, naming the layer, for anything else.
+  // a MultiInputLayer 1 to its MaxInputs(), any other layer one. Every
+  // layer's output but the last must be taken by a later layer.
+  // InvalidArgument, naming the layer, for anything else.
   // With Head::kBinary the last layer's output must be [1] and
   // num_classes 2. Sparse layers' tables (Layer::SparseTables) become the
   // model's sparse_tables(), in layer order, and the features they read

@@ -39,6 +39,24 @@ TEST(SequenceDenseTest, ActsOnEachPositionAndMatchesNumericGradients) {
   EXPECT_FALSE(dense.Build({2, 5, 4}).ok());  // images: flatten first
 }
 
+TEST(SequenceDenseTest, OnAnEmptyInputItGivesItsBias) {
+  DenseOptions o;
+  o.units = 2;
+  Dense dense("dense", o);
+  ASSERT_EQ(dense.Build({0}).value(), (Shape{2}));
+  const std::vector<float> params = {0.5f, -1.5f};  // a [0, 2] kernel, then the bias
+  dense.BindOffsets({0, 0});
+  Tensor in({3, 0}), out;
+  ForwardArgs args;
+  args.params = params.data();
+  dense.Forward(in, &out, args);
+  ASSERT_EQ(out.shape(), (Shape{3, 2}));
+  for (int64_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(out[b * 2], 0.5f);
+    EXPECT_EQ(out[b * 2 + 1], -1.5f);
+  }
+}
+
 TEST(SequenceDenseTest, APositionGivesWhatThatRowAloneGives) {
   DenseOptions o;
   o.units = 2;
@@ -461,6 +479,20 @@ TEST(SequenceModelTest, DinGradientsMatchNumeric) {
   auto model = BuildModelFromSpecText(kDinSpec, "din");
   ASSERT_TRUE(model.ok()) << model.status();
   CheckSequenceModelGradients(model->get());
+}
+
+TEST(SequenceModelTest, BatchNormCannotTakeAPaddedSequence) {
+  const std::string spec =
+      "input: [0]\nhead: binary\nlayers:\n"
+      "  - embedding: {feature: a, dim: 4, dynamic: true, sequence: {max_length: 5}, name: a}\n"
+      "  - batch_norm\n"
+      "  - sequence_pool\n"
+      "  - dense: {units: 1}\n";
+  auto model = BuildModelFromSpecText(spec, "bn");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("cannot take the padded sequence of a; use layer_norm"),
+            std::string::npos)
+      << model.status();
 }
 
 TEST(SequenceModelTest, SequencesOfDifferentMasksDoNotMix) {

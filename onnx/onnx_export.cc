@@ -243,6 +243,13 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         "build it from a spec (models/registry.h BuildModelFromSpecText or BuildModel)"));
   }
   for (const LayerSpec& l : model.spec()->layers) {
+    if (!l.table.empty()) {
+      return absl::UnimplementedError(
+          absl::StrCat("ONNX export of ", model.name(), ": layer ", l.name, " (", l.type, ", line ",
+                       l.line, ") reads the shared table ", l.table,
+                       ", which this ONNX export does not write yet; pstrain-predict and "
+                       "pstrain-serve answer with the export"));
+    }
     if (l.max_length > 0 || l.type == "multi_head_attention" || l.type == "sequence_pool" ||
         l.type == "din_attention") {
       return absl::UnimplementedError(absl::StrCat(

@@ -239,7 +239,9 @@ INSTANTIATE_TEST_SUITE_P(Models, OnnxRuntimeAgreementTest, testing::ValuesIn(Mod
                          });
 
 // The tabular models: every click model of examples/models (input [n]) and
-// tests/onnx/tabular_*.yaml.
+// tests/onnx/tabular_*.yaml, but sequence models (din, bst,
+// text_transformer), which the export does not write yet (issue 42:
+// ModelToOnnx says Unimplemented, onnx_export_test checks it).
 std::vector<std::string> TabularModels() {
   std::vector<std::string> models;
   std::error_code error;
@@ -249,7 +251,13 @@ std::vector<std::string> TabularModels() {
       absl::StatusOr<std::string> text = Env::Default()->ReadFile(entry.path().string());
       if (!text.ok()) continue;
       absl::StatusOr<ModelSpec> spec = ParseModelSpec(*text, entry.path().string());
-      if (spec.ok() && spec->input.size() == 1) models.push_back(entry.path().string());
+      if (!spec.ok() || spec->input.size() != 1) continue;
+      const bool sequence =
+          std::any_of(spec->layers.begin(), spec->layers.end(), [](const LayerSpec& l) {
+            return l.max_length > 0 || !l.table.empty() || l.type == "multi_head_attention" ||
+                   l.type == "din_attention" || l.type == "sequence_pool";
+          });
+      if (!sequence) models.push_back(entry.path().string());
     }
     // A directory that cannot be read is a case that fails, not no case.
     if (error) models.push_back(absl::StrCat(kSource, dir, " (unreadable: ", error.message(), ")"));
