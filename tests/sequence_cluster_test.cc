@@ -54,6 +54,23 @@ class SequenceClusterTest : public testing_util::ClusterTestBase {
  protected:
   SequenceClusterTest() : ClusterTestBase("sequence_cluster") {}
 
+  // pstrain-predict's predictions (a JSON array; empty after a failure,
+  // which is the test's) for `instances`, one JSON object a line, from the
+  // export of the job in `job_dir`.
+  nlohmann::json Predict(const std::string& job_dir, const std::string& instances) {
+    const std::string file = dir_ + "/instances.json";
+    EXPECT_TRUE(Env::Default()->WriteFileAtomic(file, instances).ok());
+    ProcessResult r = RunProcess({kBin + "/pstrain-predict", "--model_dir=" + job_dir,
+                                  "--json_instances=" + file, "--format=json"},
+                                 120);
+    EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 2000);
+    // The JSON is the last line (glog writes to stderr before it).
+    const size_t at = r.output.rfind("{\"predictions\"");
+    EXPECT_NE(at, std::string::npos) << r.output.substr(0, 2000);
+    if (r.exit_code != 0 || at == std::string::npos) return nlohmann::json::array();
+    return nlohmann::json::parse(r.output.substr(at))["predictions"];
+  }
+
   ProcessResult Train(const std::string& config, const std::string& spec, const std::string& data,
                       const std::string& job, int steps, const std::string& learning_rate) {
     return RunProcess(
@@ -121,16 +138,7 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
     absl::StrAppend(&instances, instance.dump(), "\n");
     labels.push_back(static_cast<float>(test[i].label));
   }
-  ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/instances.json", instances).ok());
-  ProcessResult predict =
-      RunProcess({kBin + "/pstrain-predict", "--model_dir=" + dir_ + "/job_DIN",
-                  "--json_instances=" + dir_ + "/instances.json", "--format=json"},
-                 120);
-  ASSERT_EQ(predict.exit_code, 0) << predict.output.substr(0, 2000);
-  const size_t json_at = predict.output.rfind("{\"predictions\"");
-  ASSERT_NE(json_at, std::string::npos) << predict.output.substr(0, 2000);
-  const nlohmann::json predictions =
-      nlohmann::json::parse(predict.output.substr(json_at))["predictions"];
+  const nlohmann::json predictions = Predict(dir_ + "/job_DIN", instances);
   ASSERT_EQ(predictions.size(), labels.size());
   std::vector<double> scores;
   for (const nlohmann::json& p : predictions) scores.push_back(p["logistic"][0].get<double>());
@@ -206,16 +214,7 @@ TEST_F(SequenceClusterTest, TheTextTransformerLearnsWhichMarkerCameLast) {
     instance["tokens"] = test[i].tokens;
     absl::StrAppend(&instances, instance.dump(), "\n");
   }
-  ASSERT_TRUE(Env::Default()->WriteFileAtomic(dir_ + "/instances.json", instances).ok());
-  ProcessResult predict =
-      RunProcess({kBin + "/pstrain-predict", "--model_dir=" + dir_ + "/job",
-                  "--json_instances=" + dir_ + "/instances.json", "--format=json"},
-                 120);
-  ASSERT_EQ(predict.exit_code, 0) << predict.output.substr(0, 2000);
-  const size_t json_at = predict.output.rfind("{\"predictions\"");
-  ASSERT_NE(json_at, std::string::npos) << predict.output.substr(0, 2000);
-  const nlohmann::json predictions =
-      nlohmann::json::parse(predict.output.substr(json_at))["predictions"];
+  const nlohmann::json predictions = Predict(dir_ + "/job", instances);
   ASSERT_EQ(predictions.size(), 500u);
   int right = 0;
   for (size_t i = 0; i < 500; ++i) right += predictions[i]["classes"].get<int>() == test[i].label;
