@@ -440,7 +440,10 @@ absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_di
     if (!next.ok()) {
       return DataLoss(JoinPath(version_dir, kManifest),
                       absl::StrCat("a delta of version ", e.delta_of, ", read from version ", v,
-                                   ", which cannot be read: ", next.status().message()));
+                                   ", which cannot be read: ", next.status().message(),
+                                   "; a delta is read through every version back to its full "
+                                   "one: restore the missing version, or serve a full one "
+                                   "(pstrain-export writes one from a checkpoint)"));
     }
     v = *next;
   }
