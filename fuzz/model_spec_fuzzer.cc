@@ -1,6 +1,7 @@
 // Model specs from any text: parsed, built, and (when small enough to run
-// quickly) one training step and one evaluation on a tiny batch. Nothing may
-// crash; a spec that is refused says why; a built model's loss is a number.
+// quickly) one training step and one evaluation on a tiny batch, and the
+// model written as ONNX. Nothing may crash; a spec that is refused says why;
+// a built model's loss is a number.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 
 #include "config/model_spec.h"
 #include "models/spec_builder.h"
+#include "onnx/onnx_export.h"
 
 namespace {
 
@@ -88,5 +90,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const pstrain::LossResult eval =
       m.Evaluate(params.data(), state.data(), images.data(), labels.data(), kBatch, rows);
   if (std::isnan(train.loss_sum) || std::isnan(eval.loss_sum)) std::abort();
+  // The ONNX export, when its tables are small: written, or refused saying why.
+  int64_t table_floats = 0;
+  for (const pstrain::SparseTableInfo& t : m.sparse_tables()) table_floats += t.buckets * t.dim;
+  if (table_floats <= (1 << 20)) {
+    const std::vector<pstrain::TrainedTableRows> no_rows(m.sparse_tables().size());
+    absl::StatusOr<std::string> onnx = pstrain::ModelToOnnx(m, params, state, no_rows);
+    if (!onnx.ok() && onnx.status().message().empty()) std::abort();
+    if (onnx.ok() && onnx->empty()) std::abort();
+  }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "onnx/onnx_export.h"
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/version.h"
+#include "config/model_spec.h"
 #include "models/spec_builder.h"
 #include "onnx/onnx.pb.h"
 #include "onnx/onnx_export_internal.h"
@@ -18,10 +20,13 @@ namespace pstrain {
 namespace {
 
 using onnx_export_internal::Activation;
+using onnx_export_internal::AddAttention;
+using onnx_export_internal::AddDinAttention;
 using onnx_export_internal::AddDotInteraction;
 using onnx_export_internal::AddEmbedding;
 using onnx_export_internal::AddLayer;
 using onnx_export_internal::AddLinear;
+using onnx_export_internal::AddSequencePool;
 using onnx_export_internal::AddStandardization;
 using onnx_export_internal::GraphBuilder;
 using onnx_export_internal::LayerError;
@@ -117,6 +122,29 @@ void AddHead(GraphBuilder& b, const Model& model, const Activation& logits,
   SetTensorType(graph->add_output(), kOnnxLogisticName, onnx::TensorProto::FLOAT, {-1, 1});
 }
 
+// `out` with the mask pstrain's model gives the layer's output (Model's
+// act_mask_, Layer::MaskFrom): attention's query's when that is a sequence;
+// for other layers whose output is a sequence as long as their first
+// input's, that input's (a merge's: any input's). Its padded positions are
+// zeroed, as the model zeroes them ("<layer>/zero_padding"), but after
+// layers that pass their input on unchanged.
+Activation WithMask(GraphBuilder& b, const LayerSpec& l, const std::vector<Activation>& in,
+                    Activation out) {
+  std::shared_ptr<onnx_export_internal::SequenceMask> mask;
+  if (l.type == "multi_head_attention") {
+    if (in.back().shape.size() == 2) mask = in.back().mask;
+  } else if (out.shape.size() >= 2 && in[0].shape.size() >= 2 && out.shape[0] == in[0].shape[0]) {
+    for (const Activation& a : in) {
+      if (mask == nullptr) mask = a.mask;
+    }
+  }
+  if (mask == nullptr) return out;
+  out.mask = mask;
+  if (l.type == "dropout" || l.type == "identity") return out;
+  out.tensor = b.Node("Mul", l.name + "/zero_padding", {out.tensor, mask->mask})->output(0);
+  return out;
+}
+
 absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<const float> params,
                         absl::Span<const float> state, absl::Span<const TrainedTableRows> tables,
                         onnx::GraphProto* graph) {
@@ -137,10 +165,8 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
       outputs[l.name] = previous;
       continue;
     }
-    std::vector<std::string> names = l.inputs;
-    names.insert(names.begin(), l.input);
     std::vector<Activation> in;
-    for (const std::string& name : names) {
+    for (const std::string& name : LayerInputNames(l)) {
       if (name.empty()) {
         in.push_back(previous);
         continue;
@@ -150,7 +176,12 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
       in.push_back(it->second);
     }
     const bool merge = l.type == "add" || l.type == "concat" || l.type == "dot_interaction";
-    if (merge ? in.size() < 2 : in.size() != 1) {
+    const size_t most = merge                              ? in.size()
+                        : l.type == "multi_head_attention" ? 2
+                        : l.type == "din_attention"        ? 2
+                                                           : 1;
+    const size_t least = merge || l.type == "din_attention" ? 2 : 1;
+    if (in.size() < least || in.size() > most) {
       return LayerError(b, l, absl::StrCat("takes ", in.size(), " inputs"));
     }
     // An empty dense input (input: [0]) has no tensor: a concat leaves it
@@ -166,11 +197,19 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
                           "has no tensor for");
       }
     }
+    Activation out;
     if (l.type == "dot_interaction") {
-      PSTRAIN_ASSIGN_OR_RETURN(previous, AddDotInteraction(b, l, in));
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddDotInteraction(b, l, in));
+    } else if (l.type == "multi_head_attention") {
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddAttention(b, l, in));
+    } else if (l.type == "din_attention") {
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddDinAttention(b, l, in));
+    } else if (l.type == "sequence_pool") {
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddSequencePool(b, l, in[0]));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(previous, AddLayer(b, l, in));
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddLayer(b, l, in));
     }
+    previous = WithMask(b, l, in, std::move(out));
     outputs[l.name] = previous;
   }
   PSTRAIN_RETURN_IF_ERROR(sparse.CheckEveryTableUsed());
@@ -242,29 +281,7 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
         ": the model has no model spec (it was built in code); "
         "build it from a spec (models/registry.h BuildModelFromSpecText or BuildModel)"));
   }
-  for (const LayerSpec& l : model.spec()->layers) {
-    if (!l.table.empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat("ONNX export of ", model.name(), ": layer ", l.name, " (", l.type, ", line ",
-                       l.line, ") reads the shared table ", l.table,
-                       ", which this ONNX export does not write yet; pstrain-predict and "
-                       "pstrain-serve answer with the export"));
-    }
-    if (l.max_length > 0 || l.type == "multi_head_attention" || l.type == "sequence_pool" ||
-        l.type == "din_attention") {
-      return absl::UnimplementedError(absl::StrCat(
-          "ONNX export of ", model.name(), ": layer ", l.name, " (", l.type, ", line ", l.line,
-          ") is over a sequence, which this ONNX export does not write yet; "
-          "pstrain-predict and pstrain-serve answer with the export"));
-    }
-  }
   for (const SparseTableInfo& t : model.sparse_tables()) {
-    if (!t.shared_features.empty()) {
-      return absl::UnimplementedError(
-          absl::StrCat("ONNX export of ", model.name(), ": table ", t.name,
-                       " is shared by several features, which this ONNX export does not write "
-                       "yet; pstrain-predict and pstrain-serve answer with the export"));
-    }
     if (t.buckets == 0) {
       return absl::UnimplementedError(absl::StrCat(
           "ONNX export of ", model.name(), ": table ", t.name,
@@ -283,14 +300,23 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
   // One int64 input per feature holds its values' rows: every table that
   // reads the feature must take the same rows (a string hashed modulo 11 and
   // modulo 17 gives two).
+  const auto features_of = [](const SparseTableInfo& t) {
+    std::vector<int> features = {t.feature};
+    features.insert(features.end(), t.shared_features.begin(), t.shared_features.end());
+    return features;
+  };
   for (const SparseTableInfo& t : model.sparse_tables()) {
     for (const SparseTableInfo& u : model.sparse_tables()) {
-      if (t.feature != u.feature || t.buckets == u.buckets) continue;
-      return absl::UnimplementedError(absl::StrCat(
-          "ONNX export of ", model.name(), ": feature ", model.sparse_features()[t.feature],
-          " is read by tables of ", t.buckets, " (", t.name, ") and ", u.buckets, " (", u.name,
-          ") buckets; the graph takes one row id per value, which a string hashed modulo two "
-          "bucket counts does not have: give the feature's tables the same buckets"));
+      if (t.buckets == u.buckets) continue;
+      for (int f : features_of(t)) {
+        const std::vector<int> other = features_of(u);
+        if (std::find(other.begin(), other.end(), f) == other.end()) continue;
+        return absl::UnimplementedError(absl::StrCat(
+            "ONNX export of ", model.name(), ": feature ", model.sparse_features()[f],
+            " is read by tables of ", t.buckets, " (", t.name, ") and ", u.buckets, " (", u.name,
+            ") buckets; the graph takes one row id per value, which a string hashed modulo two "
+            "bucket counts does not have: give the feature's tables the same buckets"));
+      }
     }
   }
   if (tables.size() != model.sparse_tables().size()) {

@@ -68,7 +68,8 @@
 // Only bucketed tables have an ONNX form (not dynamic ones, whose ids are
 // unbounded, nor crossed ones, whose ids are fingerprints of combinations of
 // values). Each table is an initializer named
-// as the table ("<layer>/embeddings"; linear's "<layer>/<feature>"), float32
+// as the table ("<layer>/embeddings"; linear's "<layer>/<feature>"; a shared
+// table its `table:` name), float32
 // [buckets, dim], its trained rows at their ids and zeros elsewhere. Per
 // feature f, once, nodes "f/ids" Max(f, 0), "f/is_id" GreaterOrEqual(f, 0),
 // "f/valid" Cast to float32 [N, L], "f/mask" Unsqueeze [N, L, 1], and when a
@@ -90,11 +91,62 @@
 //                      (1, 0), (2, 0), (2, 1), (3, 0), ... (the layer's
 //                      order), "<layer>" Concat of x_0 and those
 //     concat           of an empty dense input (n == 0): that input left out
+// Sequences (an embedding with `sequence: {max_length: L}`; a feature's
+// input as above: each example's values in order, then -1):
+//     embedding        "<layer>/values" its count (int64), "<layer>/first"
+//                      max(values - L, 0), "<layer>/take" first + k for k in
+//                      [0, L), "<layer>/padded" Pad of the input with L -1s
+//                      ("<layer>/pads", "<layer>/pad_value"), "<layer>/ids"
+//                      GatherElements axis 1 [N, L] (the last L values, then
+//                      -1), "<layer>/mask" float32 [N, L, 1], "<layer>/count"
+//                      min(values, L), "<layer>/rows" Gather(table,
+//                      "<layer>/row_ids"); positions: from_start adds
+//                      "<layer>/positions" [L, dim], from_end Gathers its row
+//                      count - 1 - k ("<layer>/position_rows");
+//                      "<layer>" Mul by the mask [N, L, dim]
+//     a layer whose output keeps a sequence's mask (as pstrain's model:
+//     attention's query's, else the first input's when the output is a
+//     sequence of its length): "<layer>/zero_padding" Mul by the mask, but
+//     after identity and dropout
+//     dense on [L, d]  "<layer>/matmul" MatMul, "<layer>" Add of the bias
+//     layer_norm       on [L, d] too, over the last axis
+//     concat           of sequences: axis 2
+//     multi_head_attention  "<layer>/{query,key,value}" MatMul and Add
+//                      ("/matmul"), "/split" Reshape, "/heads" Transpose to
+//                      [N, heads, L, dim] (keys [N, heads, dim, L]),
+//                      "<layer>/scores" MatMul, "<layer>/scaled" Mul by
+//                      "<layer>/scale" 1 / sqrt(key_dim); with a mask or
+//                      causal: "<layer>/allowed" (the keys' mask
+//                      "<mask layer>/key_mask" [N, 1, 1, L] times the lower
+//                      triangle "<layer>/causal"), "/is_allowed" Cast,
+//                      "/masked_scores" Where (else -1e9), "/softmax",
+//                      "<layer>/weights" Mul by allowed (a query with no key
+//                      gets no value); "<layer>/context" MatMul,
+//                      "/context_positions" Transpose, "/context_joined"
+//                      Reshape, "<layer>/output" projection; a query [d] is
+//                      "<layer>/query_sequence" Unsqueeze, "<layer>" Squeeze
+//     sequence_pool    sum: ReduceSum over L; mean: "<layer>/sum" Div by
+//                      "<layer>/count_at_least_1"; max: "<layer>/masked"
+//                      Where (else the lowest float), "<layer>/max"
+//                      ReduceMax, "<layer>" Mul by min(count, 1); last:
+//                      "<layer>/select" one-hot of position count - 1,
+//                      "<layer>" ReduceSum of the product
+//     din_attention    "<layer>/unit_input" Concat axis 2 of h, the
+//                      candidate Expanded ("<layer>/candidates"), h - c,
+//                      h * c; "<layer>/hidden" MatMul and Add, its
+//                      activation, "<layer>/score" [N, L, 1],
+//                      "<layer>/weights" Mul by the mask, "<layer>" ReduceSum
+//                      over L of h times the weights
+// A table shared by several features (`table: <name>`) is one initializer
+// named so, Gathered with each reader's feature's ids.
 // and the other layers as above (a layer named "dense", the first dense
 // layer's default name, has node "dense_1": the input has that name).
 // Constants that are no variable are the int64 and float32 initializers
 // "constants/..." and dot_interaction's "<layer>/stacked_shape",
-// "<layer>/flat_shape" and "<layer>/pair_indices".
+// "<layer>/flat_shape" and "<layer>/pair_indices"; layer_norm's
+// "<layer>/epsilon"; the sequence layers' "<layer>/pads",
+// "<layer>/pad_value", "<layer>/scale", "<layer>/causal", "<layer>/last",
+// "<layer>/length" and "<...>_shape" (Reshape's and Expand's shapes).
 //
 // A binary head (Head::kBinary, one logit z) has the outputs, in order:
 //   probabilities  float32 [N, 2]: [1 - sigmoid(z), sigmoid(z)]
@@ -137,7 +189,8 @@ inline constexpr int64_t kOnnxOpsetVersion = 13;
 // `tables`: the trained rows of every model.sparse_tables() entry, in that
 // order (empty for a model without embedding tables); a row not given is
 // zeros.
-// Unimplemented, naming the table, for a dynamic table (buckets 0).
+// Unimplemented, naming the table, for a dynamic table (buckets 0), a
+// crossed one, or a feature read by tables of different bucket counts.
 // InvalidArgument for a model without a spec (built in code), counts that do
 // not match (values, tables), a spec that does not describe `model`, a
 // table's row id outside [0, buckets) or given twice, weights that are not

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,11 +29,24 @@ namespace onnx_export_internal {
 static_assert(std::endian::native == std::endian::little,
               "raw_data is little-endian: this writer copies floats as they are in memory");
 
+// A sequence embedding's padding, as tensors of the graph: what its
+// output's mask is in pstrain (Model's act_mask_, Layer::MadeLengths).
+struct SequenceMask {
+  std::string layer;        // the embedding that made it, for node names
+  int64_t length = 0;       // L, the max_length
+  std::string mask;         // float32 [N, L, 1]: 1 at an example's values, 0 at padding
+  std::string count;        // int64 [N, 1]: the valid positions, min(values, L)
+  std::string count_float;  // float32 [N, 1]: the same
+  std::string keys;         // float32 [N, 1, 1, L]: `mask` for attention's scores, made when needed
+};
+
 // An activation of the graph: its tensor and pstrain's shape of one example
-// ([h, w, c], held NCHW in the graph, or [features]).
+// ([h, w, c], held NCHW in the graph, [L, d] a sequence, or [features]),
+// and for a sequence with padding its mask (null: none).
 struct Activation {
   std::string tensor;
   Shape shape;
+  std::shared_ptr<SequenceMask> mask = nullptr;
 };
 
 // Builds the graph. Names are unique in it: the variables' names, the input
@@ -58,6 +72,11 @@ class GraphBuilder {
   // `name`_k; the name given.
   std::string FloatScalar(const std::string& name, float value);
   std::string Int64s(const std::string& name, const std::vector<int64_t>& values);
+  // A scalar int64 initializer (Pad's constant_value).
+  std::string Int64Scalar(const std::string& name, int64_t value);
+  // A float32 initializer of `dims` holding `values` (no pstrain variable).
+  std::string Floats(const std::string& name, const std::vector<int64_t>& dims,
+                     const std::vector<float>& values);
 
   // An initializer `name` (a reserved name: a table's) of `dims` holding
   // `raw` (little-endian values of `data_type`).
@@ -102,6 +121,10 @@ void SetTensorType(onnx::ValueInfoProto* info, const std::string& name, int32_t 
 absl::Status LayerError(const GraphBuilder& b, const LayerSpec& l, const std::string& what);
 
 // --- Image and dense layers (onnx_export_layers.cc) ---
+
+// An activation function after a conv2d or dense layer's output `x` (the
+// spec's `activation:`), or `x` for none.
+absl::StatusOr<Activation> AddActivation(GraphBuilder& b, const LayerSpec& l, Activation x);
 
 // The layer `l` on its inputs `in` (already checked to be one, or two and
 // more for add and concat).
@@ -148,12 +171,18 @@ class SparseGraph {
 
   // [N, dim]: the sum over L of the table's rows at `feature`'s ids, the
   // padding masked out; nodes "<prefix>/rows", "<prefix>/masked" and `sum`.
-  std::string SumOfRows(const SparseTableInfo& table, const std::string& prefix,
+  std::string SumOfRows(const SparseTableInfo& table, int feature, const std::string& prefix,
                         const std::string& sum);
+
+  // The feature's index in Model::sparse_features(), -1 if it has none.
+  int FeatureIndex(const std::string& name) const;
+
+  // [N, 1] float32: the number of ids of each example.
+  std::string Count(int feature);
 
  private:
   struct FeatureNodes {
-    std::string ids, valid, mask, count, sqrt_count;
+    std::string ids, valid, mask, count, count_at_least_1, sqrt_count;
   };
 
   // [N, L] float32: 1 for an id, 0 for the padding.
@@ -166,7 +195,8 @@ class SparseGraph {
   std::vector<FeatureNodes> features_;
 };
 
-// embedding: the combiner over the rows of the example's ids.
+// embedding: the combiner over the rows of the example's ids, or with
+// `sequence:` the rows of its last L ids (AddSequenceEmbedding).
 absl::StatusOr<Activation> AddEmbedding(GraphBuilder& b, SparseGraph& sparse, const LayerSpec& l);
 
 // linear: per feature the sum of its weights at the example's ids, summed,
@@ -177,6 +207,27 @@ absl::StatusOr<Activation> AddLinear(GraphBuilder& b, SparseGraph& sparse, const
 // from the [k, k] Gram matrix of the stacked inputs.
 absl::StatusOr<Activation> AddDotInteraction(GraphBuilder& b, const LayerSpec& l,
                                              const std::vector<Activation>& in);
+
+// --- Sequences (onnx_export_sequence.cc) ---
+
+// embedding with `sequence: {max_length: L}` reading `table` with the ids of
+// `feature`: [N, L, dim], each example's last L ids in order (padding after
+// them), its positions' rows added, and its mask.
+absl::StatusOr<Activation> AddSequenceEmbedding(GraphBuilder& b, SparseGraph& sparse,
+                                                const LayerSpec& l, const SparseTableInfo& table,
+                                                int feature);
+
+// multi_head_attention over in[0] with the query in[1] (or in[0]).
+absl::StatusOr<Activation> AddAttention(GraphBuilder& b, const LayerSpec& l,
+                                        const std::vector<Activation>& in);
+
+// sequence_pool over its valid positions.
+absl::StatusOr<Activation> AddSequencePool(GraphBuilder& b, const LayerSpec& l,
+                                           const Activation& x);
+
+// din_attention: a history in[0] [L, d] weighed against a candidate in[1] [d].
+absl::StatusOr<Activation> AddDinAttention(GraphBuilder& b, const LayerSpec& l,
+                                           const std::vector<Activation>& in);
 
 }  // namespace onnx_export_internal
 }  // namespace pstrain

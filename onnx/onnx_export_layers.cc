@@ -28,19 +28,6 @@ std::string AddGelu(GraphBuilder& b, const std::string& name, const std::string&
   return b.Node("Mul", name, {x, half->output(0)})->output(0);
 }
 
-// An activation function after a conv2d or dense layer's output `x`.
-absl::StatusOr<Activation> AddActivation(GraphBuilder& b, const LayerSpec& l, Activation x) {
-  if (l.activation == "none") return x;
-  if (l.activation == "gelu") return Activation{AddGelu(b, l.name + "/gelu", x.tensor), x.shape};
-  static const std::map<std::string, std::string> kOps = {
-      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"leaky_relu", "LeakyRelu"}};
-  auto op = kOps.find(l.activation);
-  if (op == kOps.end()) return LayerError(b, l, "has an activation the export does not know");
-  onnx::NodeProto* node = b.Node(op->second, l.name + "/" + l.activation, {x.tensor});
-  if (l.activation == "leaky_relu") SetFloat(node, "alpha", l.alpha);
-  return Activation{node->output(0), x.shape};
-}
-
 // ONNX pads [top, left, bottom, right] and the output size of a square
 // window over [h, w] as pstrain computes them (models/conv2d.h).
 struct Window {
@@ -61,6 +48,18 @@ Window WindowOf(const Shape& in, int64_t kernel, int64_t stride, Padding padding
 }
 
 }  // namespace
+
+absl::StatusOr<Activation> AddActivation(GraphBuilder& b, const LayerSpec& l, Activation x) {
+  if (l.activation == "none") return x;
+  if (l.activation == "gelu") return Activation{AddGelu(b, l.name + "/gelu", x.tensor), x.shape};
+  static const std::map<std::string, std::string> kOps = {
+      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"leaky_relu", "LeakyRelu"}};
+  auto op = kOps.find(l.activation);
+  if (op == kOps.end()) return LayerError(b, l, "has an activation the export does not know");
+  onnx::NodeProto* node = b.Node(op->second, l.name + "/" + l.activation, {x.tensor});
+  if (l.activation == "leaky_relu") SetFloat(node, "alpha", l.alpha);
+  return Activation{node->output(0), x.shape};
+}
 
 absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
                                     const std::vector<Activation>& in) {
@@ -98,6 +97,18 @@ absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
   }
   if (t == "dense") {
     if (spatial) return LayerError(b, l, "takes a [h, w, c] input; a flatten goes before it");
+    if (x.shape.size() == 2) {
+      // A sequence [N, L, d]: position by position, as MatMul then the bias.
+      PSTRAIN_ASSIGN_OR_RETURN(const std::string kernel,
+                               b.Variable(l.name + "/kernel", {x.shape[1], l.units}));
+      std::string y =
+          b.Node("MatMul", l.use_bias ? l.name + "/matmul" : l.name, {x.tensor, kernel})->output(0);
+      if (l.use_bias) {
+        PSTRAIN_ASSIGN_OR_RETURN(const std::string bias, b.Variable(l.name + "/bias", {l.units}));
+        y = b.Node("Add", l.name, {y, bias})->output(0);
+      }
+      return AddActivation(b, l, {y, {x.shape[0], l.units}});
+    }
     std::vector<std::string> inputs = {x.tensor};
     PSTRAIN_ASSIGN_OR_RETURN(inputs.emplace_back(),
                              b.Variable(l.name + "/kernel", {x.shape[0], l.units}));
@@ -157,11 +168,12 @@ absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
     return Activation{relu->output(0), x.shape};
   }
   if (t == "layer_norm") {
-    // Opset 13 has no LayerNormalization: its ops, over the last axis.
-    if (x.shape.size() != 1) {
+    // Opset 13 has no LayerNormalization: its ops, over the last axis (of
+    // [N, d] or a sequence's [N, L, d]; an image's is not last in NCHW).
+    if (spatial) {
       return LayerError(b, l,
-                        "normalizes an input of more than one dimension, which the ONNX "
-                        "export does not write yet");
+                        "normalizes the channels of an image, which the ONNX export does not "
+                        "write yet");
     }
     const int64_t d = x.shape.back();
     const auto mean_of = [&](const std::string& name, const std::string& of) {
@@ -204,16 +216,20 @@ absl::StatusOr<Activation> AddLayer(GraphBuilder& b, const LayerSpec& l,
       shape.back() += a.shape.back();
     }
     onnx::NodeProto* node = b.Node("Concat", l.name, inputs);
-    SetInt(node, "axis", 1);  // the channels in NCHW, the features when flat
+    // The channels in NCHW, the features when flat, a sequence's last axis.
+    SetInt(node, "axis", x.shape.size() == 2 ? 2 : 1);
     return Activation{node->output(0), shape};
   }
   if (t == "pad_channels") {
     const int64_t before = (l.filters - x.shape.back()) / 2;
     const int64_t after = l.filters - x.shape.back() - before;
-    // [N, C] or [N, C, H, W]: pads on axis 1, begins then ends.
-    std::vector<int64_t> pads(2 * (x.shape.size() + 1), 0);
-    pads[1] = before;
-    pads[x.shape.size() + 2] = after;
+    // [N, C] or [N, C, H, W]: pads on axis 1, begins then ends; [N, L, d]
+    // on axis 2.
+    const size_t rank = x.shape.size() + 1;
+    const size_t axis = x.shape.size() == 2 ? 2 : 1;
+    std::vector<int64_t> pads(2 * rank, 0);
+    pads[axis] = before;
+    pads[rank + axis] = after;
     const std::string pads_name = b.Int64s(l.name + "/pads", pads);
     onnx::NodeProto* node = b.Node("Pad", l.name, {x.tensor, pads_name});
     onnx::AttributeProto* mode = node->add_attribute();

@@ -1,6 +1,7 @@
 // The sparse side of the ONNX export (onnx_export_internal.h): the sparse
 // features' inputs, the tables' initializers, and the click models' layers
 // (embedding, linear, dot_interaction).
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -93,30 +94,43 @@ std::string SparseGraph::Mask(int feature) {
   return f.mask;
 }
 
+std::string SparseGraph::Count(int feature) {
+  FeatureNodes& f = features_[feature];
+  if (f.count.empty()) {
+    onnx::NodeProto* count = b_.Node("ReduceSum", model_.sparse_features()[feature] + "/count",
+                                     {Valid(feature), b_.Int64Constant("axis_1", {1})});
+    SetInt(count, "keepdims", 1);
+    f.count = count->output(0);
+  }
+  return f.count;
+}
+
 std::string SparseGraph::Divisor(int feature, bool sqrt) {
   FeatureNodes& f = features_[feature];
   const std::string& name = model_.sparse_features()[feature];
-  if (f.count.empty()) {
-    onnx::NodeProto* count =
-        b_.Node("ReduceSum", name + "/count", {Valid(feature), b_.Int64Constant("axis_1", {1})});
-    SetInt(count, "keepdims", 1);
-    f.count = b_.Node("Max", name + "/count_at_least_1",
-                      {count->output(0), b_.FloatConstant("one", 1.0f)})
-                  ->output(0);
+  if (f.count_at_least_1.empty()) {
+    f.count_at_least_1 =
+        b_.Node("Max", name + "/count_at_least_1", {Count(feature), b_.FloatConstant("one", 1.0f)})
+            ->output(0);
   }
-  if (!sqrt) return f.count;
+  if (!sqrt) return f.count_at_least_1;
   if (f.sqrt_count.empty()) {
-    f.sqrt_count = b_.Node("Sqrt", name + "/sqrt_count", {f.count})->output(0);
+    f.sqrt_count = b_.Node("Sqrt", name + "/sqrt_count", {f.count_at_least_1})->output(0);
   }
   return f.sqrt_count;
 }
 
-std::string SparseGraph::SumOfRows(const SparseTableInfo& table, const std::string& prefix,
-                                   const std::string& sum) {
-  onnx::NodeProto* rows = b_.Node("Gather", prefix + "/rows", {table.name, Ids(table.feature)});
+int SparseGraph::FeatureIndex(const std::string& name) const {
+  const std::vector<std::string>& features = model_.sparse_features();
+  auto it = std::find(features.begin(), features.end(), name);
+  return it == features.end() ? -1 : static_cast<int>(it - features.begin());
+}
+
+std::string SparseGraph::SumOfRows(const SparseTableInfo& table, int feature,
+                                   const std::string& prefix, const std::string& sum) {
+  onnx::NodeProto* rows = b_.Node("Gather", prefix + "/rows", {table.name, Ids(feature)});
   SetInt(rows, "axis", 0);
-  onnx::NodeProto* masked =
-      b_.Node("Mul", prefix + "/masked", {rows->output(0), Mask(table.feature)});
+  onnx::NodeProto* masked = b_.Node("Mul", prefix + "/masked", {rows->output(0), Mask(feature)});
   onnx::NodeProto* reduced =
       b_.Node("ReduceSum", sum, {masked->output(0), b_.Int64Constant("axis_1", {1})});
   SetInt(reduced, "keepdims", 0);
@@ -138,13 +152,17 @@ std::string SparseGraph::Valid(int feature) {
 
 // embedding: the combiner over the rows of the example's ids.
 absl::StatusOr<Activation> AddEmbedding(GraphBuilder& b, SparseGraph& sparse, const LayerSpec& l) {
-  const SparseTableInfo* table = sparse.Table(l.name + "/embeddings");
+  // A shared table is named by `table:`; a layer's own is "<layer>/embeddings".
+  const SparseTableInfo* table = sparse.Table(l.table.empty() ? l.name + "/embeddings" : l.table);
   if (table == nullptr) return LayerError(b, l, "has no table in the model");
+  const int feature = sparse.FeatureIndex(l.feature);
+  if (feature < 0) return LayerError(b, l, "reads a feature the model does not have");
+  if (l.max_length > 0) return AddSequenceEmbedding(b, sparse, l, *table, feature);
   if (l.combiner == "sum") {
-    return Activation{sparse.SumOfRows(*table, l.name, l.name), {table->dim}};
+    return Activation{sparse.SumOfRows(*table, feature, l.name, l.name), {table->dim}};
   }
-  const std::string sum = sparse.SumOfRows(*table, l.name, l.name + "/sum");
-  const std::string divisor = sparse.Divisor(table->feature, l.combiner == "sqrtn");
+  const std::string sum = sparse.SumOfRows(*table, feature, l.name, l.name + "/sum");
+  const std::string divisor = sparse.Divisor(feature, l.combiner == "sqrtn");
   return Activation{b.Node("Div", l.name, {sum, divisor})->output(0), {table->dim}};
 }
 
@@ -159,7 +177,7 @@ absl::StatusOr<Activation> AddLinear(GraphBuilder& b, SparseGraph& sparse, const
     const SparseTableInfo* table = sparse.Table(l.name + "/" + feature);
     if (table == nullptr) return LayerError(b, l, "has no table in the model for " + feature);
     const std::string prefix = l.name + "/" + feature;
-    terms.push_back(sparse.SumOfRows(*table, prefix, prefix + "/sum"));
+    terms.push_back(sparse.SumOfRows(*table, table->feature, prefix, prefix + "/sum"));
   }
   return Activation{b.Node("Sum", l.name, terms)->output(0), {1}};
 }

@@ -404,15 +404,6 @@ TEST(OnnxExportTest, RefusesValuesOfAnotherCount) {
   EXPECT_TRUE(absl::IsInvalidArgument(ModelToOnnx(*r.model, r.params, r.state).status()));
 }
 
-TEST(OnnxExportTest, ASequenceModelIsNotWrittenYetAndSaysSo) {
-  Valued v = WithValues(
-      BuildModelFromSpecText(SourceFile("fuzz/seeds/model_spec/sequences.yaml"), "sequences"));
-  absl::StatusOr<std::string> bytes = ModelToOnnx(*v.model, v.params, v.state);
-  EXPECT_TRUE(absl::IsUnimplemented(bytes.status())) << bytes.status();
-  EXPECT_THAT(std::string(bytes.status().message()),
-              ::testing::HasSubstr("layer hist (embedding, line 4) is over a sequence"));
-}
-
 TEST(OnnxExportTest, RefusesAModelWithoutItsSpec) {
   Valued v = WithValues(BuildModel("mnist_cnn", ModelOptions()));
   v.model->set_spec(std::nullopt);
@@ -582,7 +573,10 @@ void ExpectTabularWellFormed(const onnx::ModelProto& m, const Tabular& t) {
     bool table = false;
     for (const SparseTableInfo& info : model.sparse_tables()) table |= info.name == name;
     EXPECT_TRUE(table || name.starts_with("constants/") || name.ends_with("_shape") ||
-                name.ends_with("/pair_indices"))
+                name.ends_with("/pair_indices") || name.ends_with("/pads") ||
+                name.ends_with("/pad_value") || name.ends_with("/scale") ||
+                name.ends_with("/causal") || name.ends_with("/last") || name.ends_with("/length") ||
+                name.ends_with("/epsilon"))
         << "an initializer that is no variable, table or constant: " << name;
   }
   std::set<std::string> node_names;
@@ -743,6 +737,87 @@ TEST(OnnxExportTabularTest, ASoftmaxHeadKeepsTheImageModelsOutputs) {
   EXPECT_EQ(OpOf(g, "probabilities"), "Softmax");
   EXPECT_EQ(OpOf(g, "classes"), "ArgMax");
   EXPECT_THAT(Inputs(FindNode(g, "wide_f")), ElementsAre("wide_f/f/sum"));  // no bias
+}
+
+bool HasNode(const onnx::GraphProto& g, const std::string& name) {
+  return std::any_of(g.node().begin(), g.node().end(),
+                     [&](const onnx::NodeProto& n) { return n.name() == name; });
+}
+
+// An int64 initializer's values.
+std::vector<int64_t> Int64Values(const onnx::TensorProto* t) {
+  if (t == nullptr) return {};
+  std::vector<int64_t> values(t->raw_data().size() / sizeof(int64_t));
+  std::memcpy(values.data(), t->raw_data().data(), values.size() * sizeof(int64_t));
+  return values;
+}
+
+// tests/onnx/tabular_sequence.yaml: every sequence layer (ONNX Runtime's
+// agreement with pstrain is tests/onnx/onnx_runtime_agreement_test.cc's).
+TEST(OnnxExportTabularTest, SequenceLayersAndTheirMasks) {
+  const Tabular t = WithRows(
+      BuildModelFromSpecText(SourceFile("tests/onnx/tabular_sequence.yaml"), "tabular_sequence"));
+  ASSERT_NE(t.v.model, nullptr);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  // The history's last 3 values: GatherElements from the input padded with
+  // three -1s, at columns max(values - 3, 0) + k.
+  EXPECT_EQ(OpOf(g, "hist/padded"), "Pad");
+  EXPECT_THAT(Inputs(FindNode(g, "hist/padded")),
+              ElementsAre("history", "hist/pads", "hist/pad_value"));
+  EXPECT_THAT(Int64Values(FindInitializer(g, "hist/pads")), ElementsAre(0, 0, 0, 3));
+  EXPECT_THAT(Int64Values(FindInitializer(g, "hist/pad_value")), ElementsAre(-1));
+  EXPECT_EQ(OpOf(g, "hist/first"), "Max");
+  EXPECT_THAT(Inputs(FindNode(g, "hist/take")), ElementsAre("hist/first", "constants/range_3"));
+  EXPECT_EQ(OpOf(g, "hist/ids"), "GatherElements");
+  EXPECT_EQ(Int(FindNode(g, "hist/ids"), "axis"), 1);
+  EXPECT_THAT(Inputs(FindNode(g, "hist/ids")), ElementsAre("hist/padded", "hist/take"));
+  // The shared table: one initializer, read with each feature's ids.
+  EXPECT_THAT(Inputs(FindNode(g, "hist/rows")), ElementsAre("items", "hist/row_ids"));
+  EXPECT_THAT(Inputs(FindNode(g, "cand/rows")), ElementsAre("items", "candidate/ids"));
+  // Positions from the end: count - 1 - k; from the start: added as they are.
+  EXPECT_THAT(Inputs(FindNode(g, "hist/position_rows")),
+              ElementsAre("hist/positions", "hist/position_ids"));
+  EXPECT_THAT(Inputs(FindNode(g, "tokens/with_positions")),
+              ElementsAre("tokens/rows", "tokens/positions"));
+  EXPECT_FALSE(HasNode(g, "empty/with_positions"));
+  EXPECT_THAT(Inputs(FindNode(g, "hist")), ElementsAre("hist/with_positions", "hist/mask"));
+  // Causal attention: the keys' mask times the lower triangle.
+  EXPECT_THAT(Inputs(FindNode(g, "causal/allowed")), ElementsAre("hist/key_mask", "causal/causal"));
+  const onnx::TensorProto* lower = FindInitializer(g, "causal/causal");
+  ASSERT_NE(lower, nullptr);
+  EXPECT_THAT(Floats(*lower), ElementsAre(1, 0, 0, 1, 1, 0, 1, 1, 1));
+  EXPECT_EQ(OpOf(g, "causal/masked_scores"), "Where");
+  EXPECT_THAT(Inputs(FindNode(g, "causal/weights")),
+              ElementsAre("causal/softmax", "causal/allowed"));
+  // Its output keeps the history's mask, and the model's zeroed padding.
+  EXPECT_THAT(Inputs(FindNode(g, "causal/zero_padding")), ElementsAre("causal", "hist/mask"));
+  EXPECT_THAT(Inputs(FindNode(g, "norm/zero_padding")), ElementsAre("norm", "hist/mask"));
+  // dense on [N, L, d]: MatMul, then the bias.
+  EXPECT_EQ(OpOf(g, "ffn/matmul"), "MatMul");
+  EXPECT_THAT(Inputs(FindNode(g, "ffn")), ElementsAre("ffn/matmul", "ffn/bias"));
+  EXPECT_EQ(OpOf(g, "ffn_2"), "MatMul");  // no bias
+  EXPECT_EQ(Int(FindNode(g, "joined"), "axis"), 2);
+  // Target attention: the candidate a sequence of one, and back.
+  EXPECT_EQ(OpOf(g, "target/query_sequence"), "Unsqueeze");
+  EXPECT_EQ(OpOf(g, "target"), "Squeeze");
+  EXPECT_FALSE(HasNode(g, "target/zero_padding"));
+  // Self-attention over tokens without padding masks by the tokens' mask.
+  EXPECT_FALSE(HasNode(g, "self/allowed"));
+  EXPECT_THAT(Inputs(FindNode(g, "self/is_allowed")), ElementsAre("tokens/key_mask"));
+  // The pools.
+  EXPECT_EQ(OpOf(g, "maxed/masked"), "Where");
+  EXPECT_EQ(OpOf(g, "maxed"), "Mul");
+  EXPECT_EQ(OpOf(g, "last/is_last"), "Equal");
+  EXPECT_EQ(OpOf(g, "summed"), "ReduceSum");
+  EXPECT_THAT(Inputs(FindNode(g, "text")), ElementsAre("text/sum", "text/count_at_least_1"));
+  // DIN's unit: [h, c, h - c, h c], its MLP, the scores masked.
+  EXPECT_THAT(
+      Inputs(FindNode(g, "interest/unit_input")),
+      ElementsAre("hist", "interest/candidates", "interest/difference", "interest/product"));
+  EXPECT_THAT(Inputs(FindNode(g, "interest/weights")), ElementsAre("interest/score", "hist/mask"));
+  EXPECT_EQ(OpOf(g, "interest"), "ReduceSum");
 }
 
 TEST(OnnxExportTabularTest, DynamicTablesAreUnimplemented) {
