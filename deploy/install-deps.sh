@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages pstrain needs, in sets:
 #   (no flag)  building and training: what deploy/local/quickstart.sh needs
-#              (the compilers and libraries, and dataset-fashion-mnist);
+#              (the compilers and libraries, dataset-fashion-mnist, and
+#              pybind11, NumPy and Python's headers for `import pstrain`);
 #   --tests    also what only the tests use (tests/run.sh passes it): GoogleTest
 #              and Google Benchmark, clang and libFuzzer for the sanitizer and
 #              fuzzer builds, PyTorch, the ONNX checker and ONNX Runtime for
@@ -9,8 +10,7 @@
 #              project-local prefix, .deps/node, that the tests find), Python's
 #              grpcio (tests/foreign), yaml and jsonschema (the Kubernetes manifest
 #              tests), systemd-container (tests/systemd boots this machine's OS
-#              under systemd in a container to run pstrain@.service), pybind11
-#              and numpy;
+#              under systemd in a container to run pstrain@.service);
 #   --bench    also what the side-by-side benchmarks need (PyTorch among them).
 #   --list     prints the packages of the sets asked for, one per line (npm
 #              packages as npm:<name>@<version>), and installs nothing.
@@ -42,13 +42,13 @@ packages=(
   zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
   libssl-dev libonnx-dev libfarmhash-dev
   dataset-fashion-mnist
+  python3-dev pybind11-dev python3-pybind11 python3-numpy
 )
 # Only the tests.
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev clang-14 libfuzzer-14-dev
   python3-grpcio python3-protobuf python3-onnx python3-torch nodejs npm
   python3-yaml python3-jsonschema systemd systemd-container
-  pybind11-dev python3-pybind11 python3-numpy
 )
 ort_version=1.30.0
 if ((tests)); then

@@ -50,14 +50,7 @@ absl::Status DataLoss(const std::string& path, const std::string& what) {
 }
 
 // A checkpoint's model and values, read for an export.
-struct CheckpointValues {
-  std::unique_ptr<Model> model;
-  ModelOptions options;
-  int64_t global_step = 0;
-  std::string hparams_yaml;
-  std::vector<float> params, state;
-  std::vector<TrainedTableRows> tables;  // per model table
-};
+}  // namespace
 
 absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::string& index_path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader,
@@ -91,8 +84,6 @@ absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::strin
   out.hparams_yaml = index.hparams_yaml();
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> ExportCheckpoint(Env* env, const std::string& index_path,
                                              const std::string& export_base) {

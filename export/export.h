@@ -6,6 +6,7 @@
 // (onnx/onnx_export.h), or a checkpoint as one ONNX file.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,22 @@
 #include "io/export_format.h"
 
 namespace pstrain {
+
+// A checkpoint's values and the model they are of.
+struct CheckpointValues {
+  std::unique_ptr<Model> model;  // built from the job config the checkpoint records
+  ModelOptions options;
+  int64_t global_step = 0;
+  std::string hparams_yaml;  // that job config
+  std::vector<float> params, state;
+  std::vector<TrainedTableRows> tables;  // per model table: its rows files' rows
+};
+
+// Reads the checkpoint whose index is `index_path`: every shard and rows
+// file, each checked against the index's size and CRC. DataLoss naming the
+// file for a damaged or inconsistent one (or a model other than its job
+// config's), NotFound for a missing one.
+absl::StatusOr<CheckpointValues> ReadCheckpointValues(Env* env, const std::string& index_path);
 
 // Writes a new version under `export_base` from the values of `model` (built
 // with `options`) and returns its directory: variables.bin, model.onnx (when

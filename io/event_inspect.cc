@@ -150,4 +150,37 @@ absl::StatusOr<std::string> InspectEventDir(Env* env, const std::string& dir) {
   return out;
 }
 
+absl::StatusOr<std::map<std::string, std::vector<ScalarPoint>>> ReadEventScalars(
+    Env* env, const std::string& dir) {
+  std::map<std::string, std::vector<std::string>> runs;
+  PSTRAIN_RETURN_IF_ERROR(FindEventFiles(env, dir, ".", &runs));
+  if (runs.empty()) return absl::NotFoundError(absl::StrCat("no event files under ", dir));
+  std::map<std::string, std::vector<ScalarPoint>> scalars;
+  for (const auto& [run, files] : runs) {
+    for (const std::string& path : files) {
+      PSTRAIN_ASSIGN_OR_RETURN(const std::string contents, env->ReadFile(path));
+      RecordReader reader(contents, path);
+      while (true) {
+        absl::StatusOr<std::string_view> record = reader.ReadRecord();
+        if (absl::IsOutOfRange(record.status())) break;
+        if (!record.ok() && reader.cut_short()) break;  // a writer stopped mid-record
+        PSTRAIN_RETURN_IF_ERROR(record.status());
+        tensorboard::Event event;
+        if (!event.ParseFromArray(record->data(), static_cast<int>(record->size()))) {
+          return absl::DataLossError(absl::StrCat(path, ": the record before offset ",
+                                                  reader.offset(), " is not an Event"));
+        }
+        for (const tensorboard::Summary::Value& v : event.summary().value()) {
+          TagSummary t;
+          PSTRAIN_RETURN_IF_ERROR(Describe(v, path, reader.offset(), &t));
+          if (t.kind != "scalar") continue;
+          scalars[run == "." ? v.tag() : absl::StrCat(run, "/", v.tag())].push_back(
+              ScalarPoint{event.step(), event.wall_time(), v.simple_value()});
+        }
+      }
+    }
+  }
+  return scalars;
+}
+
 }  // namespace pstrain

@@ -209,5 +209,43 @@ TEST(InspectEventDirTest, ListsRunsAndTagsAndFindsDamage) {
   EXPECT_TRUE(absl::IsNotFound(InspectEventDir(&env, "/nothing").status()));
 }
 
+TEST(ReadEventScalarsTest, EveryScalarByRunAndTag) {
+  MemEnv env;
+  std::string train_path;
+  {
+    auto train = EventWriter::Create(&env, "/job", absl::Seconds(10));
+    auto eval = EventWriter::Create(&env, "/job/eval", absl::Seconds(10));
+    ASSERT_TRUE(train.ok() && eval.ok());
+    train_path = (*train)->path();
+    for (int step = 10; step <= 30; step += 10) {
+      ASSERT_TRUE((*train)->WriteScalar("loss", step, 1.0f / step).ok());
+    }
+    ASSERT_TRUE((*train)->WriteHistogram("dense/kernel", 20, std::vector<float>{1, 2}).ok());
+    ASSERT_TRUE((*eval)->WriteScalar("accuracy", 30, 0.75f).ok());
+  }
+  absl::StatusOr<std::map<std::string, std::vector<ScalarPoint>>> scalars =
+      ReadEventScalars(&env, "/job");
+  ASSERT_TRUE(scalars.ok()) << scalars.status();
+  ASSERT_EQ(scalars->size(), 2u);  // no histogram
+  const std::vector<ScalarPoint>& loss = scalars->at("loss");
+  ASSERT_EQ(loss.size(), 3u);
+  EXPECT_EQ(loss[0].step, 10);
+  EXPECT_FLOAT_EQ(loss[2].value, 1.0f / 30);
+  EXPECT_GT(loss[0].wall_time, 1.5e9);
+  ASSERT_EQ(scalars->at("eval/accuracy").size(), 1u);
+  EXPECT_FLOAT_EQ(scalars->at("eval/accuracy")[0].value, 0.75f);
+  // A cut last record ends the file's points; a flipped byte is DataLoss.
+  const std::string whole = *env.ReadFile(train_path);
+  ASSERT_TRUE(env.WriteFileAtomic(train_path, whole.substr(0, whole.size() - 5)).ok());
+  scalars = ReadEventScalars(&env, "/job");
+  ASSERT_TRUE(scalars.ok()) << scalars.status();
+  EXPECT_EQ(scalars->at("loss").size(), 3u);
+  std::string bytes = whole;
+  bytes[bytes.size() - 10] ^= 0x01;
+  ASSERT_TRUE(env.WriteFileAtomic(train_path, bytes).ok());
+  EXPECT_TRUE(absl::IsDataLoss(ReadEventScalars(&env, "/job").status()));
+  EXPECT_TRUE(absl::IsNotFound(ReadEventScalars(&env, "/nothing").status()));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -190,9 +190,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
   model->layers_ = std::move(layers);
   model->inputs_ = std::move(inputs);
   model->act_mask_ = std::move(act_mask);
+  model->shapes_ = std::move(shapes);
   model->acts_.resize(model->layers_.size() + 1);
   return model;
 }
+
+const std::string& Model::layer_name(size_t i) const { return layers_[i]->name(); }
 
 void Model::set_spec(std::optional<ModelSpec> spec) {
   spec_yaml_ = spec ? ModelSpecToYaml(*spec) : "";

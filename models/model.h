@@ -119,6 +119,11 @@ class Model {
                                   const std::string& source) const;
   const std::vector<VariableInfo>& variables() const { return variables_; }
   int64_t num_params() const { return num_params_; }
+  // The layers' names and the shapes of their outputs (one example's), in
+  // order: what a summary of the model lists.
+  size_t num_layers() const { return layers_.size(); }
+  const std::string& layer_name(size_t i) const;
+  const Shape& layer_output_shape(size_t i) const { return shapes_[i + 1]; }
   // Multiply-adds of one example's forward pass over every layer
   // (Layer::ForwardMultiplyAdds).
   int64_t ForwardMultiplyAdds() const;
@@ -219,6 +224,7 @@ class Model {
   // Per activation: the layer whose lengths are its mask (a sequence with
   // padding), or -1.
   std::vector<int> act_mask_;
+  std::vector<Shape> shapes_;          // per activation: the input's, then each layer's output's
   std::vector<Tensor> multi_scratch_;  // a multi-input layer's inputs' gradients
   bool chain_ = true;                  // every layer takes the previous one's output
   std::vector<Tensor> act_grads_;      // a graph's: per activation, dL/d(activation)

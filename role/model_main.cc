@@ -1,10 +1,12 @@
 // pstrain-model: what a model file holds.
-//   pstrain-model describe FILE
+//   pstrain-model describe FILE   each layer's type, output shape and
+//                                 parameters, as Keras' model.summary()
+//   pstrain-model spec FILE       the model spec as YAML (what `model: FILE`
+//                                 trains; an ONNX file's, to edit)
 // FILE is an ONNX model (.onnx) or a model spec (.yaml), local or gs://.
-// Prints the model spec as YAML (what `model: FILE` trains) on stdout and a
-// summary (layers, parameters, notes) on stderr. Exits 0, 1 when the file
-// cannot be read, 2 for bad usage or a file that is not a model pstrain can
-// build (the error says why).
+// Both print on stdout, and a line (layers, parameters, an ONNX import's
+// notes) on stderr. Exit 0, 1 when the file cannot be read, 2 for bad usage
+// or a file that is not a model pstrain can build (the error says why).
 #include <cstdio>
 #include <string>
 
@@ -16,6 +18,7 @@
 #include "common/version.h"
 #include "config/cluster_config.h"
 #include "config/model_spec.h"
+#include "models/model_summary.h"
 #include "models/spec_builder.h"
 #include "onnx/onnx_import.h"
 #include "role/model_source.h"
@@ -23,11 +26,11 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: pstrain-model describe FILE\n"
-    "  FILE: an ONNX model (.onnx) or a model spec (.yaml), local or gs://\n"
-    "  prints the model spec as YAML on stdout, a summary on stderr\n";
+    "usage: pstrain-model describe FILE   each layer's type, output shape and parameters\n"
+    "       pstrain-model spec FILE       the model spec as YAML\n"
+    "  FILE: an ONNX model (.onnx) or a model spec (.yaml), local or gs://\n";
 
-int Describe(const std::string& path) {
+int Describe(const std::string& path, bool as_yaml) {
   absl::StatusOr<std::string> bytes = pstrain::ProcessEnv()->ReadFile(path);
   if (!bytes.ok()) {
     std::fprintf(stderr, "pstrain-model: cannot read %s: %s\n", path.c_str(),
@@ -70,7 +73,17 @@ int Describe(const std::string& path) {
     std::fprintf(stderr, "pstrain-model: %s\n", model.status().ToString().c_str());
     return 2;
   }
-  std::fputs(pstrain::ModelSpecToYaml(*spec).c_str(), stdout);
+  if (as_yaml) {
+    std::fputs(pstrain::ModelSpecToYaml(*spec).c_str(), stdout);
+  } else {
+    absl::StatusOr<pstrain::ModelSummary> table =
+        pstrain::SummarizeModelSpec(*spec, training.model_spec->source);
+    if (!table.ok()) {
+      std::fprintf(stderr, "pstrain-model: %s\n", table.status().ToString().c_str());
+      return 2;
+    }
+    std::fputs(pstrain::FormatModelSummary(*table).c_str(), stdout);
+  }
   const pstrain::Model& m = **model;
   std::string summary = absl::StrCat(
       path, ": ", spec->layers.size(), " layers, input [", absl::StrJoin(spec->input, ", "), "], ",
@@ -92,9 +105,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (argc != 3 || std::string(argv[1]) != "describe") {
+  const std::string command = argc == 3 ? argv[1] : "";
+  if (command != "describe" && command != "spec") {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  return Describe(argv[2]);
+  return Describe(argv[2], command == "spec");
 }

@@ -45,6 +45,7 @@ ROOMS = [
     "chief",  # coordinator, checkpointer, job monitor
     "serving",  # predictor, TF Serving's REST API
     "launch",  # the launcher, GCE plan, supervisor
+    "python",  # the Python module: pybind11 adapters over the rooms below
     "testing",  # test helpers: only test code includes these
     "tests",  # cross-process tests, fakes, benchmarks
     "fuzz",  # libFuzzer targets (the ps one with tests/' in-process ps)

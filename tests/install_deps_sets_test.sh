@@ -14,8 +14,8 @@ fail() {
 
 # What only the tests use: none of it on a machine that just trains.
 test_only=(libgtest-dev libgmock-dev libbenchmark-dev clang-14 libfuzzer-14-dev python3-torch
-  python3-onnx nodejs npm systemd-container python3-grpcio python3-jsonschema pybind11-dev
-  python3-pybind11 python3-numpy npm:onnxruntime-node)
+  python3-onnx nodejs npm systemd-container python3-grpcio python3-jsonschema
+  npm:onnxruntime-node)
 
 # Without --list, running install-deps.sh would install: refuse to run it.
 grep -q -- '--list' "$deps" || {
@@ -31,7 +31,9 @@ quick_list="$("$deps" --list)"
 for p in "${test_only[@]}"; do
   if grep -Eq "^${p}(@.*)?\$" <<<"$quick_list"; then fail "the quickstart installs $p"; fi
 done
-for p in dataset-fashion-mnist cmake libgrpc++-dev libonnx-dev; do
+# The build makes `import pstrain` (python/): pybind11, NumPy, Python's headers.
+for p in dataset-fashion-mnist cmake libgrpc++-dev libonnx-dev pybind11-dev python3-dev \
+  python3-numpy; do
   grep -qx -- "$p" <<<"$quick_list" || fail "the quickstart's set lacks $p"
 done
 

@@ -202,7 +202,7 @@ TEST_F(OnnxTest, ASyncClusterTrainsATorchCnnAndItsOnnxExportAnswersInOnnxRuntime
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
 
   // The model as a spec, from the command line.
-  ProcessResult describe = RunProcess({kBin + "/pstrain-model", "describe", net}, 60);
+  ProcessResult describe = RunProcess({kBin + "/pstrain-model", "spec", net}, 60);
   ASSERT_EQ(describe.exit_code, 0) << describe.output;
   EXPECT_NE(describe.output.find("conv2d"), std::string::npos) << describe.output;
   EXPECT_NE(describe.output.find("batch_norm"), std::string::npos) << describe.output;

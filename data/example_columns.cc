@@ -1,0 +1,240 @@
+#include "data/example_columns.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/record_writer.h"
+#include "common/status_macros.h"
+#include "data/file_pattern.h"
+#include "data/gzip.h"
+#include "data/input_stream.h"
+#include "proto/example.pb.h"
+
+namespace pstrain {
+namespace {
+
+// One output file, written as <path>.tmp.
+struct OutputFile {
+  std::string path;
+  std::unique_ptr<WritableFile> file;
+  std::unique_ptr<GzipWriter> zipped;  // null: plain
+
+  absl::Status Append(std::string_view data) {
+    return zipped != nullptr ? zipped->Append(data) : file->Append(data);
+  }
+  absl::Status Close() { return zipped != nullptr ? zipped->Close() : file->Close(); }
+};
+
+// Example i of `columns`, serialized.
+std::string EncodeExample(const std::vector<ExampleColumn>& columns, int64_t i,
+                          tf::Example* example) {
+  example->Clear();
+  auto& features = *example->mutable_features()->mutable_feature();
+  for (const ExampleColumn& c : columns) {
+    const int64_t begin = c.offsets[i], end = c.offsets[i + 1];
+    if (begin == end) continue;
+    tf::Feature& f = features[c.name];
+    switch (c.kind) {
+      case ExampleColumn::Kind::kInt64:
+        f.mutable_int64_list()->mutable_value()->Add(c.ints.begin() + begin, c.ints.begin() + end);
+        break;
+      case ExampleColumn::Kind::kFloat:
+        f.mutable_float_list()->mutable_value()->Add(c.floats.begin() + begin,
+                                                     c.floats.begin() + end);
+        break;
+      case ExampleColumn::Kind::kBytes:
+        for (int64_t k = begin; k < end; ++k) f.mutable_bytes_list()->add_value(c.bytes[k]);
+        break;
+    }
+  }
+  return example->SerializeAsString();
+}
+
+size_t ValuesOf(const ExampleColumn& c) {
+  switch (c.kind) {
+    case ExampleColumn::Kind::kInt64:
+      return c.ints.size();
+    case ExampleColumn::Kind::kFloat:
+      return c.floats.size();
+    case ExampleColumn::Kind::kBytes:
+      return c.bytes.size();
+  }
+  return 0;
+}
+
+}  // namespace
+
+const char* ExampleKindName(ExampleColumn::Kind kind) {
+  switch (kind) {
+    case ExampleColumn::Kind::kInt64:
+      return "int64";
+    case ExampleColumn::Kind::kFloat:
+      return "float";
+    case ExampleColumn::Kind::kBytes:
+      return "bytes";
+  }
+  return "?";
+}
+
+absl::Status CheckExampleColumns(const std::vector<ExampleColumn>& columns) {
+  if (columns.empty()) return absl::InvalidArgumentError("no columns: give at least one feature");
+  std::map<std::string, int> seen;
+  for (const ExampleColumn& c : columns) {
+    if (c.name.empty()) return absl::InvalidArgumentError("a column has an empty name");
+    if (!seen.emplace(c.name, 0).second) {
+      return absl::InvalidArgumentError(absl::StrCat("column ", c.name, " is given twice"));
+    }
+    bool rising = !c.offsets.empty() && c.offsets.front() == 0;
+    for (size_t k = 1; rising && k < c.offsets.size(); ++k)
+      rising = c.offsets[k - 1] <= c.offsets[k];
+    if (!rising || static_cast<size_t>(c.offsets.back()) != ValuesOf(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", c.name, ": its offsets do not run from 0 up to its ", ValuesOf(c), " values"));
+    }
+    if (c.examples() != columns.front().examples()) {
+      return absl::InvalidArgumentError(absl::StrCat("column ", c.name, " has ", c.examples(),
+                                                     " examples, but column ", columns.front().name,
+                                                     " has ", columns.front().examples(),
+                                                     "; give every column one "
+                                                     "entry per example"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
+    Env* env, const std::string& path, const std::vector<ExampleColumn>& columns, int shards,
+    bool gzip) {
+  PSTRAIN_RETURN_IF_ERROR(CheckExampleColumns(columns));
+  if (shards < 1 || shards > 99999) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards = ", shards, ": write 1 to 99999 files"));
+  }
+  std::vector<OutputFile> files(shards);
+  const auto remove_temporaries = [&] {
+    for (OutputFile& f : files) {
+      if (f.file == nullptr) continue;
+      f.zipped.reset();
+      f.file.reset();
+      env->DeleteFile(f.path + ".tmp").IgnoreError();
+    }
+  };
+  for (int s = 0; s < shards; ++s) {
+    OutputFile& f = files[s];
+    f.path = shards == 1 ? path
+                         : absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", path, s, shards,
+                                           gzip ? ".gz" : "");
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(f.path + ".tmp");
+    if (!file.ok()) {
+      remove_temporaries();
+      return file.status();
+    }
+    f.file = *std::move(file);
+    if (gzip) f.zipped = std::make_unique<GzipWriter>(f.file.get(), f.path);
+  }
+  tf::Example example;
+  const int64_t n = columns.front().examples();
+  for (int64_t i = 0; i < n; ++i) {
+    absl::Status appended =
+        files[i % shards].Append(RecordWriter::Frame(EncodeExample(columns, i, &example)));
+    if (!appended.ok()) {
+      remove_temporaries();
+      return appended;
+    }
+  }
+  std::vector<std::string> paths;
+  for (OutputFile& f : files) {
+    absl::Status closed = f.Close();
+    if (closed.ok()) closed = env->RenameFile(f.path + ".tmp", f.path);
+    if (!closed.ok()) {
+      remove_temporaries();
+      return closed;
+    }
+    f.zipped.reset();
+    f.file.reset();
+    paths.push_back(f.path);
+  }
+  return paths;
+}
+
+absl::StatusOr<std::unique_ptr<ExampleColumnReader>> ExampleColumnReader::Open(
+    Env* env, const std::string& patterns) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
+                           ExpandFilePatterns(env, patterns, "the examples' files"));
+  return std::unique_ptr<ExampleColumnReader>(new ExampleColumnReader(env, std::move(files)));
+}
+
+absl::StatusOr<std::vector<ExampleColumn>> ExampleColumnReader::Next(int64_t n) {
+  std::vector<ExampleColumn> columns;
+  std::map<std::string, size_t> index;
+  std::map<std::string, std::string> first;  // where a column's kind was fixed
+  int64_t examples = 0;
+  tf::Example example;
+  while (examples < n && file_ < files_.size()) {
+    if (stream_ == nullptr) {
+      PSTRAIN_ASSIGN_OR_RETURN(stream_, RecordStream::Open(env_, files_[file_], Compression::kAuto,
+                                                           RecordFraming::kTfRecord));
+    }
+    const uint64_t offset = stream_->offset();
+    absl::StatusOr<std::string_view> record = stream_->Next();
+    if (absl::IsOutOfRange(record.status())) {
+      stream_.reset();
+      ++file_;
+      continue;
+    }
+    if (!record.ok()) return record.status();
+    const std::string where =
+        absl::StrCat(files_[file_], ": record ", stream_->record() - 1, " (offset ", offset, ")");
+    if (!example.ParseFromArray(record->data(), static_cast<int>(record->size()))) {
+      return absl::DataLossError(absl::StrCat(where, " is not a tf.train.Example"));
+    }
+    // The features in name order (a proto map has none of its own).
+    std::vector<std::pair<std::string, const tf::Feature*>> features;
+    for (const auto& [name, f] : example.features().feature()) features.emplace_back(name, &f);
+    std::sort(features.begin(), features.end());
+    for (const auto& [name, f] : features) {
+      ExampleColumn::Kind kind = ExampleColumn::Kind::kInt64;
+      if (f->has_float_list()) kind = ExampleColumn::Kind::kFloat;
+      if (f->has_bytes_list()) kind = ExampleColumn::Kind::kBytes;
+      auto [it, added] = index.emplace(name, columns.size());
+      if (added) {
+        ExampleColumn& c = columns.emplace_back();
+        c.name = name;
+        c.kind = kind;
+        c.offsets.assign(examples + 1, 0);
+        first[name] = where;
+      }
+      ExampleColumn& c = columns[it->second];
+      if (c.kind != kind) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": feature ", name, " holds ", ExampleKindName(kind),
+                         " values, but ", ExampleKindName(c.kind), " values at ", first[name]));
+      }
+      // Examples before this one without the feature.
+      c.offsets.resize(examples + 1, c.offsets.back());
+      switch (kind) {
+        case ExampleColumn::Kind::kInt64:
+          c.ints.insert(c.ints.end(), f->int64_list().value().begin(),
+                        f->int64_list().value().end());
+          break;
+        case ExampleColumn::Kind::kFloat:
+          c.floats.insert(c.floats.end(), f->float_list().value().begin(),
+                          f->float_list().value().end());
+          break;
+        case ExampleColumn::Kind::kBytes:
+          c.bytes.insert(c.bytes.end(), f->bytes_list().value().begin(),
+                         f->bytes_list().value().end());
+          break;
+      }
+      c.offsets.push_back(static_cast<int64_t>(ValuesOf(c)));
+    }
+    ++examples;
+  }
+  for (ExampleColumn& c : columns) c.offsets.resize(examples + 1, c.offsets.back());
+  return columns;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,86 @@
+#ifndef PSTRAIN_DATA_EXAMPLE_COLUMNS_H_
+#define PSTRAIN_DATA_EXAMPLE_COLUMNS_H_
+
+// tf.train.Examples as columns (one per feature, every example's values of
+// it): written to TFRecord files from columns, and read back in pieces.
+// What the Python module's pstrain.data.write_examples and read_examples do
+// with NumPy arrays (python/).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/env.h"
+#include "data/record_stream.h"
+
+namespace pstrain {
+
+// One feature of `examples` examples: example i's values are
+// [offsets[i], offsets[i + 1]) of the list of its kind (an int64_list,
+// float_list or bytes_list); an example without values has no feature.
+struct ExampleColumn {
+  enum class Kind { kInt64, kFloat, kBytes };
+  std::string name;
+  Kind kind = Kind::kInt64;
+  std::vector<int64_t> offsets = {0};
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  std::vector<std::string> bytes;
+
+  int64_t examples() const { return static_cast<int64_t>(offsets.size()) - 1; }
+  int64_t values() const { return offsets.back(); }
+};
+
+// "int64", "float" or "bytes".
+const char* ExampleKindName(ExampleColumn::Kind kind);
+
+// InvalidArgument naming the column for columns that are not one set of
+// examples: no column, an empty or repeated name, offsets that do not start
+// at 0 and rise to the values' count, or columns of different lengths.
+absl::Status CheckExampleColumns(const std::vector<ExampleColumn>& columns);
+
+// Writes the columns' examples as TFRecord files of tf.train.Example, the
+// features in the columns' order: with `shards` 1, the file `path`; with
+// more, "<path>-00000-of-0000N.tfrecord" ... (".tfrecord.gz" when gzip'd),
+// example i in shard i % N. `gzip`: the files gzip'd (tf.data's
+// compression_type="GZIP"). Each file is written as "<file>.tmp" and renamed
+// when whole: an error leaves none that looks whole. Returns the files.
+// CheckExampleColumns' errors; InvalidArgument for shards outside [1,
+// 99999]; the Env's errors.
+absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
+    Env* env, const std::string& path, const std::vector<ExampleColumn>& columns, int shards,
+    bool gzip);
+
+// Reads the Examples of TFRecord files (gzip'd when named .gz) in order, in
+// pieces of columns: every feature any Example of the piece has, in the
+// order first seen; a feature's kind is its first Example's. Not thread-safe.
+class ExampleColumnReader {
+ public:
+  // The files `patterns` (comma-separated paths or globs, local or gs://)
+  // names. NotFound for a pattern that matches no file.
+  static absl::StatusOr<std::unique_ptr<ExampleColumnReader>> Open(Env* env,
+                                                                   const std::string& patterns);
+
+  // The next up to `n` examples as columns; none (an empty vector) at the
+  // end. DataLoss naming the file and offset for a damaged record or one
+  // that is not an Example; InvalidArgument for a feature whose kind differs
+  // from its first Example's in the piece.
+  absl::StatusOr<std::vector<ExampleColumn>> Next(int64_t n);
+
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  ExampleColumnReader(Env* env, std::vector<std::string> files)
+      : env_(env), files_(std::move(files)) {}
+
+  Env* const env_;
+  const std::vector<std::string> files_;
+  size_t file_ = 0;
+  std::unique_ptr<RecordStream> stream_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_DATA_EXAMPLE_COLUMNS_H_

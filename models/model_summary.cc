@@ -1,0 +1,143 @@
+#include "models/model_summary.h"
+
+#include <algorithm>
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "models/model.h"
+#include "models/spec_builder.h"
+
+namespace pstrain {
+namespace {
+
+// "1,234,567", as Keras prints counts.
+std::string Grouped(int64_t n) {
+  std::string digits = absl::StrCat(n < 0 ? -n : n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// "(None, 30, 8)": the batch first, as Keras.
+std::string BatchShape(const Shape& shape) {
+  std::vector<std::string> dims = {"None"};
+  for (int64_t d : shape) dims.push_back(absl::StrCat(d));
+  return absl::StrCat("(", absl::StrJoin(dims, ", "), ")");
+}
+
+std::string Padded(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+}  // namespace
+
+absl::StatusOr<ModelSummary> SummarizeModelSpec(const ModelSpec& spec, const std::string& source) {
+  SpecBuildOptions unfused;
+  unfused.fuse_residual_blocks = false;
+  absl::StatusOr<std::unique_ptr<Model>> built = BuildModelFromSpec(spec, source, unfused);
+  if (!built.ok()) return built.status();
+  const Model& model = **built;
+  ModelSummary s;
+  s.name = model.name();
+  s.input_shape = model.input_shape();
+  s.num_classes = model.num_classes();
+  s.binary = model.head() == Head::kBinary;
+  s.sparse_features = model.sparse_features();
+  std::set<std::string> counted;  // shared tables counted once
+  for (const LayerSpec& l : spec.layers) {
+    LayerSummary& row = s.layers.emplace_back();
+    row.name = l.name;
+    row.type = l.type;
+    row.line = l.line;
+    for (const std::string& in : LayerInputNames(l)) {
+      row.inputs.push_back(!in.empty()                  ? in
+                           : &l == &spec.layers.front() ? "input"
+                                                        : (&l - 1)->name);
+    }
+    // The output: the last model layer of this spec layer (a layer with an
+    // activation of its own is built as two, "<layer>" and "<layer>/...").
+    const std::string prefix = l.name + "/";
+    for (size_t i = 0; i < model.num_layers(); ++i) {
+      const std::string& name = model.layer_name(i);
+      if (name == l.name || name.starts_with(prefix))
+        row.output_shape = model.layer_output_shape(i);
+    }
+    for (const VariableInfo& v : model.variables()) {
+      if (!v.name.starts_with(prefix)) continue;
+      (v.trainable ? row.trainable : row.non_trainable) += v.size;
+    }
+    for (const SparseTableInfo& t : model.sparse_tables()) {
+      if (!t.name.starts_with(prefix) && t.name != l.table) continue;
+      TableSummary& table = row.tables.emplace_back();
+      table.name = t.name;
+      if (t.cross.empty()) {
+        // A shared table is read by this layer's feature; another by its own.
+        table.feature = t.name == l.table ? l.feature : model.sparse_features()[t.feature];
+      } else {
+        std::vector<std::string> crossed;
+        for (int f : t.cross) crossed.push_back(model.sparse_features()[f]);
+        table.feature = absl::StrJoin(crossed, "_X_");
+      }
+      table.buckets = t.buckets;
+      table.dim = t.dim;
+      table.shared = t.name == l.table;
+      if (!counted.insert(t.name).second) continue;
+      if (t.buckets > 0) {
+        s.table_values += t.buckets * t.dim;
+      } else {
+        ++s.dynamic_tables;
+      }
+    }
+    s.trainable += row.trainable;
+    s.non_trainable += row.non_trainable;
+  }
+  return s;
+}
+
+std::string FormatModelSummary(const ModelSummary& s) {
+  constexpr size_t kLayer = 34, kShape = 22, kParams = 12;
+  const std::string rule(kLayer + kShape + kParams + 24, '=');
+  const std::string thin(rule.size(), '_');
+  std::string out =
+      absl::StrCat("Model: \"", s.name, "\" (input ", BatchShape(s.input_shape), ", ",
+                   s.binary ? "binary head: one logit, sigmoid"
+                            : absl::StrCat(s.num_classes, " classes, softmax"),
+                   s.sparse_features.empty()
+                       ? ""
+                       : absl::StrCat("; sparse features ", absl::StrJoin(s.sparse_features, ", ")),
+                   ")\n", thin, "\n");
+  absl::StrAppend(&out, " ", Padded("Layer (type)", kLayer), Padded("Output Shape", kShape),
+                  Padded("Param #", kParams), "Takes\n", rule, "\n");
+  for (const LayerSummary& l : s.layers) {
+    absl::StrAppend(&out, " ", Padded(absl::StrCat(l.name, " (", l.type, ")"), kLayer),
+                    Padded(BatchShape(l.output_shape), kShape),
+                    Padded(Grouped(l.trainable + l.non_trainable), kParams),
+                    absl::StrJoin(l.inputs, ", "), "\n");
+    for (const TableSummary& t : l.tables) {
+      absl::StrAppend(&out, "   table ", t.name, t.shared ? " (shared)" : "", ": ",
+                      t.buckets > 0 ? Grouped(t.buckets) : "dynamic", " rows x ", t.dim, " by ",
+                      t.feature, "\n");
+    }
+  }
+  absl::StrAppend(&out, rule, "\n", "Total params: ", Grouped(s.trainable + s.non_trainable), "\n",
+                  "Trainable params: ", Grouped(s.trainable), "\n",
+                  "Non-trainable params: ", Grouped(s.non_trainable), "\n");
+  if (s.table_values > 0 || s.dynamic_tables > 0) {
+    absl::StrAppend(&out, "Embedding rows (on the parameter servers): ", Grouped(s.table_values),
+                    " values in bucketed tables",
+                    s.dynamic_tables > 0
+                        ? absl::StrCat(", and ", s.dynamic_tables,
+                                       " dynamic table(s) that grow with the ids seen")
+                        : "",
+                    "\n");
+  }
+  absl::StrAppend(&out, thin, "\n");
+  return out;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,244 @@
+"""Jobs started from Python: pstrain-launch as a child process, followed."""
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+__all__ = ["launch", "Job", "find_binary"]
+
+# "[worker:0] I1128 14:03:28.123 12 trainer.cc:234] step = 100, loss = 0.5123, ..."
+_STEP = re.compile(r"step = (\d+), loss = ([-+0-9.eE]+|nan|inf), examples/sec = ([0-9.eE+]+)"
+                   r"(?:, global_step/sec = ([0-9.eE+]+))?")
+_EVAL = re.compile(r"Saving dict for global step (\d+): (.*)$")
+_TASK = re.compile(r"^\[([a-z_]+(?::\d+)?)\] ")
+
+
+def find_binary(name):
+    """The path of the pstrain program `name` ("pstrain-launch").
+
+    Looked for in $PSTRAIN_BIN_DIR, then beside this module in a build tree
+    (build/bin for build/python/pstrain), then on PATH.
+    """
+    candidates = []
+    if os.environ.get("PSTRAIN_BIN_DIR"):
+        candidates.append(os.path.join(os.environ["PSTRAIN_BIN_DIR"], name))
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates.append(os.path.join(here, "..", "..", "bin", name))
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return os.path.normpath(path)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name} is neither in $PSTRAIN_BIN_DIR, nor in a build tree "
+                                "beside this module, nor on PATH; install pstrain's .deb or "
+                                "set PSTRAIN_BIN_DIR to the build's bin directory")
+    return found
+
+
+def _number(text):
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def parse_progress(line):
+    """The progress a log line reports, as a dict, or None.
+
+    {"kind": "step", "task": "worker:0", "step": 100, "loss": 0.51,
+     "examples_per_sec": 2000.0, "global_steps_per_sec": 10.2} for a
+    training line; {"kind": "eval", "task": ..., "global_step": 600,
+    "accuracy": 0.87, "loss": 0.36, ...} for an evaluation's "Saving dict
+    for global step N: ..." (every metric it names).
+    """
+    task = _TASK.match(line)
+    task = task.group(1) if task else None
+    m = _EVAL.search(line)
+    if m:
+        out = {"kind": "eval", "task": task, "global_step": int(m.group(1))}
+        for part in m.group(2).split(","):
+            key, _, value = part.partition("=")
+            key, value = key.strip(), value.strip()
+            if key:
+                # "loss = 0.54402 (0.4 s of training)": the number.
+                try:
+                    out[key] = _number(value.split()[0]) if value else value
+                except ValueError:
+                    out[key] = value
+        return out
+    m = _STEP.search(line)
+    if m:
+        out = {"kind": "step", "task": task, "step": int(m.group(1)),
+               "loss": float(m.group(2)), "examples_per_sec": float(m.group(3))}
+        if m.group(4):
+            out["global_steps_per_sec"] = float(m.group(4))
+        return out
+    return None
+
+
+def _flag(key, value):
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return f"--{key}={value}"
+
+
+class Job:
+    """A running pstrain job: pstrain-launch and the processes it started.
+
+    Iterate over it for its progress as it trains (dicts from parse_progress,
+    as the lines arrive; the iteration ends when the job does):
+
+        job = pstrain.launch("cluster.yaml", job_dir="/tmp/run", train_steps=500)
+        for p in job:
+            if p["kind"] == "eval":
+                print(p["global_step"], p["accuracy"])
+        job.wait()
+
+    `stop()` ends it as SIGTERM does (the chief saves a checkpoint); leaving
+    a `with` block, or the Job being collected, stops a job still running:
+    no process is left behind.
+    """
+
+    def __init__(self, args, job_dir=None, cleanup=None):
+        self.args = list(args)
+        self.job_dir = job_dir
+        self.lines = []  # every line of output so far
+        self._cleanup = cleanup
+        self._queue = queue.Queue()
+        self._process = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            errors="replace", bufsize=1, start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self._process.stdout:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def __iter__(self):
+        return self.progress()
+
+    def progress(self, timeout=None):
+        """Yields the job's progress dicts until it ends (or `timeout` seconds pass)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                line = self._queue.get(timeout=wait)
+            except queue.Empty:
+                return
+            if line is None:
+                self._queue.put(None)  # later iterations end at once too
+                return
+            p = parse_progress(line)
+            if p is not None:
+                yield p
+
+    @property
+    def running(self):
+        """True while pstrain-launch has not exited."""
+        return self._process.poll() is None
+
+    @property
+    def returncode(self):
+        """pstrain-launch's exit code (None while it runs): 0 when the job finished."""
+        return self._process.poll()
+
+    @property
+    def output(self):
+        """Every line of output so far, as one string."""
+        return "\n".join(self.lines)
+
+    def wait(self, timeout=None):
+        """Waits for the job to end; returns pstrain-launch's exit code.
+
+        Raises subprocess.TimeoutExpired after `timeout` seconds (the job
+        goes on: stop() it).
+        """
+        code = self._process.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        if not self._reader.is_alive():
+            self._process.stdout.close()
+        self._finish()
+        return code
+
+    def stop(self, timeout=60):
+        """Stops the job as SIGTERM does and waits; returns the exit code.
+
+        The chief saves a checkpoint (a later launch resumes from it). After
+        `timeout` seconds every process of the job is killed.
+        """
+        if self._process.poll() is None:
+            try:
+                self._process.send_signal(signal.SIGTERM)
+                self._process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                self._process.wait()
+        return self.wait()
+
+    def _finish(self):
+        if self._cleanup is not None:
+            self._cleanup()
+            self._cleanup = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __del__(self):
+        try:
+            if self._process.poll() is None:
+                self.stop(timeout=30)
+        except Exception:  # interpreter shutting down
+            pass
+
+    def __repr__(self):
+        state = "running" if self.running else f"exited {self.returncode}"
+        return f"<pstrain.Job {self.job_dir or ''} {state}>"
+
+
+def launch(config, **overrides):
+    """Starts a job with pstrain-launch and returns its Job.
+
+    Args:
+      config: a cluster config file (YAML, local or gs://), or a dict of the
+        same (written to a temporary file for the launch).
+      **overrides: flags of pstrain-launch, as on its command line:
+        job_dir="/tmp/run", train_steps=500, model="net.yaml",
+        data_dir="data", log_every_n_steps=50, ... (True/False become
+        true/false; lists become comma-separated).
+
+    Returns:
+      The Job, running. Its progress, wait() and stop() follow it.
+
+    Raises:
+      FileNotFoundError: no pstrain-launch (see find_binary), or a config
+      file that does not exist.
+    """
+    cleanup = None
+    if isinstance(config, dict):
+        handle, path = tempfile.mkstemp(prefix="pstrain-config-", suffix=".yaml")
+        with os.fdopen(handle, "w") as f:
+            json.dump(config, f)  # JSON is YAML
+        config = path
+        cleanup = lambda: os.path.exists(path) and os.remove(path)
+    elif "://" not in str(config) and not os.path.exists(str(config)):
+        raise FileNotFoundError(f"no cluster config {config}")
+    args = [find_binary("pstrain-launch"), f"--config={config}"]
+    args += [_flag(key, value) for key, value in overrides.items()]
+    return Job(args, job_dir=overrides.get("job_dir"), cleanup=cleanup)
