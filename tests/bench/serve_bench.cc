@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
@@ -48,7 +49,8 @@
 DEFINE_string(serve_bin, "", "pstrain-serve (default: beside this binary).");
 DEFINE_string(model_dir, "", "An export dir (default: mnist_cnn's initial values).");
 DEFINE_string(runs, "1x1,1x8,32x1,32x8", "REST runs: <batch>x<clients>, comma-separated.");
-DEFINE_double(seconds, 5, "Seconds per REST run.");
+DEFINE_double(seconds, 5, "Seconds per REST run (and at most per in-process batch size).");
+DEFINE_string(compute_batches, "1,32", "Batch sizes of the in-process runs, comma-separated.");
 DEFINE_int32(port, 18501, "Port for pstrain-serve on 127.0.0.1.");
 DEFINE_int32(stalled, 0,
              "Also run each REST run beside this many stalled uploads (0: only without).");
@@ -85,9 +87,14 @@ void Compute(pstrain::Predictor* predictor, int batch) {
   std::vector<float> images(batch * predictor->example_size());
   std::mt19937 rng(1);
   for (float& x : images) x = static_cast<float>(rng() % 256) / 255;
-  for (int i = 0; i < 20; ++i) predictor->Predict(images.data(), batch);
+  for (int i = 0; i < std::clamp(2560 / batch, 2, 20); ++i)
+    predictor->Predict(images.data(), batch);
   std::vector<double> ms;
-  for (int i = 0; i < 300; ++i) {
+  const auto begin = Clock::now();
+  // 300 calls, or as many as --seconds holds (at least 5).
+  for (int i = 0;
+       i < 300 && (i < 5 || Clock::now() - begin < std::chrono::duration<double>(FLAGS_seconds));
+       ++i) {
     const auto start = Clock::now();
     predictor->Predict(images.data(), batch);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -221,8 +228,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", predictor.status().ToString().c_str());
     return 1;
   }
-  Compute(predictor->get(), 1);
-  Compute(predictor->get(), 32);
+  for (absl::string_view batch : absl::StrSplit(FLAGS_compute_batches, ',')) {
+    int b = 0;
+    if (!absl::SimpleAtoi(batch, &b) || b < 1) {
+      std::fprintf(stderr, "--compute_batches: %s is no batch size\n", std::string(batch).c_str());
+      return 2;
+    }
+    Compute(predictor->get(), b);
+  }
 
   std::string serve = FLAGS_serve_bin;
   if (serve.empty()) {
