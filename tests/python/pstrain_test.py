@@ -300,6 +300,24 @@ class PstrainModuleTest(unittest.TestCase):
         self.assertEqual(back[4]["word"], [b"c", b"d"])
         self.assertNotIn("word", back[1])
 
+    def test_every_public_function_has_a_docstring(self):
+        import inspect
+        missing = []
+        for module in (pstrain, pstrain.data):
+            for name in module.__all__:
+                obj = getattr(module, name)
+                if not inspect.getdoc(obj):
+                    missing.append(f"{module.__name__}.{name}")
+                if inspect.isclass(obj):
+                    for member, value in vars(obj).items():
+                        if member.startswith("_") and member != "__init__":
+                            continue
+                        if (inspect.isfunction(value) or isinstance(value, property) or
+                                isinstance(value, classmethod)) and not inspect.getdoc(value):
+                            missing.append(f"{module.__name__}.{name}.{member}")
+        self.assertEqual(missing, [])
+        self.assertIn("read_examples", pstrain.data.__doc__ + "".join(pstrain.data.__all__))
+
     def test_fuzzed_inputs_never_crash_the_interpreter(self):
         rng = random.Random(5)
         spec_text = SPEC
