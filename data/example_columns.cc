@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/record_writer.h"
@@ -113,20 +114,27 @@ absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
     return absl::InvalidArgumentError(
         absl::StrCat("shards = ", shards, ": write 1 to 99999 files"));
   }
-  std::vector<OutputFile> files(shards);
-  const auto remove_temporaries = [&] {
-    for (OutputFile& f : files) {
-      if (f.file == nullptr) continue;
-      f.zipped.reset();
-      f.file.reset();
-      env->DeleteFile(f.path + ".tmp").IgnoreError();
-    }
-  };
+  if (shards == 1 && gzip != absl::EndsWith(path, ".gz")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ",
+                     gzip ? "a gzip'd file is read as gzip only when its name ends .gz: name it so"
+                          : "a name ending .gz is read as gzip: gzip it, or name it otherwise"));
+  }
+  std::vector<std::string> paths;
   for (int s = 0; s < shards; ++s) {
-    OutputFile& f = files[s];
-    f.path = shards == 1 ? path
-                         : absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", path, s, shards,
-                                           gzip ? ".gz" : "");
+    paths.push_back(shards == 1 ? path
+                                : absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", path, s, shards,
+                                                  gzip ? ".gz" : ""));
+  }
+  const auto remove_temporaries = [&] {
+    for (const std::string& p : paths) env->DeleteFile(p + ".tmp").IgnoreError();
+  };
+  // One file at a time: shard s holds examples s, s + N, s + 2N, ...
+  tf::Example example;
+  const int64_t n = columns.front().examples();
+  for (int s = 0; s < shards; ++s) {
+    OutputFile f;
+    f.path = paths[s];
     absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(f.path + ".tmp");
     if (!file.ok()) {
       remove_temporaries();
@@ -134,28 +142,23 @@ absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
     }
     f.file = *std::move(file);
     if (gzip) f.zipped = std::make_unique<GzipWriter>(f.file.get(), f.path);
-  }
-  tf::Example example;
-  const int64_t n = columns.front().examples();
-  for (int64_t i = 0; i < n; ++i) {
-    absl::Status appended =
-        files[i % shards].Append(RecordWriter::Frame(EncodeExample(columns, i, &example)));
-    if (!appended.ok()) {
-      remove_temporaries();
-      return appended;
+    absl::Status written = absl::OkStatus();
+    for (int64_t i = s; i < n && written.ok(); i += shards) {
+      written = f.Append(RecordWriter::Frame(EncodeExample(columns, i, &example)));
     }
-  }
-  std::vector<std::string> paths;
-  for (OutputFile& f : files) {
-    absl::Status closed = f.Close();
-    if (closed.ok()) closed = env->RenameFile(f.path + ".tmp", f.path);
-    if (!closed.ok()) {
-      remove_temporaries();
-      return closed;
-    }
+    if (written.ok()) written = f.Close();
     f.zipped.reset();
     f.file.reset();
-    paths.push_back(f.path);
+    if (!written.ok()) {
+      remove_temporaries();
+      return written;
+    }
+  }
+  for (const std::string& p : paths) {
+    if (absl::Status renamed = env->RenameFile(p + ".tmp", p); !renamed.ok()) {
+      remove_temporaries();
+      return renamed;
+    }
   }
   return paths;
 }
@@ -167,11 +170,11 @@ absl::StatusOr<std::unique_ptr<ExampleColumnReader>> ExampleColumnReader::Open(
   return std::unique_ptr<ExampleColumnReader>(new ExampleColumnReader(env, std::move(files)));
 }
 
-absl::StatusOr<std::vector<ExampleColumn>> ExampleColumnReader::Next(int64_t n) {
-  std::vector<ExampleColumn> columns;
+absl::StatusOr<ExamplePiece> ExampleColumnReader::Next(int64_t n) {
+  ExamplePiece piece;
+  std::vector<ExampleColumn>& columns = piece.columns;
   std::map<std::string, size_t> index;
-  std::map<std::string, std::string> first;  // where a column's kind was fixed
-  int64_t examples = 0;
+  int64_t& examples = piece.examples;
   tf::Example example;
   while (examples < n && file_ < files_.size()) {
     if (stream_ == nullptr) {
@@ -199,20 +202,20 @@ absl::StatusOr<std::vector<ExampleColumn>> ExampleColumnReader::Next(int64_t n) 
       ExampleColumn::Kind kind = ExampleColumn::Kind::kInt64;
       if (f->has_float_list()) kind = ExampleColumn::Kind::kFloat;
       if (f->has_bytes_list()) kind = ExampleColumn::Kind::kBytes;
+      const auto [first, new_feature] = kinds_.emplace(name, std::make_pair(kind, where));
+      if (!new_feature && first->second.first != kind) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": feature ", name, " holds ", ExampleKindName(kind), " values, but ",
+            ExampleKindName(first->second.first), " values at ", first->second.second));
+      }
       auto [it, added] = index.emplace(name, columns.size());
       if (added) {
         ExampleColumn& c = columns.emplace_back();
         c.name = name;
         c.kind = kind;
         c.offsets.assign(examples + 1, 0);
-        first[name] = where;
       }
       ExampleColumn& c = columns[it->second];
-      if (c.kind != kind) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": feature ", name, " holds ", ExampleKindName(kind),
-                         " values, but ", ExampleKindName(c.kind), " values at ", first[name]));
-      }
       // Examples before this one without the feature.
       c.offsets.resize(examples + 1, c.offsets.back());
       switch (kind) {
@@ -234,7 +237,7 @@ absl::StatusOr<std::vector<ExampleColumn>> ExampleColumnReader::Next(int64_t n) 
     ++examples;
   }
   for (ExampleColumn& c : columns) c.offsets.resize(examples + 1, c.offsets.back());
-  return columns;
+  return piece;
 }
 
 }  // namespace pstrain

@@ -7,8 +7,10 @@
 // with NumPy arrays (python/).
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -44,18 +46,28 @@ absl::Status CheckExampleColumns(const std::vector<ExampleColumn>& columns);
 // Writes the columns' examples as TFRecord files of tf.train.Example, the
 // features in the columns' order: with `shards` 1, the file `path`; with
 // more, "<path>-00000-of-0000N.tfrecord" ... (".tfrecord.gz" when gzip'd),
-// example i in shard i % N. `gzip`: the files gzip'd (tf.data's
-// compression_type="GZIP"). Each file is written as "<file>.tmp" and renamed
-// when whole: an error leaves none that looks whole. Returns the files.
-// CheckExampleColumns' errors; InvalidArgument for shards outside [1,
-// 99999]; the Env's errors.
+// example i in shard i % N, one file open at a time. `gzip`: the files
+// gzip'd (tf.data's compression_type="GZIP"). Each file is written as
+// "<file>.tmp", and all are renamed when every one is whole: an error leaves
+// none that looks whole. Returns the files. CheckExampleColumns' errors;
+// InvalidArgument for shards outside [1, 99999], or a single file whose
+// name does not say its compression (readers go by the name: a gzip'd file
+// ends ".gz", a plain one does not); the Env's errors.
 absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
     Env* env, const std::string& path, const std::vector<ExampleColumn>& columns, int shards,
     bool gzip);
 
+// Some examples as columns.
+struct ExamplePiece {
+  int64_t examples = 0;
+  // Every feature an example of the piece has, in the order first seen (an
+  // example's features by name); none when no example has one.
+  std::vector<ExampleColumn> columns;
+};
+
 // Reads the Examples of TFRecord files (gzip'd when named .gz) in order, in
-// pieces of columns: every feature any Example of the piece has, in the
-// order first seen; a feature's kind is its first Example's. Not thread-safe.
+// pieces. A feature's kind is that of its first Example in the files. Not
+// thread-safe.
 class ExampleColumnReader {
  public:
   // The files `patterns` (comma-separated paths or globs, local or gs://)
@@ -63,11 +75,11 @@ class ExampleColumnReader {
   static absl::StatusOr<std::unique_ptr<ExampleColumnReader>> Open(Env* env,
                                                                    const std::string& patterns);
 
-  // The next up to `n` examples as columns; none (an empty vector) at the
-  // end. DataLoss naming the file and offset for a damaged record or one
-  // that is not an Example; InvalidArgument for a feature whose kind differs
-  // from its first Example's in the piece.
-  absl::StatusOr<std::vector<ExampleColumn>> Next(int64_t n);
+  // The next up to `n` examples; 0 examples at the end. DataLoss naming the
+  // file and offset for a damaged record or one that is not an Example;
+  // InvalidArgument for a feature whose kind differs from its first
+  // Example's (naming both).
+  absl::StatusOr<ExamplePiece> Next(int64_t n);
 
   const std::vector<std::string>& files() const { return files_; }
 
@@ -79,6 +91,8 @@ class ExampleColumnReader {
   const std::vector<std::string> files_;
   size_t file_ = 0;
   std::unique_ptr<RecordStream> stream_;
+  // Per feature: its kind and where it was first seen.
+  std::map<std::string, std::pair<ExampleColumn::Kind, std::string>> kinds_;
 };
 
 }  // namespace pstrain

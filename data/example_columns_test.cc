@@ -52,9 +52,9 @@ std::vector<ExampleColumn> ReadAll(const std::string& pattern, int64_t piece) {
       ExampleColumnReader::Open(Env::Default(), pattern);
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return {};
-  absl::StatusOr<std::vector<ExampleColumn>> columns = (*reader)->Next(piece);
-  EXPECT_TRUE(columns.ok()) << columns.status();
-  return columns.ok() ? *columns : std::vector<ExampleColumn>();
+  absl::StatusOr<ExamplePiece> read = (*reader)->Next(piece);
+  EXPECT_TRUE(read.ok()) << read.status();
+  return read.ok() ? read->columns : std::vector<ExampleColumn>();
 }
 
 class ExampleColumnsTest : public ::testing::Test {
@@ -73,8 +73,10 @@ TEST_F(ExampleColumnsTest, WrittenColumnsReadBackInPieces) {
   absl::StatusOr<std::unique_ptr<ExampleColumnReader>> reader =
       ExampleColumnReader::Open(Env::Default(), dir_ + "/train.tfrecords");
   ASSERT_TRUE(reader.ok()) << reader.status();
-  absl::StatusOr<std::vector<ExampleColumn>> first = (*reader)->Next(2);
-  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<ExamplePiece> piece = (*reader)->Next(2);
+  ASSERT_TRUE(piece.ok()) << piece.status();
+  EXPECT_EQ(piece->examples, 2);
+  const std::vector<ExampleColumn>* first = &piece->columns;
   // Features in name order as first seen: example 0 has all four.
   ASSERT_EQ(first->size(), 4u);
   const ExampleColumn& dense = (*first)[0];
@@ -88,13 +90,15 @@ TEST_F(ExampleColumnsTest, WrittenColumnsReadBackInPieces) {
   EXPECT_THAT(hist.offsets, ElementsAre(0, 4, 4));  // example 1 has none
   EXPECT_EQ((*first)[3].name, "word");
   EXPECT_THAT((*first)[3].bytes, ElementsAre("a", "bc", "d"));
-  absl::StatusOr<std::vector<ExampleColumn>> second = (*reader)->Next(2);
+  absl::StatusOr<ExamplePiece> second = (*reader)->Next(2);
   ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_EQ(second->size(), 3u);  // example 2 has no word
-  EXPECT_EQ((*second)[0].examples(), 1);
-  absl::StatusOr<std::vector<ExampleColumn>> end = (*reader)->Next(2);
+  EXPECT_EQ(second->examples, 1);
+  ASSERT_EQ(second->columns.size(), 3u);  // example 2 has no word
+  EXPECT_EQ(second->columns[0].examples(), 1);
+  absl::StatusOr<ExamplePiece> end = (*reader)->Next(2);
   ASSERT_TRUE(end.ok());
-  EXPECT_TRUE(end->empty());
+  EXPECT_EQ(end->examples, 0);
+  EXPECT_TRUE(end->columns.empty());
 }
 
 // A job reads what the columns write: TabularExampleParser on the file.
@@ -111,6 +115,37 @@ TEST_F(ExampleColumnsTest, AJobReadsThem) {
   EXPECT_EQ(data->size(), 3);
   EXPECT_THAT(data->labels, ElementsAre(1, 0, 1));
   EXPECT_THAT(data->dense, ElementsAre(0.5f, 1.5f, 2, 3, -1, 0));
+}
+
+// A piece whose examples have no feature still counts them.
+TEST_F(ExampleColumnsTest, ExamplesWithoutFeaturesAreCounted) {
+  ASSERT_TRUE(WriteExampleColumns(Env::Default(), dir_ + "/sparse.tfrecords",
+                                  {Ints("user", {{}, {}, {1}, {2}})}, 1, false)
+                  .ok());
+  absl::StatusOr<std::unique_ptr<ExampleColumnReader>> reader =
+      ExampleColumnReader::Open(Env::Default(), dir_ + "/sparse.tfrecords");
+  ASSERT_TRUE(reader.ok());
+  absl::StatusOr<ExamplePiece> piece = (*reader)->Next(2);
+  ASSERT_TRUE(piece.ok());
+  EXPECT_EQ(piece->examples, 2);
+  EXPECT_TRUE(piece->columns.empty());
+  piece = (*reader)->Next(2);
+  ASSERT_TRUE(piece.ok());
+  EXPECT_EQ(piece->examples, 2);
+  ASSERT_EQ(piece->columns.size(), 1u);
+  EXPECT_THAT(piece->columns[0].ints, ElementsAre(1, 2));
+}
+
+// Readers take a file's compression from its name.
+TEST_F(ExampleColumnsTest, ASingleFilesNameSaysItsCompression) {
+  absl::StatusOr<std::vector<std::string>> files =
+      WriteExampleColumns(Env::Default(), dir_ + "/plain.tfrecords", columns_, 1, true);
+  ASSERT_FALSE(files.ok());
+  EXPECT_THAT(std::string(files.status().message()), HasSubstr("ends .gz"));
+  EXPECT_FALSE(WriteExampleColumns(Env::Default(), dir_ + "/z.gz", columns_, 1, false).ok());
+  files = WriteExampleColumns(Env::Default(), dir_ + "/z.tfrecords.gz", columns_, 1, true);
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ(ReadAll((*files)[0], 10).front().examples(), 3);
 }
 
 TEST_F(ExampleColumnsTest, ShardsAndGzip) {
@@ -159,7 +194,7 @@ TEST_F(ExampleColumnsTest, DamagedAndTruncatedFilesSayWhere) {
     absl::StatusOr<std::unique_ptr<ExampleColumnReader>> reader =
         ExampleColumnReader::Open(Env::Default(), dir_ + "/cut.tfrecords");
     ASSERT_TRUE(reader.ok());
-    absl::StatusOr<std::vector<ExampleColumn>> read = (*reader)->Next(10);
+    absl::StatusOr<ExamplePiece> read = (*reader)->Next(10);
     if (!read.ok()) {
       EXPECT_THAT(std::string(read.status().message()), HasSubstr("cut.tfrecords"));
     }
@@ -188,7 +223,10 @@ TEST_F(ExampleColumnsTest, AFeatureOfTwoKindsIsRefused) {
   absl::StatusOr<std::unique_ptr<ExampleColumnReader>> reader =
       ExampleColumnReader::Open(Env::Default(), dir_ + "/a.tfrecords," + dir_ + "/b.tfrecords");
   ASSERT_TRUE(reader.ok()) << reader.status();
-  absl::StatusOr<std::vector<ExampleColumn>> read = (*reader)->Next(10);
+  // Across pieces too.
+  absl::StatusOr<ExamplePiece> read = (*reader)->Next(1);
+  ASSERT_TRUE(read.ok()) << read.status();
+  read = (*reader)->Next(10);
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(std::string(read.status().message()),
               HasSubstr("feature f holds float values, but int64 values at"));

@@ -156,6 +156,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
       info.offset = cursor;
       cursor += info.size;
       info.spec = spec;
+      info.layer = static_cast<int>(i);
       offsets.push_back(info.offset);
       if (spec.trainable && first_param < 0) first_param = info.offset;
       if (spec.trainable) param_end = info.offset + info.size;

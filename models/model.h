@@ -44,6 +44,7 @@ struct VariableInfo {
   int64_t offset = 0;
   int64_t size = 0;
   VariableSpec spec;
+  int layer = -1;  // the index of the layer that has it
 };
 
 // What the logits mean and how the loss is computed: softmax cross-entropy

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "models/embedding.h"
 #include "models/model.h"
 #include "models/spec_builder.h"
 
@@ -49,46 +50,62 @@ absl::StatusOr<ModelSummary> SummarizeModelSpec(const ModelSpec& spec, const std
   s.binary = model.head() == Head::kBinary;
   s.sparse_features = model.sparse_features();
   std::set<std::string> counted;  // shared tables counted once
-  for (const LayerSpec& l : spec.layers) {
+  // The model's layers of each spec layer: in order, one or more (a layer
+  // with an activation of its own is built as two), up to the next spec
+  // layer's (a name may hold '/', so names are matched whole).
+  std::vector<int> spec_layer_of(model.num_layers(), -1);
+  for (size_t i = 0, j = 0; i < spec.layers.size(); ++i) {
+    const std::string* next = i + 1 < spec.layers.size() ? &spec.layers[i + 1].name : nullptr;
+    for (; j < model.num_layers(); ++j) {
+      if (next != nullptr && model.layer_name(j) == *next) break;
+      spec_layer_of[j] = static_cast<int>(i);
+    }
+  }
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
     LayerSummary& row = s.layers.emplace_back();
     row.name = l.name;
     row.type = l.type;
     row.line = l.line;
     for (const std::string& in : LayerInputNames(l)) {
-      row.inputs.push_back(!in.empty()                  ? in
-                           : &l == &spec.layers.front() ? "input"
-                                                        : (&l - 1)->name);
+      row.inputs.push_back(!in.empty() ? in : i == 0 ? "input" : spec.layers[i - 1].name);
     }
-    // The output: the last model layer of this spec layer (a layer with an
-    // activation of its own is built as two, "<layer>" and "<layer>/...").
-    const std::string prefix = l.name + "/";
-    for (size_t i = 0; i < model.num_layers(); ++i) {
-      const std::string& name = model.layer_name(i);
-      if (name == l.name || name.starts_with(prefix))
-        row.output_shape = model.layer_output_shape(i);
+    // The output: that of its last model layer.
+    for (size_t j = 0; j < model.num_layers(); ++j) {
+      if (spec_layer_of[j] == static_cast<int>(i)) row.output_shape = model.layer_output_shape(j);
     }
+    // Frozen variables (`trainable: false`) count as non-trainable, as Keras counts them.
     for (const VariableInfo& v : model.variables()) {
-      if (!v.name.starts_with(prefix)) continue;
-      (v.trainable ? row.trainable : row.non_trainable) += v.size;
+      if (v.layer < 0 || spec_layer_of[v.layer] != static_cast<int>(i)) continue;
+      (v.trainable && !v.spec.frozen ? row.trainable : row.non_trainable) += v.size;
     }
-    for (const SparseTableInfo& t : model.sparse_tables()) {
-      if (!t.name.starts_with(prefix) && t.name != l.table) continue;
+    // Its tables, by the names the model gives them.
+    std::vector<std::string> names;
+    if (l.type == "embedding") names.push_back(l.table.empty() ? l.name + "/embeddings" : l.table);
+    if (l.type == "linear") {
+      for (const std::string& f : l.features) names.push_back(l.name + "/" + f);
+      for (const auto& cross : l.crosses) names.push_back(l.name + "/" + CrossTableName(cross));
+    }
+    for (const std::string& name : names) {
+      auto t = std::find_if(model.sparse_tables().begin(), model.sparse_tables().end(),
+                            [&](const SparseTableInfo& info) { return info.name == name; });
+      if (t == model.sparse_tables().end()) continue;
       TableSummary& table = row.tables.emplace_back();
-      table.name = t.name;
-      if (t.cross.empty()) {
+      table.name = t->name;
+      if (t->cross.empty()) {
         // A shared table is read by this layer's feature; another by its own.
-        table.feature = t.name == l.table ? l.feature : model.sparse_features()[t.feature];
+        table.feature = t->name == l.table ? l.feature : model.sparse_features()[t->feature];
       } else {
         std::vector<std::string> crossed;
-        for (int f : t.cross) crossed.push_back(model.sparse_features()[f]);
-        table.feature = absl::StrJoin(crossed, "_X_");
+        for (int f : t->cross) crossed.push_back(model.sparse_features()[f]);
+        table.feature = CrossTableName(crossed);
       }
-      table.buckets = t.buckets;
-      table.dim = t.dim;
-      table.shared = t.name == l.table;
-      if (!counted.insert(t.name).second) continue;
-      if (t.buckets > 0) {
-        s.table_values += t.buckets * t.dim;
+      table.buckets = t->buckets;
+      table.dim = t->dim;
+      table.shared = !l.table.empty() && t->name == l.table;
+      if (!counted.insert(t->name).second) continue;
+      if (t->buckets > 0) {
+        s.table_values += t->buckets * t->dim;
       } else {
         ++s.dynamic_tables;
       }

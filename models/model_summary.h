@@ -32,7 +32,7 @@ struct LayerSummary {
   std::vector<std::string> inputs;   // the layers (or "input") it takes
   Shape output_shape;                // one example's
   int64_t trainable = 0;             // values of its trainable variables
-  int64_t non_trainable = 0;         // of its state (batch_norm's moving statistics)
+  int64_t non_trainable = 0;         // its state (batch_norm's statistics), frozen variables
   std::vector<TableSummary> tables;  // a shared one at each reader (counted once)
 };
 
@@ -49,9 +49,10 @@ struct ModelSummary {
   int dynamic_tables = 0;
 };
 
-// Builds `spec` (one layer per spec layer: no fused residual blocks) and
+// Builds `spec` (each spec layer as itself: no fused residual blocks) and
 // summarizes it. The errors a role gives for the spec (`source` and the
 // layer's line begin them): InvalidArgument for shapes that do not fit.
+// Variables of a layer with `trainable: false` count as non-trainable.
 absl::StatusOr<ModelSummary> SummarizeModelSpec(const ModelSpec& spec, const std::string& source);
 
 // The summary as a table: "Layer (type)", "Output Shape" (None for the

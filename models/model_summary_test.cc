@@ -93,6 +93,46 @@ TEST(ModelSummaryTest, SequencesAndSharedTables) {
   EXPECT_THAT(table, HasSubstr("1 dynamic table(s)"));
 }
 
+// Names may hold '/' (as resnet specs' "stage1/block0/conv1"); a layer with
+// an activation of its own is built as two; `trainable: false` is frozen.
+TEST(ModelSummaryTest, NamesWithSlashesActivationsAndFrozenLayers) {
+  const ModelSpec spec = Spec(R"(
+input: [4]
+classes: 3
+layers:
+  - dense: {units: 8, activation: sigmoid, name: enc, trainable: false}
+  - dense: {units: 3, name: enc/out}
+)");
+  absl::StatusOr<ModelSummary> s = SummarizeModelSpec(spec, "net.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->layers.size(), 2u);
+  EXPECT_EQ(s->layers[0].output_shape, (Shape{8}));
+  EXPECT_EQ(s->layers[0].trainable, 0);
+  EXPECT_EQ(s->layers[0].non_trainable, 4 * 8 + 8);
+  EXPECT_EQ(s->layers[1].output_shape, (Shape{3}));
+  EXPECT_EQ(s->layers[1].trainable, 8 * 3 + 3);
+  EXPECT_EQ(s->trainable + s->non_trainable, 40 + 27);
+}
+
+// A linear layer's tables, one per feature and per cross.
+TEST(ModelSummaryTest, LinearTablesAndCrosses) {
+  const ModelSpec spec = Spec(R"(
+input: [0]
+head: binary
+layers:
+  - linear: {features: [a, b], crosses: [[a, b]], buckets: 10, name: wide}
+)");
+  absl::StatusOr<ModelSummary> s = SummarizeModelSpec(spec, "net.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const LayerSummary& wide = s->layers[0];
+  ASSERT_EQ(wide.tables.size(), 3u);
+  EXPECT_EQ(wide.tables[0].name, "wide/a");
+  EXPECT_EQ(wide.tables[1].feature, "b");
+  EXPECT_EQ(wide.tables[2].feature, "a_X_b");
+  EXPECT_EQ(wide.trainable, 1);  // the bias
+  EXPECT_EQ(s->table_values, 30);
+}
+
 TEST(ModelSummaryTest, BucketedTablesAreCounted) {
   const ModelSpec spec = Spec(R"(
 input: [2]

@@ -4,8 +4,9 @@
 // models/model_summary.h, export/export.h (checkpoints), serving/predictor.h,
 // io/event_inspect.h. A failed absl::Status becomes a Python exception with
 // its message: NotFound FileNotFoundError, InvalidArgument and
-// FailedPrecondition ValueError, DataLoss and the Env's errors OSError,
-// others RuntimeError. The public API, with its docstrings, is pstrain/*.py.
+// FailedPrecondition ValueError, DataLoss and the Env's errors (Internal,
+// PermissionDenied, Unavailable) OSError, others RuntimeError. The public API, with its docstrings,
+// is pstrain/*.py.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -51,6 +52,7 @@ namespace {
       type = PyExc_ValueError;
       break;
     case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kInternal:  // the Env's errors other than ENOENT and EACCES
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kAborted:
@@ -153,16 +155,18 @@ class ExampleReader {
  public:
   explicit ExampleReader(const std::string& patterns)
       : reader_(Value(ExampleColumnReader::Open(ProcessEnv(), patterns))) {}
-  py::list Next(int64_t n) {
+  // (examples, columns): 0 examples at the end.
+  py::tuple Next(int64_t n) {
     if (n < 1) throw py::value_error("read at least 1 example at a time");
-    absl::StatusOr<std::vector<ExampleColumn>> columns;
+    absl::StatusOr<ExamplePiece> read;
     {
       py::gil_scoped_release release;
-      columns = reader_->Next(n);
+      read = reader_->Next(n);
     }
-    py::list out;
-    for (const ExampleColumn& c : Value(std::move(columns))) out.append(ColumnTuple(c));
-    return out;
+    const ExamplePiece piece = Value(std::move(read));
+    py::list columns;
+    for (const ExampleColumn& c : piece.columns) columns.append(ColumnTuple(c));
+    return py::make_tuple(piece.examples, columns);
   }
   std::vector<std::string> files() const { return reader_->files(); }
 
@@ -220,7 +224,18 @@ py::dict SummaryDict(const ModelSummary& s) {
 py::dict SummarizeSpec(const std::string& text, const std::string& source,
                        const std::optional<std::vector<int64_t>>& input) {
   ModelSpec spec = ParseSpec(text, source);
-  if (input.has_value()) spec.input = *input;
+  if (input.has_value()) {
+    // The spec parser's rule for `input:` (its kMaxSize).
+    constexpr int64_t kMaxSize = 1 << 20;
+    const int64_t min = input->size() == 1 ? 0 : 1;
+    bool fits = input->size() == 1 || input->size() == 3;
+    for (int64_t d : *input) fits = fits && d >= min && d <= kMaxSize;
+    if (!fits) {
+      throw py::value_error(absl::StrCat("input_shape: [height, width, channels] of sizes in [1, ",
+                                         kMaxSize, "], or [features] in [0, ", kMaxSize, "]"));
+    }
+    spec.input = *input;
+  }
   return SummaryDict(Value(SummarizeModelSpec(spec, source)));
 }
 

@@ -45,6 +45,7 @@ class ModelSpec:
     """
 
     def __init__(self, text, source="<string>"):
+        """Parses the YAML `text`; `source` (a file name) begins its errors."""
         self._text = str(text)
         self._source = str(source)
         self._yaml = _pstrain.spec_to_yaml(self._text, self._source)
@@ -64,10 +65,12 @@ class ModelSpec:
 
             pstrain.ModelSpec.from_dict({"input": [784], "classes": 10, "layers": [
                 {"dense": {"units": 128, "activation": "relu"}}, {"dense": {"units": 10}}]})
+
+        Its errors name the layer ("layers[1]").
         """
         if not isinstance(spec, dict):
             raise ValueError(f"from_dict takes a dict, not {type(spec).__name__}")
-        return cls(json.dumps(spec), "<dict>")  # JSON is YAML
+        return cls(json.dumps(spec, indent=1), "<dict>")  # JSON is YAML
 
     def to_yaml(self):
         """The spec as YAML, every key written out (what a job's checkpoint records)."""
@@ -250,9 +253,10 @@ class Predictor:
         images = np.asarray(batch)
         if images.dtype == np.uint8:
             images = images.astype(np.float32) / 255.0
-        elif images.dtype.kind not in "fiu":
+        elif images.dtype.kind != "f":
+            # An int64 array of 0..255 is not scaled silently.
             raise ValueError(f"images of {images.dtype} cannot be predicted: give float pixels "
-                             "in [0, 1] or uint8 ones")
+                             "in [0, 1] or uint8 ones in [0, 255]")
         return self._p.predict_images(np.ascontiguousarray(images, dtype=np.float32))
 
     def __repr__(self):

@@ -63,7 +63,7 @@ def _column(name, values):
     for i, entry in enumerate(values):
         if entry is None:
             entry = []
-        elif _is_text(entry) or isinstance(entry, numbers.Number):
+        elif _is_text(entry) or isinstance(entry, (numbers.Number, np.generic)):
             entry = [entry]
         elif isinstance(entry, np.ndarray):
             entry = entry.reshape(-1).tolist()
@@ -77,10 +77,9 @@ def _column(name, values):
         return (name, "int64", offsets, np.zeros(0, dtype=np.int64))
     if all(_is_text(v) for v in flat):
         return (name, "bytes", offsets, [_as_bytes(v) for v in flat])
-    if all(isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool)
-           or isinstance(v, (bool, np.bool_)) for v in flat):
+    if all(isinstance(v, (numbers.Integral, np.integer, np.bool_)) for v in flat):
         return (name, "int64", offsets, np.asarray(flat, dtype=np.int64))
-    if all(isinstance(v, numbers.Real) for v in flat):
+    if all(isinstance(v, (numbers.Real, np.floating)) for v in flat):
         return (name, "float", offsets, np.asarray(flat, dtype=np.float32))
     raise ValueError(f"column {name}: its values mix strings and numbers, or are neither; "
                      "one feature holds one kind")
@@ -100,13 +99,18 @@ def write_examples(path, columns, shards=1, gzip=None):
           arrays are int64; float arrays float32); [N, k]: k values each
           (dense features); strings: bytes values;
         - a uint8 array [N, H, W(, C)] or [N, k]: an image each, its pixels
-          as one bytes value (TensorFlow's "image_raw");
+          (HWC) as one bytes value. An image job reads MNIST's layout: name
+          the column "image_raw" and add int64 columns "height", "width"
+          and "depth" (a 28x28x1 image may leave them out), with "label";
+          a column named "image" is read as CIFAR-10's CHW pixels;
         - a list of N entries, each a value, a list or array of values, or
           None / [] for none (a sparse or sequence feature, in order):
           integers (int64), floats (float32) or strings (bytes).
       shards: how many files; example i goes to shard i % shards.
       gzip: gzip the files (tf.data's compression_type="GZIP"); by default
-        when `path` ends with ".gz" (shards=1) or never (sharded).
+        when `path` ends with ".gz" (shards=1) or never (sharded). Readers
+        go by the name: a single gzip'd file must end ".gz" (ValueError
+        otherwise); shards get ".tfrecord.gz".
 
     Returns:
       The files written, in shard order.
@@ -153,10 +157,9 @@ def read_examples(pattern, batch_size=1024):
     """
     reader = _pstrain.ExampleReader(str(pattern))
     while True:
-        columns = reader.next(int(batch_size))
-        if not columns:
+        n, columns = reader.next(int(batch_size))
+        if n == 0:
             return
-        n = len(columns[0][2]) - 1
         for i in range(n):
             yield _example(columns, i)
 

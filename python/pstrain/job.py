@@ -1,8 +1,8 @@
 """Jobs started from Python: pstrain-launch as a child process, followed."""
 
+import collections
 import json
 import os
-import queue
 import re
 import shutil
 import signal
@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 
 __all__ = ["launch", "Job", "find_binary"]
 
@@ -91,6 +92,39 @@ def _flag(key, value):
     return f"--{key}={value}"
 
 
+_MAX_LINES = 100000  # of output a Job keeps (the newest)
+
+
+def _read_output(stream, lines, condition, state):
+    """The reader thread: appends each line to `lines` (bounded) and counts it."""
+    for line in stream:
+        with condition:
+            lines.append(line.rstrip("\n"))
+            state["count"] += 1
+            condition.notify_all()
+    with condition:
+        state["ended"] = True
+        condition.notify_all()
+
+
+def _terminate(process, cleanup):
+    """Stops a job no one stopped (its Job collected, or the interpreter exiting)."""
+    try:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait()
+    finally:
+        if cleanup is not None:
+            cleanup()
+
+
 class Job:
     """A running pstrain job: pstrain-launch and the processes it started.
 
@@ -104,47 +138,62 @@ class Job:
         job.wait()
 
     `stop()` ends it as SIGTERM does (the chief saves a checkpoint); leaving
-    a `with` block, or the Job being collected, stops a job still running:
-    no process is left behind.
+    a `with` block, the Job being collected, or the interpreter exiting stops
+    a job still running: no process is left behind.
     """
 
     def __init__(self, args, job_dir=None, cleanup=None):
+        """Starts `args` (pstrain-launch and its flags); launch() makes Jobs."""
         self.args = list(args)
         self.job_dir = job_dir
-        self.lines = []  # every line of output so far
-        self._cleanup = cleanup
-        self._queue = queue.Queue()
-        self._process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", bufsize=1, start_new_session=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
+        # The newest lines of output (at most _MAX_LINES).
+        self.lines = collections.deque(maxlen=_MAX_LINES)
+        self._condition = threading.Condition()
+        self._state = {"count": 0, "ended": False}
+        try:
+            self._process = subprocess.Popen(
+                self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                errors="replace", bufsize=1, start_new_session=True)
+        except BaseException:
+            if cleanup is not None:
+                cleanup()
+            raise
+        # Holds no reference to the Job, so a Job no one keeps is collected,
+        # and its finalizer stops the job (also at interpreter exit).
+        self._reader = threading.Thread(
+            target=_read_output, args=(self._process.stdout, self.lines, self._condition,
+                                       self._state), daemon=True)
         self._reader.start()
-
-    def _read(self):
-        for line in self._process.stdout:
-            line = line.rstrip("\n")
-            self.lines.append(line)
-            self._queue.put(line)
-        self._queue.put(None)
+        self._finalizer = weakref.finalize(self, _terminate, self._process, cleanup)
 
     def __iter__(self):
         return self.progress()
 
     def progress(self, timeout=None):
-        """Yields the job's progress dicts until it ends (or `timeout` seconds pass)."""
+        """Yields the job's progress dicts until it ends (or `timeout` seconds pass).
+
+        Each iteration starts from the first line still kept.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0  # lines counted so far
         while True:
-            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                line = self._queue.get(timeout=wait)
-            except queue.Empty:
+            with self._condition:
+                while self._state["count"] == seen and not self._state["ended"]:
+                    wait = None if deadline is None else deadline - time.monotonic()
+                    if wait is not None and wait <= 0:
+                        return
+                    self._condition.wait(wait)
+                count = self._state["count"]
+                kept = len(self.lines)
+                fresh = [self.lines[i] for i in range(kept - min(count - seen, kept), kept)]
+                ended = self._state["ended"]
+            seen = count
+            for line in fresh:
+                p = parse_progress(line)
+                if p is not None:
+                    yield p
+            if ended and seen == self._state["count"]:
                 return
-            if line is None:
-                self._queue.put(None)  # later iterations end at once too
-                return
-            p = parse_progress(line)
-            if p is not None:
-                yield p
 
     @property
     def running(self):
@@ -158,8 +207,9 @@ class Job:
 
     @property
     def output(self):
-        """Every line of output so far, as one string."""
-        return "\n".join(self.lines)
+        """The output kept (the newest lines), as one string."""
+        with self._condition:
+            return "\n".join(self.lines)
 
     def wait(self, timeout=None):
         """Waits for the job to end; returns pstrain-launch's exit code.
@@ -171,7 +221,7 @@ class Job:
         self._reader.join(timeout=10)
         if not self._reader.is_alive():
             self._process.stdout.close()
-        self._finish()
+        self._finalizer()  # nothing left to stop; the temporary config goes
         return code
 
     def stop(self, timeout=60):
@@ -185,27 +235,18 @@ class Job:
                 self._process.send_signal(signal.SIGTERM)
                 self._process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
+                try:
+                    os.killpg(self._process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 self._process.wait()
         return self.wait()
-
-    def _finish(self):
-        if self._cleanup is not None:
-            self._cleanup()
-            self._cleanup = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
-
-    def __del__(self):
-        try:
-            if self._process.poll() is None:
-                self.stop(timeout=30)
-        except Exception:  # interpreter shutting down
-            pass
 
     def __repr__(self):
         state = "running" if self.running else f"exited {self.returncode}"
@@ -233,10 +274,18 @@ def launch(config, **overrides):
     cleanup = None
     if isinstance(config, dict):
         handle, path = tempfile.mkstemp(prefix="pstrain-config-", suffix=".yaml")
-        with os.fdopen(handle, "w") as f:
-            json.dump(config, f)  # JSON is YAML
+
+        def cleanup():
+            if os.path.exists(path):
+                os.remove(path)
+
+        try:
+            with os.fdopen(handle, "w") as f:
+                json.dump(config, f, indent=1)  # JSON is YAML
+        except BaseException:
+            cleanup()
+            raise
         config = path
-        cleanup = lambda: os.path.exists(path) and os.remove(path)
     elif "://" not in str(config) and not os.path.exists(str(config)):
         raise FileNotFoundError(f"no cluster config {config}")
     args = [find_binary("pstrain-launch"), f"--config={config}"]

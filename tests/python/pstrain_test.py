@@ -250,6 +250,9 @@ class PstrainModuleTest(unittest.TestCase):
         with self.assertRaises(ValueError) as raised:
             model.predict(np.zeros((3, 27, 28, 1), dtype=np.float32))
         self.assertIn("784 values each", str(raised.exception))
+        # Integers other than uint8 are not scaled silently.
+        with self.assertRaises(ValueError):
+            model.predict(pixels.astype(np.int64))
 
     def test_errors_are_python_exceptions(self):
         with self.assertRaises(ValueError) as raised:
@@ -284,6 +287,36 @@ class PstrainModuleTest(unittest.TestCase):
             list(pstrain.data.read_examples(path))
         self.assertIn("cut.tfrecords", str(raised.exception))
 
+    def test_a_job_no_one_keeps_is_stopped(self):
+        import gc
+        job = pstrain.Job([sys.executable, "-c", "import time; time.sleep(120)"])
+        pid = job._process.pid
+        self.assertTrue(job.running)
+        del job
+        gc.collect()
+        self.assertFalse(os.path.exists(f"/proc/{pid}"), "the collected job's process lives")
+        # A dict config is a temporary file, removed when the job ends.
+        with self.assertRaises(FileNotFoundError):
+            pstrain.launch(os.path.join(self.dir, "no_such_config.yaml"))
+
+    def test_pieces_and_names(self):
+        path = os.path.join(self.dir, "sparse.tfrecords")
+        pstrain.data.write_examples(path, {"user": [[], [], [1], [np.int64(2)]],
+                                           "flag": [True, np.bool_(False), None, [1]]})
+        back = list(pstrain.data.read_examples(path, batch_size=2))
+        self.assertEqual(len(back), 4)
+        self.assertEqual(back[3]["user"].tolist(), [2])
+        self.assertEqual(back[1]["flag"].tolist(), [0])
+        with self.assertRaises(ValueError) as raised:
+            pstrain.data.write_examples(os.path.join(self.dir, "plain.tfrecords"),
+                                        {"a": np.arange(3)}, gzip=True)
+        self.assertIn(".gz", str(raised.exception))
+        spec = pstrain.ModelSpec.from_yaml(SPEC)
+        for bad in ([-3], [2**62], [1, 2]):
+            with self.assertRaises(ValueError):
+                spec.check(bad)
+        self.assertEqual(spec.check([6])[2]["output_shape"], (14,))
+
     def test_sharded_gzip_examples(self):
         prefix = os.path.join(self.dir, "shards", "part")
         os.makedirs(os.path.dirname(prefix))
@@ -312,8 +345,13 @@ class PstrainModuleTest(unittest.TestCase):
                     for member, value in vars(obj).items():
                         if member.startswith("_") and member != "__init__":
                             continue
-                        if (inspect.isfunction(value) or isinstance(value, property) or
-                                isinstance(value, classmethod)) and not inspect.getdoc(value):
+                        # __doc__ itself: getdoc would find object.__init__'s.
+                        doc = getattr(value, "__doc__", None)
+                        if isinstance(value, classmethod):
+                            doc = value.__func__.__doc__
+                        if (inspect.isfunction(value) or isinstance(value, (property,
+                                                                            classmethod))) \
+                                and not (doc or "").strip():
                             missing.append(f"{module.__name__}.{name}.{member}")
         self.assertEqual(missing, [])
         self.assertIn("read_examples", pstrain.data.__doc__ + "".join(pstrain.data.__all__))
