@@ -73,8 +73,11 @@
 // [buckets, dim], its trained rows at their ids and zeros elsewhere. Per
 // feature f, once, nodes "f/ids" Max(f, 0), "f/is_id" GreaterOrEqual(f, 0),
 // "f/valid" Cast to float32 [N, L], "f/mask" Unsqueeze [N, L, 1], and when a
-// mean or sqrtn needs them "f/count" ReduceSum over L (keepdims) [N, 1],
-// "f/count_at_least_1" Max(count, 1), "f/sqrt_count" Sqrt. The layers:
+// mean, sqrtn or sequence needs them "f/count" ReduceSum over L (keepdims)
+// [N, 1], "f/count_at_least_1" Max(count, 1), "f/sqrt_count" Sqrt. (A layer
+// named as its feature, as text_transformer's `tokens`, has its nodes named
+// "<layer>_1", "<layer>_1/...": the feature's input holds the name.) The
+// layers:
 //     embedding        "<layer>/rows" Gather(table, f/ids) [N, L, dim],
 //                      "<layer>/masked" Mul by f/mask, ReduceSum over L:
 //                      sum: that is "<layer>"; mean, sqrtn: "<layer>/sum",
@@ -92,15 +95,16 @@
 //                      order), "<layer>" Concat of x_0 and those
 //     concat           of an empty dense input (n == 0): that input left out
 // Sequences (an embedding with `sequence: {max_length: L}`; a feature's
-// input as above: each example's values in order, then -1):
-//     embedding        "<layer>/values" its count (int64), "<layer>/first"
+// input as above: each example's values in order, then only -1s):
+//     embedding        "<layer>/values" f/count as int64, "<layer>/first"
 //                      max(values - L, 0), "<layer>/take" first + k for k in
 //                      [0, L), "<layer>/padded" Pad of the input with L -1s
 //                      ("<layer>/pads", "<layer>/pad_value"), "<layer>/ids"
 //                      GatherElements axis 1 [N, L] (the last L values, then
-//                      -1), "<layer>/mask" float32 [N, L, 1], "<layer>/count"
-//                      min(values, L), "<layer>/rows" Gather(table,
-//                      "<layer>/row_ids"); positions: from_start adds
+//                      -1), "<layer>/count" min(values, L), "<layer>/is_value"
+//                      k < count, "<layer>/mask" float32 [N, L, 1],
+//                      "<layer>/rows" Gather(table, "<layer>/row_ids"
+//                      Max(ids, 0)); positions: from_start adds
 //                      "<layer>/positions" [L, dim], from_end Gathers its row
 //                      count - 1 - k ("<layer>/position_rows");
 //                      "<layer>" Mul by the mask [N, L, dim]
@@ -110,15 +114,19 @@
 //     after identity and dropout
 //     dense on [L, d]  "<layer>/matmul" MatMul, "<layer>" Add of the bias
 //     layer_norm       on [L, d] too, over the last axis
-//     concat           of sequences: axis 2
+//     concat           of sequences: axis 2; pad_channels of a sequence
+//                      pads axis 2
 //     multi_head_attention  "<layer>/{query,key,value}" MatMul and Add
 //                      ("/matmul"), "/split" Reshape, "/heads" Transpose to
 //                      [N, heads, L, dim] (keys [N, heads, dim, L]),
 //                      "<layer>/scores" MatMul, "<layer>/scaled" Mul by
 //                      "<layer>/scale" 1 / sqrt(key_dim); with a mask or
-//                      causal: "<layer>/allowed" (the keys' mask
-//                      "<mask layer>/key_mask" [N, 1, 1, L] times the lower
-//                      triangle "<layer>/causal"), "/is_allowed" Cast,
+//                      causal, what a query may attend to: the keys' mask
+//                      "<mask layer>/key_mask" [N, 1, 1, L] and/or, when
+//                      causal, "<layer>/causal" [Lq, Lk] (key j at or before
+//                      query i: "/at_or_before" LessOrEqual of
+//                      "/key_positions" and "/query_positions", Cast), their
+//                      product "<layer>/allowed" when both; "/is_allowed" Cast,
 //                      "/masked_scores" Where (else -1e9), "/softmax",
 //                      "<layer>/weights" Mul by allowed (a query with no key
 //                      gets no value); "<layer>/context" MatMul,
@@ -137,16 +145,16 @@
 //                      activation, "<layer>/score" [N, L, 1],
 //                      "<layer>/weights" Mul by the mask, "<layer>" ReduceSum
 //                      over L of h times the weights
-// A table shared by several features (`table: <name>`) is one initializer
-// named so, Gathered with each reader's feature's ids.
 // and the other layers as above (a layer named "dense", the first dense
-// layer's default name, has node "dense_1": the input has that name).
+// layer's default name, has node "dense_1": the input has that name). A
+// table shared by several features (`table: <name>`) is one initializer
+// named so, Gathered with each reader's feature's ids.
 // Constants that are no variable are the int64 and float32 initializers
 // "constants/..." and dot_interaction's "<layer>/stacked_shape",
 // "<layer>/flat_shape" and "<layer>/pair_indices"; layer_norm's
 // "<layer>/epsilon"; the sequence layers' "<layer>/pads",
-// "<layer>/pad_value", "<layer>/scale", "<layer>/causal", "<layer>/last",
-// "<layer>/length" and "<...>_shape" (Reshape's and Expand's shapes).
+// "<layer>/pad_value", "<layer>/scale", "<layer>/last", "<layer>/length"
+// and "<...>_shape" (Reshape's and Expand's shapes).
 //
 // A binary head (Head::kBinary, one logit z) has the outputs, in order:
 //   probabilities  float32 [N, 2]: [1 - sigmoid(z), sigmoid(z)]

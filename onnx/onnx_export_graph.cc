@@ -94,17 +94,6 @@ std::string GraphBuilder::Int64Scalar(const std::string& name, int64_t value) {
   return t->name();
 }
 
-std::string GraphBuilder::Floats(const std::string& name, const std::vector<int64_t>& dims,
-                                 const std::vector<float>& values) {
-  onnx::TensorProto* t = graph_->add_initializer();
-  t->set_name(UniqueName(name));
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(
-      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
-  return t->name();
-}
-
 void GraphBuilder::RawInitializer(const std::string& name, int32_t data_type,
                                   const std::vector<int64_t>& dims, std::string raw) {
   onnx::TensorProto* t = graph_->add_initializer();

@@ -74,9 +74,6 @@ class GraphBuilder {
   std::string Int64s(const std::string& name, const std::vector<int64_t>& values);
   // A scalar int64 initializer (Pad's constant_value).
   std::string Int64Scalar(const std::string& name, int64_t value);
-  // A float32 initializer of `dims` holding `values` (no pstrain variable).
-  std::string Floats(const std::string& name, const std::vector<int64_t>& dims,
-                     const std::vector<float>& values);
 
   // An initializer `name` (a reserved name: a table's) of `dims` holding
   // `raw` (little-endian values of `data_type`).

@@ -81,11 +81,12 @@ absl::StatusOr<Activation> AddSequenceEmbedding(GraphBuilder& b, SparseGraph& sp
       {l.feature, b.Int64s(p + "/pads", {0, 0, 0, length}), b.Int64Scalar(p + "/pad_value", -1)}));
   onnx::NodeProto* ids = b.Node("GatherElements", p + "/ids", {padded, take});
   SetInt(ids, "axis", 1);
-  const std::string is_id = Out(b.Node("GreaterOrEqual", p + "/is_id", {Out(ids), zero}));
-  onnx::NodeProto* valid = b.Node("Cast", p + "/valid", {is_id});
+  // Positions k < count hold values: the mask and every count agree.
+  m->count = Out(b.Node("Min", p + "/count", {Out(values), max_length}));
+  const std::string is_value = Out(b.Node("Less", p + "/is_value", {Range(b, length), m->count}));
+  onnx::NodeProto* valid = b.Node("Cast", p + "/valid", {is_value});
   SetInt(valid, "to", onnx::TensorProto::FLOAT);
   m->mask = Out(b.Node("Unsqueeze", p + "/mask", {Out(valid), b.Int64Constant("axis_2", {2})}));
-  m->count = Out(b.Node("Min", p + "/count", {Out(values), max_length}));
   onnx::NodeProto* count_float = b.Node("Cast", p + "/count_float", {m->count});
   SetInt(count_float, "to", onnx::TensorProto::FLOAT);
   m->count_float = Out(count_float);
@@ -148,12 +149,18 @@ absl::StatusOr<Activation> AddAttention(GraphBuilder& b, const LayerSpec& l,
   std::string allowed;
   if (keys.mask != nullptr) allowed = KeyMask(b, *keys.mask);
   if (l.causal) {
-    std::vector<float> lower(q_len * k_len, 0.0f);
-    for (int64_t i = 0; i < q_len; ++i) {
-      for (int64_t j = 0; j <= i && j < k_len; ++j) lower[i * k_len + j] = 1.0f;
-    }
-    const std::string causal = b.Floats(n + "/causal", {q_len, k_len}, lower);
-    allowed = allowed.empty() ? causal : Out(b.Node("Mul", n + "/allowed", {allowed, causal}));
+    // [Lq, Lk]: key j at or before query i, made in the graph (a constant
+    // would be Lq x Lk floats).
+    const std::string keys_at = Out(b.Node("Unsqueeze", n + "/key_positions",
+                                           {Range(b, k_len), b.Int64Constant("axis_0", {0})}));
+    const std::string queries_at = Out(b.Node("Unsqueeze", n + "/query_positions",
+                                              {Range(b, q_len), b.Int64Constant("axis_1", {1})}));
+    const std::string before =
+        Out(b.Node("LessOrEqual", n + "/at_or_before", {keys_at, queries_at}));
+    onnx::NodeProto* causal = b.Node("Cast", n + "/causal", {before});
+    SetInt(causal, "to", onnx::TensorProto::FLOAT);
+    allowed =
+        allowed.empty() ? Out(causal) : Out(b.Node("Mul", n + "/allowed", {allowed, Out(causal)}));
   }
   std::string weights;
   if (allowed.empty()) {

@@ -575,8 +575,7 @@ void ExpectTabularWellFormed(const onnx::ModelProto& m, const Tabular& t) {
     EXPECT_TRUE(table || name.starts_with("constants/") || name.ends_with("_shape") ||
                 name.ends_with("/pair_indices") || name.ends_with("/pads") ||
                 name.ends_with("/pad_value") || name.ends_with("/scale") ||
-                name.ends_with("/causal") || name.ends_with("/last") || name.ends_with("/length") ||
-                name.ends_with("/epsilon"))
+                name.ends_with("/last") || name.ends_with("/length") || name.ends_with("/epsilon"))
         << "an initializer that is no variable, table or constant: " << name;
   }
   std::set<std::string> node_names;
@@ -773,6 +772,9 @@ TEST(OnnxExportTabularTest, SequenceLayersAndTheirMasks) {
   EXPECT_EQ(OpOf(g, "hist/ids"), "GatherElements");
   EXPECT_EQ(Int(FindNode(g, "hist/ids"), "axis"), 1);
   EXPECT_THAT(Inputs(FindNode(g, "hist/ids")), ElementsAre("hist/padded", "hist/take"));
+  // Positions before min(values, 3) hold values: the mask and the counts agree.
+  EXPECT_EQ(OpOf(g, "hist/is_value"), "Less");
+  EXPECT_THAT(Inputs(FindNode(g, "hist/is_value")), ElementsAre("constants/range_3", "hist/count"));
   // The shared table: one initializer, read with each feature's ids.
   EXPECT_THAT(Inputs(FindNode(g, "hist/rows")), ElementsAre("items", "hist/row_ids"));
   EXPECT_THAT(Inputs(FindNode(g, "cand/rows")), ElementsAre("items", "candidate/ids"));
@@ -785,9 +787,10 @@ TEST(OnnxExportTabularTest, SequenceLayersAndTheirMasks) {
   EXPECT_THAT(Inputs(FindNode(g, "hist")), ElementsAre("hist/with_positions", "hist/mask"));
   // Causal attention: the keys' mask times the lower triangle.
   EXPECT_THAT(Inputs(FindNode(g, "causal/allowed")), ElementsAre("hist/key_mask", "causal/causal"));
-  const onnx::TensorProto* lower = FindInitializer(g, "causal/causal");
-  ASSERT_NE(lower, nullptr);
-  EXPECT_THAT(Floats(*lower), ElementsAre(1, 0, 0, 1, 1, 0, 1, 1, 1));
+  EXPECT_EQ(OpOf(g, "causal/at_or_before"), "LessOrEqual");
+  EXPECT_THAT(Inputs(FindNode(g, "causal/at_or_before")),
+              ElementsAre("causal/key_positions", "causal/query_positions"));
+  EXPECT_EQ(OpOf(g, "causal/causal"), "Cast");
   EXPECT_EQ(OpOf(g, "causal/masked_scores"), "Where");
   EXPECT_THAT(Inputs(FindNode(g, "causal/weights")),
               ElementsAre("causal/softmax", "causal/allowed"));
@@ -803,7 +806,7 @@ TEST(OnnxExportTabularTest, SequenceLayersAndTheirMasks) {
   EXPECT_EQ(OpOf(g, "target/query_sequence"), "Unsqueeze");
   EXPECT_EQ(OpOf(g, "target"), "Squeeze");
   EXPECT_FALSE(HasNode(g, "target/zero_padding"));
-  // Self-attention over tokens without padding masks by the tokens' mask.
+  // Self-attention over tokens (not causal) masks by the tokens' mask alone.
   EXPECT_FALSE(HasNode(g, "self/allowed"));
   EXPECT_THAT(Inputs(FindNode(g, "self/is_allowed")), ElementsAre("tokens/key_mask"));
   // The pools.
