@@ -121,6 +121,11 @@ class PstrainModuleTest(unittest.TestCase):
         self.assertEqual(layers["dense"]["params"], 12 * 16 + 16)
         self.assertEqual(layers["user_emb"]["tables"][0]["buckets"], 50)
         self.assertIn("Total params", spec.summary_text())
+        # The command line prints the same table.
+        described = subprocess.run([os.path.join(BIN, "pstrain-model"), "describe", spec_path],
+                                   capture_output=True, text=True, timeout=60)
+        self.assertEqual(described.returncode, 0, described.stderr)
+        self.assertEqual(described.stdout, spec.summary_text())
         self.assertIn("name: \"clicks\"", spec.to_yaml())
 
         # A 1 ps x 2 workers job, followed as it trains.
