@@ -158,6 +158,23 @@ class PstrainModuleTest(unittest.TestCase):
         self.assertGreater(final["auc"], 0.7)  # the planted AUC is about 0.8
         print(f"\njob: {len(steps)} progress lines, final evaluation {final}")
 
+        # A job stopped while it trains: SIGTERM, a checkpoint, exit 0, no
+        # process left.
+        stopped_dir = os.path.join(self.dir, "stopped")
+        chief, w0, w1, ps = free_ports(4)
+        config["cluster"] = {"chief": [f"127.0.0.1:{chief}"],
+                             "worker": [f"127.0.0.1:{w0}", f"127.0.0.1:{w1}"],
+                             "ps": [f"127.0.0.1:{ps}"]}
+        long_job = pstrain.launch(config, job_dir=stopped_dir, train_steps=1000000,
+                                  log_every_n_steps=20, eval_steps=0)
+        first = next(iter(long_job.progress(timeout=300)), None)
+        self.assertIsNotNone(first, long_job.output[-3000:])
+        self.assertEqual(long_job.stop(timeout=120), 0, long_job.output[-3000:])
+        self.assertFalse(long_job.running)
+        self.assertGreater(pstrain.Checkpoint(stopped_dir).step, 0)
+        leftover = subprocess.run(["pgrep", "-f", stopped_dir], capture_output=True, text=True)
+        self.assertEqual(leftover.stdout.strip(), "", "processes of the stopped job live on")
+
         # Its checkpoint, every checksum verified.
         ckpt = pstrain.Checkpoint(job_dir)
         self.assertEqual(ckpt.step, 300)
