@@ -1,6 +1,7 @@
 """Jobs started from Python: pstrain-launch as a child process, followed."""
 
 import collections
+import itertools
 import json
 import os
 import re
@@ -185,7 +186,7 @@ class Job:
                     self._condition.wait(wait)
                 count = self._state["count"]
                 kept = len(self.lines)
-                fresh = [self.lines[i] for i in range(kept - min(count - seen, kept), kept)]
+                fresh = list(itertools.islice(self.lines, kept - min(count - seen, kept), kept))
                 ended = self._state["ended"]
             seen = count
             for line in fresh:
