@@ -159,20 +159,26 @@ TEST(MakeHistogramTest, EqualValuesMakeOneBucket) {
   EXPECT_EQ(MakeHistogram({}).num(), 0);
 }
 
+// A job dir's two runs, written and closed: "." with loss at steps 10, 20
+// and 30 and a histogram at 20, "eval" with accuracy 0.75 at 30. Returns the
+// first run's file ("" after a failure, which is the test's).
+std::string WriteTrainAndEvalRuns(MemEnv* env) {
+  auto train = EventWriter::Create(env, "/job", absl::Seconds(10));
+  auto eval = EventWriter::Create(env, "/job/eval", absl::Seconds(10));
+  EXPECT_TRUE(train.ok() && eval.ok());
+  if (!train.ok() || !eval.ok()) return "";
+  for (int step = 10; step <= 30; step += 10) {
+    EXPECT_TRUE((*train)->WriteScalar("loss", step, 1.0f / step).ok());
+  }
+  EXPECT_TRUE((*train)->WriteHistogram("dense/kernel", 20, std::vector<float>{1, 2}).ok());
+  EXPECT_TRUE((*eval)->WriteScalar("accuracy", 30, 0.75f).ok());
+  return (*train)->path();
+}
+
 TEST(InspectEventDirTest, ListsRunsAndTagsAndFindsDamage) {
   MemEnv env;
-  std::string train_path;
-  {
-    auto train = EventWriter::Create(&env, "/job", absl::Seconds(10));
-    auto eval = EventWriter::Create(&env, "/job/eval", absl::Seconds(10));
-    ASSERT_TRUE(train.ok() && eval.ok());
-    train_path = (*train)->path();
-    for (int step = 10; step <= 30; step += 10) {
-      ASSERT_TRUE((*train)->WriteScalar("loss", step, 1.0f / step).ok());
-    }
-    ASSERT_TRUE((*train)->WriteHistogram("dense/kernel", 20, std::vector<float>{1, 2}).ok());
-    ASSERT_TRUE((*eval)->WriteScalar("accuracy", 30, 0.75f).ok());
-  }
+  const std::string train_path = WriteTrainAndEvalRuns(&env);
+  ASSERT_FALSE(train_path.empty());
   absl::StatusOr<std::string> report = InspectEventDir(&env, "/job");
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_NE(report->find("run .: 1 file(s), 5 records, checksums OK"), std::string::npos)
@@ -211,18 +217,8 @@ TEST(InspectEventDirTest, ListsRunsAndTagsAndFindsDamage) {
 
 TEST(ReadEventScalarsTest, EveryScalarByRunAndTag) {
   MemEnv env;
-  std::string train_path;
-  {
-    auto train = EventWriter::Create(&env, "/job", absl::Seconds(10));
-    auto eval = EventWriter::Create(&env, "/job/eval", absl::Seconds(10));
-    ASSERT_TRUE(train.ok() && eval.ok());
-    train_path = (*train)->path();
-    for (int step = 10; step <= 30; step += 10) {
-      ASSERT_TRUE((*train)->WriteScalar("loss", step, 1.0f / step).ok());
-    }
-    ASSERT_TRUE((*train)->WriteHistogram("dense/kernel", 20, std::vector<float>{1, 2}).ok());
-    ASSERT_TRUE((*eval)->WriteScalar("accuracy", 30, 0.75f).ok());
-  }
+  const std::string train_path = WriteTrainAndEvalRuns(&env);
+  ASSERT_FALSE(train_path.empty());
   absl::StatusOr<std::map<std::string, std::vector<ScalarPoint>>> scalars =
       ReadEventScalars(&env, "/job");
   ASSERT_TRUE(scalars.ok()) << scalars.status();
