@@ -155,9 +155,6 @@ absl::StatusOr<JobConfig> ParseJobConfigImpl(std::string_view yaml_text, const S
                      if (section == nullptr) {
                        return ErrorAt(source, key_node, UnknownKeyMessage("", key, *kKeys));
                      }
-                     if (section->has_value()) {
-                       return ErrorAt(source, key_node, absl::StrCat(key, " is given twice"));
-                     }
                      section->emplace(value);
                      return absl::OkStatus();
                    }));

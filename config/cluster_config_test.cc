@@ -240,7 +240,18 @@ TEST(ParseJobConfigTest, NeedsExactlyOneOfClusterAndTrainingInput) {
       ParseJobConfig("cluster: {}\ntrainingInput: {scaleTier: BASIC}\n", "c.yaml").status(),
       {"not both"});
   ExpectInvalid(ParseJobConfig("cluster: {}\ncluster: {}\n", "c.yaml").status(),
-                {"cluster is given twice"});
+                {"cluster is given twice (first at line 1), line 2"});
+}
+
+// YAML's keys are unique; yaml-cpp keeps both entries, pstrain refuses them.
+TEST(ParseJobConfigTest, AKeyGivenTwiceIsAnError) {
+  ExpectInvalid(ParseJobConfig("cluster:\n  ps: [\"h:1\"]\n  ps: [\"h:2\"]\n", "c.yaml").status(),
+                {"cluster.ps is given twice (first at line 2), line 3"});
+  ExpectInvalid(ParseJobConfig("cluster: {chief: [\"h:1\"]}\ntraining:\n  train_steps: 10\n"
+                               "  train_steps: 20\n",
+                               "c.yaml")
+                    .status(),
+                {"training.train_steps is given twice (first at line 3), line 4"});
 }
 
 TEST(LoadJobConfigTest, ReadsThroughEnv) {

@@ -14,6 +14,7 @@
 // Nothing is thrown out of common/.
 
 #include <exception>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -71,8 +72,16 @@ absl::StatusOr<YAML::Node> LoadYaml(std::string_view text, std::string_view sour
 absl::StatusOr<std::string> ScalarOf(const Source& source, const YAML::Node& node,
                                      std::string_view path);
 
+std::string ChildPath(std::string_view path, std::string_view key);
+
+// The error for `key` of the map at `path` given a second time at `again`
+// (YAML's keys are unique; yaml-cpp keeps both entries).
+absl::Status KeyGivenTwice(const Source& source, std::string_view path, std::string_view key,
+                           const YAML::Mark& first, const YAML::Node& again);
+
 // Calls visit(key, key_node, value_node) for each entry of map `node` at
-// `path` ("" for the top level). A null node is an empty map.
+// `path` ("" for the top level), refusing a key given twice. A null node is
+// an empty map.
 template <typename Visit>
 absl::Status ForEachEntry(const Source& source, const YAML::Node& node, std::string_view path,
                           Visit visit) {
@@ -82,18 +91,21 @@ absl::Status ForEachEntry(const Source& source, const YAML::Node& node, std::str
                    path.empty() ? std::string("the top level must be a map of keys to values")
                                 : absl::StrCat(Sv(path), " must be a map of keys to values"));
   }
+  std::map<std::string, YAML::Mark> seen;
   for (const auto& entry : node) {
     if (!entry.first.IsScalar()) {
       return ErrorAt(
           source, entry.first,
           absl::StrCat("a key", path.empty() ? "" : " in ", Sv(path), " is not a plain name"));
     }
+    const auto [first, inserted] = seen.emplace(entry.first.Scalar(), entry.first.Mark());
+    if (!inserted) {
+      return KeyGivenTwice(source, path, entry.first.Scalar(), first->second, entry.first);
+    }
     PSTRAIN_RETURN_IF_ERROR(visit(entry.first.Scalar(), entry.first, entry.second));
   }
   return absl::OkStatus();
 }
-
-std::string ChildPath(std::string_view path, std::string_view key);
 
 // Parses a cluster map {chief|master, worker, ps: [addresses]} at `path`.
 absl::Status ParseCluster(const Source& source, const YAML::Node& node, std::string_view path,

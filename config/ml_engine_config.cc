@@ -102,16 +102,12 @@ absl::StatusOr<TrainingInputEntries> ReadTrainingInputEntries(const Source& sour
                                    "pythonModule",
                                    "packageUris"};
   TrainingInputEntries entries;
-  std::set<std::string> seen;
   PSTRAIN_RETURN_IF_ERROR(ForEachEntry(
       source, node, "trainingInput",
       [&](const std::string& key, const YAML::Node& key_node,
           const YAML::Node& value) -> absl::Status {
         if (std::find(kKeys->begin(), kKeys->end(), key) == kKeys->end()) {
           return ErrorAt(source, key_node, UnknownKeyMessage("trainingInput.", key, *kKeys));
-        }
-        if (!seen.insert(key).second) {
-          return ErrorAt(source, key_node, absl::StrCat("trainingInput.", key, " is given twice"));
         }
         if (key == "scaleTier") {
           PSTRAIN_ASSIGN_OR_RETURN(entries.scale_tier,

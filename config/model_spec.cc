@@ -82,7 +82,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
       [&](const std::string& key, const YAML::Node& key_node,
           const YAML::Node& value) -> absl::Status {
         const std::string path = absl::StrCat(where, " ", layer.type, ".", key);
-        if (!given.insert(key).second) return ErrorAt(source, key_node, path + " is given twice");
+        given.insert(key);
         if (key == "inputs") {
           if (!TakesInputs(layer.type)) {
             return ErrorAt(source, key_node,
@@ -122,9 +122,7 @@ absl::StatusOr<LayerSpec> ParseLayer(const Source& source, const YAML::Node& nod
               [&](const std::string& sub, const YAML::Node& sub_node,
                   const YAML::Node& sub_value) -> absl::Status {
                 const std::string sub_path = absl::StrCat(path, ".", sub);
-                if (!sub_given.insert(sub).second) {
-                  return ErrorAt(source, sub_node, sub_path + " is given twice");
-                }
+                sub_given.insert(sub);
                 for (const KeySpec& s : k.sub_keys) {
                   if (s.name != sub) continue;
                   PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, sub_value, sub_path));

@@ -62,14 +62,12 @@ absl::StatusOr<TfConfig> ParseTfConfigImpl(std::string_view json) {
       [&](const std::string& key, const YAML::Node& key_node,
           const YAML::Node& value) -> absl::Status {
         if (key == "cluster") {
-          if (has_cluster) return ErrorAt(source, key_node, "cluster is given twice");
           has_cluster = true;
           if (!value.IsMap()) return ErrorAt(source, value, "cluster must be an object");
           PSTRAIN_ASSIGN_OR_RETURN(YAML::Node training, TrainingClusterNode(source, value));
           return ParseCluster(source, training, "cluster", &config.cluster);
         }
         if (key == "task") {
-          if (task) return ErrorAt(source, key_node, "task is given twice");
           task.emplace(value);
           return absl::OkStatus();
         }

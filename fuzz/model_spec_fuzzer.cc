@@ -4,6 +4,7 @@
 // a built model's loss is a number.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,13 @@
 #include "onnx/onnx_export.h"
 
 namespace {
+
+// A broken promise: says which, for the log beside libFuzzer's "deadly
+// signal", and aborts.
+[[noreturn]] void Fail(const char* what, const absl::Status& status = absl::OkStatus()) {
+  std::fprintf(stderr, "model_spec_fuzzer: %s %s\n", what, status.ToString().c_str());
+  std::abort();
+}
 
 // Specs whose passes would take long or much memory are parsed and built,
 // not run.
@@ -37,22 +45,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<pstrain::ModelSpec> spec = pstrain::ParseModelSpec(text, "fuzz.yaml");
   if (!spec.ok()) {
-    if (spec.status().message().empty()) std::abort();
+    if (spec.status().message().empty()) Fail("refused without a message");
     return 0;
   }
   // What a spec writes out, it reads back the same.
   absl::StatusOr<pstrain::ModelSpec> again =
       pstrain::ParseModelSpec(pstrain::ModelSpecToYaml(*spec), "again.yaml");
-  if (!again.ok()) std::abort();
+  if (!again.ok()) Fail("the spec it wrote is refused:", again.status());
   for (pstrain::LayerSpec& l : again->layers) l.line = 0;
   pstrain::ModelSpec original = *spec;
   for (pstrain::LayerSpec& l : original.layers) l.line = 0;
-  if (!(*again == original)) std::abort();
+  if (!(*again == original)) Fail("the spec it wrote reads back different");
   if (!SmallEnough(*spec)) return 0;
   absl::StatusOr<std::unique_ptr<pstrain::Model>> model =
       pstrain::BuildModelFromSpec(*spec, "fuzz.yaml");
   if (!model.ok()) {
-    if (model.status().message().empty()) std::abort();
+    if (model.status().message().empty()) Fail("the model refused without a message");
     return 0;
   }
   pstrain::Model& m = **model;
@@ -78,7 +86,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       column.offsets = {0, 0, 3};
       batch.features.push_back(std::move(column));
     }
-    if (!m.PrepareSparse(batch, kBatch, &sparse).ok()) std::abort();
+    const absl::Status prepared = m.PrepareSparse(batch, kBatch, &sparse);
+    if (!prepared.ok()) Fail("PrepareSparse refused a valid batch:", prepared);
     for (size_t t = 0; t < sparse.tables.size(); ++t) {
       sparse.tables[t].rows.assign(sparse.tables[t].ids.size() * m.sparse_tables()[t].dim, 0.1f);
     }
@@ -89,15 +98,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   grads.data(), stats.data(), nullptr, rows);
   const pstrain::LossResult eval =
       m.Evaluate(params.data(), state.data(), images.data(), labels.data(), kBatch, rows);
-  if (std::isnan(train.loss_sum) || std::isnan(eval.loss_sum)) std::abort();
+  if (std::isnan(train.loss_sum) || std::isnan(eval.loss_sum)) Fail("the loss is NaN");
   // The ONNX export, when its tables are small: written, or refused saying why.
   int64_t table_floats = 0;
   for (const pstrain::SparseTableInfo& t : m.sparse_tables()) table_floats += t.buckets * t.dim;
   if (table_floats <= (1 << 20)) {
     const std::vector<pstrain::TrainedTableRows> no_rows(m.sparse_tables().size());
     absl::StatusOr<std::string> onnx = pstrain::ModelToOnnx(m, params, state, no_rows);
-    if (!onnx.ok() && onnx.status().message().empty()) std::abort();
-    if (onnx.ok() && onnx->empty()) std::abort();
+    if (!onnx.ok() && onnx.status().message().empty()) Fail("ONNX refused without a message");
+    if (onnx.ok() && onnx->empty()) Fail("ONNX export is empty");
   }
   return 0;
 }
