@@ -89,7 +89,8 @@ std::string ChildPath(std::string_view path, std::string_view key) {
 absl::Status KeyGivenTwice(const Source& source, std::string_view path, std::string_view key,
                            const YAML::Mark& first, const YAML::Node& again) {
   std::string where;
-  if (source.show_lines && !first.is_null()) where = absl::StrCat(" (first at line ", first.line + 1, ")");
+  if (source.show_lines && !first.is_null())
+    where = absl::StrCat(" (first at line ", first.line + 1, ")");
   return ErrorAt(source, again, absl::StrCat(ChildPath(path, key), " is given twice", where));
 }
 
