@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -161,6 +163,23 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
   std::string Root(const std::string& host, int boot) {
     return JoinPath(dir_, absl::StrCat(host, "-", boot));
   }
+  // Waits until the worker logging to `log` (each start of its process
+  // appends) has logged progress since it last started, and is not done: it
+  // trains in this run of the job, not in the one before a ps left.
+  static bool WaitUntilTrainingAgain(const std::string& log, int timeout_secs) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string text = ReadAll(log);
+      const size_t started = text.rfind("waiting for the parameter servers");
+      if (started != std::string::npos && text.find("step = ", started) != std::string::npos &&
+          text.find(" done at global step ", started) == std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
   std::string TaskLog(const std::string& host, int boot) {
     const std::string role = host.substr(4, host.rfind('-') - 4);
     return JoinPath(Root(host, boot), "var/log/pstrain-" + role + ".log");
@@ -311,9 +330,10 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
        "--tls_dir=" + other, "--token_file=" + other + "/job.token", "--startup_timeout=8"},
       JoinPath(dir_, "intruder.log"));
 
-  // A worker VM is preempted: the worker leaves, the job goes on without it,
-  // and the recreated VM's worker joins again.
-  ASSERT_TRUE(WaitForText(chief_log, "step = 30,", 180)) << ReadAll(chief_log);
+  // A worker VM is preempted while it trains: the worker leaves, the job
+  // goes on without it, and the recreated VM's worker joins again.
+  ASSERT_TRUE(WaitUntilTrainingAgain(TaskLog("job-worker-1", 0), 180))
+      << ReadAll(TaskLog("job-worker-1", 0));
   ASSERT_NO_FATAL_FAILURE(Preempt("job-worker-1"));
   EXPECT_TRUE(WaitForText(TaskLog("job-worker-1", 0), "stopping at global step", 5))
       << ReadAll(TaskLog("job-worker-1", 0));
