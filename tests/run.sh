@@ -37,7 +37,20 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L unit --timeout 900)
 phase "Fuzzers (ASan + UBSan, each from its seeds for a bounded time)"
-(cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300)
+# libFuzzer writes a failing input to the test's directory and prints it
+# only when it is small: the log shows every one whole (base64), so a CI
+# failure can be replayed (echo ... | base64 -d > in; bin/<name>_fuzzer in).
+artifacts="$root/build-asan/fuzz"
+rm -f "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*
+if ! (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300); then
+  for input in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*; do
+    [[ -f "$input" ]] || continue
+    echo "=== failing fuzz input $(basename "$input") ($(stat -c %s "$input") bytes), base64:"
+    head -c 65536 "$input" | base64 -w 0
+    echo
+  done
+  exit 1
+fi
 phase "ThreadSanitizer build (clang): the ps, client, chief, trainer and launcher tests"
 cmake -S "$root" -B "$root/build-tsan" -DCMAKE_CXX_COMPILER=clang++-14 -DPSTRAIN_TSAN=ON \
   "${sanitizer_flags[@]}"
