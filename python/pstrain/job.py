@@ -97,12 +97,17 @@ _MAX_LINES = 100000  # of output a Job keeps (the newest)
 
 
 def _read_output(stream, lines, condition, state):
-    """The reader thread: appends each line to `lines` (bounded) and counts it."""
-    for line in stream:
-        with condition:
-            lines.append(line.rstrip("\n"))
-            state["count"] += 1
-            condition.notify_all()
+    """The reader thread: appends each line to `lines` (bounded) and counts it.
+
+    It owns the stream and closes it at its end, also when no one waits for
+    the job (its Job collected).
+    """
+    with stream:
+        for line in stream:
+            with condition:
+                lines.append(line.rstrip("\n"))
+                state["count"] += 1
+                condition.notify_all()
     with condition:
         state["ended"] = True
         condition.notify_all()
@@ -220,8 +225,6 @@ class Job:
         """
         code = self._process.wait(timeout=timeout)
         self._reader.join(timeout=10)
-        if not self._reader.is_alive():
-            self._process.stdout.close()
         self._finalizer()  # nothing left to stop; the temporary config goes
         return code
 

@@ -311,12 +311,21 @@ class PstrainModuleTest(unittest.TestCase):
 
     def test_a_job_no_one_keeps_is_stopped(self):
         import gc
+        import warnings
         job = pstrain.Job([sys.executable, "-c", "import time; time.sleep(120)"])
         pid = job._process.pid
+        reader = job._reader
         self.assertTrue(job.running)
-        del job
-        gc.collect()
-        self.assertFalse(os.path.exists(f"/proc/{pid}"), "the collected job's process lives")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            del job
+            gc.collect()
+            self.assertFalse(os.path.exists(f"/proc/{pid}"), "the collected job's process lives")
+            reader.join(timeout=10)
+            del reader
+            gc.collect()
+        # Nothing left open either: the reader closed the job's output pipe.
+        self.assertEqual([str(w.message) for w in caught if w.category is ResourceWarning], [])
         # A dict config is a temporary file, removed when the job ends.
         with self.assertRaises(FileNotFoundError):
             pstrain.launch(os.path.join(self.dir, "no_such_config.yaml"))
