@@ -1,4 +1,6 @@
+#include <map>
 #include <optional>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -25,9 +27,12 @@ namespace {
 // which names only this task's peers: pstrain needs every task.
 absl::StatusOr<YAML::Node> TrainingClusterNode(const Source& source, const YAML::Node& node) {
   bool has_evaluator = false;
+  std::map<std::string, YAML::Mark> seen;  // an evaluator given twice is refused here
   for (auto it = node.begin(); it != node.end(); ++it) {
     if (!it->first.IsScalar()) continue;  // ParseCluster says what is wrong
     const std::string key = it->first.Scalar();
+    const auto [first, inserted] = seen.emplace(key, it->first.Mark());
+    if (!inserted) return KeyGivenTwice(source, "cluster", key, first->second, it->first);
     if (key == "evaluator") {
       has_evaluator = true;
     } else if (it->second.IsMap()) {

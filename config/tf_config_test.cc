@@ -168,5 +168,26 @@ TEST(TfConfigTest, Errors) {
               Not(HasSubstr("line")));
 }
 
+// JSON's object keys should be unique; one given twice is refused, not
+// merged (yaml-cpp, which reads TF_CONFIG, keeps both).
+TEST(TfConfigTest, AKeyGivenTwiceIsAnError) {
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "cluster": {"chief": ["c:2"]},)"
+                              R"( "task": {"type": "chief"}})")
+                    .status(),
+                {"TF_CONFIG: cluster is given twice"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"], "evaluator": ["e:1"],)"
+                              R"( "evaluator": ["e:2"]}, "task": {"type": "chief"}})")
+                    .status(),
+                {"TF_CONFIG: cluster.evaluator is given twice"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"], "ps": ["p:1"], "ps": ["p:2"]},)"
+                              R"( "task": {"type": "chief", "type": "ps"}})")
+                    .status(),
+                {"TF_CONFIG: cluster.ps is given twice"});
+  ExpectInvalid(ParseTfConfig(R"({"cluster": {"chief": ["c:1"]}, "task": {"type": "chief",)"
+                              R"( "type": "ps"}})")
+                    .status(),
+                {"TF_CONFIG: task.type is given twice"});
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -18,7 +18,8 @@ namespace {
 // A broken promise: says which, for the log beside libFuzzer's "deadly
 // signal", and aborts.
 [[noreturn]] void Fail(const char* what, const absl::Status& status = absl::OkStatus()) {
-  std::fprintf(stderr, "model_spec_fuzzer: %s %s\n", what, status.ToString().c_str());
+  std::fprintf(stderr, "model_spec_fuzzer: %s%s%s\n", what, status.ok() ? "" : " ",
+               status.ok() ? "" : status.ToString().c_str());
   std::abort();
 }
 

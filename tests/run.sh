@@ -37,16 +37,19 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L unit --timeout 900)
 phase "Fuzzers (ASan + UBSan, each from its seeds for a bounded time)"
-# libFuzzer writes a failing input to the test's directory and prints it
-# only when it is small: the log shows every one whole (base64), so a CI
-# failure can be replayed (echo ... | base64 -d > in; bin/<name>_fuzzer in).
-artifacts="$root/build-asan/fuzz"
-rm -f "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*
+# libFuzzer writes a failing input to the test's directory as
+# <fuzzer>-crash-<sha1> (or -leak-, -timeout-, -oom-) and prints it only when
+# it is small: the log shows each one in base64 (up to 1 MiB), so a CI
+# failure can be replayed (base64 -d > in; build-asan/bin/<fuzzer>_fuzzer in).
+artifacts=("$root"/build-asan/fuzz/*-{crash,leak,timeout,oom}-*)
+rm -f "${artifacts[@]}"
 if ! (cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" -L fuzz --timeout 300); then
-  for input in "$artifacts"/crash-* "$artifacts"/leak-* "$artifacts"/timeout-* "$artifacts"/oom-*; do
+  for input in "$root"/build-asan/fuzz/*-{crash,leak,timeout,oom}-*; do
     [[ -f "$input" ]] || continue
-    echo "=== failing fuzz input $(basename "$input") ($(stat -c %s "$input") bytes), base64:"
-    head -c 65536 "$input" | base64 -w 0
+    size=$(stat -c %s "$input")
+    echo "=== failing fuzz input $(basename "$input"): ${size} bytes$( ((size > 1048576)) &&
+      echo ", the first 1048576 shown"), base64:"
+    head -c 1048576 "$input" | base64 -w 0
     echo
   done
   exit 1

@@ -164,14 +164,16 @@ class SimulatedHostsTest : public testing_util::ClusterTestBase {
     return JoinPath(dir_, absl::StrCat(host, "-", boot));
   }
   // Waits until the worker logging to `log` (each start of its process
-  // appends) has logged progress since it last started, and is not done: it
-  // trains in this run of the job, not in the one before a ps left.
-  static bool WaitUntilTrainingAgain(const std::string& log, int timeout_secs) {
+  // appends) has started again past byte `since` and logged progress since,
+  // and is not done: it trains in this run of the job, not in the one before
+  // a ps left.
+  static bool WaitUntilTrainingAgain(const std::string& log, size_t since, int timeout_secs) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_secs);
     while (std::chrono::steady_clock::now() < deadline) {
       const std::string text = ReadAll(log);
-      const size_t started = text.rfind("waiting for the parameter servers");
-      if (started != std::string::npos && text.find("step = ", started) != std::string::npos &&
+      const size_t started = text.rfind("; waiting for the parameter servers");
+      if (started != std::string::npos && started >= since &&
+          text.find("step = ", started) != std::string::npos &&
           text.find(" done at global step ", started) == std::string::npos) {
         return true;
       }
@@ -302,6 +304,7 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
 
   // The ps VM is preempted: the chief checkpoints and stops the job; the
   // other VMs wait for the ps to come back.
+  const size_t worker_log_before = ReadAll(TaskLog("job-worker-1", 0)).size();
   ASSERT_NO_FATAL_FAILURE(Preempt("job-ps-0"));
   ASSERT_TRUE(WaitForText(chief_log, "stopping the job:", 60)) << ReadAll(chief_log);
   ASSERT_TRUE(WaitForText(vms_["job-worker-0"].startup.log_path, "starting it again", 60))
@@ -332,7 +335,7 @@ TEST_F(SimulatedHostsTest, PreemptedPsAndWorkerVmsAreRecreatedAndTheJobFinishes)
 
   // A worker VM is preempted while it trains: the worker leaves, the job
   // goes on without it, and the recreated VM's worker joins again.
-  ASSERT_TRUE(WaitUntilTrainingAgain(TaskLog("job-worker-1", 0), 180))
+  ASSERT_TRUE(WaitUntilTrainingAgain(TaskLog("job-worker-1", 0), worker_log_before, 180))
       << ReadAll(TaskLog("job-worker-1", 0));
   ASSERT_NO_FATAL_FAILURE(Preempt("job-worker-1"));
   EXPECT_TRUE(WaitForText(TaskLog("job-worker-1", 0), "stopping at global step", 5))

@@ -322,6 +322,7 @@ class PstrainModuleTest(unittest.TestCase):
             gc.collect()
             self.assertFalse(os.path.exists(f"/proc/{pid}"), "the collected job's process lives")
             reader.join(timeout=10)
+            self.assertFalse(reader.is_alive(), "the reader of the job's output did not end")
             del reader
             gc.collect()
         # Nothing left open either: the reader closed the job's output pipe.
