@@ -1,4 +1,3 @@
-#include <map>
 #include <optional>
 #include <string>
 
@@ -27,24 +26,25 @@ namespace {
 // which names only this task's peers: pstrain needs every task.
 absl::StatusOr<YAML::Node> TrainingClusterNode(const Source& source, const YAML::Node& node) {
   bool has_evaluator = false;
-  std::map<std::string, YAML::Mark> seen;  // an evaluator given twice is refused here
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    if (!it->first.IsScalar()) continue;  // ParseCluster says what is wrong
-    const std::string key = it->first.Scalar();
-    const auto [first, inserted] = seen.emplace(key, it->first.Mark());
-    if (!inserted) return KeyGivenTwice(source, "cluster", key, first->second, it->first);
-    if (key == "evaluator") {
-      has_evaluator = true;
-    } else if (it->second.IsMap()) {
-      return ErrorAt(
-          source, it->second,
-          absl::StrCat("cluster.", key,
-                       " is an object of index: address, the training operator's "
-                       "enableDynamicWorker form, which gives a task only part of the cluster; "
-                       "pstrain needs every task's address (its layout depends on the ps count): "
-                       "remove enableDynamicWorker from the TFJob, or set it to false"));
-    }
-  }
+  // ForEachEntry refuses a key given twice here, before the evaluator is
+  // removed (yaml-cpp's remove takes only the first of two).
+  PSTRAIN_RETURN_IF_ERROR(ForEachEntry(
+      source, node, "cluster",
+      [&](const std::string& key, const YAML::Node&, const YAML::Node& value) -> absl::Status {
+        if (key == "evaluator") {
+          has_evaluator = true;
+        } else if (value.IsMap()) {
+          return ErrorAt(
+              source, value,
+              absl::StrCat("cluster.", key,
+                           " is an object of index: address, the training operator's "
+                           "enableDynamicWorker form, which gives a task only part of the "
+                           "cluster; pstrain needs every task's address (its layout depends on "
+                           "the ps count): remove enableDynamicWorker from the TFJob, or set it "
+                           "to false"));
+        }
+        return absl::OkStatus();
+      }));
   if (!has_evaluator) return node;
   YAML::Node training = YAML::Clone(node);
   training.remove("evaluator");
