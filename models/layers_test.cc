@@ -9,13 +9,13 @@
 #include "models/dropout.h"
 #include "models/flatten.h"
 #include "models/global_avg_pool.h"
-#include "models/gradient_check.h"
 #include "models/layer_norm.h"
 #include "models/loss.h"
 #include "models/max_pool2d.h"
 #include "models/random.h"
 #include "models/relu.h"
 #include "models/residual_block.h"
+#include "testing/gradient_check.h"
 
 namespace pstrain {
 namespace {

@@ -13,10 +13,10 @@
 #include "models/dense.h"
 #include "models/din_attention.h"
 #include "models/embedding.h"
-#include "models/gradient_check.h"
 #include "models/random.h"
 #include "models/registry.h"
 #include "models/sequence_pool.h"
+#include "testing/gradient_check.h"
 
 namespace pstrain {
 namespace {

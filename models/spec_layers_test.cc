@@ -6,9 +6,9 @@
 #include "gtest/gtest.h"
 #include "models/activation.h"
 #include "models/avg_pool2d.h"
-#include "models/gradient_check.h"
 #include "models/pad_channels.h"
 #include "models/random.h"
+#include "testing/gradient_check.h"
 
 namespace pstrain {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_MODELS_GRADIENT_CHECK_H_
-#define PSTRAIN_MODELS_GRADIENT_CHECK_H_
+#ifndef PSTRAIN_TESTING_GRADIENT_CHECK_H_
+#define PSTRAIN_TESTING_GRADIENT_CHECK_H_
 
 #include <cstdint>
 #include <functional>
@@ -45,4 +45,4 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed);
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_MODELS_GRADIENT_CHECK_H_
+#endif  // PSTRAIN_TESTING_GRADIENT_CHECK_H_

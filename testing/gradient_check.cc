@@ -1,4 +1,4 @@
-#include "models/gradient_check.h"
+#include "testing/gradient_check.h"
 
 #include <algorithm>
 #include <cmath>
