@@ -16,11 +16,13 @@ constexpr char kScheme[] = "gs://";
 
 bool Ok(const HttpResponse& r) { return r.status >= 200 && r.status < 300; }
 
+}  // namespace
+
 // A WritableFile whose every Flush replaces the object with all of it.
-class GcsWritableFile : public WritableFile {
+class GcsEnv::WritableObject : public WritableFile {
  public:
-  GcsWritableFile(Env* env, std::string path) : env_(env), path_(std::move(path)) {}
-  ~GcsWritableFile() override { (void)Close(); }
+  WritableObject(GcsEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
+  ~WritableObject() override { (void)Close(); }
 
   absl::Status Append(std::string_view data) override {
     if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
@@ -30,7 +32,7 @@ class GcsWritableFile : public WritableFile {
   }
   absl::Status Flush() override {
     if (!dirty_) return absl::OkStatus();
-    PSTRAIN_RETURN_IF_ERROR(env_->WriteFileAtomic(path_, contents_));
+    PSTRAIN_RETURN_IF_ERROR(env_->Upload(path_, contents_));
     dirty_ = false;
     return absl::OkStatus();
   }
@@ -43,14 +45,53 @@ class GcsWritableFile : public WritableFile {
   }
 
  private:
-  Env* const env_;
+  GcsEnv* const env_;
   const std::string path_;
   std::string contents_;
   bool dirty_ = true;  // an empty file is created too
   bool closed_ = false;
 };
 
-}  // namespace
+// An object uploaded whole at Commit: an upload replaces an object at once,
+// so no temp object (and no server-side copy of one) is needed.
+class GcsEnv::AtomicObject : public AtomicWritableFile {
+ public:
+  AtomicObject(GcsEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
+
+  absl::Status Append(std::string_view data) override {
+    PSTRAIN_RETURN_IF_ERROR(Writing());
+    contents_.append(data);
+    return absl::OkStatus();
+  }
+  absl::Status Flush() override { return Writing(); }
+  absl::Status Sync() override { return Writing(); }
+  absl::Status Close() override {
+    if (!committed_) closed_ = true;
+    return absl::OkStatus();
+  }
+  absl::Status Commit() override {
+    if (committed_) {
+      return absl::FailedPreconditionError(absl::StrCat(path_, " is already committed"));
+    }
+    closed_ = true;
+    PSTRAIN_RETURN_IF_ERROR(env_->Upload(path_, contents_));
+    committed_ = true;
+    contents_.clear();
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Writing() const {
+    if (!closed_ && !committed_) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+  }
+
+  GcsEnv* const env_;
+  const std::string path_;
+  std::string contents_;
+  bool closed_ = false;
+  bool committed_ = false;
+};
 
 bool IsGcsPath(const std::string& path) { return absl::StartsWith(path, kScheme); }
 
@@ -228,7 +269,7 @@ absl::StatusOr<std::unique_ptr<SequentialFile>> GcsEnv::NewSequentialFile(const 
   return std::unique_ptr<SequentialFile>(std::move(file));
 }
 
-absl::Status GcsEnv::WriteFileAtomic(const std::string& path, const std::string& contents) {
+absl::Status GcsEnv::Upload(const std::string& path, std::string_view contents) {
   PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
   if (o.name.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " names no object"));
   HttpRequest request;
@@ -236,7 +277,7 @@ absl::Status GcsEnv::WriteFileAtomic(const std::string& path, const std::string&
   request.url = absl::StrCat(options_.endpoint, "/upload/storage/v1/b/", UrlEncode(o.bucket),
                              "/o?uploadType=media&name=", UrlEncode(o.name));
   request.headers = {{"Content-Type", "application/octet-stream"}};
-  request.body = contents;
+  request.body = std::string(contents);
   request.timeout = absl::Seconds(60) + absl::Seconds(contents.size() >> 20);  // 1 MB/s at worst
   PSTRAIN_ASSIGN_OR_RETURN(HttpResponse response, Send(std::move(request)));
   if (!Ok(response)) return ErrorFor(path, response);
@@ -246,7 +287,14 @@ absl::Status GcsEnv::WriteFileAtomic(const std::string& path, const std::string&
 absl::StatusOr<std::unique_ptr<WritableFile>> GcsEnv::NewWritableFile(const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
   if (o.name.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " names no object"));
-  return std::unique_ptr<WritableFile>(new GcsWritableFile(this, path));
+  return std::unique_ptr<WritableFile>(new WritableObject(this, path));
+}
+
+absl::StatusOr<std::unique_ptr<AtomicWritableFile>> GcsEnv::NewAtomicWritableFile(
+    const std::string& path) {
+  PSTRAIN_ASSIGN_OR_RETURN(Object o, Parse(path));
+  if (o.name.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " names no object"));
+  return std::unique_ptr<AtomicWritableFile>(new AtomicObject(this, path));
 }
 
 bool GcsEnv::FileExists(const std::string& path) {
@@ -359,9 +407,9 @@ absl::StatusOr<std::unique_ptr<SequentialFile>> SchemeRoutingEnv::NewSequentialF
     const std::string& path, uint64_t offset) {
   return For(path)->NewSequentialFile(path, offset);
 }
-absl::Status SchemeRoutingEnv::WriteFileAtomic(const std::string& path,
-                                               const std::string& contents) {
-  return For(path)->WriteFileAtomic(path, contents);
+absl::StatusOr<std::unique_ptr<AtomicWritableFile>> SchemeRoutingEnv::NewAtomicWritableFile(
+    const std::string& path) {
+  return For(path)->NewAtomicWritableFile(path);
 }
 absl::StatusOr<std::unique_ptr<WritableFile>> SchemeRoutingEnv::NewWritableFile(
     const std::string& path) {
@@ -391,6 +439,8 @@ absl::Status SchemeRoutingEnv::DeleteFile(const std::string& path) {
 absl::Status SchemeRoutingEnv::DeleteDir(const std::string& path) {
   return For(path)->DeleteDir(path);
 }
+
+absl::Status SchemeRoutingEnv::SyncDir(const std::string& dir) { return For(dir)->SyncDir(dir); }
 
 Env* ProcessEnv() {
   static Env* const env = [] {

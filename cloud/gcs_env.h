@@ -30,10 +30,11 @@ struct GcsOptions {
 //
 // Objects, not files: a "directory" is an object name prefix (CreateDirs
 // does nothing; FileExists is true for an object or a non-empty prefix;
-// ListDir lists one level under "dir/", NotFound if nothing is there). Each upload replaces an
-// object at once, so WriteFileAtomic is one upload and readers see the old object or the new one,
-// never a mix; the checkpoint protocol's order (shard and index objects first, the `checkpoint`
-// object last) is then the commit point. RenameFile is a server-side rewrite then a delete. A
+// ListDir lists one level under "dir/", NotFound if nothing is there; SyncDir does nothing). Each
+// upload replaces an object at once, so an AtomicWritableFile (and WriteFileAtomic) is one upload
+// at Commit, with no temp object, and readers see the old object or the new one, never a mix; the
+// checkpoint protocol's order (shard and index objects first, the `checkpoint` object last) is
+// then the commit point. RenameFile is a server-side rewrite then a delete. A
 // WritableFile buffers in memory and each Flush, Sync or Close replaces the object with everything
 // written so far (event files: TensorBoard re-reads the object, our event reader too).
 //
@@ -51,7 +52,8 @@ class GcsEnv : public Env {
   // here.
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path,
                                                                     uint64_t offset) override;
-  absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
+  absl::StatusOr<std::unique_ptr<AtomicWritableFile>> NewAtomicWritableFile(
+      const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
@@ -59,6 +61,7 @@ class GcsEnv : public Env {
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status DeleteFile(const std::string& path) override;
+  absl::Status SyncDir(const std::string&) override { return absl::OkStatus(); }
 
   // Bytes per ranged read of a SequentialFile.
   static constexpr size_t kReadChunkBytes = 8 << 20;
@@ -72,7 +75,12 @@ class GcsEnv : public Env {
     std::string bucket;
     std::string name;  // without the bucket; "" for the bucket's root
   };
+  class WritableObject;
+  class AtomicObject;
+
   static absl::StatusOr<Object> Parse(const std::string& path);
+  // Replaces the object `path` with `contents` in one upload.
+  absl::Status Upload(const std::string& path, std::string_view contents);
   // Sends `request` (with the access token) under the retry budget.
   absl::StatusOr<HttpResponse> Send(HttpRequest request);
   // The status for an answer that is not 2xx, naming `path`.
@@ -92,7 +100,8 @@ class SchemeRoutingEnv : public Env {
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path,
                                                                     uint64_t offset) override;
-  absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override;
+  absl::StatusOr<std::unique_ptr<AtomicWritableFile>> NewAtomicWritableFile(
+      const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
@@ -101,6 +110,7 @@ class SchemeRoutingEnv : public Env {
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::Status DeleteFile(const std::string& path) override;
   absl::Status DeleteDir(const std::string& path) override;
+  absl::Status SyncDir(const std::string& dir) override;
 
  private:
   Env* For(const std::string& path) const;

@@ -55,6 +55,31 @@ TEST_F(GcsEnvTest, WritesReadsListsRenamesAndDeletesObjects) {
   EXPECT_TRUE(absl::IsNotFound(env_->DeleteFile("gs://bkt/job/final")));
 }
 
+// An AtomicWritableFile is one upload at Commit, with no temp object; one
+// never committed uploads nothing.
+TEST_F(GcsEnvTest, AnAtomicFileIsOneUploadAtCommit) {
+  ASSERT_TRUE(env_->WriteFileAtomic("gs://bkt/job/f", "old").ok());
+  {
+    auto abandoned = env_->NewAtomicWritableFile("gs://bkt/job/f");
+    ASSERT_TRUE(abandoned.ok()) << abandoned.status();
+    ASSERT_TRUE((*abandoned)->Append("half").ok());
+    ASSERT_TRUE((*abandoned)->Close().ok());
+  }
+  EXPECT_EQ(gcs_.GetObject("bkt", "job/f"), "old");
+  auto file = env_->NewAtomicWritableFile("gs://bkt/job/f");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("new ").ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Append("bytes").ok());
+  EXPECT_EQ(gcs_.GetObject("bkt", "job/f"), "old");
+  EXPECT_EQ(*env_->ListDir("gs://bkt/job"), std::vector<std::string>{"f"});
+  ASSERT_TRUE((*file)->Commit().ok());
+  EXPECT_EQ(gcs_.GetObject("bkt", "job/f"), "new bytes");
+  EXPECT_TRUE(absl::IsFailedPrecondition((*file)->Commit()));
+  EXPECT_TRUE(env_->SyncDir("gs://bkt/job").ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(env_->NewAtomicWritableFile("gs://bkt").status()));
+}
+
 // A large object is read in ranged chunks from any offset, with a server
 // failure on the way retried; a missing one is NotFound at open.
 TEST_F(GcsEnvTest, ObjectsAreReadInRangedChunksFromAnyOffset) {

@@ -1,51 +1,25 @@
 #include "common/committed_file.h"
 
-#include <unistd.h>
-
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<CommittedFile>> CommittedFile::Create(Env* env, std::string path) {
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
-  if (!file.ok()) return file.status();
-  return std::unique_ptr<CommittedFile>(
-      new CommittedFile(env, std::move(path), std::move(tmp), std::move(*file)));
-}
-
-CommittedFile::CommittedFile(Env* env, std::string path, std::string tmp,
-                             std::unique_ptr<WritableFile> file)
-    : env_(env), path_(std::move(path)), tmp_(std::move(tmp)), file_(std::move(file)) {}
-
-CommittedFile::~CommittedFile() {
-  if (committed_) return;
-  if (file_ != nullptr) file_->Close().IgnoreError();
-  env_->DeleteFile(tmp_).IgnoreError();
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWritableFile> file,
+                           env->NewAtomicWritableFile(path));
+  return std::unique_ptr<CommittedFile>(new CommittedFile(std::move(path), std::move(file)));
 }
 
 absl::Status CommittedFile::Append(std::string_view piece) {
-  if (file_ == nullptr || committed_) {
-    return absl::FailedPreconditionError(absl::StrCat(path_, " is already closed"));
-  }
+  PSTRAIN_RETURN_IF_ERROR(file_->Append(piece));
   crc_ = crc32c::Extend(crc_, piece.data(), piece.size());
   size_ += piece.size();
-  return file_->Append(piece);
+  return absl::OkStatus();
 }
 
-absl::Status CommittedFile::Commit() {
-  if (file_ == nullptr || committed_) {
-    return absl::FailedPreconditionError(absl::StrCat(path_, " is already closed"));
-  }
-  absl::Status status = file_->Sync();
-  if (absl::Status s = file_->Close(); status.ok()) status = s;
-  file_.reset();
-  if (status.ok()) status = env_->RenameFile(tmp_, path_);
-  committed_ = status.ok();
-  return status;
-}
+absl::Status CommittedFile::Commit() { return file_->Commit(); }
 
 }  // namespace pstrain

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -121,17 +122,6 @@ class StringSequentialFile : public SequentialFile {
   size_t position_;
 };
 
-// Makes a rename (or creation) of `path` durable by syncing its directory.
-void SyncParentDir(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  int dfd = ::open(dir.empty() ? "/" : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 class PosixEnv : public Env {
  public:
   // O_NOFOLLOW: a symlink planted where a file (or a temp file, whose name
@@ -193,43 +183,22 @@ class PosixEnv : public Env {
     return std::unique_ptr<SequentialFile>(new PosixSequentialFile(path, fd, offset));
   }
 
-  absl::Status WriteFileAtomic(const std::string& path, const std::string& contents) override {
-    std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return IoError("cannot create", tmp, errno);
-    size_t done = 0;
-    while (done < contents.size()) {
-      ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return IoError("cannot write", tmp, err);
-      }
-      done += static_cast<size_t>(n);
-    }
-    if (::fsync(fd) != 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError("cannot fsync", tmp, err);
-    }
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      int err = errno;
-      ::unlink(tmp.c_str());
-      return IoError("cannot rename into", path, err);
-    }
-    SyncParentDir(path);
-    return absl::OkStatus();
-  }
-
   absl::Status RenameFile(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {
       return IoError("cannot rename " + from + " into", to, errno);
     }
-    SyncParentDir(to);
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncDir(const std::string& dir) override {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return IoError("cannot open directory", dir, errno);
+    const int synced = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    // EINVAL: a file system that cannot sync a directory (some FUSE and
+    // network mounts); there a rename is as durable as it gets.
+    if (synced != 0 && err != EINVAL) return IoError("cannot fsync directory", dir, err);
     return absl::OkStatus();
   }
 
@@ -280,7 +249,119 @@ class PosixEnv : public Env {
   }
 };
 
+// The default AtomicWritableFile: a temp sibling through the Env's own
+// NewWritableFile, RenameFile and SyncDir (so a test Env sees every step).
+class TempSiblingFile : public AtomicWritableFile {
+ public:
+  TempSiblingFile(Env* env, std::string path, std::string temp, std::unique_ptr<WritableFile> file)
+      : env_(env), path_(std::move(path)), temp_(std::move(temp)), file_(std::move(file)) {}
+  ~TempSiblingFile() override {
+    if (state_ == State::kCommitted) return;
+    if (file_ != nullptr) file_->Close().IgnoreError();
+    file_.reset();
+    env_->DeleteFile(temp_).IgnoreError();
+  }
+
+  absl::Status Append(std::string_view data) override {
+    PSTRAIN_RETURN_IF_ERROR(Writing());
+    return Failing(file_->Append(data));
+  }
+  absl::Status Flush() override {
+    PSTRAIN_RETURN_IF_ERROR(Writing());
+    return Failing(file_->Flush());
+  }
+  absl::Status Sync() override {
+    PSTRAIN_RETURN_IF_ERROR(Writing());
+    return Failing(file_->Sync());
+  }
+
+  absl::Status Close() override {
+    if (state_ == State::kClosed) return absl::OkStatus();
+    PSTRAIN_RETURN_IF_ERROR(Writing());
+    absl::Status s = file_->Sync();
+    if (absl::Status closed = file_->Close(); s.ok()) s = closed;
+    file_.reset();
+    state_ = s.ok() ? State::kClosed : State::kFailed;
+    return s;
+  }
+
+  absl::Status Commit() override {
+    if (state_ == State::kOpen) PSTRAIN_RETURN_IF_ERROR(Close());
+    if (state_ != State::kClosed) return NotWritable();
+    if (absl::Status s = env_->RenameFile(temp_, path_); !s.ok()) {
+      state_ = State::kFailed;
+      return s;
+    }
+    state_ = State::kCommitted;
+    return env_->SyncDir(DirName(path_));
+  }
+
+ private:
+  enum class State { kOpen, kClosed, kCommitted, kFailed };
+
+  absl::Status NotWritable() const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path_, state_ == State::kCommitted ? " is already committed"
+                                           : " cannot be committed: an earlier write failed"));
+  }
+  absl::Status Writing() const {
+    if (state_ == State::kOpen) return absl::OkStatus();
+    if (state_ == State::kClosed) {
+      return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    }
+    return NotWritable();
+  }
+  // A failed write leaves the file unfit to commit.
+  absl::Status Failing(absl::Status s) {
+    if (!s.ok()) state_ = State::kFailed;
+    return s;
+  }
+
+  Env* const env_;
+  const std::string path_;
+  const std::string temp_;
+  std::unique_ptr<WritableFile> file_;  // null once closed
+  State state_ = State::kOpen;
+};
+
+constexpr char kTempMark[] = ".tmp.";
+
 }  // namespace
+
+std::string AtomicTempPath(const std::string& path) {
+  static std::atomic<uint64_t> next{0};
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return absl::StrCat(dir, ".", name, kTempMark, ::getpid(), ".", next.fetch_add(1));
+}
+
+std::optional<std::string> CommittedNameOfTemp(std::string_view name) {
+  if (name.size() < 2 || name[0] != '.') return std::nullopt;
+  const size_t mark = name.rfind(kTempMark);
+  if (mark == std::string_view::npos || mark <= 1) return std::nullopt;
+  return std::string(name.substr(1, mark - 1));
+}
+
+absl::Status CommitFiles(const std::vector<AtomicWritableFile*>& files) {
+  for (AtomicWritableFile* f : files) PSTRAIN_RETURN_IF_ERROR(f->Close());
+  for (AtomicWritableFile* f : files) PSTRAIN_RETURN_IF_ERROR(f->Commit());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AtomicWritableFile>> Env::NewAtomicWritableFile(
+    const std::string& path) {
+  std::string temp = AtomicTempPath(path);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, NewWritableFile(temp));
+  return std::unique_ptr<AtomicWritableFile>(
+      new TempSiblingFile(this, path, std::move(temp), std::move(file)));
+}
+
+absl::Status Env::WriteFileAtomic(const std::string& path, std::string_view contents) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWritableFile> file, NewAtomicWritableFile(path));
+  PSTRAIN_RETURN_IF_ERROR(file->Append(contents));
+  return file->Commit();
+}
 
 absl::StatusOr<std::unique_ptr<SequentialFile>> Env::NewSequentialFile(const std::string& path,
                                                                        uint64_t offset) {
@@ -300,10 +381,9 @@ absl::StatusOr<std::string> MemEnv::ReadFile(const std::string& path) {
   return it->second;
 }
 
-absl::Status MemEnv::WriteFileAtomic(const std::string& path, const std::string& contents) {
+void MemEnv::Store(const std::string& path, std::string contents) {
   absl::MutexLock lock(&mu_);
-  files_[path] = contents;
-  return absl::OkStatus();
+  files_[path] = std::move(contents);
 }
 
 absl::StatusOr<uint64_t> MemEnv::FileSize(const std::string& path) {
@@ -320,16 +400,15 @@ bool MemEnv::FileExists(const std::string& path) {
   return it != files_.end() && it->first.rfind(path + "/", 0) == 0;
 }
 
-namespace {
-
-// Appends to the MemEnv's copy of the file at every Append.
-class MemWritableFile : public WritableFile {
+// Stores the whole file in the MemEnv at every Append.
+class MemEnv::File : public WritableFile {
  public:
-  MemWritableFile(MemEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
+  File(MemEnv* env, std::string path) : env_(env), path_(std::move(path)) {}
   absl::Status Append(std::string_view data) override {
     if (closed_) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
     contents_.append(data.data(), data.size());
-    return env_->WriteFileAtomic(path_, contents_);
+    env_->Store(path_, contents_);
+    return absl::OkStatus();
   }
   absl::Status Flush() override { return absl::OkStatus(); }
   absl::Status Sync() override { return absl::OkStatus(); }
@@ -345,11 +424,9 @@ class MemWritableFile : public WritableFile {
   bool closed_ = false;
 };
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<WritableFile>> MemEnv::NewWritableFile(const std::string& path) {
-  PSTRAIN_RETURN_IF_ERROR(WriteFileAtomic(path, ""));
-  return std::unique_ptr<WritableFile>(new MemWritableFile(this, path));
+  Store(path, "");
+  return std::unique_ptr<WritableFile>(new File(this, path));
 }
 
 absl::Status MemEnv::CreateDirs(const std::string&) { return absl::OkStatus(); }
@@ -382,6 +459,13 @@ absl::Status MemEnv::DeleteFile(const std::string& path) {
   absl::MutexLock lock(&mu_);
   if (files_.erase(path) == 0) return absl::NotFoundError(absl::StrCat("cannot delete ", path));
   return absl::OkStatus();
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
 }
 
 std::string JoinPath(const std::string& a, const std::string& b) {

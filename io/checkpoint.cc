@@ -294,14 +294,19 @@ absl::StatusOr<std::vector<int64_t>> DeleteCheckpointsBefore(Env* env, const std
   // Index files sort before shard files of the same checkpoint this way.
   std::map<int64_t, std::vector<std::string>> doomed;
   for (const std::string& name : names) {
-    if (name.rfind("checkpoint.tmp.", 0) == 0) {  // a `checkpoint` file never renamed
+    // A temp file of an AtomicWritableFile, or of the writers before it
+    // ("<name>.tmp.<pid>").
+    const std::optional<std::string> committed = CommittedNameOfTemp(name);
+    const std::string& final_name = committed ? *committed : name;
+    // A `checkpoint` file never renamed.
+    if (committed ? *committed == "checkpoint" : name.rfind("checkpoint.tmp.", 0) == 0) {
       absl::Status s = env->DeleteFile(JoinPath(dir, name));
       if (!s.ok() && !absl::IsNotFound(s)) return s;
       continue;
     }
-    std::optional<int64_t> step = CheckpointStepOfName(name);
+    std::optional<int64_t> step = CheckpointStepOfName(final_name);
     if (!step) continue;
-    const bool temp = name.find(".tmp") != std::string::npos;
+    const bool temp = committed.has_value() || name.find(".tmp") != std::string::npos;
     if (*step < oldest_kept || (temp && *step <= newest)) doomed[*step].push_back(name);
   }
   std::vector<int64_t> deleted;

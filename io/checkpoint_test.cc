@@ -498,6 +498,23 @@ class DeleteRecordingEnv : public MemEnv {
   std::vector<std::string> deleted;
 };
 
+// Temp files as AtomicWritableFile names them (common/env.h AtomicTempPath),
+// left by a crash: those of checkpoints at or before the newest go.
+TEST(CheckpointListTest, DeleteCheckpointsBeforeRemovesHiddenTempFiles) {
+  DeleteRecordingEnv env;
+  for (const char* name :
+       {"model.ckpt-20.index", "model.ckpt-20.shard-0-of-1", ".model.ckpt-20.index.tmp.3.0",
+        ".model.ckpt-30.shard-0-of-1.tmp.77.4", ".checkpoint.tmp.77.5", ".events.tmp.1.1"}) {
+    ASSERT_TRUE(env.WriteFileAtomic(JoinPath("/job", name), "x").ok());
+  }
+  absl::StatusOr<std::vector<int64_t>> deleted = DeleteCheckpointsBefore(&env, "/job", 20, 20);
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_THAT(*deleted, IsEmpty());
+  EXPECT_THAT(*env.ListDir("/job"),
+              UnorderedElementsAre(".events.tmp.1.1", ".model.ckpt-30.shard-0-of-1.tmp.77.4",
+                                   "model.ckpt-20.index", "model.ckpt-20.shard-0-of-1"));
+}
+
 TEST(CheckpointListTest, DeleteCheckpointsBefore) {
   DeleteRecordingEnv env;
   std::vector<std::string> names = {"checkpoint",

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/strings/str_split.h"
+#include "common/env.h"
 #include "gflags/gflags.h"
 #include "tests/fakes/fake_gcs.h"
 
@@ -92,9 +93,13 @@ int main(int argc, char** argv) {
     }
     ports << "metadata " << port << "\n";
   }
+  // Written whole or not at all: a test polls for it.
   if (!FLAGS_port_file.empty()) {
-    std::ofstream(FLAGS_port_file + ".tmp") << ports.str();
-    std::rename((FLAGS_port_file + ".tmp").c_str(), FLAGS_port_file.c_str());
+    if (absl::Status s = pstrain::Env::Default()->WriteFileAtomic(FLAGS_port_file, ports.str());
+        !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
   }
   while (!stop) {
     if (FLAGS_metadata_port >= 0 && !FLAGS_metadata_file.empty()) {

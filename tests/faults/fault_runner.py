@@ -164,7 +164,7 @@ class Trial:
         return code, hung
 
 
-CHECKPOINT_TEMP = re.compile(r"^model\.ckpt-(\d+)\..*\.tmp\.")
+CHECKPOINT_TEMP = re.compile(r"^\.?model\.ckpt-(\d+)\..*\.tmp\.")  # common/env.h AtomicTempPath
 
 
 class CreatedFiles:
