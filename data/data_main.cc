@@ -118,12 +118,14 @@ int Fail(const absl::Status& s) {
 }
 
 // The next `n` examples of `examples` as Criteo TSV in `path` (gzip'd if
-// `gzip`), written to `temp` and renamed.
+// `gzip`), an AtomicWritableFile: whole or not there. Its temp file is
+// hidden, so a follower's pattern never matches half a file.
 absl::Status WriteTsvFile(pstrain::Env* env, pstrain::SyntheticCtr::Stream& examples, int64_t n,
-                          const std::string& path, const std::string& temp, bool gzip) {
+                          const std::string& path, bool gzip) {
   pstrain::CriteoBatch batch;
   std::string text;
-  absl::StatusOr<std::unique_ptr<pstrain::WritableFile>> file = env->NewWritableFile(temp);
+  absl::StatusOr<std::unique_ptr<pstrain::AtomicWritableFile>> file =
+      env->NewAtomicWritableFile(path);
   if (!file.ok()) return file.status();
   std::unique_ptr<pstrain::GzipWriter> zipped;
   if (gzip) zipped = std::make_unique<pstrain::GzipWriter>(file->get(), path);
@@ -136,14 +138,15 @@ absl::Status WriteTsvFile(pstrain::Env* env, pstrain::SyntheticCtr::Stream& exam
     if (!st.ok()) return st;
     done += take;
   }
-  absl::Status st = gzip ? zipped->Close() : (*file)->Close();
-  if (!st.ok()) return st;
-  return env->RenameFile(temp, path);
+  if (gzip) {
+    if (absl::Status st = zipped->Close(); !st.ok()) return st;
+  }
+  return (*file)->Commit();
 }
 
 // The first `n` training examples of `generator` in `shards` files
 // <prefix>-00000-of-0000N.tsv[.gz], in order (shard i holds examples
-// [i n / shards, (i + 1) n / shards)); each file through a temporary one.
+// [i n / shards, (i + 1) n / shards)); each file whole or not there.
 absl::Status WriteShards(pstrain::Env* env, const pstrain::SyntheticCtr& generator,
                          const std::string& prefix, int64_t n, int shards, bool gzip) {
   pstrain::SyntheticCtr::Stream examples = generator.NewStream(pstrain::kSyntheticTrainStream);
@@ -151,8 +154,7 @@ absl::Status WriteShards(pstrain::Env* env, const pstrain::SyntheticCtr& generat
     const std::string path =
         absl::StrFormat("%s-%05d-of-%05d.tsv%s", prefix, s, shards, gzip ? ".gz" : "");
     const int64_t begin = n * s / shards, end = n * (s + 1) / shards;
-    if (absl::Status st = WriteTsvFile(env, examples, end - begin, path, path + ".tmp", gzip);
-        !st.ok()) {
+    if (absl::Status st = WriteTsvFile(env, examples, end - begin, path, gzip); !st.ok()) {
       return st;
     }
     std::fprintf(stderr, "wrote %s: %lld examples\n", path.c_str(),
@@ -173,12 +175,10 @@ int WriteSyntheticStream(pstrain::Env* env, pstrain::SyntheticCtr generator, con
     const uint64_t stream = 1000 + static_cast<uint64_t>(k);
     const std::string name = absl::StrFormat("part-%05d.tsv%s", k, gzip ? ".gz" : "");
     const std::string path = pstrain::JoinPath(dir, name);
-    // Written under a name no pattern matches, then renamed: a follower
-    // never sees half a file.
+    // Written under a hidden temp name no pattern matches, then committed:
+    // a follower never sees half a file.
     pstrain::SyntheticCtr::Stream source = generator.NewStream(stream);
-    if (absl::Status s = WriteTsvFile(env, source, examples, path,
-                                      pstrain::JoinPath(dir, "." + name + ".tmp"), gzip);
-        !s.ok()) {
+    if (absl::Status s = WriteTsvFile(env, source, examples, path, gzip); !s.ok()) {
       return Fail(s);
     }
     const pstrain::CriteoBatch batch = generator.Generate(examples, stream);

@@ -17,11 +17,10 @@
 namespace pstrain {
 namespace {
 
-// One output file, written as <path>.tmp.
+// One output file, committed with the others once all are whole.
 struct OutputFile {
-  std::string path;
-  std::unique_ptr<WritableFile> file;
-  std::unique_ptr<GzipWriter> zipped;  // null: plain
+  std::unique_ptr<AtomicWritableFile> file;
+  std::unique_ptr<GzipWriter> zipped;  // into `file` (so destroyed first); null: plain
 
   absl::Status Append(std::string_view data) {
     return zipped != nullptr ? zipped->Append(data) : file->Append(data);
@@ -126,40 +125,24 @@ absl::StatusOr<std::vector<std::string>> WriteExampleColumns(
                                 : absl::StrFormat("%s-%05d-of-%05d.tfrecord%s", path, s, shards,
                                                   gzip ? ".gz" : ""));
   }
-  const auto remove_temporaries = [&] {
-    for (const std::string& p : paths) env->DeleteFile(p + ".tmp").IgnoreError();
-  };
-  // One file at a time: shard s holds examples s, s + N, s + 2N, ...
+  // One file at a time: shard s holds examples s, s + N, s + 2N, ... On an
+  // error the files are destroyed uncommitted: none is left.
+  std::vector<OutputFile> outputs(paths.size());
+  std::vector<AtomicWritableFile*> files;
   tf::Example example;
   const int64_t n = columns.front().examples();
   for (int s = 0; s < shards; ++s) {
-    OutputFile f;
-    f.path = paths[s];
-    absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(f.path + ".tmp");
-    if (!file.ok()) {
-      remove_temporaries();
-      return file.status();
+    OutputFile& f = outputs[s];
+    PSTRAIN_ASSIGN_OR_RETURN(f.file, env->NewAtomicWritableFile(paths[s]));
+    if (gzip) f.zipped = std::make_unique<GzipWriter>(f.file.get(), paths[s]);
+    for (int64_t i = s; i < n; i += shards) {
+      PSTRAIN_RETURN_IF_ERROR(f.Append(RecordWriter::Frame(EncodeExample(columns, i, &example))));
     }
-    f.file = *std::move(file);
-    if (gzip) f.zipped = std::make_unique<GzipWriter>(f.file.get(), f.path);
-    absl::Status written = absl::OkStatus();
-    for (int64_t i = s; i < n && written.ok(); i += shards) {
-      written = f.Append(RecordWriter::Frame(EncodeExample(columns, i, &example)));
-    }
-    if (written.ok()) written = f.Close();
+    PSTRAIN_RETURN_IF_ERROR(f.Close());  // whole and durable under its temp name
     f.zipped.reset();
-    f.file.reset();
-    if (!written.ok()) {
-      remove_temporaries();
-      return written;
-    }
+    files.push_back(f.file.get());
   }
-  for (const std::string& p : paths) {
-    if (absl::Status renamed = env->RenameFile(p + ".tmp", p); !renamed.ok()) {
-      remove_temporaries();
-      return renamed;
-    }
-  }
+  PSTRAIN_RETURN_IF_ERROR(CommitFiles(files));
   return paths;
 }
 

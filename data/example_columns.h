@@ -47,9 +47,10 @@ absl::Status CheckExampleColumns(const std::vector<ExampleColumn>& columns);
 // features in the columns' order: with `shards` 1, the file `path`; with
 // more, "<path>-00000-of-0000N.tfrecord" ... (".tfrecord.gz" when gzip'd),
 // example i in shard i % N, one file open at a time. `gzip`: the files
-// gzip'd (tf.data's compression_type="GZIP"). Each file is written as
-// "<file>.tmp", and all are renamed when every one is whole: an error leaves
-// none that looks whole. Returns the files. CheckExampleColumns' errors;
+// gzip'd (tf.data's compression_type="GZIP"). The files are
+// AtomicWritableFiles committed together (CommitFiles): none is renamed into
+// place before every one is whole and durable, and an error leaves none that
+// looks whole. Returns the files. CheckExampleColumns' errors;
 // InvalidArgument for shards outside [1, 99999], or a single file whose
 // name does not say its compression (readers go by the name: a gzip'd file
 // ends ".gz", a plain one does not); the Env's errors.

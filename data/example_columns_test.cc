@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 ExampleColumn Ints(const std::string& name, std::vector<std::vector<int64_t>> rows) {
   ExampleColumn c;
@@ -161,7 +162,9 @@ TEST_F(ExampleColumnsTest, ShardsAndGzip) {
   const std::vector<ExampleColumn> all = ReadAll(dir_ + "/part-*", 10);
   ASSERT_FALSE(all.empty());
   EXPECT_EQ(all[0].examples(), 3);
-  EXPECT_FALSE(Env::Default()->FileExists((*files)[0] + ".tmp"));
+  EXPECT_THAT(
+      *Env::Default()->ListDir(dir_),  // no temp file left
+      UnorderedElementsAre("part-00000-of-00002.tfrecord.gz", "part-00001-of-00002.tfrecord.gz"));
 }
 
 TEST_F(ExampleColumnsTest, ColumnsThatAreNotOneSetOfExamplesAreRefused) {

@@ -18,34 +18,16 @@ absl::StatusOr<std::unique_ptr<ShardedExampleWriter>> ShardedExampleWriter::Crea
         absl::StrCat("shards = ", shards, ": write 1 to 99999 files"));
   }
   std::vector<std::string> paths;
-  std::vector<Shard> files;
+  std::vector<Shard> files;  // on an error, destroyed uncommitted: no file is left
   for (int s = 0; s < shards; ++s) {
     paths.push_back(absl::StrFormat("%s-%05d-of-%05d.tfrecord.gz", prefix, s, shards));
     Shard shard;
-    absl::StatusOr<std::unique_ptr<WritableFile>> file =
-        env->NewWritableFile(paths.back() + ".tmp");
-    if (!file.ok()) {
-      // Nothing is left behind: the temporary files made so far go.
-      files.clear();
-      for (int k = 0; k < s; ++k) env->DeleteFile(paths[k] + ".tmp").IgnoreError();
-      return file.status();
-    }
-    shard.file = *std::move(file);
+    PSTRAIN_ASSIGN_OR_RETURN(shard.file, env->NewAtomicWritableFile(paths.back()));
     shard.zipped = std::make_unique<GzipWriter>(shard.file.get(), paths.back());
     files.push_back(std::move(shard));
   }
   return std::unique_ptr<ShardedExampleWriter>(
-      new ShardedExampleWriter(env, std::move(paths), std::move(files)));
-}
-
-ShardedExampleWriter::~ShardedExampleWriter() {
-  if (closed_) return;
-  // Not closed (a failed conversion): no file is left that looks whole.
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    shards_[s].zipped.reset();
-    shards_[s].file.reset();
-    env_->DeleteFile(paths_[s] + ".tmp").IgnoreError();
-  }
+      new ShardedExampleWriter(std::move(paths), std::move(files)));
 }
 
 absl::Status ShardedExampleWriter::Add(std::string_view example) {
@@ -56,14 +38,12 @@ absl::Status ShardedExampleWriter::Add(std::string_view example) {
 }
 
 absl::Status ShardedExampleWriter::Close() {
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    PSTRAIN_RETURN_IF_ERROR(shards_[s].zipped->Close());
+  std::vector<AtomicWritableFile*> files;
+  for (Shard& shard : shards_) {
+    PSTRAIN_RETURN_IF_ERROR(shard.zipped->Close());  // the gzip trailer; closes the file
+    files.push_back(shard.file.get());
   }
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    PSTRAIN_RETURN_IF_ERROR(env_->RenameFile(paths_[s] + ".tmp", paths_[s]));
-  }
-  closed_ = true;
-  return absl::OkStatus();
+  return CommitFiles(files);
 }
 
 absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i) {

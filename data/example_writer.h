@@ -24,19 +24,21 @@ namespace pstrain {
 
 // Writes <prefix>-00000-of-0000N.tfrecord.gz ... : example i (counted from
 // the first Add) goes to shard i % N, so the shards differ by at most one
-// example. Each file is written as <file>.tmp and renamed at Close: a
-// conversion that fails leaves no file that looks whole. Not thread-safe.
+// example. The shards are AtomicWritableFiles committed together at Close
+// (CommitFiles): none is visible before every one is whole and durable, and
+// a conversion that fails or is abandoned (destroyed before Close) leaves
+// no file that looks whole. Not thread-safe.
 class ShardedExampleWriter {
  public:
   // InvalidArgument for shards outside [1, 99999]; the Env's errors.
   static absl::StatusOr<std::unique_ptr<ShardedExampleWriter>> Create(Env* env,
                                                                       const std::string& prefix,
                                                                       int shards);
-  ~ShardedExampleWriter();
+  ~ShardedExampleWriter() = default;  // not closed: the shards' temp files are deleted
 
   // Appends one serialized tf.train.Example.
   absl::Status Add(std::string_view example);
-  // Finishes every shard and renames it into place.
+  // Finishes every shard and commits them together.
   absl::Status Close();
 
   const std::vector<std::string>& paths() const { return paths_; }
@@ -44,17 +46,15 @@ class ShardedExampleWriter {
 
  private:
   struct Shard {
-    std::unique_ptr<WritableFile> file;
-    std::unique_ptr<GzipWriter> zipped;
+    std::unique_ptr<AtomicWritableFile> file;
+    std::unique_ptr<GzipWriter> zipped;  // into `file`, so destroyed first
   };
-  ShardedExampleWriter(Env* env, std::vector<std::string> paths, std::vector<Shard> shards)
-      : env_(env), paths_(std::move(paths)), shards_(std::move(shards)) {}
+  ShardedExampleWriter(std::vector<std::string> paths, std::vector<Shard> shards)
+      : paths_(std::move(paths)), shards_(std::move(shards)) {}
 
-  Env* const env_;
   const std::vector<std::string> paths_;
   std::vector<Shard> shards_;
   int64_t examples_ = 0;
-  bool closed_ = false;
 };
 
 // Example `i` of the tabular dataset `data` as a serialized tf.train.Example:

@@ -191,8 +191,7 @@ CriteoBatch SyntheticCtr::Generate(int64_t n, uint64_t stream) const {
 
 absl::Status SyntheticCtr::WriteTsv(Env* env, const std::string& path, int64_t n,
                                     uint64_t stream) const {
-  const std::string temp = path + ".tmp";
-  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(temp);
+  absl::StatusOr<std::unique_ptr<AtomicWritableFile>> file = env->NewAtomicWritableFile(path);
   if (!file.ok()) return file.status();
   Stream examples = NewStream(stream);
   CriteoBatch batch;
@@ -204,9 +203,7 @@ absl::Status SyntheticCtr::WriteTsv(Env* env, const std::string& path, int64_t n
     for (int64_t row = 0; row < batch.size(); ++row) AppendCriteoLine(batch, row, &text);
     if (absl::Status s = (*file)->Append(text); !s.ok()) return s;
   }
-  if (absl::Status s = (*file)->Sync(); !s.ok()) return s;
-  if (absl::Status s = (*file)->Close(); !s.ok()) return s;
-  return env->RenameFile(temp, path);
+  return (*file)->Commit();
 }
 
 absl::StatusOr<PlantedModelQuality> SyntheticCtr::Evaluate(const CriteoBatch& batch) const {

@@ -122,8 +122,8 @@ class SyntheticCtr {
   CriteoBatch Generate(int64_t n, uint64_t stream) const;
 
   // Writes the first `n` examples of `stream` to `path` as Criteo TSV, in
-  // chunks (memory is bounded, not proportional to n), through a temporary
-  // file renamed into place.
+  // chunks (memory is bounded, not proportional to n), as an
+  // AtomicWritableFile: `path` is whole or as it was.
   absl::Status WriteTsv(Env* env, const std::string& path, int64_t n, uint64_t stream) const;
 
   // The planted model's AUC and log loss on `batch`. InvalidArgument if it is

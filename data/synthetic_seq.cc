@@ -115,15 +115,13 @@ std::string SyntheticSeq::Encode(const SeqExample& example) const {
 
 absl::Status SyntheticSeq::WriteTfRecords(Env* env, const std::string& path,
                                           const std::vector<SeqExample>& examples) const {
-  const std::string temp = path + ".tmp";
-  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(temp);
+  absl::StatusOr<std::unique_ptr<AtomicWritableFile>> file = env->NewAtomicWritableFile(path);
   if (!file.ok()) return file.status();
   RecordWriter writer(file->get());
   for (const SeqExample& e : examples) {
     if (absl::Status s = writer.WriteRecord(Encode(e)); !s.ok()) return s;
   }
-  if (absl::Status s = (*file)->Close(); !s.ok()) return s;
-  return env->RenameFile(temp, path);
+  return (*file)->Commit();
 }
 
 absl::StatusOr<SeqQuality> SyntheticSeq::Evaluate(const std::vector<SeqExample>& examples) {

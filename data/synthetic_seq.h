@@ -84,8 +84,8 @@ class SyntheticSeq {
   // The examples as serialized tf.train.Examples.
   std::string Encode(const SeqExample& example) const;
 
-  // Writes `examples` to `path` as a TFRecord file, through a temporary file
-  // renamed into place.
+  // Writes `examples` to `path` as a TFRecord file, an AtomicWritableFile:
+  // `path` is whole or as it was.
   absl::Status WriteTfRecords(Env* env, const std::string& path,
                               const std::vector<SeqExample>& examples) const;
 

@@ -159,17 +159,13 @@ std::string EncodeExample(const Dataset& dataset, int64_t index, ExampleLayout l
 
 absl::Status WriteExampleFile(Env* env, const std::string& path, const Dataset& dataset,
                               ExampleLayout layout) {
-  const std::string temp = absl::StrCat(path, ".tmp");
-  {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(temp));
-    RecordWriter writer(file.get());
-    for (int64_t i = 0; i < dataset.size(); ++i) {
-      PSTRAIN_RETURN_IF_ERROR(writer.WriteRecord(EncodeExample(dataset, i, layout)));
-    }
-    PSTRAIN_RETURN_IF_ERROR(file->Sync());
-    PSTRAIN_RETURN_IF_ERROR(file->Close());
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<AtomicWritableFile> file,
+                           env->NewAtomicWritableFile(path));
+  RecordWriter writer(file.get());
+  for (int64_t i = 0; i < dataset.size(); ++i) {
+    PSTRAIN_RETURN_IF_ERROR(writer.WriteRecord(EncodeExample(dataset, i, layout)));
   }
-  return env->RenameFile(temp, path);
+  return file->Commit();
 }
 
 absl::StatusOr<Dataset> ReadExampleFiles(Env* env, const std::vector<std::string>& paths) {

@@ -23,8 +23,8 @@ enum class ExampleLayout { kCifar10, kMnist };
 // Example `index` of `dataset` (HWC uint8) serialized in `layout`.
 std::string EncodeExample(const Dataset& dataset, int64_t index, ExampleLayout layout);
 
-// Writes every example of `dataset` to a TFRecord file at `path` (through a
-// temporary file renamed into place: a crash leaves no half-written file).
+// Writes every example of `dataset` to a TFRecord file at `path`, an
+// AtomicWritableFile: a crash leaves no half-written file.
 absl::Status WriteExampleFile(Env* env, const std::string& path, const Dataset& dataset,
                               ExampleLayout layout);
 
