@@ -33,20 +33,21 @@ for arg in "$@"; do
   esac
 done
 
-# Building and training. libcpp-httplib-dev: the benchmarks' HTTP client,
-# configured with every build (tests/bench/CMakeLists.txt).
+# Building and training: exactly what the product's targets link
+# (tests/product_build_test.sh configures them with nothing else).
 packages=(
   build-essential cmake pkg-config git curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libeigen3-dev libtbb-dev libgflags-dev libgoogle-glog-dev libyaml-cpp-dev
-  zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libcpp-httplib-dev libsimdjson-dev
+  zlib1g-dev libpng-dev libcurl4-openssl-dev nlohmann-json3-dev libsimdjson-dev
   libssl-dev libonnx-dev libfarmhash-dev
   dataset-fashion-mnist
   python3-dev pybind11-dev python3-pybind11 python3-numpy
 )
-# Only the tests.
+# Only the tests (libcpp-httplib-dev: the fake cloud servers' and the
+# benchmarks' HTTP).
 test_packages=(
-  libgtest-dev libgmock-dev libbenchmark-dev clang-14 libfuzzer-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev clang-14 libfuzzer-14-dev
   python3-grpcio python3-protobuf python3-onnx python3-torch nodejs npm
   python3-yaml python3-jsonschema systemd systemd-container
 )
@@ -55,7 +56,7 @@ if ((tests)); then
   packages+=("${test_packages[@]}")
 fi
 if ((bench)); then
-  packages+=(python3 python3-torch python3-numpy libopenblas0-pthread hyperfine wrk)
+  packages+=(python3 python3-torch python3-numpy libopenblas0-pthread hyperfine wrk libcpp-httplib-dev)
 fi
 
 if ((list)); then

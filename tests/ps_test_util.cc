@@ -3,7 +3,7 @@
 #include <utility>
 #include <vector>
 
-#include "gtest/gtest.h"
+#include "glog/logging.h"
 #include "models/dense.h"
 #include "models/embedding.h"
 #include "models/merge.h"
@@ -25,8 +25,8 @@ std::unique_ptr<Model> TestSparseModel() {
   layers.push_back(std::make_unique<Add>("add"));
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       "tiny_sparse", {1}, 2, std::move(layers), {{0}, {1}, {0}, {2, 3}}, Head::kBinary);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? std::move(*model) : nullptr;
+  CHECK(model.ok()) << model.status();
+  return std::move(*model);
 }
 
 std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireSecurity& wire,
@@ -75,7 +75,7 @@ std::unique_ptr<TestPs> StartPs(int index, int num_chunks, Env* env, const WireS
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.RegisterService(ps->service.get());
   ps->server = builder.BuildAndStart();
-  EXPECT_GT(port, 0);
+  CHECK_GT(port, 0) << "no port on 127.0.0.1 for the test ps";
   ps->address = "127.0.0.1:" + std::to_string(port);
   return ps;
 }

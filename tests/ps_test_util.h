@@ -1,7 +1,9 @@
 #ifndef PSTRAIN_TESTS_PS_TEST_UTIL_H_
 #define PSTRAIN_TESTS_PS_TEST_UTIL_H_
 
-// A ps task served over real gRPC on loopback, in the test's process.
+// A ps task served over real gRPC on loopback, in the test's process. It
+// needs no GoogleTest (the benchmarks and fuzzers use it too): a ps that cannot
+// be built or bound is a CHECK failure.
 
 #include <memory>
 #include <string>

@@ -17,9 +17,40 @@ jobs="${PSTRAIN_JOBS:-$(nproc)}"
 # tests that use them fail, rather than skip, without them.
 export PSTRAIN_REQUIRE_ONNX_TOOLS=1
 
+phase "The newcomer's path: the quickstart's build (the product alone) and a short job"
+# deploy/local/quickstart.sh as a new user runs it, but for 300 steps: it
+# configures a build dir of its own (no tests; CMake told not to look for
+# GoogleTest, which is installed here), builds its targets, trains, exports
+# and predicts. On a fresh clone (CI's) that dir is build/, whose objects the
+# Release build below reuses; where build/ exists already, build-quickstart/.
+quick_build="$root/build"
+[[ ! -f "$root/build/CMakeCache.txt" ]] || quick_build="$root/build-quickstart"
+quick_job="$quick_build/quickstart-job"
+mkdir -p "$quick_build"
+rm -rf "$quick_job"
+set +e  # the quickstart's own status, not the filter's
+PSTRAIN_BUILD_DIR="$quick_build" PSTRAIN_JOB_DIR="$quick_job" PSTRAIN_JOBS="$jobs" \
+  "$root/deploy/local/quickstart.sh" --train_steps=300 2>&1 | tee "$quick_build/quickstart-ci.log" |
+  grep --line-buffered -E '^quickstart:|Saving dict|step = [0-9]*00,|^CLASSES|^[0-9]+ +\[|Built target pstrain-'
+quick_status=${PIPESTATUS[0]}
+set -e
+quick_accuracy="$(sed -n 's/^quickstart: test accuracy \([0-9.]*\) at global step 300 .*/\1/p' \
+  "$quick_build/quickstart-ci.log")"
+if ((quick_status != 0)) || [[ -z "$quick_accuracy" ]] ||
+  ! grep -q '^CLASSES  *PROBABILITIES' "$quick_build/quickstart-ci.log" ||
+  awk -v a="$quick_accuracy" 'BEGIN { exit !(a < 0.70) }'; then
+  tail -n 60 "$quick_build/quickstart-ci.log"
+  echo "FAIL: the quickstart (exit $quick_status) did not train to 300 steps with an accuracy" \
+    "of at least 0.70 (got '${quick_accuracy}') and predictions; its log: $quick_build/quickstart-ci.log" >&2
+  exit 1
+fi
+rm -rf "$quick_job"
+
 phase "Release build"
-# PSTRAIN_BUILD_TESTS=ON: a build dir the quickstart made has the tests off.
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_BUILD_TESTS=ON
+# The tests on, and GoogleTest looked for again: a build dir the quickstart
+# made has them off.
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_BUILD_TESTS=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_GTest=OFF
 cmake --build "$root/build" -j"$jobs"
 phase "Tests (Release)"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
