@@ -47,16 +47,6 @@ void AppendExample(const Dataset& from, int64_t i, Dataset* to) {
 
 }  // namespace
 
-ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files) {
-  const auto all_end_with = [&files](std::string_view a, std::string_view b) {
-    return std::all_of(files.begin(), files.end(),
-                       [&](const std::string& f) { return f.ends_with(a) || f.ends_with(b); });
-  };
-  if (all_end_with(".tsv", ".tsv.gz")) return ExampleFormat::kCriteoTsv;
-  if (all_end_with(".csv", ".csv.gz")) return ExampleFormat::kCsv;
-  return ExampleFormat::kTfExamples;
-}
-
 std::vector<FilePiece> EpochPieces(const ExampleStreamOptions& o, int64_t epoch) {
   if (o.redeal.has_value() && epoch == o.redeal->epoch) return o.redeal->pieces;
   std::vector<FilePiece> pieces;

@@ -35,16 +35,11 @@
 #include "data/batch_source.h"
 #include "data/csv_format.h"
 #include "data/dataset.h"
+#include "data/example_format.h"
 #include "data/input_stream.h"
 #include "data/tabular_examples.h"
 
 namespace pstrain {
-
-enum class ExampleFormat {
-  kTfExamples,  // TFRecord files of tf.train.Example (data/tabular_examples.h)
-  kCriteoTsv,   // Criteo's click-log TSV (data/criteo_format.h)
-  kCsv,         // CSV with a header, read by a schema (data/csv_format.h)
-};
 
 // Where a file is begun: at its start, or, re-dealt (RedealShare), where
 // an earlier run's replica stopped reading it.
@@ -102,10 +97,6 @@ struct ExampleStreamOptions {
   // pieces first. Needs as many files as replicas, or more.
   std::optional<RedealShare> redeal;
 };
-
-// The format of `files` by their names: kCriteoTsv when every one ends .tsv
-// or .tsv.gz, kCsv when every one ends .csv or .csv.gz, else kTfExamples.
-ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files);
 
 // The files replica `options.replica` reads in `epoch`, in their order:
 // its share of options.files, or its re-dealt pieces.
