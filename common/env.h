@@ -35,12 +35,11 @@ class WritableFile {
 // and `path` untouched; Commit() closes first if not yet closed, renames the
 // temp file onto `path` and makes the rename durable (directory fsync). (An
 // object store, whose upload replaces an object at once, uploads at Commit
-// instead: cloud/gcs_env.h.) A
-// crash at any moment leaves `path` as it was or the whole new file, never
-// an empty or cut one. Destroyed without a successful Commit() (a write
-// failed, or the writer gave up): the temp file is deleted and `path` is as
-// it was. Several files that become visible together (the shards of one
-// output) go through CommitFiles. Not thread-safe.
+// instead: cloud/gcs_env.h.) A crash at any moment leaves `path` as it was
+// or the whole new file, never an empty or cut one. Destroyed without a successful Commit() (a
+// write failed, or the writer gave up): the temp file is deleted and `path` is as it was. Several
+// files that become visible together (the shards of one output) go through CommitFiles. Not
+// thread-safe.
 class AtomicWritableFile : public WritableFile {
  public:
   // Sync and Close, then rename onto the path and sync its directory. After
@@ -53,8 +52,11 @@ class AtomicWritableFile : public WritableFile {
 
 // Closes every file (each whole and durable under its temp name), then
 // commits each in order: no file is renamed before every one is whole, so
-// a crash or an error leaves each path as it was or whole. The first error;
-// after one, the files not yet committed are left to their destructors.
+// a crash or an error leaves each path as it was or whole. (Not one atomic
+// step for the set: a crash between two renames leaves the first files new
+// and the rest old, each whole; a reader that needs the set whole looks for
+// a file written last, as a checkpoint's `checkpoint` file.) Returns the
+// first error; the files not yet committed are left to their destructors.
 absl::Status CommitFiles(const std::vector<AtomicWritableFile*>& files);
 
 // The temp sibling an AtomicWritableFile of `path` writes first:
