@@ -210,7 +210,7 @@ std::vector<std::string> LayerInputNames(const LayerSpec& layer);
 const std::vector<std::string>& ModelSpecLayerTypes();
 
 // Every layer type with each of its keys, the key's default and what it
-// accepts, as text (for --help and the README).
+// accepts, as text: docs/models.md holds it (model_spec_test.cc checks).
 std::string LayerReference();
 
 }  // namespace pstrain

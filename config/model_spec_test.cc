@@ -692,13 +692,13 @@ TEST(ModelSpecTest, SequenceLayersReadWriteBackAndAreRefusedNamingWhatAndWhere) 
   }
 }
 
-// The README's "Your own model" holds the reference as it is.
-TEST(ModelSpecTest, TheReadmeHoldsTheLayerReference) {
-  std::ifstream file(PSTRAIN_SOURCE_DIR "/README.md");
-  std::stringstream readme;
-  readme << file.rdbuf();
-  EXPECT_NE(readme.str().find("```\n" + LayerReference() + "```\n"), std::string::npos)
-      << "paste LayerReference() into README.md's \"Your own model\":\n"
+// docs/models.md's "Every layer and key" holds the reference as it is.
+TEST(ModelSpecTest, TheModelsDocHoldsTheLayerReference) {
+  std::ifstream file(PSTRAIN_SOURCE_DIR "/docs/models.md");
+  std::stringstream doc;
+  doc << file.rdbuf();
+  EXPECT_NE(doc.str().find("```\n" + LayerReference() + "```\n"), std::string::npos)
+      << "paste LayerReference() into docs/models.md's \"Every layer and key\":\n"
       << LayerReference();
 }
 

@@ -73,7 +73,7 @@ struct ImportedOnnx {
   std::map<std::string, std::string> origins;
 };
 
-// The ops ImportOnnx accepts, for messages and the README's table.
+// The ops ImportOnnx accepts, for messages and docs/onnx.md's table.
 const std::vector<std::string>& SupportedOnnxOps();
 
 // Reads `bytes`, a serialized onnx.ModelProto. `source` (the file's name)

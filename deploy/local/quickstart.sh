@@ -62,8 +62,8 @@ if [[ "$status" == 0 && -d "$job_dir/export" ]]; then
   echo "quickstart: pstrain-predict --model_dir=$job_dir --json_instances=$instances ($labels)"
   "$build/bin/pstrain-predict" --model_dir="$job_dir" --json_instances="$instances" |
     awk '{ if (length($0) > 100) print substr($0, 1, 97) "..."; else print }' || status=$?
-  # The same network as ONNX, for ONNX Runtime and other runtimes (README:
-  # "Use the model elsewhere").
+  # The same network as ONNX, for ONNX Runtime and other runtimes
+  # (docs/onnx.md).
   onnx="$(ls -d "$job_dir"/export/*/model.onnx 2>/dev/null | tail -n 1)"
   [[ -n "$onnx" ]] && echo "quickstart: as ONNX (for ONNX Runtime, Triton, OpenVINO): $onnx"
 fi
