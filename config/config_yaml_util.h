@@ -1,17 +1,17 @@
 #ifndef PSTRAIN_CONFIG_CONFIG_YAML_UTIL_H_
 #define PSTRAIN_CONFIG_CONFIG_YAML_UTIL_H_
 
-// Internal to the job-config parsers (cluster YAML, Cloud ML Engine
-// trainingInput, TF_CONFIG): YAML helpers that turn yaml-cpp's nodes and
-// exceptions into absl::Status with the source and line, and key
-// suggestions. For the parsers in common/ and launch/gce_plan.cc only.
+// Internal to config/'s YAML readers (the cluster YAML, Cloud ML Engine's
+// trainingInput, TF_CONFIG, the training fields and their validation, the
+// model spec): YAML helpers that turn yaml-cpp's nodes and exceptions into
+// absl::Status with the source and line, and key suggestions. For config/
+// and launch/gce_plan.cc only.
 //
-// yaml-cpp reports parse errors by throwing YAML::Exception. The parsers (and
-// launch/gce_plan.cc, which reads the gce section with these helpers) are
-// the one place in pstrain where exceptions are caught: every parsing entry
-// point runs its body inside CatchYamlExceptions, which turns them into
-// absl::Status. (YAML::Emitter, used by JobConfigToYaml, does not throw.)
-// Nothing is thrown out of common/.
+// yaml-cpp reports parse errors by throwing YAML::Exception. Every parsing
+// entry point of these readers (and of launch/gce_plan.cc, which reads the
+// gce section with these helpers) runs its body inside CatchYamlExceptions,
+// which turns them into absl::Status. (YAML::Emitter, used by
+// JobConfigToYaml, does not throw.) Nothing is thrown out of config/.
 
 #include <exception>
 #include <map>

@@ -1,8 +1,9 @@
 #ifndef PSTRAIN_CONFIG_TRAINING_FIELDS_H_
 #define PSTRAIN_CONFIG_TRAINING_FIELDS_H_
 
-// Internal to common/: the table of TrainingSpec fields behind
-// SetTrainingField / GetTrainingField, for the YAML parsers and writer.
+// Internal to config/: the table of TrainingSpec fields behind
+// SetTrainingField / GetTrainingField, for the YAML parsers and writer and
+// the validation.
 
 #include <string>
 #include <string_view>

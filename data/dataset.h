@@ -8,9 +8,10 @@
 
 namespace pstrain {
 
-// An in-memory image classification dataset. Pixels stay uint8 (a quarter of
-// the memory of float); batches are converted to float as they are drawn.
-// Images are HWC per example and examples are contiguous, so example i is
+// An in-memory dataset: images with class labels, or tabular examples (see
+// `tabular` below). Pixels stay uint8 (a quarter of the memory of float);
+// batches are converted to float as they are drawn. Images are HWC per
+// example and examples are contiguous, so example i is
 // images[i * example_size(), (i + 1) * example_size()).
 //
 // Immutable once loaded; any number of threads may read it concurrently.

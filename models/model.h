@@ -52,11 +52,13 @@ struct VariableInfo {
 // and sigmoid cross-entropy against labels 0 and 1 (num_classes is 2).
 enum class Head { kSoftmax, kBinary };
 
-// A feed-forward classifier: a stack of layers ending in logits, trained with
-// softmax cross-entropy. The model owns no parameter values: every call reads
-// them from flat vectors (wherever they live: an in-process store, or a copy
-// pulled from the parameter servers), so the same layout is shared by every
-// role. Holds workspace for activations, so one instance serves one thread.
+// A feed-forward classifier: a chain or graph of layers ending in logits,
+// trained with its head's loss (Head above: softmax cross-entropy, or
+// sigmoid cross-entropy for a binary head). The model owns no parameter
+// values: every call reads them from flat vectors (wherever they live: an
+// in-process store, or a copy pulled from the parameter servers), so the
+// same layout is shared by every role. Holds workspace for activations, so one instance serves one
+// thread.
 class Model {
  public:
   // Builds `layers` in order for examples of shape `input_shape` (HWC) and

@@ -21,19 +21,20 @@
 
 namespace pstrain {
 
+// The step rule a job's training section gives every engine on a ps.
+StepRule StepRuleOf(const JobConfig& job);
+
 // One ps task's logic, free of gRPC: the ParameterShards of the layout
-// chunks in its range, and the task-wide state around them (preemption,
+// chunks in its range, for a model with embedding tables the SparseShard of
+// the rows it owns, and the task-wide state around them (preemption,
 // departures, progress totals, which replicas know the job is done). Every
 // request is checked here: one that does not fit (a chunk this task does
 // not hold, another model or size, a replica out of range) is
 // InvalidArgument and changes nothing; one before initialization is
 // FailedPrecondition. The gRPC service (ps_service.h) and the in-process
-// parameter servers (worker/in_process_parameter_servers.h) are adapters
-// over it. Thread-safe; Save and Restore block (callers run them off their
-// request threads) and run one at a time.
-// The step rule a job's training section gives every engine on a ps.
-StepRule StepRuleOf(const JobConfig& job);
-
+// parameter servers of the tests (in_process_parameter_servers.h) are
+// adapters over it. Thread-safe; Save and Restore block (callers run them
+// off their request threads) and run one at a time.
 class PsTask {
  public:
   // The task `ps_index` of `job` for `model` (the layout, optimizer and

@@ -38,7 +38,7 @@ struct PsClientOptions {
   // covers ps that are still starting or restarting.
   absl::Duration retry_budget = absl::Seconds(60);
   WireSecurity wire;  // mutual TLS and the job token; plaintext by default
-  // > 0: top-k compression (common/sparse_gradients.h): each chunk pushes
+  // > 0: top-k compression (ps_protocol/sparse_gradients.h): each chunk pushes
   // this fraction of its gradients, with error feedback.
   double compression_ratio = 0;
   // Push returns once chunk 0 (the first layers' parameters and the state)
@@ -188,10 +188,14 @@ class PsClient : public ParameterClient {
   // the next push sends nothing and returns the error or `discarded`.
   bool discard_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status tail_error_ ABSL_GUARDED_BY(mu_);
+  // The settled tail answered stale and the last Push had not said so: the
+  // next Push's outcome counts it.
   bool tail_stale_ ABSL_GUARDED_BY(mu_) = false;
   bool counted_stale_ ABSL_GUARDED_BY(mu_) = false;  // the last Push said stale
-  int64_t provisional_step_ ABSL_GUARDED_BY(mu_) =
-      0;  // the step it claimed with a tail out  // counted with the next push
+  // The global step the last Push claimed (its chunks' lowest step, a chunk
+  // still answering counted one past its last). Sync: a tail that settles
+  // with the chunks at another step makes the next push discarded.
+  int64_t provisional_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t await_end_ ABSL_GUARDED_BY(mu_) = 0;  // AwaitParams' argument
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<int64_t> chunk_steps_ ABSL_GUARDED_BY(mu_);  // Each chunk's step.
