@@ -27,6 +27,7 @@
 #include "data/convert.h"
 #include "data/criteo.h"
 #include "data/csv_format.h"
+#include "data/example_format.h"
 #include "data/example_stream.h"
 #include "data/example_writer.h"
 #include "data/file_pattern.h"
@@ -357,9 +358,11 @@ int ConvertExamples(pstrain::Env* env, int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> files =
       pstrain::ExpandFilePatterns(env, pattern, "pstrain-data convert");
   if (!files.ok()) return Fail(files.status());
-  const pstrain::ExampleFormat format = pstrain::ExampleFormatOfFiles(*files);
-  const bool criteo = format == pstrain::ExampleFormat::kCriteoTsv;
-  const bool csv = format == pstrain::ExampleFormat::kCsv;
+  absl::StatusOr<pstrain::ExampleFormat> format =
+      pstrain::ExampleFormatOfFiles(*files, "pstrain-data convert");
+  if (!format.ok()) return Fail(format.status());
+  const bool criteo = *format == pstrain::ExampleFormat::kCriteoTsv;
+  const bool csv = *format == pstrain::ExampleFormat::kCsv;
   if (!criteo && !csv) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat(pattern,
@@ -468,10 +471,19 @@ int Read(pstrain::Env* env, int argc, char** argv) {
     return 1;
   }
   o.files = *files;
-  // (CSV needs a schema, which read does not take: other names are TFRecords.)
-  o.format = pstrain::ExampleFormatOfFiles(o.files) == pstrain::ExampleFormat::kCriteoTsv
-                 ? pstrain::ExampleFormat::kCriteoTsv
-                 : pstrain::ExampleFormat::kTfExamples;
+  absl::StatusOr<pstrain::ExampleFormat> format =
+      pstrain::ExampleFormatOfFiles(o.files, "pstrain-data read");
+  if (format.ok() && *format == pstrain::ExampleFormat::kCsv) {
+    format = absl::InvalidArgumentError(absl::StrCat(
+        "pstrain-data read: ", o.files[0],
+        " is CSV, read by a schema, which read does not take: convert the files "
+        "(pstrain-data convert PATTERN --csv_schema FILE --out PREFIX) and read those"));
+  }
+  if (!format.ok()) {
+    std::fprintf(stderr, "pstrain-data: %s\n", std::string(format.status().message()).c_str());
+    return 1;
+  }
+  o.format = *format;
   o.batch_size = 256;
   o.shuffle_buffer = 10000;
   o.num_epochs = 1;

@@ -2,10 +2,16 @@
 #define PSTRAIN_DATA_EXAMPLE_FORMAT_H_
 
 // The formats tabular examples are streamed from (data/example_stream.h),
-// and how a file's format is told.
+// and how a file's format is told: by its name, file by file, never by the
+// text of a pattern that named it ("stream/*" names .tsv files as well as
+// TFRecords). Every reader of input files (the training replicas, the
+// evaluation, pstrain-data) asks here.
 
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace pstrain {
 
@@ -15,9 +21,20 @@ enum class ExampleFormat {
   kCsv,         // CSV with a header, read by a schema (data/csv_format.h)
 };
 
-// The format of `files` by their names: kCriteoTsv when every one ends .tsv
-// or .tsv.gz, kCsv when every one ends .csv or .csv.gz, else kTfExamples.
-ExampleFormat ExampleFormatOfFiles(const std::vector<std::string>& files);
+// The format of the file `name`: kCriteoTsv for a name ending .tsv or
+// .tsv.gz, kCsv for .csv or .csv.gz, kTfExamples (TFRecord, plain or
+// gzip'd) for any other.
+ExampleFormat ExampleFormatOfFile(std::string_view name);
+
+// "TFRecord Examples", "Criteo TSV" or "CSV", for messages.
+const char* ExampleFormatName(ExampleFormat format);
+
+// The one format of `files`, each told by ExampleFormatOfFile. A stream
+// reads one format: files of two formats are InvalidArgument naming a file
+// of each, and no files InvalidArgument too; messages begin with `what`
+// (the key or command that named the files, "training.eval_files").
+absl::StatusOr<ExampleFormat> ExampleFormatOfFiles(const std::vector<std::string>& files,
+                                                   std::string_view what);
 
 }  // namespace pstrain
 

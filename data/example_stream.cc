@@ -426,6 +426,16 @@ class ExampleStream::Reader {
                        std::max<int64_t>(limit, static_cast<int64_t>(files_.size())),
                        " it listed before: its files keep their places"));
     }
+    // Files of another format than the stream's are refused, not misread.
+    for (size_t i = files_.size(); i < files.size(); ++i) {
+      if (const ExampleFormat format = ExampleFormatOfFile(files[i]); format != options_.format) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            files[i], ", listed in ", options_.follow_list, ", is ", ExampleFormatName(format),
+            " by its name, but this stream reads ", ExampleFormatName(options_.format),
+            " (the format of the files listed first, or of the pattern's names): the files an "
+            "online job follows are all of one format"));
+      }
+    }
     files_ = std::move(files);
     at_.listed = static_cast<int64_t>(files_.size());
     const size_t before = order_.size();

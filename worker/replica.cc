@@ -4,9 +4,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "data/criteo_format.h"
+#include "data/example_format.h"
 #include "data/file_list.h"
 #include "data/file_pattern.h"
 #include "data/input_redeal.h"
@@ -82,10 +84,12 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
                      " takes images; give its data in data_dir"));
   }
   ExampleStreamOptions o;
-  // (An online job's list of files grows: its pattern says, for every
-  // replica and restart alike.)
-  o.format = ExampleFormatOfFiles(
-      files.empty() || t.follow ? std::vector<std::string>{t.train_files} : files);
+  // Each file's format by its name, the eval files' by theirs. An online job
+  // with no file listed yet goes by the names its pattern gives (the stream
+  // checks every file listed later against the format).
+  const std::vector<std::string> named =
+      files.empty() ? absl::StrSplit(t.train_files, ',', absl::SkipEmpty()) : files;
+  PSTRAIN_ASSIGN_OR_RETURN(o.format, ExampleFormatOfFiles(named, key));
   const bool criteo = o.format == ExampleFormat::kCriteoTsv;
   const bool csv = o.format == ExampleFormat::kCsv;
   const std::string first = files.empty() ? std::string() : files[0];

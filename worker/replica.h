@@ -136,10 +136,12 @@ class ReplicaInput {
   std::string dir_;                        // streamed: the job dir's input/
 };
 
-// The options of a stream of `files` for `model` (TFRecord Examples, Criteo
-// TSV for names ending .tsv or .tsv.gz, CSV by training.csv_schema for .csv
-// or .csv.gz), replica `spec`; `key` (the setting that named the files)
-// begins an error.
+// The options of a stream of `files` for `model`, replica `spec`: the
+// files' format told by their names (data/example_format.h: Criteo TSV for
+// .tsv or .tsv.gz, CSV by training.csv_schema for .csv or .csv.gz, else
+// TFRecord Examples; an online job with no file listed yet by its
+// train_files' names); `key` (the setting that named the files) begins an
+// error, as for files of two formats.
 absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpec& t,
                                                      const Model& model, const ReplicaSpec& spec,
                                                      std::vector<std::string> files,
