@@ -367,6 +367,11 @@ absl::Status ValidateCluster(const ClusterSpec& cluster);
 // where it is parsed (ps/learning_rate.h), not here.
 absl::Status ValidateJobConfig(const JobConfig& config);
 
+// The training section's checks of ValidateJobConfig, every one but those
+// that need the cluster (the replica counts of sync): a job without a
+// cluster (pstrain-worker on its own) is checked by these.
+absl::Status ValidateTrainingSpec(const TrainingSpec& t);
+
 // Checks `task` names a task of `cluster`: a known job name (or "master") and
 // 0 <= task_index < the job's task count.
 absl::Status ValidateTask(const ClusterSpec& cluster, const TaskSpec& task);

@@ -385,11 +385,15 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
 
 }  // namespace
 
+absl::Status ValidateTrainingSpec(const TrainingSpec& t) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateModelAndOptimizer(t));
+  PSTRAIN_RETURN_IF_ERROR(ValidateEmbedding(t));
+  return ValidateSchedule(t);
+}
+
 absl::Status ValidateJobConfig(const JobConfig& config) {
   PSTRAIN_RETURN_IF_ERROR(ValidateCluster(config.cluster));
-  PSTRAIN_RETURN_IF_ERROR(ValidateModelAndOptimizer(config.training));
-  PSTRAIN_RETURN_IF_ERROR(ValidateEmbedding(config.training));
-  PSTRAIN_RETURN_IF_ERROR(ValidateSchedule(config.training));
+  PSTRAIN_RETURN_IF_ERROR(ValidateTrainingSpec(config.training));
   if (NumTrainingReplicas(config) < 1) {
     return Invalid(
         "no training replicas: cluster.worker is empty and training.chief_trains is false; "

@@ -1,6 +1,9 @@
 #include "role/role_flags.h"
 
 #include <cstdlib>
+#include <functional>
+#include <set>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -167,6 +170,56 @@ std::vector<std::pair<std::string, std::string>> ExplicitTrainingFlags() {
   return flags;
 }
 
+namespace {
+
+// What every process does with a valid training section: reads the model
+// spec file training.model names, or resolves the built-in's spec (the spec
+// read once, here, travels as a value to every model built), and stops at
+// an input pattern that matches nothing, naming it. `prefix` ("training."
+// or "--") names the keys in errors.
+absl::Status ResolveModelAndInput(Env* env, TrainingSpec* t, std::string_view prefix) {
+  PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, t));
+  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(t));
+  for (const auto& [files, key] :
+       {std::pair{&t->train_files, "train_files"}, std::pair{&t->eval_files, "eval_files"}}) {
+    if (files->empty()) continue;
+    PSTRAIN_RETURN_IF_ERROR(ExpandFilePatterns(env, *files, std::string(prefix) + key).status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status InFlagTerms(const absl::Status& status) {
+  if (status.ok()) return status;
+  const std::vector<std::string> names = TrainingFieldNames();
+  const std::set<std::string, std::less<>> keys(names.begin(), names.end());
+  constexpr std::string_view kPrefix = "training.";
+  const std::string_view m(status.message().data(), status.message().size());
+  std::string out;
+  size_t i = 0;
+  while (i < m.size()) {
+    const size_t at = m.find(kPrefix, i);
+    if (at == std::string_view::npos) break;
+    size_t end = at + kPrefix.size();
+    while (end < m.size() &&
+           (absl::ascii_islower(static_cast<unsigned char>(m[end])) ||
+            absl::ascii_isdigit(static_cast<unsigned char>(m[end])) || m[end] == '_')) {
+      ++end;
+    }
+    const std::string_view key = m.substr(at + kPrefix.size(), end - at - kPrefix.size());
+    out.append(m.substr(i, at - i));
+    if (keys.contains(key)) {
+      absl::StrAppend(&out, "--", absl::string_view(key.data(), key.size()));
+    } else {
+      out.append(m.substr(at, end - at));
+    }
+    i = end;
+  }
+  if (i < m.size()) out.append(m.substr(i));
+  return absl::Status(status.code(), out);
+}
+
 bool HasClusterFlags() {
   const char* tf_config = std::getenv("TF_CONFIG");
   return !FLAGS_config.empty() || (tf_config != nullptr && tf_config[0] != '\0');
@@ -198,15 +251,7 @@ absl::StatusOr<RoleConfig> ResolveRole(
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateJobConfig(role.job));
   PSTRAIN_RETURN_IF_ERROR(ValidateTask(role.job.cluster, role.task));
-  // The spec read once, here; it travels as a value to every model built.
-  PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &role.job.training));
-  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&role.job.training));
-  // Input files that are not there stop every role now, each naming them.
-  for (const auto& [files, key] :
-       {std::pair{&role.job.training.train_files, "training.train_files"},
-        std::pair{&role.job.training.eval_files, "training.eval_files"}}) {
-    if (!files->empty()) PSTRAIN_RETURN_IF_ERROR(ExpandFilePatterns(env, *files, key).status());
-  }
+  PSTRAIN_RETURN_IF_ERROR(ResolveModelAndInput(env, &role.job.training, "training."));
   return role;
 }
 
@@ -265,8 +310,10 @@ absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env) {
     absl::Status s = SetTrainingField(&spec, name, value);
     if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", s.message()));
   }
-  PSTRAIN_RETURN_IF_ERROR(LoadModelSpecFile(env, &spec));
-  PSTRAIN_RETURN_IF_ERROR(ResolveJobModel(&spec));
+  // The cluster's checks of the training section, in the words of the
+  // flags that set it.
+  PSTRAIN_RETURN_IF_ERROR(InFlagTerms(ValidateTrainingSpec(spec)));
+  PSTRAIN_RETURN_IF_ERROR(ResolveModelAndInput(env, &spec, "--"));
   return spec;
 }
 

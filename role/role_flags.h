@@ -54,9 +54,17 @@ absl::StatusOr<RoleConfig> ResolveRole(
     const std::vector<std::pair<std::string, std::string>>& overrides);
 
 // A training spec for a process with no cluster: defaults plus the explicit
-// training flags, with a model spec file --model names read through `env`
-// (or the built-in's spec) in model_spec.
+// training flags, checked as a cluster job's training section is
+// (ValidateTrainingSpec), with a model spec file --model names read through
+// `env` (or the built-in's spec) in model_spec, and its input patterns
+// checked to match files, as ResolveRole does. Errors name the flags
+// ("--train_steps = 0 must be positive").
 absl::StatusOr<TrainingSpec> TrainingSpecFromFlags(Env* env);
+
+// `status` with every training key it names ("training.batch_size") named
+// as its flag ("--batch_size"): the words for a process whose training
+// section came from flags alone.
+absl::Status InFlagTerms(const absl::Status& status);
 
 }  // namespace pstrain
 
