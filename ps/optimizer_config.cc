@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "models/model_options.h"
 #include "models/registry.h"
+#include "models/spec_builder.h"
 
 namespace pstrain {
 
@@ -23,6 +24,10 @@ absl::StatusOr<OptimizerConfig> OptimizerConfigFromSpec(const TrainingSpec& t, i
     config.weight_decay_exclusions.emplace_back(s);
   }
   return config;
+}
+
+float StateDecayOf(const TrainingSpec& t) {
+  return t.batch_norm_decay >= 0 ? static_cast<float>(t.batch_norm_decay) : kKerasBatchNormMomentum;
 }
 
 }  // namespace pstrain

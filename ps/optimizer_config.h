@@ -15,6 +15,12 @@ namespace pstrain {
 // the ps server, so none of them links that.
 absl::StatusOr<OptimizerConfig> OptimizerConfigFromSpec(const TrainingSpec& spec, int replicas = 1);
 
+// The moving-average decay of the batch-norm statistics a model's state
+// holds, for a batch norm that carries none of its own (built ones carry
+// theirs, StateDecays): training.batch_norm_decay, or Keras' 0.99 when the
+// job sets none. The ps's and local mode's.
+float StateDecayOf(const TrainingSpec& spec);
+
 }  // namespace pstrain
 
 #endif  // PSTRAIN_PS_OPTIMIZER_CONFIG_H_

@@ -57,11 +57,9 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     options.optimizer = optimizer;
     options.rule = rule;
     options.trace = trace;
-    // Built batch norms carry their own decay (StateDecays); the job's, or
-    // Keras' 0.99 when it sets none, is the fallback.
-    options.state_decay = job.training.batch_norm_decay >= 0
-                              ? static_cast<float>(job.training.batch_norm_decay)
-                              : 0.99f;
+    // Built batch norms carry their own decay (StateDecays); this is the
+    // fallback.
+    options.state_decay = StateDecayOf(job.training);
     if (chunk.state > 0) options.state_decays = StateDecays(model, options.state_decay);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
                              ParameterShard::Create(options));

@@ -1,15 +1,20 @@
 // Runs the real pstrain-worker binary as a local trainer on small idx files
-// written by the test, and checks its exit status and what it prints.
+// (and gzip'd Criteo TSV shards) written by the test, and checks its exit
+// status and what it prints.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -98,6 +103,127 @@ TEST_F(LocalTrainerTest, DamagedDataFileIsAnErrorNamingIt) {
       {PSTRAIN_WORKER_BIN, "--data_dir=" + bad, "--job_dir=" + base_ + "/job3", "--train_steps=5"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("train-images-idx3-ubyte"), std::string::npos) << r.output;
+}
+
+// `n` Criteo TSV lines: C1 takes 20 ids, half of them "good" (label 1 with
+// probability 0.9, else 0.1); C2 and C3 and the 13 counts are noise, and
+// the other 23 fields are empty.
+std::string CriteoLines(int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> id(0, 19), count(0, 50);
+  std::uniform_real_distribution<double> coin(0, 1);
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    const int c1 = id(rng);
+    const bool click = coin(rng) < (c1 % 2 == 0 ? 0.9 : 0.1);
+    absl::StrAppend(&text, click ? "1" : "0");
+    for (int d = 0; d < 13; ++d) absl::StrAppend(&text, "\t", count(rng));
+    absl::StrAppend(&text, "\t", absl::StrFormat("%08x", 0x1000 + c1),
+                    absl::StrFormat("\t%08x\t%08x", 0x2000 + id(rng), 0x3000 + id(rng)));
+    for (int c = 3; c < 26; ++c) absl::StrAppend(&text, "\t");
+    absl::StrAppend(&text, "\n");
+  }
+  return text;
+}
+
+// Wide & Deep over C1..C3 of 13 counts, with dynamic tables.
+constexpr char kWideAndDeep[] = R"(name: wide_and_deep
+input: [13]
+head: binary
+layers:
+  - embedding: {feature: C1, dim: 4, dynamic: true, name: emb_C1}
+  - embedding: {feature: C2, dim: 4, dynamic: true, name: emb_C2}
+  - embedding: {feature: C3, dim: 4, dynamic: true, name: emb_C3}
+  - concat: {input: input, inputs: [emb_C1, emb_C2, emb_C3]}
+  - dense: {units: 8, activation: relu}
+  - dense: {units: 1, name: deep_logit}
+  - linear: {features: [C1, C2, C3], dynamic: true, name: wide}
+  - add: {input: deep_logit, inputs: [wide]}
+)";
+
+class LocalClickModelTest : public LocalTrainerTest {
+ protected:
+  void SetUp() override {
+    LocalTrainerTest::SetUp();
+    Env* env = Env::Default();
+    shards_ = JoinPath(base_, "ctr");
+    ASSERT_TRUE(env->CreateDirs(shards_).ok());
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(env->WriteFileAtomic(absl::StrCat(shards_, "/day-", i, ".tsv.gz"),
+                                       testutil::Gzip(CriteoLines(2000, 10 + i)))
+                      .ok());
+    }
+    test_ = JoinPath(base_, "test.tsv");
+    ASSERT_TRUE(env->WriteFileAtomic(test_, CriteoLines(1000, 20)).ok());
+    spec_ = JoinPath(base_, "wide_and_deep.yaml");
+    ASSERT_TRUE(env->WriteFileAtomic(spec_, kWideAndDeep).ok());
+  }
+
+  // pstrain-worker without a cluster on the shards, the job dir and more flags.
+  RunResult Train(std::vector<std::string> more) {
+    std::vector<std::string> args = {PSTRAIN_WORKER_BIN,
+                                     "--model=" + spec_,
+                                     "--train_files=" + shards_ + "/day-*.tsv.gz",
+                                     "--eval_files=" + test_,
+                                     "--job_dir=" + JoinPath(base_, "ctr_job"),
+                                     "--batch_size=50",
+                                     "--eval_batch_size=500",
+                                     "--shuffle_buffer=1000",
+                                     "--learning_rate=0.01",
+                                     "--embedding_learning_rate=0.1",
+                                     "--log_every_n_steps=50",
+                                     "--threads=2"};
+    args.insert(args.end(), more.begin(), more.end());
+    return RunProcess(args);
+  }
+
+  std::string shards_, test_, spec_;
+};
+
+// Issue 52: --train_files without a cluster streams those files (not
+// data_dir, here the default Fashion-MNIST one), as a cluster replica does,
+// and evaluates on --eval_files.
+TEST_F(LocalClickModelTest, TrainsWideAndDeepFromGzippedTsvShards) {
+  RunResult r = Train({"--train_steps=200"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NE(r.output.find(absl::StrCat("opens ", shards_, "/day-", i, ".tsv.gz")),
+              std::string::npos)
+        << r.output;
+  }
+  std::smatch m;
+  const std::regex line(
+      "Saving dict for global step 200: accuracy = ([0-9.]+), auc = ([0-9.]+), global_step = "
+      "200, loss = ([0-9.]+)");
+  ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
+  // The planted rule's AUC is 0.9 (chance 0.5); the test set's 1000 examples.
+  EXPECT_GT(std::stod(m[2]), 0.8) << r.output;
+}
+
+TEST_F(LocalClickModelTest, APatternThatMatchesNothingIsNamed) {
+  const std::string missing = shards_ + "/week-*.tsv.gz";
+  RunResult r = Train({"--train_steps=5", "--train_files=" + missing});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(missing), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--train_files"), std::string::npos) << r.output;
+  const std::string no_test = base_ + "/nothing-*.tsv";
+  r = Train({"--train_steps=5", "--eval_files=" + no_test});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(no_test), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--eval_files"), std::string::npos) << r.output;
+}
+
+// A key a job without a cluster cannot honour (it keeps no checkpoints,
+// follows no new files) is refused, naming it, rather than ignored.
+TEST_F(LocalClickModelTest, AKeyItCannotHonourIsRefusedNamingIt) {
+  for (const std::string flag : {"--checkpoint_steps=50", "--follow=true", "--exports_to_keep=2",
+                                 "--eval_steps=100", "--wire_format=float32"}) {
+    RunResult r = Train({"--train_steps=5", flag});
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << r.output;
+    EXPECT_NE(r.output.find(flag.substr(0, flag.find('='))), std::string::npos) << flag << "\n"
+                                                                                << r.output;
+    EXPECT_NE(r.output.find("without a cluster"), std::string::npos) << flag << "\n" << r.output;
+  }
 }
 
 }  // namespace

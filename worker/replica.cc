@@ -28,10 +28,13 @@ int ReplicaId(const JobConfig& job, const TaskSpec& task) {
 }
 
 ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
-  const TrainingSpec& t = job.training;
+  return ReplicaSpecOf(job.training, replica, NumTrainingReplicas(job));
+}
+
+ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas) {
   ReplicaSpec spec;
   spec.replica = replica;
-  spec.num_replicas = NumTrainingReplicas(job);
+  spec.num_replicas = num_replicas;
   spec.sync = t.update == UpdateMode::kSync;
   spec.batch_size = t.batch_size;
   spec.seed = t.seed;
@@ -135,7 +138,17 @@ absl::StatusOr<std::unique_ptr<EvalInput>> EvalInput::Open(Env* env, const Train
                                                            const Model& model) {
   std::unique_ptr<EvalInput> input(new EvalInput(env, t.eval_batch_size));
   if (t.eval_files.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(input->data_, LoadModelData(env, model, t.data_dir, Split::kTest));
+    absl::StatusOr<Dataset> test = LoadModelData(env, model, t.data_dir, Split::kTest);
+    if (!test.ok() && !t.train_files.empty()) {
+      // A job that streams its training input may not have meant data_dir.
+      return absl::Status(
+          test.status().code(),
+          absl::StrCat("the evaluation reads data_dir's test split, as training.eval_files is not "
+                       "set: ",
+                       test.status().message(),
+                       "; or give training.eval_files, the files to evaluate on"));
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(input->data_, std::move(test));
     return input;
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,

@@ -43,6 +43,9 @@ struct ReplicaSpec {
 
 // Replica `replica` of `job`.
 ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
+// Replica `replica` of `num_replicas` of a job trained by `t` (a job without
+// a cluster: replica 0 of 1).
+ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas);
 
 // Training replica id of a task: the chief is replica 0 when it trains, and
 // worker j follows it. -1 for a task that does not train.

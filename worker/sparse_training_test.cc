@@ -65,8 +65,8 @@ class SparseTrainingTest : public ::testing::Test {
     planted_ = *planted;
   }
 
-  LocalTrainingConfig Config(const std::string& table) {
-    LocalTrainingConfig config;
+  TrainingSpec Config(const std::string& table) {
+    TrainingSpec config;
     config.model_spec = *ParseJobModelSpec(WideAndDeepSpec(table), "the test's spec");
     config.model = "wide_and_deep";
     config.data_dir = "/data";
@@ -75,8 +75,8 @@ class SparseTrainingTest : public ::testing::Test {
     config.batch_size = 100;
     config.eval_batch_size = 1000;
     config.log_every_n_steps = 1000;
-    config.optimizer.learning_rate = *LearningRateSchedule::Constant(0.003f);
-    config.sparse_rules.optimizer.learning_rate = 0.1f;
+    config.learning_rate = 0.003;
+    config.embedding_learning_rate = 0.1;
     return config;
   }
 
@@ -98,10 +98,9 @@ TEST_F(SparseTrainingTest, WideAndDeepReachesThePlantedAuc) {
 // The other per-row optimizers, a bucketed table (tokens hashed as
 // to_hash_bucket_fast) and DLRM train too.
 TEST_F(SparseTrainingTest, FtrlOnBucketedTablesReachesThePlantedAuc) {
-  LocalTrainingConfig config = Config("buckets: 4096");
-  config.sparse_rules.optimizer.type = EmbeddingOptimizerType::kFtrl;
-  config.sparse_rules.optimizer.alpha = 0.1f;
-  config.sparse_rules.optimizer.l2 = 1e-4f;
+  TrainingSpec config = Config("buckets: 4096");
+  config.embedding_optimizer = "ftrl";  // alpha: embedding_learning_rate, 0.1
+  config.embedding_l2 = 1e-4;
   absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   LOG(INFO) << "FTRL, 4096 buckets: AUC " << metrics->auc << " (planted " << planted_.auc << ")";
@@ -109,9 +108,9 @@ TEST_F(SparseTrainingTest, FtrlOnBucketedTablesReachesThePlantedAuc) {
 }
 
 TEST_F(SparseTrainingTest, LazyAdamReachesThePlantedAuc) {
-  LocalTrainingConfig config = Config("dynamic: true");
-  config.sparse_rules.optimizer.type = EmbeddingOptimizerType::kAdam;
-  config.sparse_rules.optimizer.learning_rate = 0.003f;
+  TrainingSpec config = Config("dynamic: true");
+  config.embedding_optimizer = "adam";
+  config.embedding_learning_rate = 0.003;
   absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   LOG(INFO) << "lazy Adam: AUC " << metrics->auc << " (planted " << planted_.auc << ")";
@@ -132,7 +131,7 @@ TEST_F(SparseTrainingTest, DlrmReachesThePlantedAuc) {
   absl::StrAppend(&spec, "  - dot_interaction: {input: bottom, inputs: [",
                   absl::StrJoin(embeddings, ", "),
                   "]}\n  - dense: {units: 16, activation: relu}\n  - dense: {units: 1}\n");
-  LocalTrainingConfig config = Config("dynamic: true");
+  TrainingSpec config = Config("dynamic: true");
   config.model_spec = *ParseJobModelSpec(spec, "the test's spec");
   config.model = "dlrm";
   absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env_, config);

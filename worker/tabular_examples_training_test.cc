@@ -57,7 +57,7 @@ TEST(TabularExamplesTrainingTest, LearnsFromTfRecordExamples) {
   MemEnv env;
   ASSERT_TRUE(env.WriteFileAtomic("/data/train.tfrecords", ExampleFile(4000, 1)).ok());
   ASSERT_TRUE(env.WriteFileAtomic("/data/test.tfrecords", ExampleFile(1000, 2)).ok());
-  LocalTrainingConfig config;
+  TrainingSpec config;
   config.model_spec = *ParseJobModelSpec(kSpec, "the test's spec");
   config.model = "tiny_tabular";
   config.data_dir = "/data";
@@ -66,8 +66,8 @@ TEST(TabularExamplesTrainingTest, LearnsFromTfRecordExamples) {
   config.batch_size = 50;
   config.eval_batch_size = 500;
   config.log_every_n_steps = 100;
-  config.optimizer.learning_rate = *LearningRateSchedule::Constant(0.01f);
-  config.sparse_rules.optimizer.learning_rate = 0.1f;
+  config.learning_rate = 0.01;
+  config.embedding_learning_rate = 0.1;
   absl::StatusOr<EvalMetrics> metrics = RunLocalTraining(&env, config);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_TRUE(metrics->binary);
@@ -84,7 +84,7 @@ TEST(TabularExamplesTrainingTest, AMissingDenseFeatureNamesTheRecord) {
       env.WriteFileAtomic("/data/train.tfrecords", RecordWriter::Frame(example.SerializeAsString()))
           .ok());
   ASSERT_TRUE(env.WriteFileAtomic("/data/test.tfrecords", ExampleFile(10, 2)).ok());
-  LocalTrainingConfig config;
+  TrainingSpec config;
   config.model_spec = *ParseJobModelSpec(kSpec, "the test's spec");
   config.model = "tiny_tabular";
   config.data_dir = "/data";

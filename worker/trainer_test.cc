@@ -336,7 +336,7 @@ TEST(TrainerTest, EvalLineHasEstimatorFormat) {
 
 TEST(LocalTrainingTest, ClearErrorsForBadConfig) {
   MemEnv env;
-  LocalTrainingConfig config;
+  TrainingSpec config;
   config.job_dir = "/job";
   config.data_dir = "/nowhere";
   config.train_steps = 0;
