@@ -97,8 +97,16 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
   absl::StatusOr<SeqQuality> planted = SyntheticSeq::Evaluate(test);
   ASSERT_TRUE(planted.ok()) << planted.status();
   ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/wide_and_deep.yaml", kWideAndDeep).ok());
+  // Sync updates of both workers' batches (replicas_to_aggregate: 2) with
+  // fixed seeds (the data's and the job's), and a sync_timeout no step under
+  // load comes near (a step that timed out would apply one replica's batch
+  // alone). A sync step of 2 x 256 examples takes both workers' batches, so
+  // half the async steps see the same examples.
   const std::string config = WriteClusterConfig(LoopbackConfig{
-      .ps = 2, .workers = 2, .training = "  update: async\n  chief_trains: false\n"});
+      .ps = 2,
+      .workers = 2,
+      .training = "  update: sync\n  replicas_to_aggregate: 2\n  chief_trains: false\n"
+                  "  seed: 1\n  sync_timeout: 300\n"});
 
   struct Model {
     std::string name, spec, learning_rate;
@@ -106,9 +114,9 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
     Eval eval;
   };
   std::vector<Model> models = {
-      {"DIN", kSource + "/examples/models/din.yaml", "0.005", 10000, {}},
-      {"BST", kSource + "/examples/models/bst.yaml", "0.003", 10000, {}},
-      {"Wide & Deep", dir_ + "/wide_and_deep.yaml", "0.01", 6000, {}},
+      {"DIN", kSource + "/examples/models/din.yaml", "0.007", 5000, {}},
+      {"BST", kSource + "/examples/models/bst.yaml", "0.004", 5000, {}},
+      {"Wide & Deep", dir_ + "/wide_and_deep.yaml", "0.014", 3000, {}},
   };
   for (Model& m : models) {
     ProcessResult r =
@@ -121,12 +129,22 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
       "synthetic-seq, 300000 examples, 2 ps x 2 workers: test AUC planted %.4f, DIN %.4f, BST "
       "%.4f, Wide & Deep %.4f\n",
       planted->auc, models[0].eval.auc, models[1].eval.auc, models[2].eval.auc);
-  EXPECT_GT(models[0].eval.auc, planted->auc - 0.01);
-  EXPECT_GT(models[1].eval.auc, planted->auc - 0.01);
-  EXPECT_LT(models[2].eval.auc, planted->auc - 0.03);
+  // Measured here (planted 0.7507): DIN 0.7428 and Wide & Deep 0.6656, the
+  // same to the last digit in each of three runs (deterministic: sync, fixed
+  // seeds; the same parameters bit for bit), so their margins only cover
+  // another build or CPU, whose rounding takes another path: 0.007 under
+  // DIN's figure, 0.035 over Wide & Deep's. BST is not deterministic yet: its
+  // attention's backward pass sums over a scratch row whose alignment
+  // depends on the heap (models/attention.cc), so its last bits, and after
+  // 5000 steps its AUC, vary run to run: 0.7452 to 0.7487 in five runs
+  // under load; its bound is 0.0095 under the lowest.
+  EXPECT_GT(models[0].eval.auc, planted->auc - 0.015);
+  EXPECT_GT(models[1].eval.auc, planted->auc - 0.015);
+  EXPECT_LT(models[2].eval.auc, planted->auc - 0.05);
 
   // DIN's export answers histories given as lists, oldest first: its AUC on
-  // the first 5000 test examples through pstrain-predict is the model's.
+  // the first 5000 test examples through pstrain-predict is the model's
+  // (0.7505 here, deterministic as DIN's job).
   std::string instances;
   std::vector<float> labels;
   for (size_t i = 0; i < 5000; ++i) {
