@@ -22,6 +22,14 @@
 // file (decompressed offset and record number), which files are done, and
 // how many of the window's examples were handed out: re-reading the window
 // from those offsets gives the same examples in the same order.
+//
+// Its pieces: the position's text form (data/stream_position.h); which files
+// a replica reads and in what order (data/stream_deal.h); the thread that
+// reads windows ahead (data/example_stream_reader.h), which decodes each
+// format's records (data/example_decoder.h), reads a CSV file's header and
+// joins its records' lines (data/csv_lines.h), skips bad records
+// (data/bad_records.h) and follows a growing file list
+// (data/followed_files.h).
 
 #include <cstdint>
 #include <memory>
@@ -37,6 +45,7 @@
 #include "data/dataset.h"
 #include "data/example_format.h"
 #include "data/input_stream.h"
+#include "data/stream_position.h"
 #include "data/tabular_examples.h"
 
 namespace pstrain {
@@ -99,35 +108,11 @@ struct ExampleStreamOptions {
 };
 
 // The files replica `options.replica` reads in `epoch`, in their order:
-// its share of options.files, or its re-dealt pieces.
+// its share of options.files, or its re-dealt pieces (data/stream_deal.cc).
 std::vector<FilePiece> EpochPieces(const ExampleStreamOptions& options, int64_t epoch);
 
 // Examples per window without shuffling.
 inline constexpr int64_t kInOrderWindow = 1024;
-
-// Where a stream is; see the file comment. Written as one line of text
-// (ToString) that FromString reads back, to be saved with a checkpoint.
-struct InputPosition {
-  struct Open {
-    int64_t file = 0;     // index into the epoch's order of the replica's files
-    uint64_t offset = 0;  // decompressed offset of its next record
-    int64_t record = 0;   // number of its next record
-    bool operator==(const Open&) const = default;
-  };
-  int64_t epoch = 0;
-  int64_t next_file = 0;   // index into the epoch's order of the next file to open
-  std::vector<Open> open;  // the files being read, in the order records are taken
-  int64_t window = 0;      // windows begun in this epoch
-  int64_t taken = 0;       // examples of that window handed out
-  // Following new files: the files of the list the window could read (the
-  // list is read again only between windows); 0 otherwise.
-  int64_t listed = 0;
-  bool operator==(const InputPosition&) const = default;
-
-  std::string ToString() const;
-  // InvalidArgument naming what is wrong for text ToString did not write.
-  static absl::StatusOr<InputPosition> FromString(std::string_view text);
-};
 
 class ExampleStream {
  public:
