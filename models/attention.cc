@@ -213,7 +213,10 @@ void MultiHeadAttention::BackwardInputs(const std::vector<const Tensor*>& in, co
   const float scale = 1.0f / std::sqrt(static_cast<float>(kd));
   const int64_t block = q_len_ * k_len_;
   ParallelFor(batch * heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> ds(block);
+    // Aligned as a Tensor is: Eigen's sum below starts its packets at the
+    // first aligned float, so on plain (16-byte) heap memory the order of
+    // its additions, and the gradient's last bits, changed from run to run.
+    std::vector<float, Eigen::aligned_allocator<float>> ds(block);
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / heads, h = bh % heads;
       const float* p = p_.data() + bh * block;

@@ -3,6 +3,7 @@
 // gradients; masks: padding changes no output and no gradient.
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -153,6 +154,49 @@ TEST(MultiHeadAttentionTest, RefusesWhatItCannotTake) {
   EXPECT_FALSE(causal.BuildInputs({{4, 5}, {3, 5}}).ok());  // lengths differ
   MultiHeadAttention none("mha", Attention(0, 3));
   EXPECT_FALSE(none.BuildInputs({{4, 5}}).ok());
+}
+
+// BST's sync cluster job reached a different AUC from run to run (issue
+// 52): the backward pass summed a row of its scratch with Eigen, whose
+// packets start at the first aligned float, on heap memory aligned to 16
+// bytes only, so where malloc put it changed the gradient's last bits. Each
+// pass here finds the scratch at another address (the freed one is held).
+TEST(MultiHeadAttentionTest, BackwardGivesTheSameBitsWhereverItsScratchLands) {
+  MultiHeadAttention attention("mha", Attention(1, 4));
+  constexpr int64_t kLen = 12;  // a 12 x 12 block: 576 bytes, 37 of malloc's 16-byte units
+  ASSERT_TRUE(attention.Build({kLen, 6}).ok());
+  LayerVariables vars = BindRandomVariables(&attention, 3);
+  Tensor x({2, kLen, 6}), y, dy, dx;
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+  ForwardArgs forward;
+  forward.training = true;
+  forward.params = vars.params.data();
+  attention.Forward(x, &y, forward);
+  dy.Resize(y.shape());
+  for (int64_t i = 0; i < dy.size(); ++i) dy[i] = std::cos(0.91f * static_cast<float>(i));
+  std::vector<float> first_grads, first_dx;
+  std::vector<std::vector<float>> held;  // what the heap handed out last
+  for (int pass = 0; pass < 16; ++pass) {
+    // Takes the block of the size of the layer's scratch that the last pass
+    // freed, so that this pass's scratch is another.
+    held.emplace_back(kLen * kLen);
+    std::vector<float> grads(vars.params.size(), 0.0f);
+    BackwardArgs backward;
+    backward.params = vars.params.data();
+    backward.grads = grads.data();
+    attention.Backward(x, y, dy, &dx, backward);
+    const std::vector<float> din(dx.data(), dx.data() + dx.size());
+    if (pass == 0) {
+      first_grads = grads;
+      first_dx = din;
+    } else {
+      // Bit for bit: a float compare would let -0 equal 0, not a changed last bit.
+      ASSERT_EQ(0, std::memcmp(grads.data(), first_grads.data(), grads.size() * sizeof(float)))
+          << "pass " << pass;
+      ASSERT_EQ(0, std::memcmp(din.data(), first_dx.data(), din.size() * sizeof(float)))
+          << "pass " << pass;
+    }
+  }
 }
 
 TEST(MultiHeadAttentionTest, OneKeyGivesItsValueAndNoKeyGivesTheBias) {
