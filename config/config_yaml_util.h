@@ -4,14 +4,16 @@
 // Internal to config/'s YAML readers (the cluster YAML, Cloud ML Engine's
 // trainingInput, TF_CONFIG, the training fields and their validation, the
 // model spec): YAML helpers that turn yaml-cpp's nodes and exceptions into
-// absl::Status with the source and line, and key suggestions. For config/
-// and launch/gce_plan.cc only.
+// absl::Status with the source and line, and key suggestions. For config/,
+// launch/gce_plan.cc and data/csv_schema.cc (the CSV schema's YAML form)
+// only.
 //
 // yaml-cpp reports parse errors by throwing YAML::Exception. Every parsing
 // entry point of these readers (and of launch/gce_plan.cc, which reads the
-// gce section with these helpers) runs its body inside CatchYamlExceptions,
-// which turns them into absl::Status. (YAML::Emitter, used by
-// JobConfigToYaml, does not throw.) Nothing is thrown out of config/.
+// gce section with these helpers, and of data/csv_schema.cc) runs its body
+// inside CatchYamlExceptions, which turns them into absl::Status.
+// (YAML::Emitter, used by JobConfigToYaml, does not throw.) Nothing is
+// thrown out of config/.
 
 #include <exception>
 #include <map>
