@@ -57,7 +57,10 @@ void TraceRecorder::SetStep(int64_t step) {
 
 void TraceRecorder::Complete(std::string_view category, std::string_view name, int64_t begin_us,
                              int64_t end_us, int64_t step) {
-  if (step >= 0 ? !Covers(step) : !active()) return;
+  // One read of the owner's step for both the test and the record: a
+  // SetStep() between two reads recorded an event past the window.
+  if (step < 0) step = this->step();
+  if (!Covers(step)) return;
   const int tid = ThreadId();
   absl::MutexLock lock(&mu_);
   AddLocked(category, name, begin_us, end_us, step, tid);
@@ -66,7 +69,8 @@ void TraceRecorder::Complete(std::string_view category, std::string_view name, i
 void TraceRecorder::CompleteOnTrack(std::string_view track, std::string_view category,
                                     std::string_view name, int64_t begin_us, int64_t end_us,
                                     int64_t step) {
-  if (step >= 0 ? !Covers(step) : !active()) return;
+  if (step < 0) step = this->step();
+  if (!Covers(step)) return;
   absl::MutexLock lock(&mu_);
   auto it = tracks_.find(track);
   if (it == tracks_.end()) {
@@ -80,7 +84,6 @@ void TraceRecorder::CompleteOnTrack(std::string_view track, std::string_view cat
 
 void TraceRecorder::AddLocked(std::string_view category, std::string_view name, int64_t begin_us,
                               int64_t end_us, int64_t step, int tid) {
-  if (step < 0) step = step_.load(std::memory_order_relaxed);
   if (events_.size() >= max_events_) {
     ++dropped_;
     return;

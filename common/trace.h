@@ -50,6 +50,8 @@ class TraceRecorder {
   // The owner's current step: recording is on while it is inside the window.
   void SetStep(int64_t step);
   bool active() const { return active_.load(std::memory_order_relaxed); }
+  // The owner's current step (-1 before the first SetStep()).
+  int64_t step() const { return step_.load(std::memory_order_relaxed); }
   // The window has passed: the trace is complete.
   bool finished() const { return finished_.load(std::memory_order_relaxed); }
   // Whether `step` is inside the window.
@@ -59,8 +61,8 @@ class TraceRecorder {
 
   // Records [begin_us, end_us) on the calling thread: with `step` >= 0 if
   // that step is inside the window (work for a step that ends after the
-  // owner moved on, such as a checkpoint); with `step` < 0 if active, as of
-  // the current step.
+  // owner moved on, such as a checkpoint); with `step` < 0 as of the
+  // owner's current step, if that is inside the window.
   void Complete(std::string_view category, std::string_view name, int64_t begin_us, int64_t end_us,
                 int64_t step = -1);
   // The same on a named track instead of the calling thread: for work that

@@ -18,8 +18,9 @@ struct PsClient::ChunkCall {
   PushPullResponse response;
   std::unique_ptr<grpc::ClientContext> context;
   absl::Duration backoff = absl::Milliseconds(50);
-  bool built = false;   // the request holds this push's gradients (a retry resends them)
-  int64_t sent_us = 0;  // when the call started (tracing)
+  bool built = false;      // the request holds this push's gradients (a retry resends them)
+  int64_t sent_us = 0;     // when the call started (tracing)
+  int64_t sent_step = -1;  // the trace's step then: the answer is that step's
 };
 
 }  // namespace pstrain

@@ -234,6 +234,7 @@ void PsClient::SendChunk(int c) {
     }
     call.context = std::make_unique<grpc::ClientContext>();
     call.sent_us = TraceRecorder::NowMicros();
+    if (options_.trace != nullptr) call.sent_step = options_.trace->step();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     connections_.Prepare(call.context.get());
   }
@@ -248,7 +249,7 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
   if (options_.trace != nullptr) {
     options_.trace->CompleteOnTrack(trace_tracks_[c], "comm",
                                     status.ok() ? "PushPull" : "PushPull failed", call.sent_us,
-                                    TraceRecorder::NowMicros());
+                                    TraceRecorder::NowMicros(), call.sent_step);
   }
   const PushPullResponse& r = call.response;
   const int64_t n = chunk.end - chunk.begin;
