@@ -1,24 +1,11 @@
 #include "common/record_reader.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/record_format.h"
 
 namespace pstrain {
-namespace {
-
-uint64_t GetFixed64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-uint32_t GetFixed32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
   cut_short_ = false;
@@ -31,8 +18,8 @@ absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
                                             " bytes, ", left, " are left"));
   }
   const char* p = contents_.data() + offset_;
-  const uint64_t length = GetFixed64(p);
-  if (crc32c::Unmask(GetFixed32(p + record::kLengthSize)) !=
+  const uint64_t length = DecodeFixed64(p);
+  if (crc32c::Unmask(DecodeFixed32(p + record::kLengthSize)) !=
       crc32c::Value(p, record::kLengthSize)) {
     return absl::DataLossError(
         absl::StrCat(name_, ": record at offset ", base_ + offset_, " has a corrupted length"));
@@ -45,7 +32,7 @@ absl::StatusOr<std::string_view> RecordReader::ReadRecord() {
                                             " bytes are left in the file"));
   }
   const char* data = p + record::kHeaderSize;
-  if (crc32c::Unmask(GetFixed32(data + length)) != crc32c::Value(data, length)) {
+  if (crc32c::Unmask(DecodeFixed32(data + length)) != crc32c::Value(data, length)) {
     return absl::DataLossError(absl::StrCat(name_, ": record at offset ", base_ + offset_,
                                             " has corrupted data (CRC mismatch)"));
   }

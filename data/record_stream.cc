@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/coding.h"
 #include "common/crc32c.h"
 #include "common/record_format.h"
 #include "common/record_reader.h"
@@ -54,9 +55,8 @@ absl::StatusOr<std::string_view> RecordStream::NextRecord() {
   if (buf_.size() == begin_) return absl::OutOfRangeError(absl::StrCat(path(), ": end of file"));
   size_t length = 0;
   if (buf_.size() - begin_ >= record::kLengthSize) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(buf_[begin_ + i]);
-    length = static_cast<size_t>(std::min<uint64_t>(v, kMaxRecordBytes + 1));
+    length = static_cast<size_t>(
+        std::min<uint64_t>(DecodeFixed64(buf_.data() + begin_), kMaxRecordBytes + 1));
   }
   const size_t whole = record::kHeaderSize + length + record::kFooterSize;
   if (length <= kMaxRecordBytes) PSTRAIN_RETURN_IF_ERROR(Fill(whole));
@@ -68,10 +68,7 @@ absl::StatusOr<std::string_view> RecordStream::NextRecord() {
   if (!read.ok()) {
     if (have == whole && length <= kMaxRecordBytes) {
       const char* p = buf_.data() + begin_;
-      uint32_t stored = 0;
-      for (int i = 3; i >= 0; --i) {
-        stored = (stored << 8) | static_cast<unsigned char>(p[record::kLengthSize + i]);
-      }
+      const uint32_t stored = DecodeFixed32(p + record::kLengthSize);
       if (crc32c::Unmask(stored) == crc32c::Value(p, record::kLengthSize)) damaged_ = whole;
     }
     return read.status();

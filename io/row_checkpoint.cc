@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/coding.h"
 #include "common/committed_file.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
@@ -33,35 +34,8 @@ constexpr size_t kTableHeaderFixedSize = 4 + 4 + 3 * 8;
 
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-void StoreU32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-void StoreU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t LoadU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint64_t LoadU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-void PutU32(std::string* out, uint32_t v) {
-  char b[4];
-  StoreU32(b, v);
-  out->append(b, 4);
-}
-void PutU64(std::string* out, uint64_t v) {
-  char b[8];
-  StoreU64(b, v);
-  out->append(b, 8);
-}
 void PutString(std::string* out, const std::string& s) {
-  PutU32(out, static_cast<uint32_t>(s.size()));
+  PutFixed32(out, static_cast<uint32_t>(s.size()));
   out->append(s);
 }
 
@@ -94,8 +68,8 @@ class Cursor {
     at_ += n;
     return s;
   }
-  uint32_t U32() { return LoadU32(Take(4).data()); }
-  uint64_t U64() { return LoadU64(Take(8).data()); }
+  uint32_t U32() { return DecodeFixed32(Take(4).data()); }
+  uint64_t U64() { return DecodeFixed64(Take(8).data()); }
 
  private:
   const std::string_view bytes_;
@@ -182,7 +156,7 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
   if (MaskedCrc(prelude) != in.U32()) {
     return DataLoss(source, "its prelude (magic and format version) is damaged: CRC mismatch");
   }
-  const uint32_t version = LoadU32(prelude.data() + kMagic.size());
+  const uint32_t version = DecodeFixed32(prelude.data() + kMagic.size());
   if (version != kVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": a row checkpoint file of format version ", version,
@@ -200,7 +174,7 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
     return DataLoss(source, absl::StrCat("its header's length at offset ", length_offset,
                                          " is damaged: CRC mismatch"));
   }
-  const uint64_t body_size = LoadU64(length_bytes.data());
+  const uint64_t body_size = DecodeFixed64(length_bytes.data());
   const size_t body_offset = in.offset();
   if (!in.Has(kCrcSize) || body_size > in.remaining() - kCrcSize) {
     return DataLoss(source, absl::StrCat("ends within its header: the header at offset ",
@@ -238,7 +212,7 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
       return DataLoss(
           source, absl::StrCat("ends at offset ", bytes.size(), " before its trailer (truncated)"));
     }
-    if (LoadU32(bytes.data() + offset) == kTrailerTag) break;
+    if (DecodeFixed32(bytes.data() + offset) == kTrailerTag) break;
     if (!in.Has(kBlockHeaderSize)) {
       return DataLoss(source, absl::StrCat("ends at offset ", bytes.size(),
                                            " within the header of ", where, " (truncated)"));
@@ -247,8 +221,8 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
     if (MaskedCrc(block_header) != in.U32()) {
       return DataLoss(source, absl::StrCat("the header of ", where, " is damaged: CRC mismatch"));
     }
-    const uint32_t table = LoadU32(block_header.data());
-    const uint64_t count = LoadU64(block_header.data() + 4);
+    const uint32_t table = DecodeFixed32(block_header.data());
+    const uint64_t count = DecodeFixed64(block_header.data() + 4);
     std::string malformed;
     if (table >= tables.size()) {
       malformed =
@@ -291,10 +265,10 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
     return DataLoss(source, absl::StrCat("its trailer at offset ", trailer_offset,
                                          " is damaged: CRC mismatch"));
   }
-  const uint64_t trailer_rows = LoadU64(trailer.data() + 4);
-  const uint64_t trailer_blocks = LoadU64(trailer.data() + 12);
+  const uint64_t trailer_rows = DecodeFixed64(trailer.data() + 4);
+  const uint64_t trailer_blocks = DecodeFixed64(trailer.data() + 12);
   const std::string trailer_at = absl::StrCat("its trailer at offset ", trailer_offset);
-  if (LoadU32(trailer.data() + 20) != header_crc) {
+  if (DecodeFixed32(trailer.data() + 20) != header_crc) {
     return DataLoss(source,
                     absl::StrCat(trailer_at, " is of another file's header (files spliced)"));
   }
@@ -354,8 +328,8 @@ void RowFileWriter::Add(int table, int64_t id, absl::Span<const float> weights,
   const size_t at = block.bytes.size();
   block.bytes.resize(at + t.row_bytes);
   char* p = block.bytes.data() + at;
-  StoreU64(p, static_cast<uint64_t>(id));
-  StoreU64(p + 8, static_cast<uint64_t>(last_step));
+  EncodeFixed64(p, static_cast<uint64_t>(id));
+  EncodeFixed64(p + 8, static_cast<uint64_t>(last_step));
   std::memcpy(p + kRowPrefixSize, weights.data(), weights.size() * sizeof(float));
   if (!slots.empty()) {  // memcpy from a null data() is undefined even for 0 bytes
     std::memcpy(p + kRowPrefixSize + weights.size() * sizeof(float), slots.data(),
@@ -369,24 +343,24 @@ void RowFileWriter::Add(int table, int64_t id, absl::Span<const float> weights,
 absl::Status RowFileWriter::Emit(int64_t global_step,
                                  absl::FunctionRef<absl::Status(std::string_view)> out) const {
   std::string prelude(kMagic);
-  PutU32(&prelude, kVersion);
-  PutU32(&prelude, MaskedCrc(prelude));
+  PutFixed32(&prelude, kVersion);
+  PutFixed32(&prelude, MaskedCrc(prelude));
 
   std::string body;
-  PutU64(&body, static_cast<uint64_t>(global_step));
-  PutU32(&body, static_cast<uint32_t>(headers_.size()));
+  PutFixed64(&body, static_cast<uint64_t>(global_step));
+  PutFixed32(&body, static_cast<uint32_t>(headers_.size()));
   for (size_t i = 0; i < headers_.size(); ++i) {
     PutString(&body, headers_[i].name);
     PutString(&body, headers_[i].optimizer);
-    PutU64(&body, static_cast<uint64_t>(headers_[i].dim));
-    PutU64(&body, static_cast<uint64_t>(headers_[i].slot_floats));
-    PutU64(&body, static_cast<uint64_t>(tables_[i].rows));
+    PutFixed64(&body, static_cast<uint64_t>(headers_[i].dim));
+    PutFixed64(&body, static_cast<uint64_t>(headers_[i].slot_floats));
+    PutFixed64(&body, static_cast<uint64_t>(tables_[i].rows));
   }
   std::string frame;
-  PutU64(&frame, body.size());
-  PutU32(&frame, MaskedCrc(frame));
+  PutFixed64(&frame, body.size());
+  PutFixed32(&frame, MaskedCrc(frame));
   const uint32_t header_crc = MaskedCrc(body);
-  PutU32(&body, header_crc);
+  PutFixed32(&body, header_crc);
   PSTRAIN_RETURN_IF_ERROR(out(prelude));
   PSTRAIN_RETURN_IF_ERROR(out(frame));
   PSTRAIN_RETURN_IF_ERROR(out(body));
@@ -395,24 +369,24 @@ absl::Status RowFileWriter::Emit(int64_t global_step,
   for (size_t i = 0; i < tables_.size(); ++i) {
     for (const Block& block : tables_[i].blocks) {
       std::string header;
-      PutU32(&header, static_cast<uint32_t>(i));
-      PutU64(&header, static_cast<uint64_t>(block.rows));
-      PutU32(&header, MaskedCrc(header));
+      PutFixed32(&header, static_cast<uint32_t>(i));
+      PutFixed64(&header, static_cast<uint64_t>(block.rows));
+      PutFixed32(&header, MaskedCrc(header));
       PSTRAIN_RETURN_IF_ERROR(out(header));
       PSTRAIN_RETURN_IF_ERROR(out(block.bytes));
       std::string crc;
-      PutU32(&crc, MaskedCrc(block.bytes));
+      PutFixed32(&crc, MaskedCrc(block.bytes));
       PSTRAIN_RETURN_IF_ERROR(out(crc));
       total_rows += block.rows;
       ++num_blocks;
     }
   }
   std::string trailer;
-  PutU32(&trailer, kTrailerTag);
-  PutU64(&trailer, total_rows);
-  PutU64(&trailer, num_blocks);
-  PutU32(&trailer, header_crc);
-  PutU32(&trailer, MaskedCrc(trailer));
+  PutFixed32(&trailer, kTrailerTag);
+  PutFixed64(&trailer, total_rows);
+  PutFixed64(&trailer, num_blocks);
+  PutFixed32(&trailer, header_crc);
+  PutFixed32(&trailer, MaskedCrc(trailer));
   return out(trailer);
 }
 
@@ -453,8 +427,8 @@ absl::StatusOr<RowFileContents> ParseRowFile(std::string_view bytes, const std::
     const char* p = bytes.data() + block.offset;
     for (int64_t r = 0; r < block.rows; ++r, p += row_bytes) {
       std::memcpy(row.data(), p + kRowPrefixSize, row.size() * sizeof(float));
-      PSTRAIN_RETURN_IF_ERROR(fn(block.table, static_cast<int64_t>(LoadU64(p)), weights, slots,
-                                 static_cast<int64_t>(LoadU64(p + 8))));
+      PSTRAIN_RETURN_IF_ERROR(fn(block.table, static_cast<int64_t>(DecodeFixed64(p)), weights,
+                                 slots, static_cast<int64_t>(DecodeFixed64(p + 8))));
     }
   }
   return contents;
