@@ -2,13 +2,13 @@
 
 #include <curl/curl.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/backoff.h"
 
 namespace pstrain {
 namespace {
@@ -90,11 +90,11 @@ bool RetryableHttpStatus(int status) { return status == 408 || status == 429 || 
 absl::StatusOr<HttpResponse> SendWithRetries(HttpTransport* transport, const HttpRequest& request,
                                              absl::Duration budget) {
   const absl::Time start = absl::Now();
-  absl::Duration backoff = absl::Milliseconds(100);
+  Backoff backoff(absl::Milliseconds(100), absl::Seconds(2));
   for (int tries = 1;; ++tries) {
     absl::StatusOr<HttpResponse> response = transport->Send(request);
     const bool retry = !response.ok() || RetryableHttpStatus(response->status);
-    if (!retry || absl::Now() + backoff - start > budget) {
+    if (!retry || !backoff.FitsBefore(absl::Now(), start + budget)) {
       if (!response.ok() && tries > 1) {
         return absl::UnavailableError(absl::StrCat(response.status().message(), " (", tries,
                                                    " tries in ",
@@ -102,8 +102,7 @@ absl::StatusOr<HttpResponse> SendWithRetries(HttpTransport* transport, const Htt
       }
       return response;
     }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    absl::SleepFor(backoff.Next());
   }
 }
 

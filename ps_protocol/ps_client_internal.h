@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "ps_protocol/ps_client.h"
 
 namespace pstrain {
@@ -17,7 +18,7 @@ struct PsClient::ChunkCall {
   PushRequest request;
   PushPullResponse response;
   std::unique_ptr<grpc::ClientContext> context;
-  absl::Duration backoff = absl::Milliseconds(50);
+  Backoff backoff = PsRetryBackoff();
   bool built = false;      // the request holds this push's gradients (a retry resends them)
   int64_t sent_us = 0;     // when the call started (tracing)
   int64_t sent_step = -1;  // the trace's step then: the answer is that step's

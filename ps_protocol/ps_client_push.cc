@@ -283,21 +283,20 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     if (step_give_up_ == absl::InfinitePast()) {
       step_give_up_ = absl::Now() + options_.retry_budget;
     }
-    if (absl::Now() + call.backoff < step_give_up_) {
+    if (call.backoff.FitsBefore(absl::Now(), step_give_up_)) {
       // Retry from the sender thread after a pause; the ps counts a retried
       // (replica, step) once.
-      queue_.emplace_back(c, absl::Now() + call.backoff);
-      call.backoff = std::min(call.backoff * 2, absl::Seconds(2));
+      queue_.emplace_back(c, absl::Now() + call.backoff.Next());
       cv_.Signal();
       return;
     }
   }
   if (status.error_code() == grpc::StatusCode::ABORTED) {
     // Rolled back under this push: nothing applied, nothing to retry.
-    call.backoff = absl::Milliseconds(50);
+    call.backoff.Reset();
     rolled_back_ = true;
   } else if (status.ok()) {
-    call.backoff = absl::Milliseconds(50);
+    call.backoff.Reset();
     chunk_steps_[c] = r.global_step();
     chunk_generations_[c] = r.generation();
     params_versions_[c] = r.params_version();

@@ -1,6 +1,5 @@
 #include "ps_protocol/ps_connections.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -80,21 +79,20 @@ absl::Status PsConnections::Broadcast(int n, const char* what,
   for (int i = 0; i < n; ++i) pending[i] = i;
   const absl::Duration retry_budget = budget.value_or(retry_budget_);
   const absl::Time give_up = absl::Now() + retry_budget;
-  absl::Duration backoff = absl::Milliseconds(50);
+  Backoff backoff = PsRetryBackoff();
   while (true) {
     const std::vector<grpc::Status> results = CallOnce(pending, rpc_timeout_, call);
     std::vector<int> retry;
     for (size_t k = 0; k < pending.size(); ++k) {
       if (results[k].ok()) continue;
-      if (Retryable(results[k]) && absl::Now() + backoff < give_up) {
+      if (Retryable(results[k]) && backoff.FitsBefore(absl::Now(), give_up)) {
         retry.push_back(pending[k]);
         continue;
       }
       return CallError(what, target(pending[k]), results[k], retry_budget);
     }
     if (retry.empty()) return absl::OkStatus();
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    absl::SleepFor(backoff.Next());
     pending = std::move(retry);
   }
 }

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/backoff.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps_protocol/shard_layout.h"
 #include "security/grpc_security.h"
@@ -79,6 +80,9 @@ class PsConnections {
 
 // UNAVAILABLE: a ps that is starting, restarting or briefly unreachable.
 bool Retryable(const grpc::Status& s);
+
+// The waits between retries of a Retryable call to a ps: 50 ms, doubling up to 2 s.
+inline Backoff PsRetryBackoff() { return Backoff(absl::Milliseconds(50), absl::Seconds(2)); }
 
 // The error of call `what` to `target`, with the server's message and, if it
 // was retried until `budget` ran out, a hint.
