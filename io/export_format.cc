@@ -1,53 +1,45 @@
+// The export's manifest and its versions: writing, listing, pruning and
+// reading one version's files. A delta's chain is export_delta.cc's, the
+// tables' rows export_rows.cc's.
 #include "io/export_format.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "io/checkpoint.h"
+#include "io/export_format_internal.h"
 #include "io/row_checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace pstrain {
+
+using export_format_internal::DataLoss;
+using export_format_internal::EmbeddingsFile;
+using export_format_internal::kEmbeddings;
+using export_format_internal::kManifest;
+using export_format_internal::kOnnx;
+using export_format_internal::kVariables;
+using export_format_internal::ReadEmbeddings;
+
 namespace {
 
-constexpr char kManifest[] = "model.json";
-constexpr char kVariables[] = "variables.bin";
-constexpr char kOnnx[] = "model.onnx";
-constexpr char kEmbeddings[] = "embeddings.rows";
 constexpr char kFormat[] = "pstrain-export";
 // 2: a click model's embeddings.rows and tables; 3: a delta of a click
 // model (delta_of). Exports without tables are still written as 1, full
 // click models as 2, which every earlier reader takes.
 constexpr int kFormatVersion = 3;
-// Bounds a chain of deltas read back to its full version.
-constexpr int kMaxDeltaChain = 100000;
 constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
   return !s.empty() &&
          std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
-
-absl::Status DataLoss(const std::string& path, const std::string& what) {
-  return absl::DataLossError(absl::StrCat(path, ": ", what));
-}
-
-// What embeddings.rows holds, for the manifest.
-struct EmbeddingsFile {
-  uint64_t bytes = 0;
-  uint32_t crc = 0;
-  std::vector<int64_t> rows;  // per table
-};
 
 nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t global_step,
                         int64_t version, const std::string& hparams_yaml, uint64_t bytes,
@@ -183,88 +175,6 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
     return DataLoss(path, absl::StrCat("a field is missing or of the wrong type: ", e.what()));
   }
   return absl::OkStatus();
-}
-
-// Reads `path` (a row file) after checking its size and CRC against
-// `bytes` and `crc`, calling `fn` for each of its rows after `on_tables`.
-absl::Status ReadCheckedRowFile(Env* env, const std::string& path, uint64_t bytes, uint32_t crc,
-                                RowFileTablesVisitor on_tables, RowFileVisitor fn) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::string data, env->ReadFile(path));
-  if (data.size() != bytes) {
-    return DataLoss(path, absl::StrCat("holds ", data.size(), " bytes; ", bytes, " were written"));
-  }
-  if (crc32c::Value(data.data(), data.size()) != crc) {
-    return DataLoss(path, "checksum mismatch: the file is damaged or not the one written with it");
-  }
-  return ParseRowFile(data, path, on_tables, fn).status();
-}
-
-// Appends a row to `out` (one table's rows), refusing a bad id or value.
-absl::Status TakeRow(const std::string& path, const std::string& table, int64_t dim, int64_t id,
-                     absl::Span<const float> weights, TrainedTableRows* out) {
-  if (id < 0)
-    return DataLoss(path, absl::StrCat("table ", table, " has a row of negative id ", id));
-  if (static_cast<int64_t>(weights.size()) != dim) {
-    return DataLoss(path, absl::StrCat("table ", table, " has rows of ", weights.size(),
-                                       " floats; the model's has ", dim));
-  }
-  for (float w : weights) {
-    if (!std::isfinite(w)) {
-      return DataLoss(path, absl::StrCat("table ", table, ", row ", id, " holds ", w));
-    }
-  }
-  out->ids.push_back(id);
-  out->weights.insert(out->weights.end(), weights.begin(), weights.end());
-  return absl::OkStatus();
-}
-
-// Reads embeddings.rows of the export in `dir` into e->tables, as the
-// manifest's `tables` list them.
-absl::Status ReadEmbeddings(Env* env, const std::string& dir, const nlohmann::json& tables,
-                            const EmbeddingsFile& file, ExportedModel* e) {
-  const std::string path = JoinPath(dir, kEmbeddings);
-  struct Want {
-    std::string name;
-    int64_t dim = 0, rows = 0;
-  };
-  std::vector<Want> want;
-  try {
-    for (const nlohmann::json& t : tables) {
-      want.push_back({t.at("name").get<std::string>(), t.at("dim").get<int64_t>(),
-                      t.at("rows").get<int64_t>()});
-    }
-  } catch (const nlohmann::json::exception& ex) {
-    return DataLoss(JoinPath(dir, kManifest), absl::StrCat("a table is malformed: ", ex.what()));
-  }
-  e->tables.assign(want.size(), {});
-  for (const Want& w : want) {
-    e->table_names.push_back(w.name);
-    e->table_dims.push_back(w.dim);
-  }
-  auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
-    if (contents.tables.size() != want.size()) {
-      return DataLoss(path, absl::StrCat("holds ", contents.tables.size(), " tables; ", kManifest,
-                                         " lists ", want.size()));
-    }
-    for (size_t t = 0; t < want.size(); ++t) {
-      const RowTableHeader& h = contents.tables[t];
-      if (h.name != want[t].name || h.dim != want[t].dim || contents.rows[t] != want[t].rows) {
-        return DataLoss(
-            path, absl::StrCat("table ", t, " is ", h.name, " of dim ", h.dim, " with ",
-                               contents.rows[t], " rows; ", kManifest, " lists ", want[t].name,
-                               " of dim ", want[t].dim, " with ", want[t].rows));
-      }
-      e->tables[t].ids.reserve(want[t].rows);
-      e->tables[t].weights.reserve(want[t].rows * want[t].dim);
-    }
-    return absl::OkStatus();
-  };
-  return ReadCheckedRowFile(env, path, file.bytes, file.crc, on_tables,
-                            [&](int table, int64_t id, absl::Span<const float> weights,
-                                absl::Span<const float>, int64_t) {
-                              return TakeRow(path, want[table].name, want[table].dim, id, weights,
-                                             &e->tables[table]);
-                            });
 }
 
 }  // namespace
@@ -419,100 +329,6 @@ absl::StatusOr<int64_t> ExportDeltaOf(Env* env, const std::string& version_dir) 
   }
   return it->get<int64_t>();
 }
-
-absl::StatusOr<ExportedModel> ReadExport(Env* env, const std::string& version_dir) {
-  PSTRAIN_ASSIGN_OR_RETURN(ExportedModel e, ReadExportFiles(env, version_dir));
-  if (e.delta_of == 0) return e;
-  // The chain back to its full version, then each delta on it in turn.
-  std::string dir = version_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  const std::string base = dir.substr(0, dir.find_last_of('/') + 1);
-  std::vector<int64_t> chain = {e.version};
-  for (int64_t v = e.delta_of; v > 0;) {
-    if (chain.size() > kMaxDeltaChain || v >= chain.back()) {
-      return DataLoss(
-          JoinPath(version_dir, kManifest),
-          absl::StrCat("its chain of deltas does not lead back to a full version (at ", v, ")"));
-    }
-    chain.push_back(v);
-    const std::string at = base + std::to_string(v);
-    absl::StatusOr<int64_t> next = ExportDeltaOf(env, at);
-    if (!next.ok()) {
-      return DataLoss(JoinPath(version_dir, kManifest),
-                      absl::StrCat("a delta of version ", e.delta_of, ", read from version ", v,
-                                   ", which cannot be read: ", next.status().message(),
-                                   "; a delta is read through every version back to its full "
-                                   "one: restore the missing version, or serve a full one "
-                                   "(pstrain-export writes one from a checkpoint)"));
-    }
-    v = *next;
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(ExportedModel whole,
-                           ReadExportFiles(env, base + std::to_string(chain.back())));
-  for (size_t i = chain.size() - 1; i-- > 1;) {
-    PSTRAIN_ASSIGN_OR_RETURN(ExportedModel delta,
-                             ReadExportFiles(env, base + std::to_string(chain[i])));
-    PSTRAIN_RETURN_IF_ERROR(ApplyExportDelta(delta, &whole));
-  }
-  PSTRAIN_RETURN_IF_ERROR(ApplyExportDelta(e, &whole));
-  return whole;
-}
-
-absl::Status ApplyExportDelta(const ExportedModel& delta, ExportedModel* model) {
-  if (delta.delta_of == 0 || delta.delta_of != model->version) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(delta.dir, " is ",
-                     delta.delta_of == 0 ? "a full version"
-                                         : absl::StrCat("a delta of version ", delta.delta_of),
-                     ", not a delta of version ", model->version));
-  }
-  if (delta.model != model->model || delta.model_spec != model->model_spec ||
-      delta.table_names != model->table_names || delta.table_dims != model->table_dims ||
-      delta.params.size() != model->params.size() || delta.state.size() != model->state.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(delta.dir, " is a delta of another model than ", model->dir, " holds"));
-  }
-  model->params = delta.params;
-  model->state = delta.state;
-  model->version = delta.version;
-  model->global_step = delta.global_step;
-  model->delta_of = delta.delta_of;
-  model->dir = delta.dir;
-  for (size_t t = 0; t < delta.tables.size(); ++t) {
-    const size_t dim = static_cast<size_t>(model->table_dims[t]);
-    TrainedTableRows& rows = model->tables[t];
-    absl::flat_hash_map<int64_t, size_t> row_of;
-    row_of.reserve(rows.ids.size());
-    for (size_t r = 0; r < rows.ids.size(); ++r) row_of[rows.ids[r]] = r;
-    const TrainedTableRows& changed = delta.tables[t];
-    for (size_t k = 0; k < changed.ids.size(); ++k) {
-      const float* w = changed.weights.data() + k * dim;
-      const bool removed = std::all_of(w, w + dim, [](float x) { return x == 0.0f; });
-      const auto it = row_of.find(changed.ids[k]);
-      if (it == row_of.end()) {
-        if (removed) continue;
-        row_of[changed.ids[k]] = rows.ids.size();
-        rows.ids.push_back(changed.ids[k]);
-        rows.weights.insert(rows.weights.end(), w, w + dim);
-      } else if (!removed) {
-        std::copy(w, w + dim, rows.weights.begin() + it->second * dim);
-      } else {
-        // The last row moves into its place.
-        const size_t r = it->second, last = rows.ids.size() - 1;
-        row_of.erase(it);
-        if (r != last) {
-          rows.ids[r] = rows.ids[last];
-          std::copy_n(rows.weights.begin() + last * dim, dim, rows.weights.begin() + r * dim);
-          row_of[rows.ids[r]] = r;
-        }
-        rows.ids.pop_back();
-        rows.weights.resize(last * dim);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ExportedModel> ReadExportFiles(Env* env, const std::string& version_dir) {
   const std::string manifest_path = JoinPath(version_dir, kManifest);
   PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(manifest_path));
@@ -542,56 +358,4 @@ absl::StatusOr<ExportedModel> ReadExportFiles(Env* env, const std::string& versi
     PSTRAIN_RETURN_IF_ERROR(ReadEmbeddings(env, version_dir, tables, embeddings, &e));
   return e;
 }
-
-absl::StatusOr<std::string> ResolveCheckpointIndex(Env* env, const std::string& path) {
-  if (absl::EndsWith(path, ".index") && env->FileExists(path)) return path;
-  if (env->FileExists(IndexFileName(path))) return IndexFileName(path);
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(env, path));
-  if (!steps.empty()) return JoinPath(path, IndexFileName(CheckpointPrefix(steps.front())));
-  return absl::NotFoundError(
-      absl::StrCat("no checkpoint at ", path, ": looked for ", IndexFileName(path),
-                   " and for model.ckpt-N.index files in it; give a job dir or a checkpoint "
-                   "(job_dir/model.ckpt-2000)"));
-}
-
-absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
-                                                                 const std::string& index_path,
-                                                                 const CheckpointIndex& index,
-                                                                 const Model& model) {
-  const std::vector<SparseTableInfo>& infos = model.sparse_tables();
-  std::vector<TrainedTableRows> tables(infos.size());
-  const std::string dir = index_path.substr(0, index_path.find_last_of('/') + 1);
-  int files = 0;
-  for (const CheckpointShardFile& shard : index.shards()) {
-    if (shard.rows_file().empty()) continue;
-    ++files;
-    const std::string path = dir + shard.rows_file();
-    std::vector<int> to_model;  // the file's table index -> the model's
-    auto on_tables = [&](const RowFileContents& contents) -> absl::Status {
-      for (const RowTableHeader& h : contents.tables) {
-        auto it = std::find_if(infos.begin(), infos.end(),
-                               [&](const SparseTableInfo& i) { return i.name == h.name; });
-        if (it == infos.end() || it->dim != h.dim) {
-          return DataLoss(path, absl::StrCat("holds table ", h.name, " of dim ", h.dim, ", which ",
-                                             model.name(), " does not have"));
-        }
-        to_model.push_back(static_cast<int>(it - infos.begin()));
-      }
-      return absl::OkStatus();
-    };
-    PSTRAIN_RETURN_IF_ERROR(ReadCheckedRowFile(
-        env, path, shard.rows_size_bytes(), shard.rows_crc32c(), on_tables,
-        [&](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float>,
-            int64_t) {
-          const int t = to_model[table];
-          return TakeRow(path, infos[t].name, infos[t].dim, id, weights, &tables[t]);
-        }));
-  }
-  if (files == 0) {
-    return DataLoss(index_path, absl::StrCat("names no rows files, but ", model.name(), " has ",
-                                             infos.size(), " embedding tables"));
-  }
-  return tables;
-}
-
 }  // namespace pstrain
