@@ -9,7 +9,7 @@
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
-#include "ps_protocol/job_clients.h"
+#include "rpc/job_clients.h"
 
 namespace pstrain {
 namespace coordinator_internal {

@@ -4,7 +4,7 @@
 // What one task needs to speak to the others securely: the job's CA, its own
 // certificate and key (mutual TLS), and the job token every RPC carries.
 // Plain data; the gRPC credentials are built from it in
-// security/grpc_security.h.
+// rpc/grpc_security.h.
 
 #include <string>
 #include <string_view>

@@ -24,7 +24,7 @@
 #include "testing/click_test_model.h"
 #include "testing/data_test_util.h"
 #include "testing/onnx_test_graph.h"
-#include "tests/ps_test_util.h"
+#include "rpc/testing/ps_test_util.h"
 
 namespace {
 

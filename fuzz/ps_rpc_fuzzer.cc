@@ -19,8 +19,8 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/parameter_server.pb.h"
-#include "security/grpc_security.h"
-#include "tests/ps_test_util.h"
+#include "rpc/grpc_security.h"
+#include "rpc/testing/ps_test_util.h"
 
 namespace {
 

@@ -9,7 +9,6 @@
 #include "common/env.h"
 #include "config/cluster_config.h"
 #include "gtest/gtest.h"
-#include "security/grpc_security.h"
 #include "testing/temp_dir.h"
 
 namespace pstrain {

@@ -9,8 +9,10 @@ room's libraries link only those of the rooms before it. A file in room R may
 include "S/..." only when S is R or comes before R.
 
 Test code is held to the same order, with one addition: a unit test beside its
-code (foo_test.cc) may also include the test helpers in testing/ and the fakes
-in tests/fakes/. A production file never includes testing/ or tests/.
+code (foo_test.cc) may also include the test helpers in testing/ (or in a
+room's own testing/ folder, such as rpc/testing/) and the fakes in
+tests/fakes/. A production file never includes testing/, a room's testing/
+folder or tests/.
 
 The CMake targets are held to it too: a target a room's CMakeLists.txt defines
 links only targets of its own room or lower ones, and no production target (a
@@ -32,7 +34,7 @@ ROOMS = [
     "common",  # Status helpers, Env, CRC, hashing, TFRecord framing, flags, trace
     "cloud",  # Cloud Storage Env, metadata server
     "config",  # the job config and the model spec
-    "security",  # certificates and gRPC credentials from the config
+    "security",  # the job's certificates and token
     "data",  # dataset readers, batching, feature hashing
     "models",  # tensors, layers, the model builder
     "io",  # checkpoints, rows files, event files, PNG, the export format
@@ -40,7 +42,9 @@ ROOMS = [
     "export",  # checkpoint -> export version, ONNX files of checkpoints
     "role",  # role startup: flags, the model source, the process wrapper
     "ps_protocol",  # how any role reaches the ps
-    "ps",  # shards, tables, optimizers, PsTask, pstrain-ps
+    "ps",  # shards, tables, optimizers, PsTask, the in-process ps
+    "rpc",  # all of gRPC: the ps's service, the clients, channel security, proto conversions
+    "ps_server",  # pstrain-ps: a PsTask served over gRPC
     "worker",  # the training loop
     "chief",  # coordinator, checkpointer, job monitor
     "serving",  # predictor, TF Serving's REST API
@@ -56,6 +60,11 @@ NOT_ROOMS = {"deploy", "docs", "examples", "build"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
 SOURCE = re.compile(r"\.(h|hh|hpp|cc|cpp|inc|in)$")
+
+
+def in_testing_folder(rel):
+    """Whether `rel` (a path from the source root) is in a room's testing/ folder."""
+    return "testing" in rel.split("/")[1:-1]
 
 
 def is_unit_test(path):
@@ -86,11 +95,11 @@ def cmake_calls(root):
 def check_links(root, rank):
     room_of, is_test = {}, {}
     calls = list(cmake_calls(root))
-    for top, _, call, args in calls:
+    for top, cmake_file, call, args in calls:
         if call in ("add_library", "add_executable", "pstrain_test") and args:
             room_of[args[0]] = top
             is_test[args[0]] = (call == "pstrain_test" or top in TEST_ONLY_ROOMS
-                                or args[0].endswith("_test"))
+                                or args[0].endswith("_test") or in_testing_folder(cmake_file))
         elif call == "pstrain_fuzzer" and args:
             room_of[args[0] + "_fuzzer"] = top
             is_test[args[0] + "_fuzzer"] = True
@@ -102,9 +111,15 @@ def check_links(root, rank):
         if target not in room_of or top not in rank:
             continue
         for lib in args[1:]:
-            if lib not in room_of or room_of[lib] == top or room_of[lib] not in rank:
+            if lib not in room_of or room_of[lib] not in rank:
+                continue
+            if room_of[lib] == top:
+                if is_test.get(lib) and not is_test[target]:
+                    bad.append(f"{path}: production target {target} links {lib} (test code)")
                 continue
             lib_room = room_of[lib]
+            if is_test.get(lib) and not is_test[target] and lib_room not in TEST_ONLY_ROOMS:
+                bad.append(f"{path}: production target {target} links {lib} (test code)")
             if lib_room in TEST_ONLY_ROOMS and not is_test[target]:
                 bad.append(f"{path}: production target {target} links {lib} ({lib_room}/, test code)")
             elif rank[lib_room] > rank[top] and not (is_test[target] and lib_room in TEST_ONLY_ROOMS):
@@ -133,17 +148,21 @@ def main(argv):
                 if top not in rank:
                     unplaced.append(rel)
                     continue
-                test_file = top in TEST_ONLY_ROOMS or is_unit_test(f)
+                test_file = top in TEST_ONLY_ROOMS or is_unit_test(f) or in_testing_folder(rel)
                 with open(path, encoding="utf-8", errors="replace") as src:
                     for n, line in enumerate(src, 1):
                         m = INCLUDE.match(line)
                         if not m or m.group(1) not in rank:
                             continue  # a library's header (absl/, gtest/, ...)
                         target = m.group(1)
+                        included = line.split('"')[1]
+                        if in_testing_folder(included) and not test_file:
+                            upward.append((rel, n, included, top, target, "production code includes test code"))
+                            continue
                         if target == top:
                             continue
-                        included = line.split('"')[1]
-                        if test_file and (target == "testing" or included.startswith("tests/fakes/")):
+                        if test_file and (target == "testing" or included.startswith("tests/fakes/")
+                                          or in_testing_folder(included)):
                             continue
                         if target in TEST_ONLY_ROOMS and not test_file:
                             upward.append((rel, n, included, top, target, "production code includes test code"))

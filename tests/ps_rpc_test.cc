@@ -14,13 +14,13 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "ps/parameter_shard.h"
-#include "ps/ps_service.h"
+#include "rpc/ps_service.h"
 #include "ps/ps_task.h"
-#include "ps_protocol/grpc_parameter_servers.h"
-#include "ps_protocol/grpc_util.h"
-#include "ps_protocol/ps_client.h"
+#include "rpc/grpc_parameter_servers.h"
+#include "rpc/grpc_util.h"
+#include "rpc/ps_client.h"
 #include "ps_protocol/shard_layout.h"
-#include "tests/ps_test_util.h"
+#include "rpc/testing/ps_test_util.h"
 
 namespace pstrain {
 namespace {

@@ -13,13 +13,13 @@
 #include "config/cluster_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "ps_protocol/grpc_parameter_servers.h"
-#include "ps_protocol/ps_client.h"
+#include "rpc/grpc_parameter_servers.h"
+#include "rpc/ps_client.h"
 #include "ps_protocol/shard_layout.h"
-#include "security/grpc_security.h"
+#include "rpc/grpc_security.h"
 #include "security/job_credentials.h"
 #include "testing/temp_dir.h"
-#include "tests/ps_test_util.h"
+#include "rpc/testing/ps_test_util.h"
 
 namespace pstrain {
 namespace {

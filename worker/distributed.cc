@@ -8,8 +8,8 @@
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
-#include "ps_protocol/job_clients.h"
-#include "ps_protocol/ps_client.h"
+#include "rpc/job_clients.h"
+#include "rpc/ps_client.h"
 #include "worker/replica.h"
 
 namespace pstrain {

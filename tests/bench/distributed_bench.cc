@@ -14,7 +14,7 @@
 #include "config/cluster_config.h"
 #include "launch/supervisor.h"
 #include "models/registry.h"
-#include "ps_protocol/job_clients.h"
+#include "rpc/job_clients.h"
 #include "ps_protocol/shard_layout.h"
 #include "security/job_credentials.h"
 

@@ -5,7 +5,7 @@
 //   pstrain-table-fill-bench [--rows=50000000] [--dim=8] [--batch=65536] [--num_ps=2]
 //
 // P ps tasks, each a PsTask with its SparseShard (async, Adagrad) served over
-// real gRPC on loopback, run in this process (tests/ps_test_util.h), so the
+// real gRPC on loopback, run in this process (rpc/testing/ps_test_util.h), so the
 // process's resident memory is theirs plus one client's. One client, the
 // worker's own PsClient, pulls each step's `batch` new ids (which creates
 // their rows, drawn from their initializer, on the ps that own them by the
@@ -31,10 +31,10 @@
 #include "models/dense.h"
 #include "models/embedding.h"
 #include "models/model.h"
-#include "ps_protocol/grpc_parameter_servers.h"
-#include "ps_protocol/ps_client.h"
+#include "rpc/grpc_parameter_servers.h"
+#include "rpc/ps_client.h"
 #include "ps_protocol/shard_layout.h"
-#include "tests/ps_test_util.h"
+#include "rpc/testing/ps_test_util.h"
 
 DEFINE_int64(rows, 50000000, "Rows to fill the table with.");
 DEFINE_int64(dim, 8, "Floats per row.");

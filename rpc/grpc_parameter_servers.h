@@ -1,0 +1,59 @@
+#ifndef PSTRAIN_RPC_GRPC_PARAMETER_SERVERS_H_
+#define PSTRAIN_RPC_GRPC_PARAMETER_SERVERS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ps_protocol/parameter_servers.h"
+#include "rpc/ps_connections.h"
+#include "rpc/row_client.h"
+#include "ps_protocol/shard_layout.h"
+
+namespace pstrain {
+
+// ParameterServers over gRPC: each call is one broadcast to every ps task
+// (PsConnections::Broadcast), with the deadline and retry budget given at
+// creation; answers are converted to plain values here.
+class GrpcParameterServers : public ParameterServers {
+ public:
+  // `addresses`: ps task i at [i]; `layout` must have a range per address.
+  static absl::StatusOr<std::unique_ptr<GrpcParameterServers>> Create(
+      const std::vector<std::string>& addresses, const ShardLayout& layout,
+      absl::Duration rpc_timeout, absl::Duration retry_budget,
+      const WireSecurity& wire = WireSecurity());
+
+  int size() const override { return connections_.size(); }
+  absl::Status WaitReady(absl::Duration timeout, bool initialized,
+                         const TerminationNotice* stop) override;
+  absl::StatusOr<std::vector<PsStatus>> Statuses() override;
+  absl::Status Initialize(const std::string& model, const float* params, const float* state,
+                          int64_t global_step) override;
+  absl::StatusOr<std::vector<ShardSaved>> Save(int64_t step, int64_t global_step,
+                                               absl::Duration wait) override;
+  absl::StatusOr<int64_t> Restore(const std::string& model, int64_t step) override;
+  absl::Status Shutdown(const std::string& reason) override;
+  absl::Status Leave(int replica, const std::string& reason, bool input_ended,
+                     absl::Duration retry_budget) override;
+  absl::StatusOr<ParameterView> Read() override;
+
+ private:
+  GrpcParameterServers(const std::vector<std::string>& addresses, const ShardLayout& layout,
+                       absl::Duration rpc_timeout, absl::Duration retry_budget,
+                       const WireSecurity& wire);
+  // The tasks that are not ready yet, described; FailedPrecondition if a
+  // task answers as another task index.
+  absl::StatusOr<std::vector<std::string>> MissingTasks(bool initialized);
+
+  const ShardLayout layout_;
+  const PsConnections connections_;
+  RowClient rows_;             // reads the embedding tables' rows for Read()'s view
+  std::vector<float> params_;  // Read()'s buffers
+  std::vector<float> state_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_RPC_GRPC_PARAMETER_SERVERS_H_

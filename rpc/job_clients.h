@@ -1,0 +1,42 @@
+#ifndef PSTRAIN_RPC_JOB_CLIENTS_H_
+#define PSTRAIN_RPC_JOB_CLIENTS_H_
+
+// The gRPC clients of a job's parameter servers, configured from the job
+// (addresses, update mode, wire format, compression, security): what the
+// chief and the workers reach the ps through.
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/trace.h"
+#include "config/cluster_config.h"
+#include "ps_protocol/parameter_client.h"
+#include "ps_protocol/parameter_servers.h"
+#include "rpc/ps_client.h"
+#include "ps_protocol/shard_layout.h"
+
+namespace pstrain {
+
+// A gRPC ParameterClient (PsClient) for `replica` of the job, with deadlines
+// that fit its update mode (a sync PushPull waits for the step to complete);
+// a ps that does not answer is retried for the job's ps_retry_secs. `trace`
+// (may be null) records every chunk's round trip.
+absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
+                                                              const ShardLayout& layout,
+                                                              int replica,
+                                                              TraceRecorder* trace = nullptr);
+
+// The job's ParameterServers over gRPC, as patient as `patience` says.
+absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
+    const JobConfig& job, const ShardLayout& layout, const CallPatience& patience = {});
+
+// The same PsClient as MakePsClient, for a caller that reads its traffic
+// figures (bytes, exposed round-trip time).
+absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
+                                                      const ShardLayout& layout, int replica,
+                                                      TraceRecorder* trace);
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_RPC_JOB_CLIENTS_H_
