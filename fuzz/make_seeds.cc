@@ -21,10 +21,10 @@
 #include "nlohmann/json.hpp"
 #include "proto/example.pb.h"
 #include "proto/parameter_server.pb.h"
+#include "rpc/testing/ps_test_util.h"
 #include "testing/click_test_model.h"
 #include "testing/data_test_util.h"
 #include "testing/onnx_test_graph.h"
-#include "rpc/testing/ps_test_util.h"
 
 namespace {
 

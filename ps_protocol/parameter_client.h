@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +52,26 @@ struct PushOutcome {
   // all arrive as one step's (the previous push's last answers found the job
   // rolled back, or done). Pull again and compute the step anew.
   bool discarded = false;
+};
+
+// What a client sent and received so far, for the logs.
+struct ClientTraffic {
+  // Steps whose round trip was measured (the pushes that returned).
+  int64_t steps = 0;
+  // Bytes sent and received in parameter and gradient payloads.
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  // Answers that left out a chunk's parameters because the client held
+  // them already.
+  int64_t unchanged_answers = 0;
+  // "p50 X ms, p90 Y ms, p99 Z ms over N steps" of the round-trip time not
+  // hidden behind computation.
+  std::string latency_summary;
+  // Embedding rows: their ids and gradients sent, rows received.
+  int64_t row_bytes_sent = 0;
+  int64_t row_bytes_received = 0;
+  int64_t rows_pulled = 0;
+  int64_t rows_pushed = 0;
 };
 
 // How the training loop reaches the parameters: in the same process (a local
@@ -102,6 +123,9 @@ class ParameterClient {
   // The mean loss of a batch of `examples` this loop trained on, for the
   // chief's summaries (a client may send it with a later push).
   virtual void ReportProgress(double /*loss*/, int64_t /*examples*/) {}
+
+  // What this client sent and received (nothing for one in this process).
+  virtual ClientTraffic traffic() const { return {}; }
 };
 
 }  // namespace pstrain

@@ -6,47 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "grpcpp/grpcpp.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
-#include "rpc/ps_service.h"
 #include "ps/ps_task.h"
-#include "rpc/grpc_util.h"
-#include "rpc/grpc_security.h"
+#include "rpc/ps_server.h"
 
 namespace pstrain {
 namespace {
-
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(const std::string& address, int index,
-                                                          const WireSecurity& wire,
-                                                          int64_t max_request_bytes,
-                                                          ParameterServerService* service) {
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(address, ServerCredentialsFor(wire), &port);
-  builder.SetMaxReceiveMessageSize(
-      static_cast<int>(std::min<int64_t>(max_request_bytes, kMaxMessageBytes)));
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("ps ", index, " cannot listen on ", address,
-                                               " (in use, or not an address of this host)"));
-  }
-  return server;
-}
-
-// The largest request a ps needs: a push (or an initialization) of all of
-// its range and every state value, float32, with room for the rest of the
-// message. Bigger ones are refused by gRPC (RESOURCE_EXHAUSTED) before they
-// are read into memory.
-// A model with embedding tables pushes its batch's rows, whose size the ps
-// cannot bound in advance: the largest message then.
-int64_t MaxRequestBytes(const PsStatus& status, const Model& model) {
-  if (model.has_sparse()) return kMaxMessageBytes;
-  return (status.end - status.begin + model.num_state()) * static_cast<int64_t>(sizeof(float)) +
-         (1 << 20);
-}
 
 // Serves until the chief ends the job (true) or a stop request's grace
 // period runs out or comes before the job started (false). SIGTERM (a
@@ -104,11 +70,9 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsTask> task,
                            PsTask::Create(job, *model, index, context.env, context.trace));
-  ParameterServerService service(task.get(), job.wire.token);
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      std::unique_ptr<grpc::Server> server,
-      StartServer(address, index, job.wire, MaxRequestBytes(task->Status(), *model), &service));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsServer> server,
+                           GrpcPsServer::Start(task.get(), *model, index, address, job.wire));
   const PsStatus status = task->Status();
   const bool sync = t.update == UpdateMode::kSync;
   LOG(INFO) << "ps " << index << " of " << job.cluster.ps.size() << " serving " << t.model
@@ -122,7 +86,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (job.wire.token.empty() ? ", no job token" : ", job token checked");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
     task->Shutdown("the stop request's grace period ran out");  // answers waiting pulls
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server->Shutdown(absl::Seconds(1));
     return absl::OkStatus();
   }
   Linger(*task, context.termination);
@@ -142,7 +106,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
               << rows.rows_pushed << " pushed, " << rows.stale_pushes << " stale pushes, "
               << rows.evicted << " evicted";
   }
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Shutdown(absl::Seconds(2));
   return absl::OkStatus();
 }
 

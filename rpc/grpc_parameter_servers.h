@@ -8,9 +8,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "ps_protocol/parameter_servers.h"
+#include "ps_protocol/shard_layout.h"
 #include "rpc/ps_connections.h"
 #include "rpc/row_client.h"
-#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 

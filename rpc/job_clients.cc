@@ -2,6 +2,7 @@
 
 #include "common/status_macros.h"
 #include "rpc/grpc_parameter_servers.h"
+#include "rpc/ps_client.h"
 
 namespace pstrain {
 namespace {
@@ -24,9 +25,9 @@ absl::Duration RetryBudget(const JobConfig& job) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
-                                                      const ShardLayout& layout, int replica,
-                                                      TraceRecorder* trace) {
+absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
+                                                              const ShardLayout& layout,
+                                                              int replica, TraceRecorder* trace) {
   PsClientOptions options;
   options.ps_addresses = job.cluster.ps;
   options.layout = layout;
@@ -40,14 +41,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> NewPsClient(const JobConfig& job,
   options.overlap_pull = job.training.overlap_pull;
   options.compression_ratio =
       job.training.compression == "topk" ? job.training.compression_ratio : 0;
-  return PsClient::Create(options);
-}
-
-absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& job,
-                                                              const ShardLayout& layout,
-                                                              int replica, TraceRecorder* trace) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, replica, trace));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options));
   return client;
 }
 

@@ -195,6 +195,21 @@ int64_t PsClient::unchanged_answers() const {
   return unchanged_answers_;
 }
 
+ClientTraffic PsClient::traffic() const {
+  ClientTraffic t;
+  t.steps = static_cast<int64_t>(exposed_millis_.size());
+  t.bytes_sent = bytes_sent();
+  t.bytes_received = bytes_received();
+  t.unchanged_answers = unchanged_answers();
+  t.latency_summary = LatencySummary();
+  const RowClient::Traffic rows = row_traffic();
+  t.row_bytes_sent = rows.bytes_sent;
+  t.row_bytes_received = rows.bytes_received;
+  t.rows_pulled = rows.rows_pulled;
+  t.rows_pushed = rows.rows_pushed;
+  return t;
+}
+
 std::string PsClient::LatencySummary() const {
   if (exposed_millis_.empty()) return "no steps";
   std::vector<double> v = exposed_millis_;

@@ -15,10 +15,10 @@
 #include "common/trace.h"
 #include "proto/parameter_server.grpc.pb.h"
 #include "ps_protocol/parameter_client.h"
-#include "rpc/ps_connections.h"
-#include "rpc/row_client.h"
 #include "ps_protocol/shard_layout.h"
 #include "ps_protocol/sparse_gradients.h"
+#include "rpc/ps_connections.h"
+#include "rpc/row_client.h"
 
 namespace pstrain {
 
@@ -121,6 +121,8 @@ class PsClient : public ParameterClient {
   const std::vector<double>& exposed_millis() const { return exposed_millis_; }
   // "p50 X ms, p90 Y ms, p99 Z ms over N steps" of exposed_millis().
   std::string LatencySummary() const;
+  // All of the above, and the row traffic. Call from the training loop's thread.
+  ClientTraffic traffic() const override;
 
  private:
   struct ChunkCall;

@@ -19,8 +19,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/grpc_parameter_servers.h"
 #include "ps_protocol/shard_layout.h"
+#include "rpc/grpc_parameter_servers.h"
 #include "rpc/testing/fake_ps.h"
 
 namespace pstrain {

@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "ps_protocol/bf16.h"
-#include "rpc/grpc_util.h"
-#include "rpc/ps_proto.h"
 #include "ps_protocol/row_wire.h"
 #include "ps_protocol/sparse_gradients.h"
 #include "rpc/grpc_security.h"
+#include "rpc/grpc_util.h"
+#include "rpc/ps_proto.h"
 
 namespace pstrain {
 namespace {

@@ -10,8 +10,8 @@
 #include "absl/synchronization/mutex.h"
 #include "models/sparse_input.h"
 #include "ps_protocol/parameter_client.h"
-#include "rpc/ps_connections.h"
 #include "ps_protocol/shard_layout.h"
+#include "rpc/ps_connections.h"
 
 namespace pstrain {
 

@@ -19,6 +19,10 @@ links only targets of its own room or lower ones, and no production target (a
 library or executable outside testing/, tests/ and fuzz/ that is not a test)
 links a target of those rooms.
 
+All of gRPC is in one room, rpc/: no header outside it, and no production
+file outside it, includes grpcpp/, grpc/ or a generated .grpc.pb.h, directly
+or through the project's headers (the rooms above rpc/ see interfaces only).
+
 Exits 1 listing every upward include (file:line, the include, both rooms), 2 if
 a folder with C++ code is in no room (place it in ROOMS), 0 otherwise.
 """
@@ -65,6 +69,56 @@ SOURCE = re.compile(r"\.(h|hh|hpp|cc|cpp|inc|in)$")
 def in_testing_folder(rel):
     """Whether `rel` (a path from the source root) is in a room's testing/ folder."""
     return "testing" in rel.split("/")[1:-1]
+
+
+GRPC_ROOM = "rpc"
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]')
+
+
+def is_grpc_header(included):
+    return (included.startswith("grpcpp/") or included.startswith("grpc/")
+            or included.endswith(".grpc.pb.h"))
+
+
+def check_grpc(root, sources):
+    """Files outside GRPC_ROOM that reach gRPC: "file: a -> b -> grpc header" lines.
+
+    `sources` maps each C++ file (path from root) to whether it is test code.
+    Headers are held to the rule whoever includes them; of the other files,
+    only production ones (tests of the room may use gRPC).
+    """
+    includes = {}
+    for rel in sources:
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as src:
+            includes[rel] = [m.group(1) for m in map(ANY_INCLUDE.match, src) if m]
+    chain = {}
+
+    def reach(rel, seen):
+        if rel in chain:
+            return chain[rel]
+        chain[rel] = None  # a cycle ends here
+        for inc in includes.get(rel, []):
+            if is_grpc_header(inc):
+                chain[rel] = [inc]
+                return chain[rel]
+        for inc in includes.get(rel, []):
+            if inc in includes and inc not in seen:
+                below = reach(inc, seen | {rel})
+                if below:
+                    chain[rel] = [inc] + below
+                    return chain[rel]
+        return None
+
+    bad = []
+    for rel, test_file in sorted(sources.items()):
+        if rel.split("/")[0] == GRPC_ROOM:
+            continue
+        if test_file and not rel.endswith(".h"):
+            continue
+        found = reach(rel, frozenset())
+        if found:
+            bad.append(f"{rel}: gRPC outside {GRPC_ROOM}/: " + " -> ".join([rel] + found))
+    return bad
 
 
 def is_unit_test(path):
@@ -132,6 +186,7 @@ def main(argv):
     rank = {room: i for i, room in enumerate(ROOMS)}
     upward = []
     unplaced = []
+    sources = {}
     for top in sorted(os.listdir(root)):
         full = os.path.join(root, top)
         if not os.path.isdir(full) or top.startswith(".") or top in NOT_ROOMS:
@@ -149,6 +204,7 @@ def main(argv):
                     unplaced.append(rel)
                     continue
                 test_file = top in TEST_ONLY_ROOMS or is_unit_test(f) or in_testing_folder(rel)
+                sources[rel] = test_file
                 with open(path, encoding="utf-8", errors="replace") as src:
                     for n, line in enumerate(src, 1):
                         m = INCLUDE.match(line)
@@ -177,12 +233,19 @@ def main(argv):
     bad_links = check_links(root, rank)
     for line in bad_links:
         print(line)
+    grpc_outside = check_grpc(root, sources)
+    for line in grpc_outside:
+        print(line)
+    if grpc_outside:
+        print(f"{len(grpc_outside)} file(s) outside {GRPC_ROOM}/ see gRPC: move the code into "
+              f"{GRPC_ROOM}/, or give its header an interface without gRPC")
+        return 1
     if upward or bad_links:
         print(f"{len(upward)} include(s) and {len(bad_links)} link(s) against the room order (lowest first): {' < '.join(ROOMS)}")
         return 1
     if unplaced:
         return 2
-    print(f"rooms point down: {' < '.join(ROOMS)}")
+    print(f"rooms point down: {' < '.join(ROOMS)}; gRPC only in {GRPC_ROOM}/")
     return 0
 
 

@@ -14,12 +14,12 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "ps/parameter_shard.h"
-#include "rpc/ps_service.h"
 #include "ps/ps_task.h"
+#include "ps_protocol/shard_layout.h"
 #include "rpc/grpc_parameter_servers.h"
 #include "rpc/grpc_util.h"
 #include "rpc/ps_client.h"
-#include "ps_protocol/shard_layout.h"
+#include "rpc/ps_service.h"
 #include "rpc/testing/ps_test_util.h"
 
 namespace pstrain {

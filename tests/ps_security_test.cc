@@ -13,13 +13,13 @@
 #include "config/cluster_config.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "rpc/grpc_parameter_servers.h"
-#include "rpc/ps_client.h"
 #include "ps_protocol/shard_layout.h"
+#include "rpc/grpc_parameter_servers.h"
 #include "rpc/grpc_security.h"
+#include "rpc/ps_client.h"
+#include "rpc/testing/ps_test_util.h"
 #include "security/job_credentials.h"
 #include "testing/temp_dir.h"
-#include "rpc/testing/ps_test_util.h"
 
 namespace pstrain {
 namespace {

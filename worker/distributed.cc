@@ -9,31 +9,28 @@
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "rpc/job_clients.h"
-#include "rpc/ps_client.h"
 #include "worker/replica.h"
 
 namespace pstrain {
 namespace {
 
-void LogTraffic(int task, const PsClient& client) {
-  const size_t steps = client.exposed_millis().size();
+void LogTraffic(int task, const ClientTraffic& traffic) {
+  const int64_t steps = traffic.steps;
   LOG(INFO) << "worker " << task
-            << " PushPull time not hidden behind the backward pass: " << client.LatencySummary()
-            << "; bytes per step: "
-            << (steps ? client.bytes_sent() / static_cast<int64_t>(steps) : 0) << " sent, "
-            << (steps ? client.bytes_received() / static_cast<int64_t>(steps) : 0) << " received";
-  if (client.unchanged_answers() > 0) {
-    LOG(INFO) << "worker " << task << " " << client.unchanged_answers()
+            << " PushPull time not hidden behind the backward pass: " << traffic.latency_summary
+            << "; bytes per step: " << (steps ? traffic.bytes_sent / steps : 0) << " sent, "
+            << (steps ? traffic.bytes_received / steps : 0) << " received";
+  if (traffic.unchanged_answers > 0) {
+    LOG(INFO) << "worker " << task << " " << traffic.unchanged_answers
               << " chunk answers left out parameters that had not changed (frozen layers, or "
                  "SGD with all-zero gradients)";
   }
-  const RowClient::Traffic rows = client.row_traffic();
-  if (steps > 0 && (rows.rows_pulled > 0 || rows.rows_pushed > 0)) {
-    const auto n = static_cast<int64_t>(steps);
-    LOG(INFO) << "worker " << task << " embedding rows per step: " << rows.rows_pulled / n
-              << " pulled, " << rows.rows_pushed / n << " pushed (distinct ids of its batch); "
-              << "bytes per step: " << rows.bytes_sent / n << " sent, " << rows.bytes_received / n
-              << " received";
+  if (steps > 0 && (traffic.rows_pulled > 0 || traffic.rows_pushed > 0)) {
+    LOG(INFO) << "worker " << task << " embedding rows per step: " << traffic.rows_pulled / steps
+              << " pulled, " << traffic.rows_pushed / steps
+              << " pushed (distinct ids of its batch); "
+              << "bytes per step: " << traffic.row_bytes_sent / steps << " sent, "
+              << traffic.row_bytes_received / steps << " received";
   }
 }
 
@@ -142,8 +139,8 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
               << (spec.sync ? start_step : start_step / spec.num_replicas) << " (global step "
               << start_step << ")";
   }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           NewPsClient(job, layout, spec.replica, context.trace));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterClient> client,
+                           MakePsClient(job, layout, spec.replica, context.trace));
   TrainerOptions options = ReplicaTrainerOptions(spec);
   options.trace = context.trace;
   options.rewind = [&input](int64_t global_step) { return input->Start(global_step); };
@@ -218,10 +215,11 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
               << (left.ok() ? "" : absl::StrCat("; could not tell the ps: ", left.message()));
     return absl::OkStatus();
   }
+  const ClientTraffic traffic = client->traffic();
   LOG(INFO) << "worker " << task << " done at global step " << step << " (" << stale_pushes
-            << " stale pushes, " << client->bytes_sent() / (1 << 20) << " MiB sent, "
-            << client->bytes_received() / (1 << 20) << " MiB received)";
-  LogTraffic(task, *client);
+            << " stale pushes, " << traffic.bytes_sent / (1 << 20) << " MiB sent, "
+            << traffic.bytes_received / (1 << 20) << " MiB received)";
+  LogTraffic(task, traffic);
   return absl::OkStatus();
 }
 

@@ -7,9 +7,9 @@
 #include "models/dense.h"
 #include "models/embedding.h"
 #include "models/merge.h"
-#include "rpc/grpc_util.h"
 #include "ps_protocol/shard_layout.h"
 #include "rpc/grpc_security.h"
+#include "rpc/grpc_util.h"
 
 namespace pstrain {
 namespace testing_util {

@@ -13,8 +13,8 @@
 #include "grpcpp/grpcpp.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"
-#include "rpc/ps_service.h"
 #include "ps/ps_task.h"
+#include "rpc/ps_service.h"
 
 namespace pstrain {
 namespace testing_util {

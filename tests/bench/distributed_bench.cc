@@ -14,8 +14,8 @@
 #include "config/cluster_config.h"
 #include "launch/supervisor.h"
 #include "models/registry.h"
-#include "rpc/job_clients.h"
 #include "ps_protocol/shard_layout.h"
+#include "rpc/job_clients.h"
 #include "security/job_credentials.h"
 
 namespace pstrain {

@@ -31,9 +31,9 @@
 #include "models/dense.h"
 #include "models/embedding.h"
 #include "models/model.h"
+#include "ps_protocol/shard_layout.h"
 #include "rpc/grpc_parameter_servers.h"
 #include "rpc/ps_client.h"
-#include "ps_protocol/shard_layout.h"
 #include "rpc/testing/ps_test_util.h"
 
 DEFINE_int64(rows, 50000000, "Rows to fill the table with.");
