@@ -20,6 +20,7 @@
 #include "chief/summaries.h"
 #include "data/file_list.h"
 #include "export/export.h"
+#include "input/job_input.h"
 #include "io/event_writer.h"
 #include "worker/evaluation.h"
 #include "worker/replica.h"

@@ -6,9 +6,10 @@
 #include "common/status_macros.h"
 #include "data/file_list.h"
 #include "glog/logging.h"
+#include "input/job_input.h"
+#include "input/model_input.h"
 #include "io/event_writer.h"
 #include "models/model_options.h"
-#include "worker/model_input.h"
 #include "worker/replica.h"
 
 namespace pstrain {

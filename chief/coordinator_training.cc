@@ -8,6 +8,7 @@
 #include "chief/coordinator_internal.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "input/job_input.h"
 #include "worker/evaluation.h"
 #include "worker/replica.h"
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "input/job_input.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "rpc/job_clients.h"

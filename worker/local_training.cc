@@ -13,6 +13,7 @@
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "input/job_input.h"
 #include "models/model_options.h"
 #include "onnx/onnx_weights.h"
 #include "ps/in_process_client.h"

@@ -12,11 +12,9 @@
 #include "common/env.h"
 #include "common/trace.h"
 #include "config/cluster_config.h"
-#include "data/batcher.h"
 #include "data/dataset.h"
 #include "data/example_stream.h"
-#include "data/load.h"
-#include "data/streamed_batches.h"
+#include "input/replica_spec.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_servers.h"
 #include "worker/evaluation.h"
@@ -25,21 +23,9 @@
 namespace pstrain {
 
 // The one way a training replica is set up, used by the worker, the chief
-// (when it trains) and local mode: the data checked against the model, a
-// batch iterator over this replica's part of it (resumed where the job is,
-// with the model's augmentation, prefetching), and the trainer's options.
-
-// Who a replica is and how it trains.
-struct ReplicaSpec {
-  int replica = 0;       // in [0, num_replicas)
-  int num_replicas = 1;  // training replicas of the job
-  bool sync = false;     // sync update: every replica does every step
-  int batch_size = 100;
-  uint64_t seed = 1;
-  bool use_distortion_for_training = true;
-  int64_t train_steps = 0;
-  int64_t log_every_n_steps = 100;
-};
+// (when it trains) and local mode: who the replica is, the trainer's options
+// and hooks (summaries, progressive validation), and the evaluation's input;
+// the replica's input itself is assembled in input/job_input.h.
 
 // Replica `replica` of `job`.
 ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
@@ -50,21 +36,6 @@ ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas);
 // Training replica id of a task: the chief is replica 0 when it trains, and
 // worker j follows it. -1 for a task that does not train.
 int ReplicaId(const JobConfig& job, const TaskSpec& task);
-
-// Loads `split` of `data_dir` and checks its examples are `model`'s input.
-absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,
-                                      Split split);
-
-// The batches replica `spec.replica` trains on from global step
-// `global_step` on: its shard of `train`, shuffled with the job's seed, the
-// batches already trained on skipped (sync: one per step, so a resumed job
-// sees exactly the examples an uninterrupted one would; async: about 1/N of
-// the steps), the model's training augmentation, prefetching started.
-// `train` and `model` must outlive the iterator.
-absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset* train,
-                                                                   const Model& model,
-                                                                   const ReplicaSpec& spec,
-                                                                   int64_t global_step);
 
 // The chief's evaluation data: data_dir's test split in memory, or
 // eval_files streamed anew (in file order) at every evaluation, so that no
@@ -93,62 +64,6 @@ class EvalInput {
   Dataset data_;                                // in memory
   std::optional<ExampleStreamOptions> stream_;  // eval_files
 };
-
-// A training replica's input: data_dir's training split read into memory,
-// or, when the job sets train_files, the replica's share of those files
-// streamed as it trains (data/streamed_batches.h), with where its stream was
-// kept in the job dir (input/replica-<r>.txt) so that a restarted replica
-// goes on with the batch of the step it resumes at.
-class ReplicaInput {
- public:
-  // Reads the data (checked against `model`), or lists train_files and
-  // checks they are tabular input for the model: NotFound naming
-  // training.train_files and the pattern that matches nothing,
-  // InvalidArgument for a model that takes images.
-  static absl::StatusOr<std::unique_ptr<ReplicaInput>> Open(Env* env, const TrainingSpec& t,
-                                                            const Model& model,
-                                                            const ReplicaSpec& spec);
-
-  // The batches from global step `global_step` on, as StartReplicaBatches
-  // says (sync: the replica's batch number global_step; async: about
-  // global_step / replicas), prefetching started. A streamed replica with
-  // no position of its own in a job that ran with another number of
-  // replicas takes its share of their unread input (data/input_redeal.h).
-  absl::StatusOr<std::unique_ptr<BatchSource>> Start(int64_t global_step);
-
-  // What the replica reads, for its first log line.
-  std::string Describe() const;
-  bool streamed() const { return !options_.files.empty() || !options_.follow_list.empty(); }
-
- private:
-  ReplicaInput(Env* env, const Model& model, const ReplicaSpec& spec)
-      : env_(env), model_(model), spec_(spec) {}
-
-  // The position log for options_ (read).
-  absl::Status OpenLog();
-  // Plans or takes the deal of the run before's unread input at
-  // `global_step`, if it had another number of replicas.
-  absl::Status Redeal(int64_t global_step);
-
-  Env* const env_;
-  const Model& model_;
-  const ReplicaSpec spec_;
-  Dataset train_;                          // in memory
-  ExampleStreamOptions options_;           // streamed: its files are set
-  std::unique_ptr<InputPositionLog> log_;  // streamed
-  std::string dir_;                        // streamed: the job dir's input/
-};
-
-// The options of a stream of `files` for `model`, replica `spec`: the
-// files' format told by their names (data/example_format.h: Criteo TSV for
-// .tsv or .tsv.gz, CSV by training.csv_schema for .csv or .csv.gz, else
-// TFRecord Examples; an online job with no file listed yet by its
-// train_files' names); `key` (the setting that named the files) begins an
-// error, as for files of two formats.
-absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpec& t,
-                                                     const Model& model, const ReplicaSpec& spec,
-                                                     std::vector<std::string> files,
-                                                     std::string_view key);
 
 // The trainer's options for the replica (its dropout seed differs per
 // replica).

@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "data/synthetic_ctr.h"
 #include "gtest/gtest.h"
+#include "input/job_input.h"
 #include "models/registry.h"
 
 namespace pstrain {

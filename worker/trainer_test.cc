@@ -12,11 +12,11 @@
 #include "absl/synchronization/mutex.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
+#include "input/model_input.h"
 #include "models/registry.h"
 #include "ps/in_process_client.h"
 #include "worker/evaluation.h"
 #include "worker/local_training.h"
-#include "worker/model_input.h"
 
 namespace pstrain {
 namespace {

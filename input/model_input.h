@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_MODEL_INPUT_H_
-#define PSTRAIN_WORKER_MODEL_INPUT_H_
+#ifndef PSTRAIN_INPUT_MODEL_INPUT_H_
+#define PSTRAIN_INPUT_MODEL_INPUT_H_
 
 #include <string>
 
@@ -66,4 +66,4 @@ inline Augmentation TrainingAugmentation(const Model& model, bool distort) {
 
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_MODEL_INPUT_H_
+#endif  // PSTRAIN_INPUT_MODEL_INPUT_H_
