@@ -15,8 +15,8 @@
 #include "config/cluster_config.h"
 #include "models/model.h"
 #include "ps/parameter_shard.h"
-#include "ps/shard_checkpoint.h"
 #include "ps/sparse_shard.h"
+#include "ps/task_checkpoint.h"
 #include "ps_protocol/ps_status.h"
 
 namespace pstrain {
@@ -77,11 +77,12 @@ class PsTask {
   // Ends the job on this task: later pushes answer job_done. Logs `reason`.
   void Shutdown(const std::string& reason);
   // Writes the task's range to model.ckpt-<step>.shard-<i>-of-<P> in its job
-  // dir (ShardSaveResult); the file records `global_step`.
+  // dir, and its rows (if any) beside it (TaskCheckpoint::Save); the files
+  // record `global_step`.
   absl::StatusOr<ShardSaved> Save(int64_t step, int64_t global_step, absl::Duration wait);
-  // Loads the task's chunks from the checkpoint model.ckpt-<step> in its job
-  // dir; `model` and `num_params` must be the task's. Returns the restored
-  // global step.
+  // Loads the task's chunks, and its rows (if any), from the checkpoint
+  // model.ckpt-<step> in its job dir (TaskCheckpoint::Restore); `model` and
+  // `num_params` must be the task's. Returns the restored global step.
   absl::StatusOr<int64_t> Restore(const std::string& model, int64_t num_params, int64_t step,
                                   int64_t generation = 0);
   // Where the task's checkpoints are (empty if it was given none).
@@ -125,6 +126,8 @@ class PsTask {
 
  private:
   absl::StatusOr<ParameterShard*> FindShard(int chunk) const;
+  // The task's checkpoint (its chunks and rows), for one save or restore.
+  TaskCheckpoint Checkpoint() const;
   // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
   // in the task's job dir; FailedPrecondition if it was given none.
   absl::StatusOr<std::string> CheckpointInJobDir(int64_t step, bool index) const;
@@ -146,8 +149,6 @@ class PsTask {
   absl::Mutex file_mu_;                  // One save or restore at a time.
   std::unique_ptr<SparseShard> sparse_;  // set by Create for a model with tables
   std::string embedding_optimizer_;      // the job's, named in rows files
-  // Restores the rows of the checkpoint whose index is at `index_path`.
-  absl::Status RestoreRows(const std::string& index_path, int64_t step);
 };
 
 }  // namespace pstrain

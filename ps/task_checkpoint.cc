@@ -1,10 +1,12 @@
-#include "ps/shard_checkpoint.h"
+#include "ps/task_checkpoint.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 
 namespace pstrain {
 
@@ -120,6 +122,112 @@ absl::StatusOr<int64_t> RestoreShards(Env* env, const PsIdentity& ps,
                                                   loaded[i].optimizer_step, generation));
   }
   return index.global_step();
+}
+
+absl::StatusOr<ShardSaved> TaskCheckpoint::Save(const std::string& path, int64_t step,
+                                                int64_t global_step, absl::Duration wait) const {
+  const std::string prefix = CheckpointPrefix(step);
+  const int64_t trace_begin = TraceRecorder::NowMicros();
+  absl::StatusOr<ShardSaveResult> r = SaveShards(env_, ps_, shards_, path, global_step, step, wait);
+  if (TraceRecorder* trace = shards_[0]->options().trace; trace != nullptr) {
+    trace->Complete("checkpoint", "save shard file", trace_begin, TraceRecorder::NowMicros(), step);
+  }
+  if (!r.ok()) {
+    LOG(WARNING) << "ps " << ps_.ps_index << ": save to " << prefix << " failed: " << r.status();
+    return r.status();
+  }
+  ShardSaved saved;
+  const std::string& written = r->written.path;
+  saved.file = written.substr(written.find_last_of('/') + 1);
+  saved.begin = r->begin;
+  saved.end = r->end;
+  saved.num_state = r->num_state;
+  saved.size_bytes = r->written.size_bytes;
+  saved.crc32c = r->written.crc32c;
+  saved.min_step = r->min_step;
+  saved.max_step = r->max_step;
+  saved.optimizer = r->optimizer;
+  saved.slot_names = r->slot_names;
+  saved.snapshot_time = r->snapshot_time;
+  saved.write_time = r->write_time;
+  saved.longest_copy = r->longest_copy;
+  if (sparse_ != nullptr) {
+    const std::string rows_path =
+        JoinPath(ps_.job_dir, RowsFileName(prefix, ps_.ps_index, ps_.num_ps));
+    absl::StatusOr<SparseShard::SavedRows> rows =
+        sparse_->Save(env_, rows_path, step, global_step, wait, optimizer_);
+    if (!rows.ok()) {
+      LOG(WARNING) << "ps " << ps_.ps_index << ": saving the rows to " << rows_path
+                   << " failed: " << rows.status();
+      return rows.status();
+    }
+    saved.rows_file = rows_path.substr(rows_path.find_last_of('/') + 1);
+    saved.rows_size_bytes = rows->file.size_bytes;
+    saved.rows_crc32c = rows->file.crc32c;
+    saved.table_rows = rows->file.rows;
+    saved.table_sum_squares = rows->file.sum_squares;
+    saved.rows_step = rows->step;
+    int64_t total = 0;
+    uint64_t checksum = 0;
+    for (int64_t n : rows->file.rows) total += n;
+    for (uint64_t c : rows->checksum) checksum += c;
+    LOG(INFO) << "ps " << ps_.ps_index << " saved " << total << " embedding rows at step "
+              << rows->step << " to " << saved.rows_file
+              << absl::StrFormat(" (rows checksum %016x)", checksum);
+  }
+  return saved;
+}
+
+absl::StatusOr<int64_t> TaskCheckpoint::Restore(const std::string& index_path, int64_t generation,
+                                                absl::FunctionRef<void()> rolled_back) const {
+  // The rows answer UNAVAILABLE (clients retry) until they are restored too.
+  if (sparse_ != nullptr) sparse_->BeginRestore();
+  absl::StatusOr<int64_t> restored = RestoreShards(env_, ps_, shards_, index_path, generation);
+  if (!restored.ok()) {
+    if (sparse_ != nullptr) sparse_->CancelRestore();  // nothing was changed
+    return restored.status();
+  }
+  LOG(INFO) << "ps " << ps_.ps_index << " restored from " << index_path << " at global step "
+            << *restored;
+  rolled_back();
+  if (sparse_ != nullptr) {
+    // On failure the rows stay unavailable until a restore or an
+    // initialization brings them back.
+    PSTRAIN_RETURN_IF_ERROR(RestoreRows(index_path, *restored));
+  }
+  return restored;
+}
+
+absl::Status TaskCheckpoint::RestoreRows(const std::string& index_path, int64_t step) const {
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointIndex index, ReadCheckpointIndex(env_, index_path));
+  if (index.tables_size() > 0 && index.table_optimizer() != optimizer_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        index_path, " holds embedding rows trained with ", index.table_optimizer(),
+        ", but the job's embedding_optimizer is ", optimizer_, ": their slots differ; keep ",
+        index.table_optimizer(), " or train in a new job dir"));
+  }
+  std::vector<SparseShard::RowsFile> files;
+  for (const CheckpointShardFile& shard : index.shards()) {
+    if (shard.rows_file().empty()) continue;
+    files.push_back(
+        {JoinPath(ps_.job_dir, shard.rows_file()), shard.rows_size_bytes(), shard.rows_crc32c()});
+  }
+  std::vector<SparseTableInfo> tables;
+  for (const CheckpointTable& t : index.tables()) {
+    SparseTableInfo info;
+    info.name = t.name();
+    info.dim = t.dim();
+    info.buckets = t.buckets();
+    tables.push_back(info);
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(
+      SparseShard::RestoredRows rows,
+      sparse_->Restore(env_, files, tables, optimizer_, step, shards_.front()->generation()));
+  uint64_t checksum = 0;
+  for (uint64_t c : rows.checksum) checksum += c;
+  LOG(INFO) << "ps " << ps_.ps_index << " restored " << rows.rows << " embedding rows of "
+            << files.size() << " rows files" << absl::StrFormat(" (rows checksum %016x)", checksum);
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain
