@@ -199,11 +199,12 @@ absl::Status ExampleStream::Reader::WaitForNewFiles() {
     std::lock_guard<std::mutex> lock(mu_);
     caught_up_ = true;
   }
-  if (!waiting_) {
+  const int64_t listed = static_cast<int64_t>(list_.files().size());
+  if (waiting_logged_at_ != listed) {
     LOG(INFO) << "input: replica " << options_.replica << " of " << options_.num_replicas
-              << " has read its " << order_.size() << " files of the " << list_.files().size()
-              << " listed in " << options_.follow_list << "; waiting for new ones";
-    waiting_ = true;
+              << " has read its " << order_.size() << " files of the " << listed << " listed in "
+              << options_.follow_list << "; waiting for new ones";
+    waiting_logged_at_ = listed;
   }
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -337,7 +338,7 @@ absl::Status ExampleStream::Reader::RefreshList(int64_t limit) {
   const size_t before = order_.size();
   order_ = ListedFilesOf(options_, list_.files());
   if (order_.size() > before) {
-    waiting_ = false;
+    waiting_logged_at_ = -1;
     std::lock_guard<std::mutex> lock(mu_);
     progress_.files = static_cast<int64_t>(order_.size());
     caught_up_ = false;

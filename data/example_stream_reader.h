@@ -151,10 +151,12 @@ class ExampleStream::Reader {
   int64_t skip_ = 0;
   std::vector<std::string> order_;
   std::vector<Slot> slots_;
-  // Following new files: the list as last read, and whether the wait for
-  // new ones was logged.
+  // Following new files: the list as last read, and how many files it held
+  // when the wait for new ones was last logged (-1: not waiting). The wait is
+  // logged again when the list grows with none of the new files for this
+  // replica.
   FollowedFiles list_;
-  bool waiting_ = false;
+  int64_t waiting_logged_at_ = -1;
   bool started_ = false;
   int64_t epoch_examples_ = 0;  // read in this epoch
 
