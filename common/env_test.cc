@@ -11,7 +11,7 @@ namespace {
 
 // One fresh directory per test binary run (mkdtemp: never one an earlier run
 // with the same pid left behind).
-std::string TempDir() {
+std::string EnvTestDir() {
   static const std::string* const dir =
       new std::string(testing_util::TempDirRemovedAtExit("pstrain_env_test"));
   return *dir;
@@ -19,7 +19,7 @@ std::string TempDir() {
 
 TEST(EnvTest, PosixWriteReadListRoundTrip) {
   Env* env = Env::Default();
-  std::string dir = JoinPath(TempDir(), "a/b");
+  std::string dir = JoinPath(EnvTestDir(), "a/b");
   ASSERT_TRUE(env->CreateDirs(dir).ok());
   ASSERT_TRUE(env->CreateDirs(dir).ok());  // idempotent
   std::string file = JoinPath(dir, "f.bin");
@@ -61,7 +61,7 @@ TEST(EnvTest, WritableFileAppendsFlushesAndCloses) {
   for (bool posix : {true, false}) {
     MemEnv mem;
     Env* env = posix ? Env::Default() : &mem;
-    const std::string dir = posix ? TempDir() : std::string("/mem");
+    const std::string dir = posix ? EnvTestDir() : std::string("/mem");
     ASSERT_TRUE(env->CreateDirs(dir).ok());
     const std::string path = JoinPath(dir, "w.log");
     auto file = env->NewWritableFile(path);

@@ -31,7 +31,7 @@ std::string Record(int r, uint8_t label) {
 }
 
 // A batch of `n` records numbered from `first`, with label r % 10.
-std::string Batch(int first, int n) {
+std::string CifarRecords(int first, int n) {
   std::string batch;
   for (int r = first; r < first + n; ++r) batch += Record(r, static_cast<uint8_t>(r % 10));
   return batch;
@@ -49,7 +49,7 @@ class Cifar10Test : public ::testing::Test {
     EXPECT_EQ(dataset.status().code(), code) << dataset.status();
     EXPECT_THAT(dataset.status().message(), HasSubstr(substring));
   }
-  // Checks that `dataset` holds records [first, first + n) of Batch().
+  // Checks that `dataset` holds records [first, first + n) of CifarRecords().
   void ExpectRecords(const Dataset& dataset, int first, int n) {
     ASSERT_EQ(dataset.size(), n);
     for (int r = 0; r < n; ++r) {
@@ -70,7 +70,7 @@ class Cifar10Test : public ::testing::Test {
 };
 
 TEST_F(Cifar10Test, ConvertsChwToHwcPixelByPixel) {
-  Write("c/b.bin", Batch(0, 3));
+  Write("c/b.bin", CifarRecords(0, 3));
   absl::StatusOr<Dataset> dataset = ReadCifar10Files(&env_, {"c/b.bin"});
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   EXPECT_EQ(dataset->height, 32);
@@ -81,22 +81,22 @@ TEST_F(Cifar10Test, ConvertsChwToHwcPixelByPixel) {
 }
 
 TEST_F(Cifar10Test, ConcatenatesFilesInOrder) {
-  Write("c/a.bin", Batch(0, 2));
-  Write("c/b.bin", Gzip(Batch(2, 3)));
+  Write("c/a.bin", CifarRecords(0, 2));
+  Write("c/b.bin", Gzip(CifarRecords(2, 3)));
   absl::StatusOr<Dataset> dataset = ReadCifar10Files(&env_, {"c/a.bin", "c/b.bin"});
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   ExpectRecords(*dataset, 0, 5);
 }
 
 TEST_F(Cifar10Test, SizeNotMultipleOfRecord) {
-  Write("c/b.bin", Batch(0, 2) + "xyz");
+  Write("c/b.bin", CifarRecords(0, 2) + "xyz");
   ExpectError({"c/b.bin"}, absl::StatusCode::kDataLoss,
               "c/b.bin: size 6149 is not a multiple of the 3073-byte CIFAR-10 record (2 records "
               "and 3 extra bytes)");
 }
 
 TEST_F(Cifar10Test, EveryTruncationIsAnError) {
-  const std::string batch = Batch(0, 2);
+  const std::string batch = CifarRecords(0, 2);
   for (size_t len = 0; len < batch.size(); ++len) {
     if (len == static_cast<size_t>(cifar10::kRecordSize)) continue;  // one whole record
     Write("c/b.bin", batch.substr(0, len));
@@ -111,29 +111,29 @@ TEST_F(Cifar10Test, EmptyFile) {
 }
 
 TEST_F(Cifar10Test, LabelOutOfRange) {
-  Write("c/b.bin", Batch(0, 2) + Record(2, 10));
+  Write("c/b.bin", CifarRecords(0, 2) + Record(2, 10));
   ExpectError({"c/b.bin"}, absl::StatusCode::kInvalidArgument,
               "c/b.bin: label 10 of record 2 (byte offset 6146) is outside [0, 9]");
 }
 
 TEST_F(Cifar10Test, MissingFileNamesPath) {
-  Write("c/a.bin", Batch(0, 1));
+  Write("c/a.bin", CifarRecords(0, 1));
   ExpectError({"c/a.bin", "c/b.bin"}, absl::StatusCode::kNotFound, "c/b.bin: no such file");
 }
 
 TEST_F(Cifar10Test, NoPaths) { ExpectError({}, absl::StatusCode::kInvalidArgument, "no CIFAR-10"); }
 
 TEST_F(Cifar10Test, TruncatedGzip) {
-  std::string gz = Gzip(Batch(0, 2));
+  std::string gz = Gzip(CifarRecords(0, 2));
   Write("c/b.bin", gz.substr(0, gz.size() - 3));
   ExpectError({"c/b.bin"}, absl::StatusCode::kDataLoss, "c/b.bin: truncated gzip stream");
 }
 
 TEST_F(Cifar10Test, LoadTrainFromDirectory) {
   for (int i = 1; i <= 5; ++i) {
-    Write("cifar/data_batch_" + std::to_string(i) + ".bin", Batch(2 * (i - 1), 2));
+    Write("cifar/data_batch_" + std::to_string(i) + ".bin", CifarRecords(2 * (i - 1), 2));
   }
-  Write("cifar/test_batch.bin", Batch(100, 1));
+  Write("cifar/test_batch.bin", CifarRecords(100, 1));
   absl::StatusOr<Dataset> train = LoadCifar10(&env_, "cifar", Split::kTrain);
   ASSERT_TRUE(train.ok()) << train.status();
   ExpectRecords(*train, 0, 10);
@@ -143,14 +143,15 @@ TEST_F(Cifar10Test, LoadTrainFromDirectory) {
 }
 
 TEST_F(Cifar10Test, LoadFromTarballSubdirectory) {
-  Write("cifar/cifar-10-batches-bin/test_batch.bin", Batch(7, 3));
+  Write("cifar/cifar-10-batches-bin/test_batch.bin", CifarRecords(7, 3));
   absl::StatusOr<Dataset> test = LoadCifar10(&env_, "cifar", Split::kTest);
   ASSERT_TRUE(test.ok()) << test.status();
   ExpectRecords(*test, 7, 3);
 }
 
 TEST_F(Cifar10Test, LoadMissingLaterBatchIsNotFound) {
-  for (int i : {1, 2, 4, 5}) Write("cifar/data_batch_" + std::to_string(i) + ".bin", Batch(0, 1));
+  for (int i : {1, 2, 4, 5})
+    Write("cifar/data_batch_" + std::to_string(i) + ".bin", CifarRecords(0, 1));
   absl::StatusOr<Dataset> train = LoadCifar10(&env_, "cifar", Split::kTrain);
   EXPECT_EQ(train.status().code(), absl::StatusCode::kNotFound) << train.status();
   EXPECT_THAT(train.status().message(), HasSubstr("cifar/data_batch_3.bin: no such file"));

@@ -18,6 +18,7 @@
 #include "data/feature_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/data_test_util.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pstrain {
@@ -112,10 +113,7 @@ absl::StatusOr<Dataset> Parse(const CsvSchema& schema, std::string_view header,
   return parser->Take();
 }
 
-std::vector<uint64_t> ValuesOf(const SparseFeatureColumn& column, int64_t i) {
-  return std::vector<uint64_t>(column.values.begin() + column.offsets[i],
-                               column.values.begin() + column.offsets[i + 1]);
-}
+using testutil::ValuesOf;
 
 uint64_t Id(std::string_view token, int64_t buckets) {
   return static_cast<uint64_t>(HashBucketFast(token, buckets));

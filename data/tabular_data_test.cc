@@ -57,10 +57,7 @@ std::string FourLines() {
 uint64_t Fp(std::string_view s) { return Fingerprint64(s); }
 
 // The values of example `i` in `column`.
-std::vector<uint64_t> ValuesOf(const SparseFeatureColumn& column, int64_t i) {
-  return std::vector<uint64_t>(column.values.begin() + column.offsets[i],
-                               column.values.begin() + column.offsets[i + 1]);
-}
+using testutil::ValuesOf;
 
 // Checks that `sparse` holds `columns` of `data` for `examples`, in order.
 void ExpectSparseBatch(const Dataset& data, const std::vector<int>& columns,

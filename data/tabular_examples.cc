@@ -19,7 +19,7 @@ namespace pstrain {
 namespace {
 
 // Enough of an Example's feature names to recognize it, in one line.
-constexpr size_t kNamesShown = 20;
+constexpr size_t kFeatureNamesShown = 20;
 
 const char* KindName(const tf::Feature& feature) {
   switch (feature.kind_case()) {
@@ -51,7 +51,7 @@ std::string FeaturesItHas(const tf::Features& features) {
   std::vector<std::string> names;
   for (const auto& [name, feature] : features.feature()) names.push_back(name);
   std::sort(names.begin(), names.end());
-  const size_t more = names.size() > kNamesShown ? names.size() - kNamesShown : 0;
+  const size_t more = names.size() > kFeatureNamesShown ? names.size() - kFeatureNamesShown : 0;
   names.resize(names.size() - more);
   std::string list = absl::StrJoin(names, ", ");
   if (more > 0) absl::StrAppend(&list, " and ", more, " more");

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/example.pb.h"
+#include "testing/data_test_util.h"
 
 namespace pstrain {
 namespace {
@@ -75,10 +76,7 @@ TabularFeatures Features() {
   return f;
 }
 
-std::vector<uint64_t> ValuesOf(const SparseFeatureColumn& column, int64_t i) {
-  return std::vector<uint64_t>(column.values.begin() + column.offsets[i],
-                               column.values.begin() + column.offsets[i + 1]);
-}
+using testutil::ValuesOf;
 
 uint64_t Id(int64_t id) { return static_cast<uint64_t>(id); }
 

@@ -32,7 +32,7 @@ using row_file::kVersion;
 // Bytes a table header takes in the body besides its two strings.
 constexpr size_t kTableHeaderFixedSize = 4 + 4 + 3 * 8;
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+absl::string_view AbslView(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 void PutString(std::string* out, const std::string& s) {
   PutFixed32(out, static_cast<uint32_t>(s.size()));
@@ -48,7 +48,7 @@ int64_t RowBytes(int64_t dim, int64_t slot_floats) {
          static_cast<int64_t>(sizeof(float)) * (dim + slot_floats);
 }
 
-absl::Status DataLoss(const std::string& source, absl::string_view what) {
+absl::Status RowsDataLoss(const std::string& source, absl::string_view what) {
   return absl::DataLossError(absl::StrCat(source, ": ", what));
 }
 
@@ -89,8 +89,9 @@ absl::Status ParseHeaderBody(std::string_view body, size_t body_offset, const st
                              RowFileContents* contents) {
   Cursor in(body, body_offset);
   auto malformed = [&](absl::string_view what) {
-    return DataLoss(source, absl::StrCat("its header at offset ", body_offset, " is malformed (",
-                                         what, "); it was not written by RowFileWriter"));
+    return RowsDataLoss(source,
+                        absl::StrCat("its header at offset ", body_offset, " is malformed (", what,
+                                     "); it was not written by RowFileWriter"));
   };
   if (!in.Has(12)) return malformed("shorter than a step and a table count");
   contents->global_step = static_cast<int64_t>(in.U64());
@@ -141,20 +142,22 @@ absl::Status ParseHeaderBody(std::string_view body, size_t body_offset, const st
 absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
                                                     const std::string& source,
                                                     RowFileContents* contents) {
-  if (bytes.empty()) return DataLoss(source, "is empty");
+  if (bytes.empty()) return RowsDataLoss(source, "is empty");
   const size_t magic_seen = std::min(bytes.size(), kMagic.size());
   if (bytes.substr(0, magic_seen) != kMagic.substr(0, magic_seen)) {
-    return DataLoss(source, absl::StrCat("is not a row checkpoint file (it does not start with \"",
-                                         Sv(kMagic), "\")"));
+    return RowsDataLoss(source,
+                        absl::StrCat("is not a row checkpoint file (it does not start with \"",
+                                     AbslView(kMagic), "\")"));
   }
   Cursor in(bytes);
   if (!in.Has(kPreludeSize)) {
-    return DataLoss(source, absl::StrCat("is truncated: ", bytes.size(), " bytes, less than its ",
-                                         kPreludeSize, "-byte prelude"));
+    return RowsDataLoss(
+        source, absl::StrCat("is truncated: ", bytes.size(), " bytes, less than its ", kPreludeSize,
+                             "-byte prelude"));
   }
   const std::string_view prelude = in.Take(kPreludeSize - kCrcSize);
   if (MaskedCrc(prelude) != in.U32()) {
-    return DataLoss(source, "its prelude (magic and format version) is damaged: CRC mismatch");
+    return RowsDataLoss(source, "its prelude (magic and format version) is damaged: CRC mismatch");
   }
   const uint32_t version = DecodeFixed32(prelude.data() + kMagic.size());
   if (version != kVersion) {
@@ -165,26 +168,27 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
 
   // The header.
   if (!in.Has(kHeaderFrameSize)) {
-    return DataLoss(source, absl::StrCat("ends at offset ", bytes.size(),
-                                         " within its header's length (truncated)"));
+    return RowsDataLoss(source, absl::StrCat("ends at offset ", bytes.size(),
+                                             " within its header's length (truncated)"));
   }
   const size_t length_offset = in.offset();
   const std::string_view length_bytes = in.Take(8);
   if (MaskedCrc(length_bytes) != in.U32()) {
-    return DataLoss(source, absl::StrCat("its header's length at offset ", length_offset,
-                                         " is damaged: CRC mismatch"));
+    return RowsDataLoss(source, absl::StrCat("its header's length at offset ", length_offset,
+                                             " is damaged: CRC mismatch"));
   }
   const uint64_t body_size = DecodeFixed64(length_bytes.data());
   const size_t body_offset = in.offset();
   if (!in.Has(kCrcSize) || body_size > in.remaining() - kCrcSize) {
-    return DataLoss(source, absl::StrCat("ends within its header: the header at offset ",
-                                         body_offset, " has ", body_size, " bytes and a CRC, only ",
-                                         in.remaining(), " bytes follow (truncated)"));
+    return RowsDataLoss(
+        source, absl::StrCat("ends within its header: the header at offset ", body_offset, " has ",
+                             body_size, " bytes and a CRC, only ", in.remaining(),
+                             " bytes follow (truncated)"));
   }
   const std::string_view body = in.Take(body_size);
   const uint32_t header_crc = in.U32();
   if (MaskedCrc(body) != header_crc) {
-    return DataLoss(
+    return RowsDataLoss(
         source, absl::StrCat("its header at offset ", body_offset, " is damaged: CRC mismatch"));
   }
   PSTRAIN_RETURN_IF_ERROR(ParseHeaderBody(body, body_offset, source, contents));
@@ -195,9 +199,10 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
     // A table's rows are in the file: refuse a count the bytes cannot hold
     // before reading any block.
     if (static_cast<uint64_t>(contents->rows[t]) > in.remaining() / row_bytes[t]) {
-      return DataLoss(source, absl::StrCat("table \"", tables[t].name, "\" has ", contents->rows[t],
-                                           " rows of ", row_bytes[t], " bytes, but only ",
-                                           in.remaining(), " bytes follow the header (truncated)"));
+      return RowsDataLoss(
+          source, absl::StrCat("table \"", tables[t].name, "\" has ", contents->rows[t],
+                               " rows of ", row_bytes[t], " bytes, but only ", in.remaining(),
+                               " bytes follow the header (truncated)"));
     }
   }
 
@@ -209,17 +214,18 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
     const size_t offset = in.offset();
     const std::string where = absl::StrCat("block ", blocks.size(), " at offset ", offset);
     if (!in.Has(4)) {
-      return DataLoss(
+      return RowsDataLoss(
           source, absl::StrCat("ends at offset ", bytes.size(), " before its trailer (truncated)"));
     }
     if (DecodeFixed32(bytes.data() + offset) == kTrailerTag) break;
     if (!in.Has(kBlockHeaderSize)) {
-      return DataLoss(source, absl::StrCat("ends at offset ", bytes.size(),
-                                           " within the header of ", where, " (truncated)"));
+      return RowsDataLoss(source, absl::StrCat("ends at offset ", bytes.size(),
+                                               " within the header of ", where, " (truncated)"));
     }
     const std::string_view block_header = in.Take(kBlockHeaderSize - kCrcSize);
     if (MaskedCrc(block_header) != in.U32()) {
-      return DataLoss(source, absl::StrCat("the header of ", where, " is damaged: CRC mismatch"));
+      return RowsDataLoss(source,
+                          absl::StrCat("the header of ", where, " is damaged: CRC mismatch"));
     }
     const uint32_t table = DecodeFixed32(block_header.data());
     const uint64_t count = DecodeFixed64(block_header.data() + 4);
@@ -236,20 +242,21 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
                                " of its ", contents->rows[table]);
     }
     if (!malformed.empty()) {
-      return DataLoss(source, absl::StrCat(where, " is malformed: ", malformed,
-                                           "; it was not written by RowFileWriter"));
+      return RowsDataLoss(source, absl::StrCat(where, " is malformed: ", malformed,
+                                               "; it was not written by RowFileWriter"));
     }
     const size_t row_offset = in.offset();
     if (!in.Has(kCrcSize) || count > (in.remaining() - kCrcSize) / row_bytes[table]) {
-      return DataLoss(source,
-                      absl::StrCat(where, " of table \"", tables[table].name, "\" has ", count,
-                                   " rows of ", row_bytes[table], " bytes and a CRC, only ",
-                                   in.remaining(), " bytes follow (truncated)"));
+      return RowsDataLoss(source,
+                          absl::StrCat(where, " of table \"", tables[table].name, "\" has ", count,
+                                       " rows of ", row_bytes[table], " bytes and a CRC, only ",
+                                       in.remaining(), " bytes follow (truncated)"));
     }
     const std::string_view rows = in.Take(count * row_bytes[table]);
     if (MaskedCrc(rows) != in.U32()) {
-      return DataLoss(source, absl::StrCat("the rows of ", where, " (table \"", tables[table].name,
-                                           "\") are damaged: CRC mismatch"));
+      return RowsDataLoss(source,
+                          absl::StrCat("the rows of ", where, " (table \"", tables[table].name,
+                                       "\") are damaged: CRC mismatch"));
     }
     blocks.push_back({static_cast<int>(table), static_cast<int64_t>(count), row_offset});
     seen[table] += static_cast<int64_t>(count);
@@ -257,37 +264,39 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFile(std::string_view bytes,
   }
   const size_t trailer_offset = in.offset();
   if (!in.Has(kTrailerSize)) {
-    return DataLoss(source, absl::StrCat("ends at offset ", bytes.size(), " within its trailer at ",
-                                         trailer_offset, " (truncated)"));
+    return RowsDataLoss(source,
+                        absl::StrCat("ends at offset ", bytes.size(), " within its trailer at ",
+                                     trailer_offset, " (truncated)"));
   }
   const std::string_view trailer = in.Take(kTrailerSize - kCrcSize);
   if (MaskedCrc(trailer) != in.U32()) {
-    return DataLoss(source, absl::StrCat("its trailer at offset ", trailer_offset,
-                                         " is damaged: CRC mismatch"));
+    return RowsDataLoss(source, absl::StrCat("its trailer at offset ", trailer_offset,
+                                             " is damaged: CRC mismatch"));
   }
   const uint64_t trailer_rows = DecodeFixed64(trailer.data() + 4);
   const uint64_t trailer_blocks = DecodeFixed64(trailer.data() + 12);
   const std::string trailer_at = absl::StrCat("its trailer at offset ", trailer_offset);
   if (DecodeFixed32(trailer.data() + 20) != header_crc) {
-    return DataLoss(source,
-                    absl::StrCat(trailer_at, " is of another file's header (files spliced)"));
+    return RowsDataLoss(source,
+                        absl::StrCat(trailer_at, " is of another file's header (files spliced)"));
   }
   if (trailer_rows != total_rows || trailer_blocks != blocks.size()) {
-    return DataLoss(source, absl::StrCat(trailer_at, " counts ", trailer_rows, " rows in ",
-                                         trailer_blocks, " blocks; the file has ", total_rows,
-                                         " in ", blocks.size(), " (blocks lost or spliced)"));
+    return RowsDataLoss(source, absl::StrCat(trailer_at, " counts ", trailer_rows, " rows in ",
+                                             trailer_blocks, " blocks; the file has ", total_rows,
+                                             " in ", blocks.size(), " (blocks lost or spliced)"));
   }
   for (size_t t = 0; t < tables.size(); ++t) {
     if (seen[t] != contents->rows[t]) {
-      return DataLoss(
+      return RowsDataLoss(
           source,
           absl::StrCat("table \"", tables[t].name, "\" has ", seen[t], " rows in blocks before ",
                        trailer_at, "; its header says ", contents->rows[t], " (blocks lost)"));
     }
   }
   if (in.remaining() != 0) {
-    return DataLoss(source, absl::StrCat("has ", in.remaining(),
-                                         " bytes after its trailer at offset ", trailer_offset));
+    return RowsDataLoss(source,
+                        absl::StrCat("has ", in.remaining(), " bytes after its trailer at offset ",
+                                     trailer_offset));
   }
   return blocks;
 }

@@ -16,7 +16,7 @@ namespace {
 
 using testing_util::FakeGcs;
 
-constexpr char kJob[] = R"(
+constexpr char kCredentialsJob[] = R"(
 gce: {project: proj, zone: us-central1-a, job: mnist-1, bucket: gs://bkt, workers: 2, ps: 1}
 training: {train_steps: 100}
 )";
@@ -31,7 +31,7 @@ class GceCredentialsTest : public ::testing::Test {
   void SetUp() override {
     root_ = TempDir();
     dir_ = JoinPath(root_, "config/pstrain/gce/proj/mnist-1");
-    plan_ = *ParseGcePlan(kJob, "job.yaml");
+    plan_ = *ParseGcePlan(kCredentialsJob, "job.yaml");
     ASSERT_GT(gcs_.Start(), 0);
     gcs_.CreateBucket("bkt");
     transport_ = NewCurlTransport();

@@ -9,8 +9,8 @@
 namespace pstrain {
 namespace {
 
-Eigen::Map<Eigen::ArrayXf> ArrayMap(float* p, int64_t n) { return {p, n}; }
-Eigen::Map<const Eigen::ArrayXf> ArrayMap(const float* p, int64_t n) { return {p, n}; }
+Eigen::Map<Eigen::ArrayXf> ArrayOf(float* p, int64_t n) { return {p, n}; }
+Eigen::Map<const Eigen::ArrayXf> ArrayOf(const float* p, int64_t n) { return {p, n}; }
 
 }  // namespace
 
@@ -62,8 +62,8 @@ void Dense::Forward(const Tensor& in, Tensor* out, const ForwardArgs& args) {
   if (bias == nullptr && !relu) return;
   ParallelFor(batch, 16, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n) {
-      auto y = ArrayMap(out->data() + n * units, units);
-      if (bias) y += ArrayMap(bias, units);
+      auto y = ArrayOf(out->data() + n * units, units);
+      if (bias) y += ArrayOf(bias, units);
       if (relu) y = y.max(0.0f);
     }
   });
@@ -78,8 +78,8 @@ void Dense::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Te
     dz_.Resize({batch, units});
     ParallelFor(batch * units, 1 << 14, [&](int64_t begin, int64_t end) {
       const int64_t len = end - begin;
-      ArrayMap(dz_.data() + begin, len) = (ArrayMap(out.data() + begin, len) > 0.0f)
-                                              .select(ArrayMap(dout.data() + begin, len), 0.0f);
+      ArrayOf(dz_.data() + begin, len) =
+          (ArrayOf(out.data() + begin, len) > 0.0f).select(ArrayOf(dout.data() + begin, len), 0.0f);
     });
     dz = dz_.data();
   }
@@ -89,9 +89,9 @@ void Dense::Backward(const Tensor& in, const Tensor& out, const Tensor& dout, Te
   if (options_.use_bias) {
     float* bias_grad = args.grads + offset(1);
     ParallelFor(units, 64, [&](int64_t begin, int64_t end) {
-      auto db = ArrayMap(bias_grad + begin, end - begin);
+      auto db = ArrayOf(bias_grad + begin, end - begin);
       db.setZero();
-      for (int64_t n = 0; n < batch; ++n) db += ArrayMap(dz + n * units + begin, end - begin);
+      for (int64_t n = 0; n < batch; ++n) db += ArrayOf(dz + n * units + begin, end - begin);
     });
   }
   if (din != nullptr) {

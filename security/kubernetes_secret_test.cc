@@ -18,12 +18,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string NewDir() {
+std::string NewSecretDir() {
   return JoinPath(testing_util::TempDirRemovedAtExit("pstrain_secret_test"), "certs");
 }
 
 TEST(KubernetesSecretTest, HoldsWhatTheTasksReadAndNotTheCaKey) {
-  const std::string dir = NewDir();
+  const std::string dir = NewSecretDir();
   const std::vector<std::string> names = {"chief-0", "worker-0", "worker-1", "ps-0", "client"};
   ASSERT_TRUE(MakeJobCredentials(dir, names).ok());
   KubernetesSecretOptions options;
@@ -58,7 +58,7 @@ TEST(KubernetesSecretTest, HoldsWhatTheTasksReadAndNotTheCaKey) {
 }
 
 TEST(KubernetesSecretTest, MissingFilesAndBadNames) {
-  const std::string dir = NewDir();
+  const std::string dir = NewSecretDir();
   ASSERT_TRUE(MakeJobCredentials(dir, {"chief-0", "ps-0"}).ok());
   absl::StatusOr<std::string> yaml =
       KubernetesSecretYaml(Env::Default(), dir, {"chief-0", "ps-0", "worker-0"}, {});

@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kDense[] = "dense";
 
-absl::Status Bad(const std::string& where, const std::string& what) {
+absl::Status BadField(const std::string& where, const std::string& what) {
   return absl::InvalidArgumentError(where.empty() ? what : absl::StrCat(where, ": ", what));
 }
 
@@ -29,7 +29,7 @@ absl::Status SparseValue(const nlohmann::json& v, const std::string& where, Spar
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return Bad(where, absl::StrCat(u, " is past the largest id (2^63 - 1)"));
+      return BadField(where, absl::StrCat(u, " is past the largest id (2^63 - 1)"));
     }
     *kind = SparseValueKind::kIds;
     *out = u;
@@ -37,14 +37,14 @@ absl::Status SparseValue(const nlohmann::json& v, const std::string& where, Spar
   }
   if (v.is_number_integer()) {
     const int64_t id = v.get<int64_t>();
-    if (id < 0) return Bad(where, absl::StrCat("id ", id, " is negative; ids are >= 0"));
+    if (id < 0) return BadField(where, absl::StrCat("id ", id, " is negative; ids are >= 0"));
     *kind = SparseValueKind::kIds;
     *out = static_cast<uint64_t>(id);
     return absl::OkStatus();
   }
-  return Bad(where, absl::StrCat("a sparse feature's value is an integer id or a string, not ",
-                                 v.is_number_float() ? absl::StrCat("the number ", v.dump())
-                                                     : std::string(v.type_name())));
+  return BadField(where, absl::StrCat("a sparse feature's value is an integer id or a string, not ",
+                                      v.is_number_float() ? absl::StrCat("the number ", v.dump())
+                                                          : std::string(v.type_name())));
 }
 
 }  // namespace
@@ -62,9 +62,10 @@ ClickRequest EmptyClickRequest(const ClickInputs& inputs) {
 absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInputs& inputs,
                                  const std::string& where, ClickRequest* out) {
   if (!instance.is_object()) {
-    return Bad(where, absl::StrCat("a click model's instance is an object of \"dense\" and its "
-                                   "features, not a ",
-                                   instance.type_name()));
+    return BadField(where,
+                    absl::StrCat("a click model's instance is an object of \"dense\" and its "
+                                 "features, not a ",
+                                 instance.type_name()));
   }
   std::vector<float> dense;
   // Per feature: the values and whether they are ids or strings.
@@ -74,18 +75,18 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
     const std::string at = absl::StrCat(where, where.empty() ? "" : ".", key);
     if (key == kDense) {
       if (inputs.num_dense == 0) {
-        return Bad(at, "the model has no dense input; send only its sparse features");
+        return BadField(at, "the model has no dense input; send only its sparse features");
       }
       if (!value.is_array() || static_cast<int64_t>(value.size()) != inputs.num_dense) {
-        return Bad(at, absl::StrCat("a list of ", inputs.num_dense, " numbers, not ",
-                                    value.is_array() ? absl::StrCat("one of ", value.size())
-                                                     : std::string(value.type_name())));
+        return BadField(at, absl::StrCat("a list of ", inputs.num_dense, " numbers, not ",
+                                         value.is_array() ? absl::StrCat("one of ", value.size())
+                                                          : std::string(value.type_name())));
       }
       for (size_t i = 0; i < value.size(); ++i) {
         if (!value[i].is_number() || !std::isfinite(value[i].get<double>()) ||
             std::fabs(value[i].get<double>()) > std::numeric_limits<float>::max()) {
-          return Bad(absl::StrCat(at, "[", i, "]"),
-                     absl::StrCat("expected a finite float32, got ", value[i].dump()));
+          return BadField(absl::StrCat(at, "[", i, "]"),
+                          absl::StrCat("expected a finite float32, got ", value[i].dump()));
         }
         dense.push_back(value[i].get<float>());
       }
@@ -93,9 +94,9 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
     }
     const auto it = std::find(inputs.features.begin(), inputs.features.end(), key);
     if (it == inputs.features.end()) {
-      return Bad(at, absl::StrCat("the model has no input \"", key, "\"; it reads ",
-                                  inputs.num_dense > 0 ? "\"dense\" and " : "", "the features ",
-                                  absl::StrJoin(inputs.features, ", ")));
+      return BadField(at, absl::StrCat("the model has no input \"", key, "\"; it reads ",
+                                       inputs.num_dense > 0 ? "\"dense\" and " : "",
+                                       "the features ", absl::StrJoin(inputs.features, ", ")));
     }
     const size_t f = it - inputs.features.begin();
     const nlohmann::json one = nlohmann::json::array({value});
@@ -106,26 +107,26 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
       PSTRAIN_RETURN_IF_ERROR(
           SparseValue(list[i], value.is_array() ? absl::StrCat(at, "[", i, "]") : at, &kind, &v));
       if (kinds[f] >= 0 && kinds[f] != static_cast<int>(kind)) {
-        return Bad(at, "mixes integer ids and strings; send one kind");
+        return BadField(at, "mixes integer ids and strings; send one kind");
       }
       kinds[f] = static_cast<int>(kind);
       values[f].push_back(v);
     }
   }
   if (inputs.num_dense > 0 && dense.empty()) {
-    return Bad(where, absl::StrCat("no \"dense\": the model takes ", inputs.num_dense,
-                                   " dense numbers besides its sparse features"));
+    return BadField(where, absl::StrCat("no \"dense\": the model takes ", inputs.num_dense,
+                                        " dense numbers besides its sparse features"));
   }
   // Each feature keeps one kind of value over the request.
   for (size_t f = 0; f < values.size(); ++f) {
     const SparseFeatureColumn& column = out->sparse.features[f];
     if (kinds[f] < 0 || column.values.empty()) continue;
     if (static_cast<int>(column.kind) != kinds[f]) {
-      return Bad(absl::StrCat(where, where.empty() ? "" : ".", inputs.features[f]),
-                 absl::StrCat(kinds[f] == static_cast<int>(SparseValueKind::kIds)
-                                  ? "integer ids, but earlier instances gave strings"
-                                  : "strings, but earlier instances gave integer ids",
-                              "; send one kind of value per feature in a request"));
+      return BadField(absl::StrCat(where, where.empty() ? "" : ".", inputs.features[f]),
+                      absl::StrCat(kinds[f] == static_cast<int>(SparseValueKind::kIds)
+                                       ? "integer ids, but earlier instances gave strings"
+                                       : "strings, but earlier instances gave integer ids",
+                                   "; send one kind of value per feature in a request"));
     }
   }
   out->dense.insert(out->dense.end(), dense.begin(), dense.end());
@@ -144,24 +145,24 @@ absl::Status ReadClickRequest(std::string_view body, const ClickInputs& inputs,
                               int64_t max_instances, ClickRequest* out) {
   *out = EmptyClickRequest(inputs);
   const nlohmann::json doc = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return Bad("", "the body is not JSON");
+  if (doc.is_discarded()) return BadField("", "the body is not JSON");
   if (!doc.is_object())
-    return Bad("", "the body is a JSON object with \"instances\" or \"inputs\"");
+    return BadField("", "the body is a JSON object with \"instances\" or \"inputs\"");
   for (const auto& [key, value] : doc.items()) {
     if (key == "instances" || key == "inputs") continue;
     if (key == "signature_name" && value == "serving_default") continue;
-    return Bad("", absl::StrCat("unexpected key \"", key,
-                                "\": the body has \"instances\" or \"inputs\" (and optionally "
-                                "\"signature_name\": \"serving_default\")"));
+    return BadField("", absl::StrCat("unexpected key \"", key,
+                                     "\": the body has \"instances\" or \"inputs\" (and optionally "
+                                     "\"signature_name\": \"serving_default\")"));
   }
   if (doc.contains("instances") == doc.contains("inputs")) {
-    return Bad("",
-               "the body has exactly one of \"instances\" (a list) or \"inputs\" (an object "
-               "of columns)");
+    return BadField("",
+                    "the body has exactly one of \"instances\" (a list) or \"inputs\" (an object "
+                    "of columns)");
   }
   if (doc.contains("instances")) {
     const nlohmann::json& instances = doc["instances"];
-    if (!instances.is_array()) return Bad("instances", "is a list of instance objects");
+    if (!instances.is_array()) return BadField("instances", "is a list of instance objects");
     if (static_cast<int64_t>(instances.size()) > max_instances) {
       return absl::ResourceExhaustedError(absl::StrCat(
           instances.size(), " instances, more than the ", max_instances, " one request may carry"));
@@ -176,14 +177,15 @@ absl::Status ReadClickRequest(std::string_view body, const ClickInputs& inputs,
   out->row = false;
   const nlohmann::json& columns = doc["inputs"];
   if (!columns.is_object() || columns.empty()) {
-    return Bad("inputs", "is an object of columns: \"dense\" and the features, a list each");
+    return BadField("inputs", "is an object of columns: \"dense\" and the features, a list each");
   }
   int64_t n = -1;
   for (const auto& [key, column] : columns.items()) {
-    if (!column.is_array()) return Bad(absl::StrCat("inputs.", key), "is a list, one per instance");
+    if (!column.is_array())
+      return BadField(absl::StrCat("inputs.", key), "is a list, one per instance");
     if (n >= 0 && static_cast<int64_t>(column.size()) != n) {
-      return Bad(absl::StrCat("inputs.", key),
-                 absl::StrCat("has ", column.size(), " entries; the other columns ", n));
+      return BadField(absl::StrCat("inputs.", key),
+                      absl::StrCat("has ", column.size(), " entries; the other columns ", n));
     }
     n = static_cast<int64_t>(column.size());
   }

@@ -96,5 +96,10 @@ std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, in
   return paths;
 }
 
+std::vector<uint64_t> ValuesOf(const SparseFeatureColumn& column, int64_t i) {
+  return std::vector<uint64_t>(column.values.begin() + column.offsets[i],
+                               column.values.begin() + column.offsets[i + 1]);
+}
+
 }  // namespace testutil
 }  // namespace pstrain

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/sparse_features.h"
 
 namespace pstrain {
 namespace testutil {
@@ -41,6 +42,9 @@ std::string ExampleWithId(int64_t id);
 // examples in `dir`, ids numbered across them: their paths.
 std::vector<std::string> WriteExampleFiles(const std::string& dir, int files, int per_file,
                                            bool gzip);
+
+// The values of example `i` in a sparse column, in order.
+std::vector<uint64_t> ValuesOf(const SparseFeatureColumn& column, int64_t i);
 
 }  // namespace testutil
 }  // namespace pstrain

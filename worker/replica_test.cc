@@ -16,7 +16,7 @@
 namespace pstrain {
 namespace {
 
-constexpr char kSpec[] = R"(name: tiny_click
+constexpr char kClickSpec[] = R"(name: tiny_click
 input: [13]
 head: binary
 layers:
@@ -33,7 +33,7 @@ class ReplicaInputTest : public ::testing::Test {
     absl::StatusOr<SyntheticCtr> data = SyntheticCtr::Create(config);
     ASSERT_TRUE(data.ok()) << data.status();
     ASSERT_TRUE(data->WriteTsv(&env_, "/data/test.tsv", 250, kSyntheticTestStream).ok());
-    absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(kSpec, "the test");
+    absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(kClickSpec, "the test");
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
     // An online job whose pattern names no extension ("stream/*" of .tsv

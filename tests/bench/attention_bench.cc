@@ -16,6 +16,7 @@
 #include "models/attention.h"
 #include "models/random.h"
 #include "tbb/global_control.h"
+#include "tests/bench/median.h"
 
 DEFINE_int32(length, 50, "Sequence length L.");
 DEFINE_int32(dim, 64, "Model dimension d (heads x key_dim).");
@@ -24,15 +25,6 @@ DEFINE_int32(batch, 256, "Examples per step.");
 DEFINE_int32(threads, 2, "Compute threads.");
 DEFINE_int32(steps, 20, "Timed steps.");
 DEFINE_int32(warmup, 3, "Untimed steps first.");
-
-namespace {
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -82,7 +74,7 @@ int main(int argc, char** argv) {
   }
   std::printf("attention L=%d d=%d heads=%d batch=%d threads=%d\n", FLAGS_length, FLAGS_dim,
               FLAGS_heads, FLAGS_batch, FLAGS_threads);
-  std::printf("forward ms: %.2f\n", Median(forward_ms));
-  std::printf("forward+backward ms: %.2f\n", Median(step_ms));
+  std::printf("forward ms: %.2f\n", pstrain::Median(forward_ms));
+  std::printf("forward+backward ms: %.2f\n", pstrain::Median(step_ms));
   return 0;
 }

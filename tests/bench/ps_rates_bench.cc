@@ -6,6 +6,7 @@
 
 #include "absl/time/clock.h"
 #include "ps/parameter_shard.h"
+#include "tests/bench/median.h"
 
 namespace pstrain {
 namespace {
@@ -24,11 +25,6 @@ std::unique_ptr<ParameterShard> MakeShard(int64_t n, bool sync, int replicas) {
   std::vector<float> params(n, 0.5f);
   if (!(*shard)->Initialize(params, {}, 0).ok()) return nullptr;
   return std::move(*shard);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "role/model_source.h"
 #include "tbb/global_control.h"
 #include "tests/bench/distributed_bench.h"
+#include "tests/bench/median.h"
 #include "tests/bench/ps_rates_bench.h"
 
 DEFINE_string(model, "mnist_cnn", "Model to time: a built-in's name or a model spec file.");
@@ -57,11 +58,6 @@ namespace pstrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The median GFLOP/s of a 1024^3 GEMM on the calling thread.
 double MeasureGemmPeak() {
