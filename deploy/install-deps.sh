@@ -45,9 +45,9 @@ packages=(
   python3-dev pybind11-dev python3-pybind11 python3-numpy
 )
 # Only the tests (libcpp-httplib-dev: the fake cloud servers' and the
-# benchmarks' HTTP).
+# benchmarks' HTTP; lld: tests/run.sh links its builds with it).
 test_packages=(
-  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev clang-14 libfuzzer-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev clang-14 libfuzzer-14-dev lld
   python3-grpcio python3-protobuf python3-onnx python3-torch nodejs npm
   python3-yaml python3-jsonschema systemd systemd-container
 )
