@@ -163,24 +163,40 @@ const char* SplitFields(std::string_view line, char delimiter,
 
 bool CsvRecordComplete(std::string_view text, char delimiter) {
   if (std::memchr(text.data(), '"', text.size()) == nullptr) return true;
-  bool quoted = false;
-  bool field_start = true;
-  for (size_t i = 0; i < text.size(); ++i) {
+  return CsvQuoteScanner(delimiter).Complete(text);
+}
+
+bool CsvQuoteScanner::Complete(std::string_view text) {
+  bool quoted = quoted_;
+  bool field_start = field_start_;
+  size_t i = next_;
+  for (; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
       if (c != '"') continue;
-      if (i + 1 < text.size() && text[i + 1] == '"') {
+      if (i + 1 == text.size()) {
+        // A quote at the end closes the field, unless what is appended next
+        // makes it "" (a quote inside it): read it again then.
+        next_ = i;
+        quoted_ = true;
+        field_start_ = field_start;
+        return true;
+      }
+      if (text[i + 1] == '"') {
         ++i;  // "" inside quotes
       } else {
         quoted = false;
       }
-    } else if (c == delimiter) {
+    } else if (c == delimiter_) {
       field_start = true;
     } else {
       quoted = field_start && c == '"';
       field_start = false;
     }
   }
+  next_ = i;
+  quoted_ = quoted;
+  field_start_ = field_start;
   return !quoted;
 }
 

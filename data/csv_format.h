@@ -62,6 +62,7 @@
 // in csv_parser.cc (CsvParser), and the text rules both follow (fields and
 // quotes, numbers, transforms) are csv_format.cc's.
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -136,6 +137,25 @@ absl::Status CheckCsvSchema(const CsvSchema& schema);
 // reads them, so it takes the same delimiter. A reader that saves its place
 // in a file saves it at the start of a record, never inside one.
 bool CsvRecordComplete(std::string_view text, char delimiter);
+
+// CsvRecordComplete for a record that grows a line at a time: each call reads
+// only what was appended since the last, so joining a record of n bytes
+// reads each byte about once (asking CsvRecordComplete of the whole text
+// after every line read a quote left open up to kCsvMaxRecordBytes once per
+// line: tens of seconds before the error). Each `text` must begin with the
+// whole text of the previous call.
+class CsvQuoteScanner {
+ public:
+  explicit CsvQuoteScanner(char delimiter) : delimiter_(delimiter) {}
+
+  bool Complete(std::string_view text);
+
+ private:
+  char delimiter_;
+  size_t next_ = 0;  // where the next call goes on reading
+  bool quoted_ = false;
+  bool field_start_ = true;
+};
 
 // Turns the records of one CSV file into tabular examples of a schema, by the
 // rules above. The Dataset it builds has tabular = true, num_dense =

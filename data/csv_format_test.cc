@@ -514,6 +514,28 @@ TEST(CsvQuotingTest, RecordsSpanLinesInsideQuotes) {
   EXPECT_FALSE(CsvRecordComplete("1;\"a", ';'));
   EXPECT_TRUE(CsvRecordComplete("1,\"a", ';'));
 
+  // A record read a line at a time: the scanner, which reads only what was
+  // appended, answers as CsvRecordComplete of the whole text does, for every
+  // record of 1 to 6 characters of quotes, delimiters, letters and line
+  // breaks, cut into lines at each of its breaks.
+  const std::string alphabet = "\",a\n";
+  for (int n = 1; n <= 6; ++n) {
+    std::vector<int> digits(n, 0);
+    while (true) {
+      std::string text;
+      for (int d : digits) text.push_back(alphabet[d]);
+      CsvQuoteScanner scanner(',');
+      for (size_t end = text.find('\n');; end = text.find('\n', end + 1)) {
+        const std::string prefix = text.substr(0, end);
+        EXPECT_EQ(scanner.Complete(prefix), CsvRecordComplete(prefix, ',')) << "[" << prefix << "]";
+        if (end == std::string::npos) break;
+      }
+      int k = 0;
+      while (k < n && ++digits[k] == static_cast<int>(alphabet.size())) digits[k++] = 0;
+      if (k == n) break;
+    }
+  }
+
   CsvParser p = MakeParser(Schema());
   ASSERT_TRUE(AppendText(&p, "1,1,0,\"two\nlines\",\"a|\n|b\"\n0,2,0,c,d\n").ok());
   Dataset d = p.Take();

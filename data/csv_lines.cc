@@ -33,7 +33,8 @@ absl::StatusOr<std::string_view> JoinCsvRecord(RecordStream* stream, std::string
                                                absl::FunctionRef<void(uint64_t)> count) {
   if (CsvRecordComplete(line, delimiter)) return line;
   joined->assign(line.data(), line.size());
-  while (!CsvRecordComplete(*joined, delimiter) && joined->size() <= kCsvMaxRecordBytes) {
+  CsvQuoteScanner scanner(delimiter);
+  while (!scanner.Complete(*joined) && joined->size() <= kCsvMaxRecordBytes) {
     const uint64_t offset = stream->offset();
     absl::StatusOr<std::string_view> next = stream->Next();
     count(stream->offset() - offset);

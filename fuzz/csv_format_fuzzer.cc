@@ -91,8 +91,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The record that begins at lines[*i], its lines joined; *i moves past it.
   auto next_record = [&](size_t* i) {
     std::string record(lines[(*i)++]);
-    while (!pstrain::CsvRecordComplete(record, delimiter) && *i < lines.size() &&
-           record.size() <= pstrain::kCsvMaxRecordBytes) {
+    // The joining reader's scanner reads each line once; it must agree with
+    // reading the whole record again after every line.
+    pstrain::CsvQuoteScanner scanner(delimiter);
+    while (true) {
+      const bool complete = pstrain::CsvRecordComplete(record, delimiter);
+      if (scanner.Complete(record) != complete) std::abort();
+      if (complete || *i >= lines.size() || record.size() > pstrain::kCsvMaxRecordBytes) break;
       record.append("\n").append(lines[(*i)++]);
     }
     return record;
