@@ -18,7 +18,7 @@
 #include "chief/checkpointer.h"
 #include "chief/coordinator.h"
 #include "chief/summaries.h"
-#include "data/file_list.h"
+#include "data/stream/file_list.h"
 #include "export/export.h"
 #include "input/job_input.h"
 #include "io/event_writer.h"

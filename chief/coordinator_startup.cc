@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "chief/coordinator_internal.h"
 #include "common/status_macros.h"
-#include "data/file_list.h"
+#include "data/stream/file_list.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
 #include "input/model_input.h"

@@ -61,7 +61,7 @@ absl::Status CommitFiles(const std::vector<AtomicWritableFile*>& files);
 
 // The temp sibling an AtomicWritableFile of `path` writes first:
 // "<dir>/.<name>.tmp.<pid>.<n>". Hidden ('.') so that no input pattern
-// matches a file being written (data/file_pattern.h), unique per writer in
+// matches a file being written (data/stream/file_pattern.h), unique per writer in
 // and across processes.
 std::string AtomicTempPath(const std::string& path);
 

@@ -127,7 +127,7 @@ struct TrainingSpec {
   double batch_norm_epsilon = 1e-5;
   bool use_distortion_for_training = true;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  // Streamed input (data/example_stream.h) for tabular models: a glob or a
+  // Streamed input (data/stream/example_stream.h) for tabular models: a glob or a
   // comma-separated list of TFRecord files of tf.train.Example, or of Criteo
   // TSV files (names ending .tsv or .tsv.gz), local or gs://. Set, the
   // training replicas stream their share of these files instead of reading
@@ -144,7 +144,7 @@ struct TrainingSpec {
   // train_steps if that comes first.
   int64_t num_epochs = 0;
   // CSV input (names ending .csv or .csv.gz): a YAML file with the schema
-  // that turns its records into examples (data/csv_format.h).
+  // that turns its records into examples (data/formats/csv_format.h).
   std::string csv_schema;
   // Streamed input: bad records (or damaged rests of files) a replica skips,
   // each logged and counted, before one stops it.

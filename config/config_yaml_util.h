@@ -5,12 +5,12 @@
 // trainingInput, TF_CONFIG, the training fields and their validation, the
 // model spec): YAML helpers that turn yaml-cpp's nodes and exceptions into
 // absl::Status with the source and line, and key suggestions. For config/,
-// launch/gce_plan.cc and data/csv_schema.cc (the CSV schema's YAML form)
+// launch/gce_plan.cc and data/formats/csv_schema.cc (the CSV schema's YAML form)
 // only.
 //
 // yaml-cpp reports parse errors by throwing YAML::Exception. Every parsing
 // entry point of these readers (and of launch/gce_plan.cc, which reads the
-// gce section with these helpers, and of data/csv_schema.cc) runs its body
+// gce section with these helpers, and of data/formats/csv_schema.cc) runs its body
 // inside CatchYamlExceptions, which turns them into absl::Status.
 // (YAML::Emitter, used by JobConfigToYaml, does not throw.) Nothing is
 // thrown out of config/.

@@ -3,7 +3,7 @@
 
 // Where a training replica's batches come from: a dataset in memory
 // (data/batcher.h BatchIterator) or files streamed as it trains
-// (data/streamed_batches.h).
+// (data/stream/streamed_batches.h).
 
 #include <cstdint>
 #include <optional>

@@ -2,10 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "data/cifar10.h"
-#include "data/criteo_dataset.h"
-#include "data/mnist.h"
-#include "data/tfrecord_dataset.h"
+#include "data/formats/cifar10.h"
+#include "data/formats/criteo_dataset.h"
+#include "data/formats/mnist.h"
+#include "data/formats/tfrecord_dataset.h"
 
 namespace pstrain {
 

@@ -14,10 +14,10 @@ namespace pstrain {
 // eval.tfrecords or test.tfrecords), CIFAR-10 binary batches
 // (data_batch_1..5.bin, test_batch.bin, also under cifar-10-batches-bin/),
 // MNIST idx files (gzip or raw), Criteo TSV click logs (train.tsv; test.tsv or
-// eval.tsv) as tabular examples (data/criteo_dataset.h). NotFound naming what
+// eval.tsv) as tabular examples (data/formats/criteo_dataset.h). NotFound naming what
 // was looked for when the directory holds none of them. TFRecord files are
 // read as images here; tabular Examples need the model's feature names and
-// are read by LoadTabularExamples (data/tabular_examples.h).
+// are read by LoadTabularExamples (data/formats/tabular_examples.h).
 absl::StatusOr<Dataset> LoadDataset(Env* env, const std::string& dir, Split split);
 
 // InvalidArgument unless `dataset`'s examples are height x width x channels,

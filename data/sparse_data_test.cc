@@ -9,9 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "data/binary_metrics.h"
-#include "data/criteo.h"
 #include "data/feature_hash.h"
-#include "data/synthetic_ctr.h"
+#include "data/formats/criteo.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/env.h"
-#include "data/criteo.h"
+#include "data/formats/criteo.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -1,4 +1,4 @@
-// CSV with a header read by a schema (data/csv_format.h), over one file in
+// CSV with a header read by a schema (data/formats/csv_format.h), over one file in
 // memory. Byte 0: bits 0-1 pick the delimiter (, ; tab |), bits 2-3 % 3 the
 // missing rule; the rest is the file. Its first record is the header; when
 // Create refuses it, the whole file is read under the header the schema
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/csv_format.h"
+#include "data/formats/csv_format.h"
 
 namespace {
 

@@ -9,10 +9,10 @@
 #include <string>
 
 #include "common/env.h"
-#include "data/cifar10.h"
-#include "data/mnist.h"
-#include "data/tabular_examples.h"
-#include "data/tfrecord_dataset.h"
+#include "data/formats/cifar10.h"
+#include "data/formats/mnist.h"
+#include "data/formats/tabular_examples.h"
+#include "data/formats/tfrecord_dataset.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Streamed input (data/example_stream.h) over one file in memory: TFRecord
+// Streamed input (data/stream/example_stream.h) over one file in memory: TFRecord
 // Examples or Criteo TSV, plain or gzip'd. Byte 0: bit 0 picks Criteo, bit 1
 // names the file .gz (read as gzip); byte 1 % 4: the dense features an
 // Example holds. Every batch must be well formed, and a stream resumed at
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/env.h"
-#include "data/example_stream.h"
+#include "data/stream/example_stream.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// What a streamed job keeps of its input (data/streamed_batches.h,
-// data/input_redeal.h, data/file_list.h): byte 0 % 3 == 0: the rest is a
+// What a streamed job keeps of its input (data/stream/streamed_batches.h,
+// data/stream/input_redeal.h, data/stream/file_list.h): byte 0 % 3 == 0: the rest is a
 // replica's position log (the fingerprint its first line names is the one
 // expected); 1: a deal file; 2: an online job's list of files. Whatever
 // parses must write back to the same text, and read the same.
@@ -11,9 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/env.h"
-#include "data/file_list.h"
-#include "data/input_redeal.h"
-#include "data/streamed_batches.h"
+#include "data/stream/file_list.h"
+#include "data/stream/input_redeal.h"
+#include "data/stream/streamed_batches.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

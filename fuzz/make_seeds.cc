@@ -10,9 +10,9 @@
 
 #include "common/env.h"
 #include "common/record_writer.h"
-#include "data/input_redeal.h"
-#include "data/streamed_batches.h"
-#include "data/tfrecord_dataset.h"
+#include "data/formats/tfrecord_dataset.h"
+#include "data/stream/input_redeal.h"
+#include "data/stream/streamed_batches.h"
 #include "io/checkpoint.h"
 #include "io/event_writer.h"
 #include "io/export_format.h"
@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     if (!WriteExampleFile(&env, "/t", d, layout).ok()) return 1;
     Put("data", name, Picked(2, *env.ReadFile("/t")));
   }
-  // Tabular Examples (data/tabular_examples.h) with 2 dense features: ids and
+  // Tabular Examples (data/formats/tabular_examples.h) with 2 dense features: ids and
   // tokens, one Example without them.
   std::string tabular;
   for (int i = 0; i < 3; ++i) {

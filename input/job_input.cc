@@ -6,13 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "data/criteo_format.h"
-#include "data/example_format.h"
-#include "data/file_list.h"
-#include "data/file_pattern.h"
-#include "data/input_redeal.h"
-#include "data/tabular_examples.h"
-#include "data/tfrecord_dataset.h"
+#include "data/formats/criteo_format.h"
+#include "data/formats/example_format.h"
+#include "data/formats/tabular_examples.h"
+#include "data/formats/tfrecord_dataset.h"
+#include "data/stream/file_list.h"
+#include "data/stream/file_pattern.h"
+#include "data/stream/input_redeal.h"
 #include "glog/logging.h"
 #include "input/model_input.h"
 
@@ -21,7 +21,7 @@ namespace pstrain {
 absl::StatusOr<Dataset> LoadModelData(Env* env, const Model& model, const std::string& data_dir,
                                       Split split) {
   // TFRecord files for a tabular model are tf.train.Examples of the features
-  // the model names (data/tabular_examples.h); anything else is found by format.
+  // the model names (data/formats/tabular_examples.h); anything else is found by format.
   const bool tabular_examples =
       model.input_shape().size() == 1 && !FindExampleFiles(env, data_dir, split).empty();
   PSTRAIN_ASSIGN_OR_RETURN(Dataset data,
@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<ReplicaInput>> ReplicaInput::Open(Env* env, const
   }
   std::vector<std::string> files;
   if (t.follow) {
-    // The chief's list of the files found so far (data/file_list.h).
+    // The chief's list of the files found so far (data/stream/file_list.h).
     PSTRAIN_ASSIGN_OR_RETURN(files, ReadFileList(env, FileListPath(t.job_dir)));
   } else {
     PSTRAIN_ASSIGN_OR_RETURN(files, ExpandFilePatterns(env, t.train_files, "training.train_files"));

@@ -14,9 +14,9 @@
 #include "data/batch_source.h"
 #include "data/batcher.h"
 #include "data/dataset.h"
-#include "data/example_stream.h"
 #include "data/load.h"
-#include "data/streamed_batches.h"
+#include "data/stream/example_stream.h"
+#include "data/stream/streamed_batches.h"
 #include "input/replica_spec.h"
 #include "models/model.h"
 
@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<BatchIterator>> StartReplicaBatches(const Dataset
 
 // A training replica's input: data_dir's training split read into memory,
 // or, when the job sets train_files, the replica's share of those files
-// streamed as it trains (data/streamed_batches.h), with where its stream was
+// streamed as it trains (data/stream/streamed_batches.h), with where its stream was
 // kept in the job dir (input/replica-<r>.txt) so that a restarted replica
 // goes on with the batch of the step it resumes at.
 class ReplicaInput {
@@ -62,7 +62,7 @@ class ReplicaInput {
   // says (sync: the replica's batch number global_step; async: about
   // global_step / replicas), prefetching started. A streamed replica with
   // no position of its own in a job that ran with another number of
-  // replicas takes its share of their unread input (data/input_redeal.h).
+  // replicas takes its share of their unread input (data/stream/input_redeal.h).
   absl::StatusOr<std::unique_ptr<BatchSource>> Start(int64_t global_step);
 
   // What the replica reads, for its first log line.
@@ -89,7 +89,7 @@ class ReplicaInput {
 };
 
 // The options of a stream of `files` for `model`, replica `spec`: the
-// files' format told by their names (data/example_format.h: Criteo TSV for
+// files' format told by their names (data/formats/example_format.h: Criteo TSV for
 // .tsv or .tsv.gz, CSV by training.csv_schema for .csv or .csv.gz, else
 // TFRecord Examples; an online job with no file listed yet by its
 // train_files' names); `key` (the setting that named the files) begins an

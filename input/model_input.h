@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "data/augment.h"
 #include "data/dataset.h"
+#include "data/formats/tabular_examples.h"
 #include "data/load.h"
 #include "data/tabular.h"
-#include "data/tabular_examples.h"
 #include "models/model.h"
 
 namespace pstrain {

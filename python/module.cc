@@ -1,6 +1,6 @@
 // pstrain._pstrain: the C++ under the Python module (python/pstrain/), a thin
 // adapter. Each function converts NumPy arrays and Python values to and from
-// pstrain's types and calls the library: data/example_columns.h,
+// pstrain's types and calls the library: data/formats/example_columns.h,
 // models/model_summary.h, export/export.h (checkpoints), serving/predictor.h,
 // io/event_inspect.h. A failed absl::Status becomes a Python exception with
 // its message: NotFound FileNotFoundError, InvalidArgument and
@@ -23,8 +23,8 @@
 #include "cloud/gcs_env.h"
 #include "common/version.h"
 #include "config/model_spec.h"
-#include "data/example_columns.h"
-#include "data/tfrecord_dataset.h"
+#include "data/formats/example_columns.h"
+#include "data/formats/tfrecord_dataset.h"
 #include "export/export.h"
 #include "io/checkpoint_inspect.h"
 #include "io/event_inspect.h"

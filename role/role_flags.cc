@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "data/file_pattern.h"
+#include "data/stream/file_pattern.h"
 #include "gflags/gflags.h"
 #include "models/model_options.h"
 #include "role/model_source.h"

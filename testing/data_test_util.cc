@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/record_writer.h"
-#include "data/idx_format.h"
+#include "data/formats/idx_format.h"
 #include "glog/logging.h"
 #include "proto/example.pb.h"
 

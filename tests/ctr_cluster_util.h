@@ -2,14 +2,14 @@
 #define PSTRAIN_TESTS_CTR_CLUSTER_UTIL_H_
 
 // What the tests of click models on real processes share: synthetic click
-// data with a planted logistic model (data/synthetic_ctr.h), a Wide & Deep
+// data with a planted logistic model (data/synthetic/synthetic_ctr.h), a Wide & Deep
 // spec over it, and the fixture that writes both.
 
 #include <cstdint>
 #include <string>
 
-#include "data/criteo.h"
-#include "data/synthetic_ctr.h"
+#include "data/formats/criteo.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_cluster_util.h"
 

@@ -19,7 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "common/env.h"
 #include "data/binary_metrics.h"
-#include "data/synthetic_ctr.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "gtest/gtest.h"
 #include "io/export_format.h"
 #include "nlohmann/json.hpp"

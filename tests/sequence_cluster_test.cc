@@ -15,7 +15,7 @@
 #include "common/env.h"
 #include "common/record_writer.h"
 #include "data/binary_metrics.h"
-#include "data/synthetic_seq.h"
+#include "data/synthetic/synthetic_seq.h"
 #include "gtest/gtest.h"
 #include "models/random.h"
 #include "nlohmann/json.hpp"

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
-#include "data/file_pattern.h"
+#include "data/stream/file_pattern.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
 #include "input/model_input.h"

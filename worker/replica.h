@@ -13,7 +13,7 @@
 #include "common/trace.h"
 #include "config/cluster_config.h"
 #include "data/dataset.h"
-#include "data/example_stream.h"
+#include "data/stream/example_stream.h"
 #include "input/replica_spec.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_servers.h"

@@ -1,5 +1,5 @@
 // The input a replica and the evaluation read: each stream's format is told
-// by its own files' names (data/example_format.h), never by the text of
+// by its own files' names (data/formats/example_format.h), never by the text of
 // another setting's pattern.
 
 #include "worker/replica.h"
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/env.h"
-#include "data/synthetic_ctr.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "gtest/gtest.h"
 #include "input/job_input.h"
 #include "models/registry.h"

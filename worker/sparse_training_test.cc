@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "data/binary_metrics.h"
-#include "data/synthetic_ctr.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "worker/local_training.h"

@@ -1,5 +1,5 @@
 // Single-process training of a click model on TFRecord files of
-// tf.train.Example (data/tabular_examples.h): the model's feature names pick
+// tf.train.Example (data/formats/tabular_examples.h): the model's feature names pick
 // what is read, and a learnable rule is learned.
 
 #include <random>

@@ -1,5 +1,5 @@
 // pstrain-data convert: MNIST idx or CIFAR-10 binary files in a directory ->
-// TFRecord files of tf.train.Example (data/convert.h); Criteo TSV or CSV
+// TFRecord files of tf.train.Example (data/formats/convert.h); Criteo TSV or CSV
 // files -> sharded gzip'd TFRecords.
 #include <chrono>
 #include <cstdio>
@@ -10,14 +10,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "data/convert.h"
-#include "data/criteo.h"
-#include "data/csv_format.h"
-#include "data/example_format.h"
-#include "data/example_stream.h"
-#include "data/example_writer.h"
-#include "data/file_pattern.h"
-#include "data/record_stream.h"
+#include "data/formats/convert.h"
+#include "data/formats/criteo.h"
+#include "data/formats/csv_format.h"
+#include "data/formats/example_format.h"
+#include "data/formats/example_writer.h"
+#include "data/formats/record_stream.h"
+#include "data/stream/example_stream.h"
+#include "data/stream/file_pattern.h"
 #include "data/tool/commands.h"
 #include "data/tool/flag_parser.h"
 

@@ -1,9 +1,9 @@
 // pstrain-data describe: each file's record count, feature names, types and
-// sizes (data/tfrecord_dataset.h), its checksums verified.
+// sizes (data/formats/tfrecord_dataset.h), its checksums verified.
 #include <cstdio>
 #include <string>
 
-#include "data/tfrecord_dataset.h"
+#include "data/formats/tfrecord_dataset.h"
 #include "data/tool/commands.h"
 
 namespace pstrain::data_tool {

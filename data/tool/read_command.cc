@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "data/example_format.h"
-#include "data/example_stream.h"
-#include "data/file_pattern.h"
+#include "data/formats/example_format.h"
+#include "data/stream/example_stream.h"
+#include "data/stream/file_pattern.h"
 #include "data/tool/commands.h"
 #include "data/tool/flag_parser.h"
 

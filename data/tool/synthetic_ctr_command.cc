@@ -1,5 +1,5 @@
 // pstrain-data synthetic-ctr: a synthetic click dataset in Criteo TSV
-// (data/synthetic_ctr.h) and its planted model's quality, the best
+// (data/synthetic/synthetic_ctr.h) and its planted model's quality, the best
 // attainable; or, with --stream, a click log that grows by a file every few
 // seconds, for online training.
 #include <algorithm>
@@ -12,9 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "data/criteo.h"
-#include "data/gzip.h"
-#include "data/synthetic_ctr.h"
+#include "data/formats/criteo.h"
+#include "data/formats/gzip.h"
+#include "data/synthetic/synthetic_ctr.h"
 #include "data/tool/commands.h"
 #include "data/tool/flag_parser.h"
 

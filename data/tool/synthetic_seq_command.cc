@@ -1,11 +1,11 @@
 // pstrain-data synthetic-seq: train.tfrecords and test.tfrecords of user
-// histories (data/synthetic_seq.h) in DIR, and the planted model's AUC.
+// histories (data/synthetic/synthetic_seq.h) in DIR, and the planted model's AUC.
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "data/synthetic_ctr.h"
-#include "data/synthetic_seq.h"
+#include "data/synthetic/synthetic_ctr.h"
+#include "data/synthetic/synthetic_seq.h"
 #include "data/tool/commands.h"
 #include "data/tool/flag_parser.h"
 

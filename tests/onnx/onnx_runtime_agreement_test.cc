@@ -37,7 +37,7 @@
 #include "absl/strings/strip.h"
 #include "common/env.h"
 #include "config/model_spec.h"
-#include "data/mnist.h"
+#include "data/formats/mnist.h"
 #include "data/sparse_features.h"
 #include "gtest/gtest.h"
 #include "models/registry.h"

@@ -1,0 +1,245 @@
+// CSV records become tabular examples (data/formats/csv_format.h): CsvParser.
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "data/feature_hash.h"
+#include "data/formats/csv_format.h"
+#include "data/formats/csv_format_internal.h"
+
+namespace pstrain {
+
+using csv_internal::CharName;
+using csv_internal::ColumnList;
+using csv_internal::kByteOrderMark;
+using csv_internal::NumberError;
+using csv_internal::NumberProblem;
+using csv_internal::ParseNumber;
+using csv_internal::Shown;
+using csv_internal::SplitFields;
+using csv_internal::Sv;
+using csv_internal::Transform;
+
+CsvParser::CsvParser(const CsvSchema& schema, std::string file, int num_fields)
+    : schema_(schema), file_(std::move(file)), num_fields_(num_fields) {
+  Reset();
+}
+
+void CsvParser::Reset() {
+  data_ = Dataset();
+  data_.tabular = true;
+  data_.num_dense = static_cast<int64_t>(schema_.numeric.size());
+  data_.sparse.resize(schema_.categorical.size());
+  for (size_t c = 0; c < schema_.categorical.size(); ++c) {
+    data_.sparse[c].name = schema_.categorical[c].name;
+    data_.sparse[c].kind = SparseValueKind::kIds;
+  }
+}
+
+absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string_view header_line,
+                                            const std::string& file) {
+  PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
+  std::string_view line = header_line;
+  if (line.substr(0, kByteOrderMark.size()) == kByteOrderMark) {
+    line.remove_prefix(kByteOrderMark.size());
+  }
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  std::vector<std::string_view> fields;
+  std::string unescaped;
+  size_t bad_field = 0;
+  const char* problem = SplitFields(line, schema.delimiter, &fields, &unescaped, &bad_field);
+  if (*problem != '\0') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ":1: the header's column ", bad_field + 1, ": ", problem));
+  }
+  const std::vector<std::string> header(fields.begin(), fields.end());
+  CsvParser parser(schema, file, static_cast<int>(header.size()));
+
+  // The header position of column `name`, read as `what`.
+  auto bind = [&](const std::string& name, std::string_view what) -> absl::StatusOr<int> {
+    int found = -1;
+    std::string case_differs;
+    for (size_t i = 0; i < header.size(); ++i) {
+      if (header[i] == name) {
+        if (found >= 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(file, ":1: the header names column ", Shown(name), " (", Sv(what),
+                           ") twice, as columns ", found + 1, " and ", i + 1,
+                           "; rename one, so that the schema reads one column by that name"));
+        }
+        found = static_cast<int>(i);
+      } else if (header[i].size() == name.size() && case_differs.empty() &&
+                 absl::EqualsIgnoreCase(header[i], name)) {
+        case_differs = header[i];
+      }
+    }
+    if (found >= 0) return found;
+    std::string hint;
+    if (!case_differs.empty()) {
+      hint = absl::StrCat(" (", Shown(case_differs), " differs in case; names must match exactly)");
+    } else if (header.size() == 1) {
+      for (char d : {',', ';', '\t', '|'}) {
+        if (d != schema.delimiter && header[0].find(d) != std::string::npos) {
+          hint = absl::StrCat(" (the header is one column: is the delimiter ", CharName(d),
+                              "? set csv.delimiter)");
+          break;
+        }
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(file, ": the header has no column ", Shown(name),
+                                                   " (", Sv(what),
+                                                   "); its columns: ", ColumnList(header), hint));
+  };
+  PSTRAIN_ASSIGN_OR_RETURN(parser.label_field_, bind(schema.label, "the label"));
+  for (const CsvNumericColumn& c : schema.numeric) {
+    PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(c.name, "a numeric column of the schema"));
+    parser.numeric_fields_.push_back(field);
+  }
+  for (const CsvCategoricalColumn& c : schema.categorical) {
+    PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(c.name, "a categorical column of the schema"));
+    parser.categorical_fields_.push_back(field);
+  }
+  parser.header_ = header;
+  parser.dense_row_.resize(schema.numeric.size());
+  parser.missing_dense_.resize(schema.numeric.size());
+  for (size_t i = 0; i < schema.numeric.size(); ++i) {
+    const CsvNumericColumn& c = schema.numeric[i];
+    if (c.default_value) (void)Transform(c, *c.default_value, &parser.missing_dense_[i]);
+  }
+  return parser;
+}
+
+std::string CsvParser::ColumnName(size_t field) const {
+  return field < header_.size() ? absl::StrCat("column ", Shown(header_[field]))
+                                : absl::StrCat("field ", field + 1);
+}
+
+absl::Status CsvParser::FieldError(int64_t line_number, size_t field, std::string_view text,
+                                   std::string_view problem) const {
+  return absl::InvalidArgumentError(absl::StrCat(file_, ":", line_number, ": ", ColumnName(field),
+                                                 ": ", Shown(text), " ", Sv(problem)));
+}
+
+absl::Status CsvParser::MissingError(int64_t line_number, size_t field) const {
+  if (static_cast<int>(field) == label_field_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file_, ":", line_number, ": the label column ", Shown(header_[field]),
+        " is empty; every record needs its label (csv.missing: skip drops such records)"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      file_, ":", line_number, ": column ", Shown(header_[field]),
+      " is empty (a missing value); write a value, or set csv.missing to default (a numeric "
+      "column takes its default or 0, a categorical one no ids) or to skip (the record is "
+      "dropped)"));
+}
+
+absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
+  if (line.size() > kCsvMaxRecordBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file_, ":", line_number, ": a record of ", line.size(), " bytes, over the limit of ",
+        kCsvMaxRecordBytes, " (is a quoted field not closed?)"));
+  }
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty()) return absl::OkStatus();
+  size_t bad_field = 0;
+  const char* problem = SplitFields(line, schema_.delimiter, &fields_, &unescaped_, &bad_field);
+  if (*problem != '\0') {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_, ":", line_number, ": ", ColumnName(bad_field), ": ", problem));
+  }
+  if (fields_.size() != static_cast<size_t>(num_fields_)) {
+    return absl::InvalidArgumentError(absl::StrCat(file_, ":", line_number, ": ", fields_.size(),
+                                                   " fields, but the header has ", num_fields_,
+                                                   " (", ColumnList(header_),
+                                                   "); every record has one field per column (the "
+                                                   "delimiter is ",
+                                                   CharName(schema_.delimiter), ")"));
+  }
+
+  // Missing fields: the whole record is dropped or refused before anything
+  // of it is parsed.
+  if (schema_.missing == CsvMissing::kSkip) {
+    bool missing = fields_[label_field_].empty();
+    for (int f : numeric_fields_) missing = missing || fields_[f].empty();
+    for (int f : categorical_fields_) missing = missing || fields_[f].empty();
+    if (missing) {
+      ++skipped_;
+      return absl::OkStatus();
+    }
+  }
+  if (fields_[label_field_].empty()) return MissingError(line_number, label_field_);
+  if (schema_.missing == CsvMissing::kError) {
+    for (int f : numeric_fields_) {
+      if (fields_[f].empty()) return MissingError(line_number, f);
+    }
+    for (int f : categorical_fields_) {
+      if (fields_[f].empty()) return MissingError(line_number, f);
+    }
+  }
+
+  // The label.
+  const std::string_view label_text = fields_[label_field_];
+  double label = 0;
+  const NumberError label_error = ParseNumber(label_text, &label);
+  if (label_error != NumberError::kNone || label < 0 ||
+      label > std::numeric_limits<int32_t>::max() || label != std::floor(label)) {
+    return FieldError(line_number, label_field_, label_text,
+                      "is not a label: a class id, an integer >= 0 (0 or 1 for a click model)");
+  }
+
+  // The dense features.
+  for (size_t i = 0; i < numeric_fields_.size(); ++i) {
+    const std::string_view text = fields_[numeric_fields_[i]];
+    if (text.empty()) {
+      dense_row_[i] = missing_dense_[i];
+      continue;
+    }
+    double x = 0;
+    const NumberError e = ParseNumber(text, &x);
+    if (e != NumberError::kNone) {
+      return FieldError(line_number, numeric_fields_[i], text, NumberProblem(e));
+    }
+    const char* transform_problem = Transform(schema_.numeric[i], x, &dense_row_[i]);
+    if (*transform_problem != '\0') {
+      return FieldError(line_number, numeric_fields_[i], text, transform_problem);
+    }
+  }
+
+  // Nothing below fails: the example is appended whole.
+  data_.labels.push_back(static_cast<int32_t>(label));
+  data_.dense.insert(data_.dense.end(), dense_row_.begin(), dense_row_.end());
+  for (size_t c = 0; c < categorical_fields_.size(); ++c) {
+    const CsvCategoricalColumn& column = schema_.categorical[c];
+    SparseFeatureColumn& out = data_.sparse[c];
+    std::string_view text = fields_[categorical_fields_[c]];
+    if (!column.separator) {
+      if (!text.empty()) {
+        out.values.push_back(static_cast<uint64_t>(HashBucketFast(text, column.hash_buckets)));
+      }
+    } else {
+      while (!text.empty()) {
+        const size_t at = text.find(*column.separator);
+        const std::string_view token = text.substr(0, at);
+        if (!token.empty()) {
+          out.values.push_back(static_cast<uint64_t>(HashBucketFast(token, column.hash_buckets)));
+        }
+        if (at == std::string_view::npos) break;
+        text.remove_prefix(at + 1);
+      }
+    }
+    out.offsets.push_back(static_cast<int64_t>(out.values.size()));
+  }
+  return absl::OkStatus();
+}
+
+Dataset CsvParser::Take() {
+  Dataset out = std::move(data_);
+  Reset();
+  return out;
+}
+
+}  // namespace pstrain
