@@ -81,17 +81,16 @@ phase "Tests (Release), and the sanitizer builds beside them at the lowest CPU p
 # yield to a test at once. Their output goes to build-sanitizers.log, shown
 # if they fail.
 sanitizer_log="$root/build-sanitizers.log"
-setsid bash -c "nice -n 19 cmake --build '$root/build-asan' -j$jobs --target unit-tests &&
+# Its own session is its own scheduling group where the kernel groups by
+# session (autogroup): nice 19 then only ranks the build's processes among
+# themselves, and the group would take half the cores from the tests. The
+# session's first process sets its group's nice (/proc/self/autogroup: the
+# new session's group, not this script's) before the builds start.
+setsid bash -c "if [[ -w /proc/self/autogroup ]]; then echo 19 >/proc/self/autogroup; fi
+  nice -n 19 cmake --build '$root/build-asan' -j$jobs --target unit-tests &&
   nice -n 19 cmake --build '$root/build-tsan' -j$jobs --target tsan-tests" \
   >"$sanitizer_log" 2>&1 &
 sanitizer_builds=$!
-# Its own session is its own scheduling group where the kernel groups by
-# session (autogroup): nice 19 then only ranks the build's processes among
-# themselves, and the group took half the cores from the tests. The group's
-# own nice puts it behind them.
-if [[ -w /proc/$sanitizer_builds/autogroup ]]; then
-  echo 19 >"/proc/$sanitizer_builds/autogroup" || true
-fi
 # However this script ends, no build is left behind.
 trap 'kill -- -"$sanitizer_builds" 2>/dev/null || true' EXIT
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 600)
