@@ -581,7 +581,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothin
       Answer a;
       a.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "chunk 3 is broken");
       a.after_answered = 3;
-      a.delay = absl::Milliseconds(200);
+      a.gate = "first push returned";
       return a;
     }
     return Ok(1, 1);
@@ -594,6 +594,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFailsIsTheNextPushsErrorAndSendsNothin
 
   auto outcome = Push(*client, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status();  // chunk 0 answered
+  fake_.OpenGate("first push returned");
   auto view = client->PullOverlapped();
   ASSERT_TRUE(view.ok()) << view.status();
   view->AwaitParams();  // returns when chunk 3 has failed
@@ -622,7 +623,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextSt
       Answer a;
       a.status = grpc::Status(grpc::StatusCode::ABORTED, "rolled back to a checkpoint");
       a.after_answered = 3;  // after chunks 0, 1 and 3
-      a.delay = absl::Milliseconds(200);
+      a.gate = "first push returned";
       return a;
     }
     return Ok(call.method == "Pull" ? 3 : 1, call.method == "Pull" ? 0 : 1);
@@ -637,6 +638,7 @@ TEST_F(PsClientFakePsTest, OverlapTailThatFindsTheJobRolledBackDiscardsTheNextSt
   auto outcome = Push(*client, 0);
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_FALSE(outcome->discarded);
+  fake_.OpenGate("first push returned");
   auto view = client->PullOverlapped();
   ASSERT_TRUE(view.ok()) << view.status();
   view->AwaitParams();

@@ -274,14 +274,20 @@ grpc::ServerUnaryReactor* FakePs::Handle(
     if (stopping_) {
       now = grpc::Status(grpc::StatusCode::CANCELLED, "the fake ps is stopping");
     } else {
-      held_.push_back(
-          {reactor, method, answer.status, absl::Now() + answer.delay, answer.after_answered});
+      held_.push_back({reactor, method, answer.status, absl::Now() + answer.delay,
+                       answer.after_answered, answer.gate});
       cv_.Signal();
       return reactor;
     }
   }
   reactor->Finish(now);
   return reactor;
+}
+
+void FakePs::OpenGate(const std::string& gate) {
+  absl::MutexLock lock(&mu_);
+  open_gates_.insert(gate);
+  cv_.Signal();
 }
 
 void FakePs::Answered(const std::string& method, int chunk) {
@@ -298,7 +304,8 @@ void FakePs::Run() {
     absl::Time next = absl::InfiniteFuture();
     const absl::Time now = absl::Now();
     for (auto it = held_.begin(); it != held_.end();) {
-      const bool released = num_answered_[it->method] >= it->after_answered;
+      const bool released = num_answered_[it->method] >= it->after_answered &&
+                            (it->gate.empty() || open_gates_.contains(it->gate));
       if (stopping_) {
         ready.emplace_back(it->reactor,
                            grpc::Status(grpc::StatusCode::CANCELLED, "the fake ps is stopping"));

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -63,6 +64,10 @@ struct Answer {
   // been answered, counted from the fake's start: scripts the order the
   // chunks of a step are answered in.
   int after_answered = 0;
+  // ...nor, if named, before the test opens this gate (OpenGate): an answer
+  // held until the client has done what the test checks first, however
+  // slowly the machine runs it.
+  std::string gate;
   int round = 0;  // the parameters and state: Value(i, round), StateValue(k, round)
   int64_t global_step = 0;
   int64_t generation = 0;
@@ -89,6 +94,8 @@ class FakePs {
   const std::vector<std::string>& addresses() const { return addresses_; }
 
   void SetScript(Script script);
+  // Releases the answers held for `gate`, and those that will be.
+  void OpenGate(const std::string& gate);
 
   // The calls of `method` so far, in arrival order.
   std::vector<SeenCall> Calls(const std::string& method) const;
@@ -111,6 +118,7 @@ class FakePs {
     grpc::Status status;
     absl::Time due;
     int after_answered;
+    std::string gate;
   };
 
   // Records the call, asks the script, fills the response (`fill`, if OK)
@@ -135,6 +143,7 @@ class FakePs {
   std::vector<SeenCall> calls_ ABSL_GUARDED_BY(mu_);
   std::vector<Held> held_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> num_answered_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> open_gates_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, int>> answered_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
