@@ -20,6 +20,7 @@
 #include "chief/summaries.h"
 #include "data/stream/file_list.h"
 #include "export/export.h"
+#include "input/eval_input.h"
 #include "input/job_input.h"
 #include "io/event_writer.h"
 #include "worker/evaluation.h"

@@ -8,6 +8,7 @@
 #include "glog/logging.h"
 #include "input/job_input.h"
 #include "input/model_input.h"
+#include "input/replica_spec.h"
 #include "io/event_writer.h"
 #include "models/model_options.h"
 #include "worker/replica.h"

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
+#include "input/replica_spec.h"
 #include "worker/evaluation.h"
 #include "worker/replica.h"
 
@@ -17,7 +18,7 @@ namespace coordinator_internal {
 
 absl::StatusOr<EvalMetrics> Chief::Evaluate(const ParameterView& view) {
   ScopedTraceEvent event(deps_.trace, "eval", "evaluate");
-  PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m, eval_->Evaluate(model_.get(), view));
+  PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m, EvaluateInput(model_.get(), view, *eval_));
   LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed()) << " s of training)";
   absl::Status s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
   if (s.ok() && m.binary) s = eval_events_->WriteScalar("auc", m.global_step, m.auc);

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "config/cluster_config.h"
+
 namespace pstrain {
 
 // Who a replica is and how it trains.
@@ -16,6 +18,16 @@ struct ReplicaSpec {
   int64_t train_steps = 0;
   int64_t log_every_n_steps = 100;
 };
+
+// Replica `replica` of `job`.
+ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
+// Replica `replica` of `num_replicas` of a job trained by `t` (a job without
+// a cluster: replica 0 of 1).
+ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas);
+
+// Training replica id of a task: the chief is replica 0 when it trains, and
+// worker j follows it. -1 for a task that does not train.
+int ReplicaId(const JobConfig& job, const TaskSpec& task);
 
 }  // namespace pstrain
 

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
+#include "input/replica_spec.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "rpc/job_clients.h"

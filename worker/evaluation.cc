@@ -85,6 +85,14 @@ absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& v
   return evaluator.Finish();
 }
 
+absl::StatusOr<EvalMetrics> EvaluateInput(Model* model, const ParameterView& view,
+                                          const EvalInput& input) {
+  Evaluator evaluator(model, view, input.batch_size());
+  PSTRAIN_RETURN_IF_ERROR(
+      input.ForEachPart([&evaluator](const Dataset& part) { return evaluator.Add(part); }));
+  return evaluator.Finish();
+}
+
 std::string FormatEvalLine(const EvalMetrics& m) {
   if (m.binary) {
     // TensorFlow's binary head reports its metrics in key order too.

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
 #include "data/sparse_features.h"
+#include "input/eval_input.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_client.h"
 
@@ -63,6 +64,12 @@ class Evaluator {
 // error there (or an id the model refuses) is returned.
 absl::StatusOr<EvalMetrics> EvaluateDataset(Model* model, const ParameterView& view,
                                             const Dataset& data, int batch_size);
+
+// Evaluates `view`'s parameters on every example of the job's evaluation
+// input, in batches of its eval_batch_size; a stream's errors name the file
+// and where.
+absl::StatusOr<EvalMetrics> EvaluateInput(Model* model, const ParameterView& view,
+                                          const EvalInput& input);
 
 // TensorFlow Estimator's evaluation line:
 // "Saving dict for global step N: accuracy = A, global_step = N, loss = L",

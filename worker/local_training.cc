@@ -13,7 +13,9 @@
 #include "common/cluster_trace.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "input/eval_input.h"
 #include "input/job_input.h"
+#include "input/replica_spec.h"
 #include "models/model_options.h"
 #include "onnx/onnx_weights.h"
 #include "ps/in_process_client.h"
@@ -146,7 +148,7 @@ absl::StatusOr<EvalMetrics> RunLocalTraining(Env* env, const TrainingSpec& t) {
             << (trainer.input_ended() ? " (the input ended)" : "");
 
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView view, client->Pull());
-  PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics metrics, eval->Evaluate(model.get(), view));
+  PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics metrics, EvaluateInput(model.get(), view, *eval));
   LOG(INFO) << FormatEvalLine(metrics);
   return metrics;
 }

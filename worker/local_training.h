@@ -7,7 +7,7 @@
 // TrainingSpec, checked by the same validation, the model the same
 // resolution gives, and the input of a cluster replica and of the chief's
 // evaluation (ReplicaInput in input/job_input.h, EvalInput in
-// worker/replica.h). What a job without a cluster cannot do (checkpoints,
+// input/eval_input.h). What a job without a cluster cannot do (checkpoints,
 // exports, summaries, periodic evaluation, following new files, anything of
 // the wire or the other tasks) is refused, naming the key, rather than
 // ignored.

@@ -2,102 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_trace.h"
-#include "common/status_macros.h"
-#include "data/stream/file_pattern.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
-#include "input/model_input.h"
 #include "io/event_writer.h"
 
 namespace pstrain {
-
-int ReplicaId(const JobConfig& job, const TaskSpec& task) {
-  const int chief = job.training.chief_trains ? 1 : 0;
-  if (task.job_name == "chief") return job.training.chief_trains ? 0 : -1;
-  if (task.job_name == "worker") return chief + task.task_index;
-  return -1;
-}
-
-ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica) {
-  return ReplicaSpecOf(job.training, replica, NumTrainingReplicas(job));
-}
-
-ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas) {
-  ReplicaSpec spec;
-  spec.replica = replica;
-  spec.num_replicas = num_replicas;
-  spec.sync = t.update == UpdateMode::kSync;
-  spec.batch_size = t.batch_size;
-  spec.seed = t.seed;
-  spec.use_distortion_for_training = t.use_distortion_for_training;
-  spec.train_steps = StepLimit(t);
-  spec.log_every_n_steps = t.log_every_n_steps;
-  return spec;
-}
-
-absl::StatusOr<std::unique_ptr<EvalInput>> EvalInput::Open(Env* env, const TrainingSpec& t,
-                                                           const Model& model) {
-  std::unique_ptr<EvalInput> input(new EvalInput(env, t.eval_batch_size));
-  if (t.eval_files.empty()) {
-    absl::StatusOr<Dataset> test = LoadModelData(env, model, t.data_dir, Split::kTest);
-    if (!test.ok() && !t.train_files.empty()) {
-      // A job that streams its training input may not have meant data_dir.
-      return absl::Status(
-          test.status().code(),
-          absl::StrCat("the evaluation reads data_dir's test split, as training.eval_files is not "
-                       "set: ",
-                       test.status().message(),
-                       "; or give training.eval_files, the files to evaluate on"));
-    }
-    PSTRAIN_ASSIGN_OR_RETURN(input->data_, std::move(test));
-    return input;
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> files,
-                           ExpandFilePatterns(env, t.eval_files, "training.eval_files"));
-  ReplicaSpec one;
-  one.batch_size = t.eval_batch_size;
-  PSTRAIN_ASSIGN_OR_RETURN(
-      ExampleStreamOptions o,
-      StreamOptionsOf(env, t, model, one, std::move(files), "training.eval_files"));
-  o.shuffle_buffer = 0;
-  o.num_epochs = 1;
-  // The first batch, checked against the model now rather than at the first
-  // evaluation.
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream, ExampleStream::Create(env, o));
-  Dataset first;
-  absl::Status s = stream->Next(&first);
-  if (absl::IsOutOfRange(s) || (s.ok() && first.size() == 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("training.eval_files (", t.eval_files, ") hold no examples"));
-  }
-  PSTRAIN_RETURN_IF_ERROR(s);
-  PSTRAIN_RETURN_IF_ERROR(CheckModelInput(model, first, t.eval_files));
-  input->stream_ = std::move(o);
-  return input;
-}
-
-absl::StatusOr<EvalMetrics> EvalInput::Evaluate(Model* model, const ParameterView& view) const {
-  Evaluator evaluator(model, view, batch_size_);
-  if (!stream_.has_value()) {
-    PSTRAIN_RETURN_IF_ERROR(evaluator.Add(data_));
-    return evaluator.Finish();
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ExampleStream> stream,
-                           ExampleStream::Create(env_, *stream_));
-  Dataset batch;
-  while (true) {
-    absl::Status s = stream->Next(&batch);
-    if (absl::IsOutOfRange(s)) break;
-    PSTRAIN_RETURN_IF_ERROR(s);
-    PSTRAIN_RETURN_IF_ERROR(evaluator.Add(batch));
-  }
-  return evaluator.Finish();
-}
-
-std::string EvalInput::Describe() const {
-  if (!stream_.has_value()) return absl::StrCat(data_.size(), " test examples in memory");
-  return absl::StrCat("the examples of ", stream_->files.size(), " eval files, streamed");
-}
 
 std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const std::string& job_dir,
                                                                int replica) {

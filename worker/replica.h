@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,57 +12,18 @@
 #include "common/trace.h"
 #include "config/cluster_config.h"
 #include "data/dataset.h"
-#include "data/stream/example_stream.h"
 #include "input/replica_spec.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_servers.h"
-#include "worker/evaluation.h"
 #include "worker/trainer.h"
 
 namespace pstrain {
 
 // The one way a training replica is set up, used by the worker, the chief
-// (when it trains) and local mode: who the replica is, the trainer's options
-// and hooks (summaries, progressive validation), and the evaluation's input;
-// the replica's input itself is assembled in input/job_input.h.
-
-// Replica `replica` of `job`.
-ReplicaSpec ReplicaSpecOf(const JobConfig& job, int replica);
-// Replica `replica` of `num_replicas` of a job trained by `t` (a job without
-// a cluster: replica 0 of 1).
-ReplicaSpec ReplicaSpecOf(const TrainingSpec& t, int replica, int num_replicas);
-
-// Training replica id of a task: the chief is replica 0 when it trains, and
-// worker j follows it. -1 for a task that does not train.
-int ReplicaId(const JobConfig& job, const TaskSpec& task);
-
-// The chief's evaluation data: data_dir's test split in memory, or
-// eval_files streamed anew (in file order) at every evaluation, so that no
-// more than a batch of them is held.
-class EvalInput {
- public:
-  // Reads the test split (checked against `model`), or lists eval_files and
-  // reads their first batch to check it: NotFound naming
-  // training.eval_files and the pattern that matches nothing,
-  // InvalidArgument for files that hold no example or not the model's.
-  static absl::StatusOr<std::unique_ptr<EvalInput>> Open(Env* env, const TrainingSpec& t,
-                                                         const Model& model);
-
-  // `view`'s metrics over every example, in batches of the job's
-  // eval_batch_size; a stream's errors name the file and where.
-  absl::StatusOr<EvalMetrics> Evaluate(Model* model, const ParameterView& view) const;
-
-  // What the chief evaluates on, for its log.
-  std::string Describe() const;
-
- private:
-  EvalInput(Env* env, int batch_size) : env_(env), batch_size_(batch_size) {}
-
-  Env* const env_;
-  const int batch_size_;
-  Dataset data_;                                // in memory
-  std::optional<ExampleStreamOptions> stream_;  // eval_files
-};
+// (when it trains) and local mode: the trainer's options and hooks
+// (summaries, progressive validation). Who the replica is comes from
+// input/replica_spec.h, its input from input/job_input.h, and the
+// evaluation's input from input/eval_input.h.
 
 // The trainer's options for the replica (its dropout seed differs per
 // replica).

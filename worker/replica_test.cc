@@ -10,8 +10,10 @@
 #include "common/env.h"
 #include "data/synthetic/synthetic_ctr.h"
 #include "gtest/gtest.h"
+#include "input/eval_input.h"
 #include "input/job_input.h"
 #include "models/registry.h"
+#include "worker/evaluation.h"
 
 namespace pstrain {
 namespace {
@@ -61,7 +63,7 @@ TEST_F(ReplicaInputTest, ATsvEvalFileIsReadAsTsvWhateverTrainFilesSays) {
   ParameterView view;
   view.params = params.data();
   view.state = state.data();
-  absl::StatusOr<EvalMetrics> metrics = (*eval)->Evaluate(model_.get(), view);
+  absl::StatusOr<EvalMetrics> metrics = EvaluateInput(model_.get(), view, **eval);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_EQ(metrics->examples, 250);
   EXPECT_TRUE(metrics->binary);
