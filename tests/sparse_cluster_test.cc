@@ -83,6 +83,9 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
       "Wide & Deep, 2 ps x 2 workers, sync, 2000 steps of 2 x 100: AUC %.4f (planted "
       "%.4f), log loss %.4f (planted %.4f)\n",
       trained.auc, planted_.auc, trained.loss, planted_.log_loss);
+  // Sync with every replica's batch and a fixed seed: 0.8304 and log loss
+  // 0.4741 to the last digit in each run here (planted 0.8360, 0.4643), so
+  // the bounds (0.0044 and 0.0102 away) only cover another CPU's rounding.
   EXPECT_GT(trained.auc, planted_.auc - 0.01) << train.output;
   EXPECT_LT(trained.loss, planted_.log_loss + 0.02);
   const RowsLog saved = SumRowsLines(
@@ -261,6 +264,8 @@ TEST_F(SparseClusterTest, StreamedShardsResumeExactlyAfterAKilledWorker) {
   const Eval eval = LastEval(a.output);
   std::printf("streamed: AUC %.4f at step %lld (planted %.4f)\n", eval.auc,
               static_cast<long long>(eval.step), planted_.auc);
+  // 0.8160 and 0.8161 in two runs side by side here (the shuffle buffer
+  // fills as the reader thread runs): 0.03 over the bound.
   EXPECT_GT(eval.auc, planted_.auc - 0.05) << a.output;
 
   const std::string log = dir_ + "/launch_b.log";
@@ -651,6 +656,8 @@ TEST_F(SparseClusterTest, CsvShardsWithASchemaTrainWideAndDeep) {
   const Eval eval = LastEval(r.output);
   std::printf("CSV: AUC %.4f at step %lld (planted %.4f)\n", eval.auc,
               static_cast<long long>(eval.step), planted_.auc);
+  // 0.8152 and 0.8153 in two runs side by side here; read back from
+  // TFRecords, 0.8075 (fewer steps): both 0.02 or more over the bound.
   EXPECT_GT(eval.auc, planted_.auc - 0.05) << r.output;
   EXPECT_NE(r.output.find("every replica's input ended"), std::string::npos) << r.output;
 
