@@ -49,7 +49,7 @@ ROOMS = [
     "ps",  # shards, tables, optimizers, PsTask, the in-process ps
     "rpc",  # all of gRPC: the ps's service, the clients, channel security, proto conversions
     "ps_server",  # pstrain-ps: a PsTask served over gRPC
-    "input",  # a job's input assembly: a training replica's input from the job
+    "input",  # a job's input assembly: who a replica is, its input, the evaluation's input
     "worker",  # the training loop
     "chief",  # coordinator, checkpointer, job monitor
     "serving",  # predictor, TF Serving's REST API

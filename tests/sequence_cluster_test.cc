@@ -118,7 +118,7 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
       // A BST step costs four of DIN's (its self-attention over the whole
       // history): half the steps.
       {"BST", kSource + "/examples/models/bst.yaml", "0.004", 2500, {}},
-      // It has stopped learning by then (0.6656 at 3000 steps).
+      // It has all but stopped learning by then (0.6656 at 3000 steps).
       {"Wide & Deep", dir_ + "/wide_and_deep.yaml", "0.014", 1500, {}},
   };
   for (Model& m : models) {

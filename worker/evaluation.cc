@@ -10,6 +10,7 @@
 #include "data/batcher.h"
 #include "data/binary_metrics.h"
 #include "data/tabular.h"
+#include "input/eval_input.h"
 
 namespace pstrain {
 

@@ -8,11 +8,12 @@
 #include "absl/status/statusor.h"
 #include "data/dataset.h"
 #include "data/sparse_features.h"
-#include "input/eval_input.h"
 #include "models/model.h"
 #include "ps_protocol/parameter_client.h"
 
 namespace pstrain {
+
+class EvalInput;  // input/eval_input.h
 
 // Evaluation of a model's parameters on a dataset, shared by the chief (its
 // periodic and final evaluations) and local mode.
