@@ -20,7 +20,7 @@ jobs="${PSTRAIN_JOBS:-$(nproc)}"
 export PSTRAIN_REQUIRE_ONNX_TOOLS=1
 
 phase "The newcomer's path: the quickstart's build (the product alone) and a short job"
-# deploy/local/quickstart.sh as a new user runs it, but for 300 steps: it
+# deploy/local/quickstart.sh as a new user runs it, but for 200 steps: it
 # configures a build dir of its own (no tests; CMake told not to look for
 # GoogleTest, which is installed here), builds its targets, trains, exports
 # and predicts. On a fresh clone (CI's) that dir is build/, whose objects the
@@ -32,17 +32,17 @@ mkdir -p "$quick_build"
 rm -rf "$quick_job"
 set +e  # the quickstart's own status, not the filter's
 PSTRAIN_BUILD_DIR="$quick_build" PSTRAIN_JOB_DIR="$quick_job" PSTRAIN_JOBS="$jobs" \
-  "$root/deploy/local/quickstart.sh" --train_steps=300 2>&1 | tee "$quick_build/quickstart-ci.log" |
+  "$root/deploy/local/quickstart.sh" --train_steps=200 2>&1 | tee "$quick_build/quickstart-ci.log" |
   grep --line-buffered -E '^quickstart:|Saving dict|step = [0-9]*00,|^CLASSES|^[0-9]+ +\[|Built target pstrain-'
 quick_status=${PIPESTATUS[0]}
 set -e
-quick_accuracy="$(sed -n 's/^quickstart: test accuracy \([0-9.]*\) at global step 300 .*/\1/p' \
+quick_accuracy="$(sed -n 's/^quickstart: test accuracy \([0-9.]*\) at global step 200 .*/\1/p' \
   "$quick_build/quickstart-ci.log")"
 if ((quick_status != 0)) || [[ -z "$quick_accuracy" ]] ||
   ! grep -q '^CLASSES  *PROBABILITIES' "$quick_build/quickstart-ci.log" ||
   awk -v a="$quick_accuracy" 'BEGIN { exit !(a < 0.70) }'; then
   tail -n 60 "$quick_build/quickstart-ci.log"
-  echo "FAIL: the quickstart (exit $quick_status) did not train to 300 steps with an accuracy" \
+  echo "FAIL: the quickstart (exit $quick_status) did not train to 200 steps with an accuracy" \
     "of at least 0.70 (got '${quick_accuracy}') and predictions; its log: $quick_build/quickstart-ci.log" >&2
   exit 1
 fi
