@@ -60,7 +60,9 @@ std::string Rpc(int method, const google::protobuf::Message& m) {
 }
 
 // row_checkpoint_fuzzer: row files of three tables (one without rows, the
-// others in blocks of two rows), of one row, and of no tables.
+// others in blocks of two rows), of one row, and of no tables. (The v1_*
+// seeds beside them are the same files in format version 1, kept from before
+// version 2: this writer no longer makes them.)
 bool WriteRowCheckpointSeeds() {
   using pstrain::RowFileWriter;
   pstrain::MemEnv env;

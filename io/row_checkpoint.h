@@ -3,31 +3,36 @@
 
 // Row files: one ps task's rows of every embedding table of a model, written
 // beside its dense shard file in the same checkpoint (docs/data-formats.md,
-// "Checkpoint files"; io/checkpoint.h names the files). The format, every integer
-// little-endian, every float an IEEE-754 binary32 little-endian:
+// "Checkpoint files"; io/checkpoint.h names the files), and a click model's
+// trained rows in an export. Every integer is little-endian, every float an
+// IEEE-754 binary32 little-endian.
 //
-//   prelude  magic "PSTRROWS" (8 bytes), uint32 version,
-//            uint32 masked_crc(magic and version)
-//   header   uint64 length, uint32 masked_crc(the 8 length bytes),
-//            body[length], uint32 masked_crc(body)
-//     body   int64 global_step, uint32 num_tables, then for each table:
+// Version 2 (what RowFileWriter writes) is a sequence of TFRecord-framed
+// records (common/record_format.h), the framing of every other file pstrain
+// writes:
+//
+//   prelude  magic "PSTRROWS" (8 bytes), uint32 version (2)
+//   header   int64 global_step, uint32 num_tables, then for each table:
 //            uint32 name size, name, uint32 optimizer size, optimizer,
 //            int64 dim, int64 slot_floats, int64 rows
-//   blocks   each: uint32 table, uint64 count, uint32 masked_crc(those 12 bytes),
-//            `count` rows, uint32 masked_crc(the rows)
+//   blocks   each: uint32 table, uint64 count, then `count` rows
 //     row    int64 id, int64 last_step (0 for a table without eviction, which
 //            keeps none), float weights[dim], float slots[slot_floats]
-//   trailer  uint32 0xffffffff, uint64 total rows, uint64 blocks,
-//            uint32 the header's masked_crc(body),
-//            uint32 masked_crc(those 24 bytes)
-//   and nothing after the trailer.
+//   trailer  uint32 0xffffffff (where a block's table index would be),
+//            uint64 total rows, uint64 blocks, uint32 masked_crc(the header)
+//   and nothing after the trailer's record.
+//
+// Version 1 (read, no longer written) had the same pieces in a framing of
+// its own: the prelude bare with its masked_crc, the header as a length with
+// its CRC, the body and its CRC; each block's 12 bytes, their CRC, the rows
+// and their CRC; the trailer's 24 bytes and their CRC.
 //
 // masked_crc is TFRecord's (common/crc32c.h). Blocks go in table order: a
 // table's rows fill one or more blocks of at least one row each (none for a
 // table without rows), in the order they were added. Every byte is under a
-// CRC, and a file cut anywhere lacks its trailer or part of a block. The
-// prelude's layout is the same in every version, so a reader tells a file of
-// another version (InvalidArgument) from a damaged one (DataLoss).
+// CRC, and a file cut anywhere lacks its trailer or part of a record. The
+// prelude's layout is the same in every framed version, so a reader tells a
+// file of another version (InvalidArgument) from a damaged one (DataLoss).
 
 #include <cstddef>
 #include <cstdint>
@@ -45,14 +50,13 @@ namespace pstrain {
 namespace row_file {
 
 inline constexpr std::string_view kMagic = "PSTRROWS";
-constexpr uint32_t kVersion = 1;
-constexpr size_t kPreludeSize = 16;      // magic, version, CRC
-constexpr size_t kHeaderFrameSize = 12;  // length and its CRC (the body's CRC follows the body)
-constexpr size_t kBlockHeaderSize = 16;  // table, count, CRC (the rows' CRC follows the rows)
-constexpr size_t kRowPrefixSize = 16;    // id, last_step
-constexpr size_t kCrcSize = 4;
+constexpr uint32_t kVersion = 2;               // what RowFileWriter writes
+constexpr uint32_t kUnframedVersion = 1;       // read only
+constexpr size_t kPreludeSize = 12;            // magic, version
+constexpr size_t kBlockHeaderSize = 12;        // table, count
+constexpr size_t kRowPrefixSize = 16;          // id, last_step
 constexpr uint32_t kTrailerTag = 0xffffffffu;  // where a block's table index would be
-constexpr size_t kTrailerSize = 28;
+constexpr size_t kTrailerSize = 24;            // tag, rows, blocks, the header's CRC
 // Bounds of dim + slot_floats: a table's row is at most 64 MiB.
 constexpr int64_t kMaxRowFloats = int64_t{1} << 24;
 constexpr uint32_t kMaxTables = uint32_t{1} << 20;
@@ -111,7 +115,7 @@ class RowFileWriter {
  private:
   struct Block {
     int64_t rows = 0;
-    std::string bytes;  // rows as in the file
+    std::string bytes;  // the block's record data: table, count, rows
   };
   struct Table {
     int64_t row_bytes = 0;

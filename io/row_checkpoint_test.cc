@@ -110,9 +110,14 @@ std::string U64(uint64_t v) {
 std::string Crc(const std::string& data) {
   return U32(crc32c::Mask(crc32c::Value(data.data(), data.size())));
 }
-std::string Prelude(uint32_t version) {
+// The pieces of a file of either version (row_checkpoint.h): version 1 has
+// its own framing, version 2 TFRecord's.
+std::string Framed(const std::string& data) {
+  return U64(data.size()) + Crc(U64(data.size())) + data + Crc(data);
+}
+std::string Prelude(uint32_t version, int framing = 2) {
   const std::string p = "PSTRROWS" + U32(version);
-  return p + Crc(p);
+  return framing == 1 ? p + Crc(p) : Framed(p);
 }
 struct HandTable {
   std::string name;
@@ -131,8 +136,8 @@ std::string Body(uint64_t global_step, const std::vector<HandTable>& tables,
   }
   return b;
 }
-std::string Header(const std::string& body) {
-  return U64(body.size()) + Crc(U64(body.size())) + body + Crc(body);
+std::string Header(const std::string& body, int version = 2) {
+  return version == 1 ? U64(body.size()) + Crc(U64(body.size())) + body + Crc(body) : Framed(body);
 }
 std::string EncodeRow(const Row& row) {
   std::string s = U64(row.id) + U64(row.last_step);
@@ -145,13 +150,31 @@ std::string EncodeRow(const Row& row) {
   }
   return s;
 }
-std::string Block(uint32_t table, uint64_t count, const std::string& rows) {
+std::string Block(uint32_t table, uint64_t count, const std::string& rows, int version = 2) {
   const std::string h = U32(table) + U64(count);
-  return h + Crc(h) + rows + Crc(rows);
+  return version == 1 ? h + Crc(h) + rows + Crc(rows) : Framed(h + rows);
 }
-std::string Trailer(uint64_t rows, uint64_t blocks, const std::string& body) {
+std::string Trailer(uint64_t rows, uint64_t blocks, const std::string& body, int version = 2) {
   const std::string t = U32(0xffffffffu) + U64(rows) + U64(blocks) + Crc(body);
-  return t + Crc(t);
+  return version == 1 ? t + Crc(t) : Framed(t);
+}
+
+// SmallFile's rows as a version 1 file (what pstrain wrote before version 2).
+std::string SmallFileVersion1() {
+  RowFileWriter writer(ThreeTables());
+  const std::vector<Row> rows = AddRows(writer);  // 5 of table 0, then 3 of table 1
+  const std::string body = Body(7, {{"emb_C1/embeddings", "adagrad", 4, 4, 5},
+                                    {"emb_C2/embeddings", "ftrl", 2, 4, 3},
+                                    {"emb_C3/embeddings", "adam", 3, 7, 0}});
+  std::string file = Prelude(1, 1) + Header(body, 1);
+  // Blocks of two rows, as SmallFile's 100 bytes give.
+  for (size_t first : {0, 2, 4, 5, 7}) {
+    const size_t end = first == 4 ? 5 : std::min<size_t>(first + 2, 8);
+    std::string encoded;
+    for (size_t r = first; r < end; ++r) encoded += EncodeRow(rows[r]);
+    file += Block(rows[first].table, end - first, encoded, 1);
+  }
+  return file + Trailer(8, 5, body, 1);
 }
 
 TEST(RowCheckpointTest, RoundTripsThreeTablesOneWithoutRows) {
@@ -230,7 +253,7 @@ TEST(RowCheckpointTest, BytesAreThoseOfTheFormatNote) {
 
   const std::string body = Body(42, {{"a", "adagrad", 1, 1, 3}, {"bb", "sgd", 2, 0, 1}});
   const std::string want =
-      Prelude(1) + Header(body) + Block(0, 2, EncodeRow(rows[0]) + EncodeRow(rows[1])) +
+      Prelude(2) + Header(body) + Block(0, 2, EncodeRow(rows[0]) + EncodeRow(rows[1])) +
       Block(0, 1, EncodeRow(rows[3])) + Block(1, 1, EncodeRow(rows[2])) + Trailer(4, 3, body);
   EXPECT_EQ(*env.ReadFile("/f"), want);
 }
@@ -247,28 +270,45 @@ TEST(RowCheckpointTest, NoTablesAtAll) {
   EXPECT_TRUE(p.rows.empty());
 }
 
+TEST(RowCheckpointTest, VersionOneFilesReadAsBefore) {
+  RowFileWriter writer(ThreeTables());
+  const std::vector<Row> want = AddRows(writer);
+  const std::string v1 = SmallFileVersion1();
+  ASSERT_NE(v1, SmallFile());
+  Parsed p = Parse(v1);
+  ASSERT_TRUE(p.contents.ok()) << p.contents.status();
+  EXPECT_EQ(p.contents->global_step, 7);
+  EXPECT_THAT(p.contents->rows, ElementsAre(5, 3, 0));
+  ASSERT_EQ(p.contents->tables.size(), 3u);
+  EXPECT_EQ(p.contents->tables[2].optimizer, "adam");
+  EXPECT_EQ(p.contents->tables[2].slot_floats, 7);
+  EXPECT_EQ(p.rows, want);
+}
+
 TEST(RowCheckpointTest, EveryTruncationIsDataLossAndVisitsNothing) {
-  const std::string bytes = SmallFile();
-  ASSERT_TRUE(Parse(bytes).contents.ok());
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    Parsed p = Parse(std::string_view(bytes).substr(0, n));
-    ASSERT_TRUE(absl::IsDataLoss(p.contents.status())) << n << ": " << p.contents.status();
-    EXPECT_THAT(Message(p), HasSubstr(kPath));
-    EXPECT_TRUE(p.rows.empty()) << n;
+  for (const std::string& bytes : {SmallFile(), SmallFileVersion1()}) {
+    ASSERT_TRUE(Parse(bytes).contents.ok());
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      Parsed p = Parse(std::string_view(bytes).substr(0, n));
+      ASSERT_TRUE(absl::IsDataLoss(p.contents.status())) << n << ": " << p.contents.status();
+      EXPECT_THAT(Message(p), HasSubstr(kPath));
+      EXPECT_TRUE(p.rows.empty()) << n;
+    }
   }
 }
 
 TEST(RowCheckpointTest, EveryByteIsUnderACrc) {
-  const std::string bytes = SmallFile();
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    for (uint8_t flip : {0x01, 0x80, 0xff}) {
-      std::string damaged = bytes;
-      damaged[i] = static_cast<char>(damaged[i] ^ flip);
-      Parsed p = Parse(damaged);
-      ASSERT_TRUE(absl::IsDataLoss(p.contents.status()))
-          << "byte " << i << " ^ " << int{flip} << ": " << p.contents.status();
-      EXPECT_THAT(Message(p), HasSubstr(kPath));
-      EXPECT_TRUE(p.rows.empty()) << i;
+  for (const std::string& bytes : {SmallFile(), SmallFileVersion1()}) {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      for (uint8_t flip : {0x01, 0x80, 0xff}) {
+        std::string damaged = bytes;
+        damaged[i] = static_cast<char>(damaged[i] ^ flip);
+        Parsed p = Parse(damaged);
+        ASSERT_TRUE(absl::IsDataLoss(p.contents.status()))
+            << "byte " << i << " ^ " << int{flip} << ": " << p.contents.status();
+        EXPECT_THAT(Message(p), HasSubstr(kPath));
+        EXPECT_TRUE(p.rows.empty()) << i;
+      }
     }
   }
 }
@@ -277,28 +317,51 @@ TEST(RowCheckpointTest, MessagesSayWhatAndWhere) {
   const std::string bytes = SmallFile();
   std::string damaged = bytes;
   // Inside the rows of the last block (table 1's third row: 40 bytes, its
-  // CRC, the 28-byte trailer).
-  damaged[bytes.size() - 40] ^= 1;
+  // record's CRC, the trailer's 40-byte record).
+  const size_t last_block = bytes.size() - 40 - 4 - 40 - 12 - 12;
+  damaged[bytes.size() - 50] ^= 1;
   EXPECT_THAT(Message(Parse(damaged)),
-              HasSubstr("(table \"emb_C2/embeddings\") are damaged: CRC mismatch"));
+              HasSubstr(absl::StrCat("record at offset ", last_block, " has corrupted data")));
   EXPECT_THAT(Message(Parse(bytes + "x")), HasSubstr("has 1 bytes after its trailer"));
-  EXPECT_THAT(Message(Parse(bytes.substr(0, bytes.size() - 28))),
+  EXPECT_THAT(Message(Parse(bytes.substr(0, bytes.size() - 40))),
               HasSubstr("before its trailer (truncated)"));
   EXPECT_THAT(Message(Parse("hello")), HasSubstr("is not a row checkpoint file"));
+  EXPECT_THAT(Message(Parse(RecordWriter::Frame("a TFRecord"))),
+              HasSubstr("is not a row checkpoint file"));
+  EXPECT_THAT(Message(Parse(RecordWriter::Frame("PSTRROWSabcd") + bytes.substr(28))),
+              HasSubstr("format version 1684234849"));
   EXPECT_TRUE(absl::IsDataLoss(Parse("").contents.status()));
-  EXPECT_TRUE(absl::IsDataLoss(Parse(RecordWriter::Frame("a TFRecord")).contents.status()));
+
+  // Version 1's framing says more of where the damage is.
+  const std::string v1 = SmallFileVersion1();
+  damaged = v1;
+  damaged[v1.size() - 40] ^= 1;  // the last row (40 bytes), its CRC, the 28-byte trailer
+  EXPECT_THAT(Message(Parse(damaged)),
+              HasSubstr("(table \"emb_C2/embeddings\") are damaged: CRC mismatch"));
+  EXPECT_THAT(Message(Parse(v1 + "x")), HasSubstr("has 1 bytes after its trailer"));
+  EXPECT_THAT(Message(Parse(v1.substr(0, v1.size() - 28))),
+              HasSubstr("before its trailer (truncated)"));
 }
 
 TEST(RowCheckpointTest, AnotherVersionIsInvalidArgument) {
-  const std::string rest = SmallFile().substr(16);
-  for (uint32_t version : {0u, 2u, 0x01000001u}) {
-    Parsed p = Parse(Prelude(version) + rest);
-    EXPECT_TRUE(absl::IsInvalidArgument(p.contents.status())) << p.contents.status();
-    EXPECT_THAT(Message(p), HasSubstr(absl::StrCat("format version ", version,
-                                                   "; this pstrain reads version 1")));
-    EXPECT_TRUE(p.rows.empty());
+  const std::string rest = SmallFile().substr(28);
+  const std::string rest1 = SmallFileVersion1().substr(16);
+  for (uint32_t version : {0u, 1u, 3u, 0x01000001u}) {
+    for (const std::string& file :
+         {Prelude(version) + rest, version == 1 ? "" : Prelude(version, 1) + rest1}) {
+      if (file.empty()) continue;
+      Parsed p = Parse(file);
+      EXPECT_TRUE(absl::IsInvalidArgument(p.contents.status())) << p.contents.status();
+      EXPECT_THAT(Message(p), HasSubstr(absl::StrCat("format version ", version,
+                                                     "; this pstrain reads versions 1 and 2")));
+      EXPECT_TRUE(p.rows.empty());
+    }
   }
-  EXPECT_TRUE(Parse(Prelude(1) + rest).contents.ok());
+  EXPECT_TRUE(Parse(Prelude(2) + rest).contents.ok());
+  EXPECT_TRUE(Parse(Prelude(1, 1) + rest1).contents.ok());
+  // Version 2 unframed is no file pstrain wrote.
+  EXPECT_THAT(Message(Parse(Prelude(2, 1) + rest1)),
+              HasSubstr("its unframed prelude says version 2"));
 }
 
 // Files with valid CRCs (a bad writer, or a forged file) whose counts the
@@ -306,39 +369,44 @@ TEST(RowCheckpointTest, AnotherVersionIsInvalidArgument) {
 // allocation of such a size would throw or abort the test).
 TEST(RowCheckpointTest, HugeCountsAreRefusedWithoutAllocating) {
   const Row row = {0, 1, {2.0f}, {}, 3};
-  auto file = [&](const std::string& body, uint64_t count) {
-    return Prelude(1) + Header(body) + Block(0, count, EncodeRow(row)) + Trailer(1, 1, body);
-  };
-  const std::string valid = file(Body(1, {{"t", "sgd", 1, 0, 1}}), 1);
-  ASSERT_TRUE(Parse(valid).contents.ok()) << Parse(valid).contents.status();
+  for (int v : {1, 2}) {
+    auto file = [&](const std::string& body, uint64_t count) {
+      return Prelude(v, v) + Header(body, v) + Block(0, count, EncodeRow(row), v) +
+             Trailer(1, 1, body, v);
+    };
+    const std::string valid = file(Body(1, {{"t", "sgd", 1, 0, 1}}), 1);
+    ASSERT_TRUE(Parse(valid).contents.ok()) << Parse(valid).contents.status();
 
-  struct Case {
-    std::string bytes;
-    std::string message;
-  };
-  const uint64_t huge = uint64_t{1} << 62;
-  const std::vector<Case> cases = {
-      {Prelude(1) + U64(huge) + Crc(U64(huge)) + "xxxx", "has 4611686018427387904 bytes"},
-      {file(Body(1, {{"t", "sgd", 1, 0, 1}}, 0xfffffff0u), 1), "4294967280 tables in 36 bytes"},
-      {file(U64(1) + U32(1) + U32(0xffffffffu) + "t" + std::string(40, 'x'), 1),
-       "the name of table 0 is cut"},
-      {file(Body(1, {{"t", "sgd", 1, 0, huge}}), 1), "has 4611686018427387904 rows of 20 bytes"},
-      {file(Body(1, {{"t", "sgd", uint64_t{1} << 40, 0, 1}}), 1), "has dim 1099511627776"},
-      {file(Body(1, {{"t", "sgd", 1, ~uint64_t{0}, 1}}), 1), "has dim 1, -1 slot floats"},
-      {file(Body(1, {{"t", "sgd", 1 << 24, 1 << 24, 0}}), 1), "has dim 16777216, 16777216"},
-      {file(Body(1, {{"t", "sgd", 1, 0, 1}}), huge),
-       "it holds 4611686018427387904 rows of table \"t\"; the header leaves 1 of its 1"},
-      // The header allows 3 rows (the bytes after it could hold them); the
-      // block claims them but holds one.
-      {file(Body(1, {{"t", "sgd", 1, 0, 3}}), 3), "has 3 rows of 20 bytes and a CRC, only 52"},
-      {file(Body(1, {{"t", "sgd", 1, 0, 1}}), 0), "is malformed: it holds 0 rows of table \"t\""},
-      {file(Body(-1, {{"t", "sgd", 1, 0, 1}}), 1), "global step -1"},
-  };
-  for (const Case& c : cases) {
-    Parsed p = Parse(c.bytes);
-    EXPECT_TRUE(absl::IsDataLoss(p.contents.status())) << p.contents.status();
-    EXPECT_THAT(Message(p), HasSubstr(c.message));
-    EXPECT_TRUE(p.rows.empty());
+    struct Case {
+      std::string bytes;
+      std::string message;
+    };
+    const uint64_t huge = uint64_t{1} << 62;
+    const std::vector<Case> cases = {
+        {Prelude(v, v) + U64(huge) + Crc(U64(huge)) + "xxxx",
+         v == 1 ? "has 4611686018427387904 bytes" : "of 4611686018427387904 bytes is cut short"},
+        {file(Body(1, {{"t", "sgd", 1, 0, 1}}, 0xfffffff0u), 1), "4294967280 tables in 36 bytes"},
+        {file(U64(1) + U32(1) + U32(0xffffffffu) + "t" + std::string(40, 'x'), 1),
+         "the name of table 0 is cut"},
+        {file(Body(1, {{"t", "sgd", 1, 0, huge}}), 1), "has 4611686018427387904 rows of 20 bytes"},
+        {file(Body(1, {{"t", "sgd", uint64_t{1} << 40, 0, 1}}), 1), "has dim 1099511627776"},
+        {file(Body(1, {{"t", "sgd", 1, ~uint64_t{0}, 1}}), 1), "has dim 1, -1 slot floats"},
+        {file(Body(1, {{"t", "sgd", 1 << 24, 1 << 24, 0}}), 1), "has dim 16777216, 16777216"},
+        {file(Body(1, {{"t", "sgd", 1, 0, 1}}), huge),
+         "it holds 4611686018427387904 rows of table \"t\"; the header leaves 1 of its 1"},
+        // The header allows 3 rows (the bytes after it could hold them); the
+        // block claims them but holds one.
+        {file(Body(1, {{"t", "sgd", 1, 0, 3}}), 3),
+         v == 1 ? "has 3 rows of 20 bytes and a CRC, only 52" : "has 3 rows of 20 bytes in 20"},
+        {file(Body(1, {{"t", "sgd", 1, 0, 1}}), 0), "is malformed: it holds 0 rows of table \"t\""},
+        {file(Body(-1, {{"t", "sgd", 1, 0, 1}}), 1), "global step -1"},
+    };
+    for (const Case& c : cases) {
+      Parsed p = Parse(c.bytes);
+      EXPECT_TRUE(absl::IsDataLoss(p.contents.status())) << p.contents.status();
+      EXPECT_THAT(Message(p), HasSubstr(c.message)) << "version " << v;
+      EXPECT_TRUE(p.rows.empty());
+    }
   }
 }
 
@@ -346,37 +414,58 @@ TEST(RowCheckpointTest, MalformedHeadersAndBlocksWithValidCrcs) {
   const Row row = {0, 1, {2.0f}, {}, 3};
   const std::string one = EncodeRow(row);
   const std::string body = Body(1, {{"t", "sgd", 1, 0, 1}, {"u", "sgd", 1, 0, 1}});
-  struct Case {
-    std::string bytes;
-    std::string message;
-  };
-  const std::vector<Case> cases = {
-      {Prelude(1) + Header(Body(1, {{"t", "sgd", 1, 0, 0}, {"t", "sgd", 1, 0, 0}})) +
-           Trailer(0, 0, Body(1, {{"t", "sgd", 1, 0, 0}, {"t", "sgd", 1, 0, 0}})),
-       "empty or repeated name \"t\""},
-      {Prelude(1) + Header(Body(1, {}) + "z") + Trailer(0, 0, Body(1, {}) + "z"),
-       "1 bytes follow the last table"},
-      {Prelude(1) + Header(body) + Block(1, 1, one) + Block(0, 1, one) + Trailer(2, 2, body),
-       "block 1 at offset 156 is malformed: it is of table 0 but follows a block of table 1"},
-      {Prelude(1) + Header(body) + Block(2, 1, one) + Trailer(1, 1, body),
-       "it names table 2; the header has 2 tables"},
-      {Prelude(1) + Header(body) + Block(0, 1, one) + Trailer(1, 1, body),
-       "table \"u\" has 0 rows in blocks before its trailer at offset 156; its header says 1"},
-      {Prelude(1) + Header(body) + Block(0, 1, one) + Block(1, 1, one) + Trailer(2, 3, body),
-       "its trailer at offset 196 counts 2 rows in 3 blocks; the file has 2 in 2"},
-      {Prelude(1) + Header(body) + Block(0, 1, one) + Block(1, 1, one) +
-           Trailer(2, 2, Body(2, {{"t", "sgd", 1, 0, 1}, {"u", "sgd", 1, 0, 1}})),
-       "its trailer at offset 196 is of another file's header (files spliced)"},
-  };
-  for (const Case& c : cases) {
-    Parsed p = Parse(c.bytes);
-    EXPECT_TRUE(absl::IsDataLoss(p.contents.status())) << p.contents.status();
-    EXPECT_THAT(Message(p), HasSubstr(c.message));
-    EXPECT_TRUE(p.rows.empty());
+  // Where the second block and the trailer start: after the prelude and the
+  // header (v1: 16 + 12 + 84 + 4, v2: 28 + 100), then each block of one row
+  // (v1: 16 + 20 + 4, v2: 12 + 12 + 20 + 4).
+  for (int v : {1, 2}) {
+    const std::string second = v == 1 ? "156" : "176";
+    const std::string trailer = v == 1 ? "196" : "224";
+    const std::string P = Prelude(v, v), H = Header(body, v);
+    struct Case {
+      std::string bytes;
+      std::string message;
+    };
+    const std::vector<Case> cases = {
+        {P + Header(Body(1, {{"t", "sgd", 1, 0, 0}, {"t", "sgd", 1, 0, 0}}), v) +
+             Trailer(0, 0, Body(1, {{"t", "sgd", 1, 0, 0}, {"t", "sgd", 1, 0, 0}}), v),
+         "empty or repeated name \"t\""},
+        {P + Header(Body(1, {}) + "z", v) + Trailer(0, 0, Body(1, {}) + "z", v),
+         "1 bytes follow the last table"},
+        {P + H + Block(1, 1, one, v) + Block(0, 1, one, v) + Trailer(2, 2, body, v),
+         "block 1 at offset " + second +
+             " is malformed: it is of table 0 but follows a block of table 1"},
+        {P + H + Block(2, 1, one, v) + Trailer(1, 1, body, v),
+         "it names table 2; the header has 2 tables"},
+        {P + H + Block(0, 1, one, v) + Trailer(1, 1, body, v),
+         "table \"u\" has 0 rows in blocks before its trailer at offset " + second +
+             "; its header says 1"},
+        {P + H + Block(0, 1, one, v) + Block(1, 1, one, v) + Trailer(2, 3, body, v),
+         "its trailer at offset " + trailer + " counts 2 rows in 3 blocks; the file has 2 in 2"},
+        {P + H + Block(0, 1, one, v) + Block(1, 1, one, v) +
+             Trailer(2, 2, Body(2, {{"t", "sgd", 1, 0, 1}, {"u", "sgd", 1, 0, 1}}), v),
+         "its trailer at offset " + trailer + " is of another file's header (files spliced)"},
+    };
+    for (const Case& c : cases) {
+      Parsed p = Parse(c.bytes);
+      EXPECT_TRUE(absl::IsDataLoss(p.contents.status())) << p.contents.status();
+      EXPECT_THAT(Message(p), HasSubstr(c.message)) << "version " << v;
+      EXPECT_TRUE(p.rows.empty());
+    }
+    EXPECT_TRUE(Parse(P + H + Block(0, 1, one, v) + Block(1, 1, one, v) + Trailer(2, 2, body, v))
+                    .contents.ok());
   }
-  EXPECT_TRUE(
-      Parse(Prelude(1) + Header(body) + Block(0, 1, one) + Block(1, 1, one) + Trailer(2, 2, body))
-          .contents.ok());
+  // Version 2's records hold what their header says, no more and no less.
+  const std::string P = Prelude(2), H = Header(body);
+  const std::string T = Trailer(2, 2, body);
+  EXPECT_THAT(Message(Parse(P + H + Framed(U32(0) + U64(1) + one + "x") + Block(1, 1, one) + T)),
+              HasSubstr("block 0 at offset 128 of table \"t\" has 1 rows of 20 bytes in 21"));
+  EXPECT_THAT(Message(Parse(P + H + Framed(U32(0) + U32(1)) + Block(1, 1, one) + T)),
+              HasSubstr("block 0 at offset 128 is malformed: 8 bytes"));
+  EXPECT_THAT(Message(Parse(P + H + Block(0, 1, one) + Block(1, 1, one) +
+                            Framed(U32(0xffffffffu) + U64(2) + U64(2) + Crc(body) + "x"))),
+              HasSubstr("its trailer at offset 224 has 25 bytes, not 24"));
+  EXPECT_THAT(Message(Parse(P + H + Block(0, 1, one) + Block(1, 1, one) + T + Framed(""))),
+              HasSubstr("has 16 bytes after its trailer, at offset 264"));
 }
 
 TEST(RowCheckpointTest, AVisitorErrorStopsTheReading) {
