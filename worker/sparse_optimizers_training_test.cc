@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "worker/sparse_training_fixture.h"
+#include "worker/sparse_training_test_util.h"
 
 namespace pstrain {
 namespace sparse_training_test {

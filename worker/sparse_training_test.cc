@@ -6,7 +6,7 @@
 
 #include "glog/logging.h"
 #include "gtest/gtest.h"
-#include "worker/sparse_training_fixture.h"
+#include "worker/sparse_training_test_util.h"
 
 namespace pstrain {
 namespace sparse_training_test {
