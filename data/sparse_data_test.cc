@@ -443,6 +443,41 @@ TEST(SyntheticCtrTest, DriftChangesAFractionOfTheIdsAtEachShard) {
   EXPECT_LT(stale->auc, own->auc - 0.03);
 }
 
+TEST(SyntheticCtrTest, EachDayHasWeightsOfItsOwnForAFractionOfTheIds) {
+  SyntheticCtrConfig config;
+  config.num_categorical = 4;
+  config.vocabulary = {2000};
+  absl::StatusOr<SyntheticCtr> generator = SyntheticCtr::Create(config);
+  ASSERT_TRUE(generator.ok());
+  const SyntheticCtr base = *generator;
+  SyntheticCtr day3 = *generator, day4 = *generator, again = *generator;
+  day3.SetDay(0.3, 3);
+  day4.SetDay(0.3, 4);
+  again.SetDay(0.3, 3);
+  int changed3 = 0, changed4 = 0, both = 0;
+  for (uint32_t id = 1; id <= 2000; ++id) {
+    const bool c3 = day3.IdWeight(1, id) != base.IdWeight(1, id);
+    const bool c4 = day4.IdWeight(1, id) != base.IdWeight(1, id);
+    changed3 += c3;
+    changed4 += c4;
+    both += c3 && c4 && day3.IdWeight(1, id) == day4.IdWeight(1, id);
+    EXPECT_EQ(again.IdWeight(1, id), day3.IdWeight(1, id));  // a pure function of the day
+  }
+  EXPECT_NEAR(changed3, 600, 80);
+  EXPECT_NEAR(changed4, 600, 80);
+  EXPECT_EQ(both, 0);  // a day's weights are its own: day 4 comes back to the base
+  day3.SetDay(0, 3);
+  EXPECT_EQ(day3.IdWeight(2, 11), base.IdWeight(2, 11));
+  // A day's examples are predicted better by that day's model than by the
+  // base one.
+  day4.SetDay(0.5, 4);
+  const CriteoBatch batch = day4.Generate(20000, 2004);
+  absl::StatusOr<PlantedModelQuality> own = day4.Evaluate(batch);
+  absl::StatusOr<PlantedModelQuality> shared = base.Evaluate(batch);
+  ASSERT_TRUE(own.ok() && shared.ok());
+  EXPECT_GT(own->auc, shared->auc + 0.01);
+}
+
 TEST(SyntheticCtrTest, RoundTripsThroughTheReader) {
   absl::StatusOr<SyntheticCtr> generator = SyntheticCtr::Create(SyntheticCtrConfig());
   ASSERT_TRUE(generator.ok());

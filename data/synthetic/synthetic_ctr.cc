@@ -19,7 +19,7 @@ uint64_t Mix(uint64_t x) { return MixBits64(x + kSplitMix64Gamma); }
 uint64_t Mix3(uint64_t a, uint64_t b, uint64_t c) { return Mix(Mix(Mix(a) ^ b) ^ c); }
 
 // What a derived value is for, so streams and weights never share bits.
-enum Purpose : uint64_t { kStreamSeed = 1, kIdWeight = 2, kDenseWeight = 3, kDrift = 4 };
+enum Purpose : uint64_t { kStreamSeed = 1, kIdWeight = 2, kDenseWeight = 3, kDrift = 4, kDay = 5 };
 
 double ToUniform(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
@@ -105,6 +105,12 @@ double SyntheticCtr::IdWeight(int field, uint32_t id) const {
     return 0;
   }
   const uint64_t index = (static_cast<uint64_t>(field) << 32) | id;
+  // A day's own weight, for that day only.
+  if (day_shift_ > 0 &&
+      ToUniform(Mix3(config_.seed, kDay, Mix(index) ^ static_cast<uint64_t>(day_))) < day_shift_) {
+    return config_.id_weight_stddev *
+           HashedNormal(Mix3(config_.seed, kDay, static_cast<uint64_t>(day_)), kIdWeight, index);
+  }
   // The last shard (up to drift_shard_) at which the id drew a new weight.
   uint64_t version = 0;
   for (int64_t shard = drift_shard_; shard >= 1 && drift_ > 0; --shard) {
@@ -120,6 +126,11 @@ double SyntheticCtr::IdWeight(int field, uint32_t id) const {
 void SyntheticCtr::SetDrift(double drift, int64_t shard) {
   drift_ = std::clamp(drift, 0.0, 1.0);
   drift_shard_ = std::max<int64_t>(0, shard);
+}
+
+void SyntheticCtr::SetDay(double shift, int64_t day) {
+  day_shift_ = std::clamp(shift, 0.0, 1.0);
+  day_ = std::max<int64_t>(0, day);
 }
 
 double SyntheticCtr::DenseWeight(int d) const {

@@ -90,6 +90,13 @@ class SyntheticCtr {
   // the seed, the field, the id and the shard). Shard 0 or drift 0: the
   // weights above. The dense weights do not drift.
   void SetDrift(double drift, int64_t shard);
+  // A day of a time-partitioned log whose model moves from day to day and
+  // back (the weather of a flight log, a sale in a click log): on day
+  // `day`, each id of each field has, with probability `shift`, a weight of
+  // that day's own (a pure function of the seed, the field, the id and the
+  // day) in place of its weight above. The model of all days together is the
+  // base one, shrunk; shift 0: the weights above.
+  void SetDay(double shift, int64_t day);
   // The planted weight of dense feature `d`.
   double DenseWeight(int d) const;
 
@@ -138,6 +145,8 @@ class SyntheticCtr {
   std::vector<std::vector<double>> cdfs_;  // per field: cdfs_[f][r - 1] = P(id <= r)
   double drift_ = 0;
   int64_t drift_shard_ = 0;
+  double day_shift_ = 0;
+  int64_t day_ = 0;
 };
 
 }  // namespace pstrain

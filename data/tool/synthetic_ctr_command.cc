@@ -66,6 +66,29 @@ absl::Status WriteShards(Env* env, const SyntheticCtr& generator, const std::str
   return absl::OkStatus();
 }
 
+// --days: the first `n` training examples in `days` files
+// <prefix>-day-00000.tsv[.gz], ... (day d: examples [d n / days, (d + 1) n /
+// days)), each day's from its own model (SyntheticCtr::SetDay) and stream.
+absl::Status WriteDays(Env* env, SyntheticCtr generator, const std::string& prefix, int64_t n,
+                       int64_t days, double shift, bool gzip) {
+  for (int64_t d = 0; d < days; ++d) {
+    generator.SetDay(shift, d);
+    const std::string path = absl::StrFormat("%s-day-%05d.tsv%s", prefix, d, gzip ? ".gz" : "");
+    const int64_t begin = n * d / days, end = n * (d + 1) / days;
+    const uint64_t stream = 2000 + static_cast<uint64_t>(d);
+    SyntheticCtr::Stream examples = generator.NewStream(stream);
+    if (absl::Status st = WriteTsvFile(env, examples, end - begin, path, gzip); !st.ok()) {
+      return st;
+    }
+    absl::StatusOr<PlantedModelQuality> own =
+        generator.Evaluate(generator.Generate(std::min<int64_t>(end - begin, 20000), stream));
+    std::fprintf(stderr, "wrote %s: %lld examples; that day's planted AUC %s\n", path.c_str(),
+                 static_cast<long long>(end - begin),
+                 own.ok() ? absl::StrFormat("%.4f", own->auc).c_str() : "(too few examples)");
+  }
+  return absl::OkStatus();
+}
+
 // --stream: file k of a drifting click log every `every` seconds.
 int WriteSyntheticStream(Env* env, SyntheticCtr generator, const std::string& dir, int64_t examples,
                          double every, double drift, int64_t count, bool gzip) {
@@ -106,8 +129,8 @@ int WriteSyntheticStream(Env* env, SyntheticCtr generator, const std::string& di
 int RunSyntheticCtr(Env* env, std::span<const std::string> args) {
   std::string out, test_out, stream_dir;
   int64_t examples = -1, test_examples = 100000;
-  int64_t shards = 0, count = 0;
-  double every = -1, drift = 0;
+  int64_t shards = 0, count = 0, days = 0;
+  double every = -1, drift = 0, day_shift = 0.2;
   bool gzip = false;
   SyntheticCtrConfig config;
   FlagParser flags;
@@ -117,6 +140,8 @@ int RunSyntheticCtr(Env* env, std::span<const std::string> args) {
   flags.Int("--test_examples", &test_examples, 2);
   flags.Int("--seed", &config.seed);
   flags.Int("--shards", &shards, 1, 99999);
+  flags.Int("--days", &days, 1, 99999);
+  flags.Double("--day_shift", &day_shift, 0, 1);
   flags.String("--stream", &stream_dir);
   flags.Double("--every", &every, 0, std::numeric_limits<double>::infinity());
   flags.Double("--drift", &drift, 0, 1);
@@ -130,11 +155,17 @@ int RunSyntheticCtr(Env* env, std::span<const std::string> args) {
     return WriteSyntheticStream(env, *std::move(generator), stream_dir, examples, every, drift,
                                 count, gzip);
   }
-  if (out.empty() || examples < 0) return Usage();
+  if (out.empty() || examples < 0 || (days > 0 && shards > 0)) return Usage();
   absl::StatusOr<SyntheticCtr> generator = SyntheticCtr::Create(config);
   absl::Status status = generator.status();
   std::string where = out;
-  if (status.ok() && (shards > 0 || gzip)) {
+  if (status.ok() && days > 0) {
+    std::string prefix = out;
+    if (absl::EndsWith(prefix, ".tsv")) prefix.resize(prefix.size() - 4);
+    where = absl::StrFormat("%s-day-*.tsv%s (%lld days, day_shift %g)", prefix, gzip ? ".gz" : "",
+                            static_cast<long long>(days), day_shift);
+    status = WriteDays(env, *generator, prefix, examples, days, day_shift, gzip);
+  } else if (status.ok() && (shards > 0 || gzip)) {
     std::string prefix = out;
     if (absl::EndsWith(prefix, ".tsv")) prefix.resize(prefix.size() - 4);
     where = absl::StrFormat("%s-*-of-%05d.tsv%s", prefix, std::max<int64_t>(shards, 1),
