@@ -28,6 +28,8 @@ const Field kFields[] = {
     {"eval_files", &TrainingSpec::eval_files},
     {"input_compression", &TrainingSpec::input_compression},
     {"shuffle_buffer", &TrainingSpec::shuffle_buffer},
+    {"shuffle_files", &TrainingSpec::shuffle_files},
+    {"cycle_length", &TrainingSpec::cycle_length},
     {"num_epochs", &TrainingSpec::num_epochs},
     {"csv_schema", &TrainingSpec::csv_schema},
     {"max_bad_records", &TrainingSpec::max_bad_records},

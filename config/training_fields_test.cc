@@ -115,17 +115,17 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 67u);
+  ASSERT_EQ(names.size(), 69u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
   // The streamed input's fields follow data_dir.
   const auto data = std::find(names.begin(), names.end(), "data_dir");
-  ASSERT_LT(data + 11, names.end());
-  EXPECT_EQ(
-      std::vector<std::string>(data + 1, data + 12),
-      (std::vector<std::string>{"train_files", "eval_files", "input_compression", "shuffle_buffer",
-                                "num_epochs", "csv_schema", "max_bad_records", "follow",
-                                "poll_secs", "progressive_validation", "progressive_window"}));
+  ASSERT_LT(data + 13, names.end());
+  EXPECT_EQ(std::vector<std::string>(data + 1, data + 14),
+            (std::vector<std::string>{
+                "train_files", "eval_files", "input_compression", "shuffle_buffer", "shuffle_files",
+                "cycle_length", "num_epochs", "csv_schema", "max_bad_records", "follow",
+                "poll_secs", "progressive_validation", "progressive_window"}));
   // The exports' fields, together.
   const auto exports = std::find(names.begin(), names.end(), "exports_to_keep");
   ASSERT_LT(exports + 3, names.end());

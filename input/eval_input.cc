@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<EvalInput>> EvalInput::Open(Env* env, const Train
       ExampleStreamOptions o,
       StreamOptionsOf(env, t, model, one, std::move(files), "training.eval_files"));
   o.shuffle_buffer = 0;
+  o.shuffle_files = false;  // in name order: the same examples every evaluation
   o.num_epochs = 1;
   // The first batch, checked against the model now rather than at the first
   // evaluation.

@@ -102,6 +102,8 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
   o.num_replicas = spec.num_replicas;
   o.batch_size = spec.batch_size;
   o.shuffle_buffer = t.shuffle_buffer;
+  o.shuffle_files = t.shuffle_files;
+  o.cycle_length = t.cycle_length;
   o.num_epochs = t.num_epochs;
   o.max_bad_records = t.max_bad_records;
   o.seed = spec.seed;

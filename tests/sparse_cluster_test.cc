@@ -430,10 +430,13 @@ TEST_F(SparseClusterTest, NumEpochsEndsTheJobWithItsInput) {
     ASSERT_TRUE(
         data->WriteTsv(env, absl::StrCat(shards, "/part-", i, ".tsv"), sizes[i], 200 + i).ok());
   }
+  // The shares as dealt in name order (file i to replica i % 3), the same
+  // in both epochs.
   const std::string config = WriteClusterConfig(
       LoopbackConfig{.ps = 1,
                      .workers = 2,
-                     .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n"});
+                     .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n"
+                                 "  shuffle_files: false\n"});
   ProcessResult r = RunProcess(
       {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,
        "--train_files=" + shards + "/part-*.tsv", "--num_epochs=2", "--job_dir=" + job_dir(),
@@ -551,8 +554,8 @@ TEST_F(SparseClusterTest, AnInputThatEndedIsSaidAgainToARestartedPs) {
   Env* env = Env::Default();
   const std::string shards = dir_ + "/uneven";
   ASSERT_TRUE(env->CreateDirs(shards).ok());
-  // Worker 1 (replica 2) reads parts 2 and 5: 1000 examples, 50 batches of
-  // 20; the others 20000 and more.
+  // Worker 1 (replica 2) reads parts 2 and 5 (in name order, shuffle_files
+  // false): 1000 examples, 50 batches of 20; the others 20000 and more.
   const int sizes[] = {20000, 20000, 500, 500, 1000, 500};
   for (int i = 0; i < 6; ++i) {
     ASSERT_TRUE(
@@ -562,7 +565,7 @@ TEST_F(SparseClusterTest, AnInputThatEndedIsSaidAgainToARestartedPs) {
       LoopbackConfig{.ps = 1,
                      .workers = 2,
                      .training = "  update: sync\n  sync_timeout: 30\n  shuffle_buffer: 1000\n"
-                                 "  checkpoint_steps: 100\n"});
+                                 "  checkpoint_steps: 100\n  shuffle_files: false\n"});
   const std::string log = dir_ + "/uneven.log";
   Background launch = StartProcess(
       {kBin + "/pstrain-launch", "--config=" + config, "--model=" + spec_, "--data_dir=" + ctr_,

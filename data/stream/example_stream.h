@@ -6,15 +6,16 @@
 // bounded memory, and a position that says exactly where the stream is, so
 // that a restarted replica continues with the very next example.
 //
-// A replica reads its share of the files: file i when i % num_replicas ==
-// replica, or, with fewer files than replicas, every file's records r with
-// r % num_replicas == replica. It reads `cycle_length` of its files at once,
-// taking one record from each in turn (tf.data's interleave with
+// Each epoch orders the files (drawn from the seed and the epoch, the same
+// for every replica, with shuffle_files; else as given), and a replica
+// reads its share of them: the k-th file of that order when k % num_replicas
+// == replica, or, with fewer files than replicas, every file's records r
+// with r % num_replicas == replica. It reads `cycle_length` of its files at
+// once, taking one record from each in turn (tf.data's interleave with
 // block_length 1); a file that ends gives its place to the next. Examples
 // are dealt out in windows: the next `shuffle_buffer` examples, handed out
 // in an order drawn from (seed, replica, epoch, window), or in file order
-// without a shuffle_buffer. Every epoch visits the replica's files in a new
-// order (with a shuffle_buffer) and every example once. No more than the
+// without a shuffle_buffer. Every epoch visits every example once. No more than the
 // window being handed out and `prefetch_windows` more are in memory, and no
 // file is read whole.
 //
@@ -86,7 +87,11 @@ struct ExampleStreamOptions {
   // file order).
   int64_t shuffle_buffer = 0;
   uint64_t seed = 0;
-  int cycle_length = 4;      // files read at once
+  // Each epoch's files in an order drawn from (seed, epoch), the same for
+  // every replica, and dealt from it; false: in the order of `files`. Not
+  // with follow_list (new files keep their arrival order).
+  bool shuffle_files = true;
+  int cycle_length = 16;     // files read at once (training.cycle_length)
   int64_t num_epochs = 0;    // 0: for ever
   int prefetch_windows = 2;  // windows read ahead on the stream's thread
   // Bad records (or damaged rests of files) skipped, each logged, before

@@ -222,7 +222,8 @@ TEST_F(ExampleStreamTest, EveryReplicaReadsItsShareAndEachEpochEveryExampleOnce)
     const std::string dir = testing_util::TempDirRemovedAtExit("example_stream_share");
     const std::vector<std::string> paths = WriteExampleFiles(dir, files, per_file, false);
     const int64_t total = static_cast<int64_t>(files) * per_file;
-    std::map<int64_t, int> seen;  // id -> times, over both epochs
+    std::map<int64_t, std::vector<int>> seen;  // id -> the epoch of each time it came
+    bool a_share_changed = false;
     for (int replica = 0; replica < replicas; ++replica) {
       ExampleStreamOptions o = Options(paths);
       o.replica = replica;
@@ -231,23 +232,103 @@ TEST_F(ExampleStreamTest, EveryReplicaReadsItsShareAndEachEpochEveryExampleOnce)
       absl::StatusOr<std::unique_ptr<ExampleStream>> stream =
           ExampleStream::Create(Env::Default(), o);
       ASSERT_TRUE(stream.ok()) << stream.status();
+      std::vector<std::vector<int64_t>> epochs;
+      for (int64_t epoch = 0; epoch < 2; ++epoch) {
+        epochs.push_back({});
+        for (const FilePiece& p : EpochPieces(o, epoch)) {
+          for (int64_t r = 0; r < per_file; ++r) {
+            if (files >= replicas || r % replicas == replica) {
+              epochs.back().push_back(p.file * per_file + r);
+            }
+          }
+        }
+      }
       std::vector<int64_t> ids;
       for (const std::vector<int64_t>& b : Drain(**stream))
         ids.insert(ids.end(), b.begin(), b.end());
-      ASSERT_EQ(ids.size() % 2, 0u);
-      // Each epoch of this replica: the same examples, in another order.
-      std::vector<int64_t> first(ids.begin(), ids.begin() + ids.size() / 2);
-      std::vector<int64_t> second(ids.begin() + ids.size() / 2, ids.end());
-      EXPECT_NE(first, second);
-      std::sort(first.begin(), first.end());
-      std::sort(second.begin(), second.end());
-      EXPECT_EQ(first, second);
-      for (int64_t id : ids) ++seen[id];
+      // Each epoch of this replica: the examples of its share of that
+      // epoch's files, in another order.
+      ASSERT_EQ(ids.size(), epochs[0].size() + epochs[1].size());
+      std::vector<int64_t> first(ids.begin(), ids.begin() + epochs[0].size());
+      std::vector<int64_t> second(ids.begin() + epochs[0].size(), ids.end());
+      EXPECT_NE(first, epochs[0]);
+      for (int e = 0; e < 2; ++e) {
+        std::vector<int64_t>& got = e == 0 ? first : second;
+        std::sort(got.begin(), got.end());
+        std::sort(epochs[e].begin(), epochs[e].end());
+        EXPECT_EQ(got, epochs[e]) << "replica " << replica << ", epoch " << e;
+        for (int64_t id : got) seen[id].push_back(e);
+      }
+      a_share_changed |= epochs[0] != epochs[1];
       EXPECT_EQ((*stream)->progress().epoch, 1);
     }
+    // Every epoch, every example once among the replicas.
     ASSERT_EQ(static_cast<int64_t>(seen.size()), total) << files << " files";
-    for (const auto& [id, times] : seen) EXPECT_EQ(times, 2) << "example " << id;
+    for (auto& [id, times] : seen) {
+      std::sort(times.begin(), times.end());
+      EXPECT_EQ(times, (std::vector<int>{0, 1})) << "example " << id;
+    }
+    // The files are dealt anew each epoch (shuffle_files); records of one
+    // file, to the same replicas.
+    EXPECT_EQ(a_share_changed, files >= replicas) << files << " files";
   }
+}
+
+// The deal (data/stream/stream_deal.cc): with shuffle_files, each epoch's
+// order of all the files is drawn from (seed, epoch), the same for every
+// replica, and replica r takes every num_replicas-th file of it from r on;
+// without, file i goes to replica i % num_replicas in name order; following
+// new files keeps that deal.
+TEST_F(ExampleStreamTest, EachEpochDealsTheFilesFromOneShuffledOrder) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back(absl::StrCat("/d/day-", i, ".csv"));
+  const auto share = [&](int replica, int64_t epoch, bool shuffle, uint64_t seed) {
+    ExampleStreamOptions o = Options(names);
+    o.replica = replica;
+    o.num_replicas = 3;
+    o.shuffle_files = shuffle;
+    o.seed = seed;
+    std::vector<int64_t> files;
+    for (const FilePiece& p : EpochPieces(o, epoch)) {
+      EXPECT_EQ(p.offset, 0u);
+      EXPECT_EQ(p.record, 0);
+      files.push_back(p.file);
+    }
+    return files;
+  };
+  std::set<std::vector<int64_t>> orders;
+  for (int64_t epoch = 0; epoch < 6; ++epoch) {
+    // Interleaved, the replicas' shares are the epoch's order: every file once.
+    std::vector<int64_t> order;
+    const std::vector<std::vector<int64_t>> shares = {
+        share(0, epoch, true, 42), share(1, epoch, true, 42), share(2, epoch, true, 42)};
+    EXPECT_EQ(shares[0].size(), 4u);
+    EXPECT_EQ(shares[1].size(), 3u);
+    EXPECT_EQ(shares[2].size(), 3u);
+    for (size_t k = 0; k < names.size(); ++k) order.push_back(shares[k % 3][k / 3]);
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    orders.insert(order);
+    // Drawn from the seed and the epoch alone.
+    EXPECT_EQ(share(1, epoch, true, 42), shares[1]);
+    EXPECT_NE(share(0, epoch, true, 43), shares[0]) << "epoch " << epoch;
+    // In name order without shuffle_files.
+    EXPECT_EQ(share(0, epoch, false, 42), (std::vector<int64_t>{0, 3, 6, 9}));
+    EXPECT_EQ(share(2, epoch, false, 42), (std::vector<int64_t>{2, 5, 8}));
+  }
+  EXPECT_EQ(orders.size(), 6u);  // a new order every epoch
+
+  // Following new files: file i to replica i % num_replicas (the files
+  // listed later are dealt so, data/stream/stream_deal.h ListedFilesOf).
+  ExampleStreamOptions o = Options(names);
+  o.replica = 1;
+  o.num_replicas = 3;
+  o.shuffle_buffer = 0;
+  o.follow_list = "/job/input/files";
+  std::vector<int64_t> files;
+  for (const FilePiece& p : EpochPieces(o, 0)) files.push_back(p.file);
+  EXPECT_EQ(files, (std::vector<int64_t>{1, 4, 7}));
 }
 
 // Progress lines say how far through its epoch a replica's stream is, by

@@ -26,6 +26,14 @@ std::string StreamKey(const ExampleStreamOptions& o, bool replicas) {
                   o.features.num_dense);
   for (const std::string& f : o.features.sparse) absl::StrAppend(&key, " ", f);
   if (o.follow_list.empty()) {
+    // The files' order: as given (the key of logs from before shuffle_files,
+    // when the order did not depend on it), drawn per epoch, or as given
+    // where a shuffle_buffer once shuffled each replica's files.
+    if (o.shuffle_files) {
+      absl::StrAppend(&key, " files shuffled");
+    } else if (o.shuffle_buffer > 0) {
+      absl::StrAppend(&key, " files in order");
+    }
     for (const std::string& f : o.files) absl::StrAppend(&key, "\n", f);
   } else {
     absl::StrAppend(&key, "\nfollow ", o.follow_list);  // its files only grow
@@ -71,9 +79,10 @@ absl::Status InputPositionLog::Load(std::string* note) {
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
   const std::string header = absl::StrCat(kHeader, " ", fingerprint_);
   if (lines.empty() || lines[0] != header) {
-    *note = absl::StrCat(path_,
-                         " was written for other input settings (files, replicas, seed, "
-                         "shuffle_buffer or batch_size); its positions are not used");
+    *note =
+        absl::StrCat(path_,
+                     " was written for other input settings (files, their order, replicas, seed, "
+                     "shuffle_buffer, cycle_length or batch_size); its positions are not used");
     return absl::OkStatus();
   }
   for (size_t i = 1; i < lines.size(); ++i) {

@@ -104,6 +104,7 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     o.format = ExampleFormat::kCsv;
     o.csv = *schema;
     o.batch_size = 4096;
+    o.shuffle_files = false;
     o.cycle_length = 1;  // file after file, in order
     o.num_epochs = 1;
     absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(env, o);
