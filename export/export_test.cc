@@ -266,7 +266,7 @@ layers:
   // A dynamic table has no ONNX form: the version has no model.onnx.
   EXPECT_FALSE(env.FileExists(*dir + "/model.onnx"));
   const nlohmann::json manifest = nlohmann::json::parse(*env.ReadFile(*dir + "/model.json"));
-  EXPECT_EQ(manifest["format_version"], 2);
+  EXPECT_EQ(manifest["format_version"], 4);
   EXPECT_EQ(manifest["tables"][0]["name"], "emb/embeddings");
   EXPECT_EQ(manifest["tables"][0]["rows"], 3);
   EXPECT_EQ(manifest["input"]["sparse_features"], nlohmann::json({"f", "g"}));
@@ -332,7 +332,7 @@ TEST(ExportTest, DeltasReadBackWholeAndKeepTheirBases) {
     ASSERT_TRUE(dir.ok()) << dir.status();
     dirs.push_back(*dir);
     const nlohmann::json manifest = nlohmann::json::parse(*env.ReadFile(*dir + "/model.json"));
-    EXPECT_EQ(manifest["format_version"], 3);
+    EXPECT_EQ(manifest["format_version"], 4);
     EXPECT_EQ(manifest["delta_of"], newest);
     EXPECT_EQ(*ExportDeltaOf(&env, *dir), newest);
     // Its own files hold the changed rows only; read whole, every row.

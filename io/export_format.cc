@@ -31,9 +31,12 @@ namespace {
 
 constexpr char kFormat[] = "pstrain-export";
 // 2: a click model's embeddings.rows and tables; 3: a delta of a click
-// model (delta_of). Exports without tables are still written as 1, full
-// click models as 2, which every earlier reader takes.
-constexpr int kFormatVersion = 3;
+// model (delta_of); 4: embeddings.rows is a row file of version 2
+// (TFRecord-framed, io/row_checkpoint.h), which readers of 2 and 3 cannot
+// read: they refuse the export as newer than theirs. Exports without tables
+// are still written as 1, which every earlier reader takes; click models'
+// (full or delta) as 4.
+constexpr int kFormatVersion = 4;
 constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
@@ -54,9 +57,7 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
   }
   nlohmann::json m = {
       {"format", kFormat},
-      {"format_version", embeddings == nullptr ? 1
-                         : delta_of > 0        ? 3
-                                               : 2},
+      {"format_version", embeddings == nullptr ? 1 : 4},
       {"model", model.name()},
       {"model_spec", model.spec_yaml()},
       {"model_options",

@@ -323,8 +323,10 @@ TEST(RowCheckpointTest, MessagesSayWhatAndWhere) {
   EXPECT_THAT(Message(Parse(damaged)),
               HasSubstr(absl::StrCat("record at offset ", last_block, " has corrupted data")));
   EXPECT_THAT(Message(Parse(bytes + "x")), HasSubstr("has 1 bytes after its trailer"));
-  EXPECT_THAT(Message(Parse(bytes.substr(0, bytes.size() - 40))),
-              HasSubstr("before its trailer (truncated)"));
+  EXPECT_THAT(
+      Message(Parse(bytes.substr(0, bytes.size() - 40))),
+      HasSubstr(absl::StrCat("ends at offset ", bytes.size() - 40, " before its block 5 at offset ",
+                             bytes.size() - 40, " or trailer (truncated)")));
   EXPECT_THAT(Message(Parse("hello")), HasSubstr("is not a row checkpoint file"));
   EXPECT_THAT(Message(Parse(RecordWriter::Frame("a TFRecord"))),
               HasSubstr("is not a row checkpoint file"));
@@ -346,10 +348,8 @@ TEST(RowCheckpointTest, MessagesSayWhatAndWhere) {
 TEST(RowCheckpointTest, AnotherVersionIsInvalidArgument) {
   const std::string rest = SmallFile().substr(28);
   const std::string rest1 = SmallFileVersion1().substr(16);
-  for (uint32_t version : {0u, 1u, 3u, 0x01000001u}) {
-    for (const std::string& file :
-         {Prelude(version) + rest, version == 1 ? "" : Prelude(version, 1) + rest1}) {
-      if (file.empty()) continue;
+  for (uint32_t version : {0u, 3u, 0x01000001u}) {
+    for (const std::string& file : {Prelude(version) + rest, Prelude(version, 1) + rest1}) {
       Parsed p = Parse(file);
       EXPECT_TRUE(absl::IsInvalidArgument(p.contents.status())) << p.contents.status();
       EXPECT_THAT(Message(p), HasSubstr(absl::StrCat("format version ", version,
@@ -359,9 +359,16 @@ TEST(RowCheckpointTest, AnotherVersionIsInvalidArgument) {
   }
   EXPECT_TRUE(Parse(Prelude(2) + rest).contents.ok());
   EXPECT_TRUE(Parse(Prelude(1, 1) + rest1).contents.ok());
-  // Version 2 unframed is no file pstrain wrote.
+  // Version 2 unframed, or 1 framed, is no file pstrain wrote.
   EXPECT_THAT(Message(Parse(Prelude(2, 1) + rest1)),
               HasSubstr("its unframed prelude says version 2"));
+  EXPECT_TRUE(absl::IsDataLoss(Parse(Prelude(1) + rest).contents.status()));
+  EXPECT_THAT(Message(Parse(Prelude(1) + rest)), HasSubstr("its framed prelude says version 1"));
+  // A damaged record says what the file holds there.
+  std::string damaged = SmallFile();
+  damaged[28 + 12 + 3] ^= 1;  // in the header's data
+  EXPECT_THAT(Message(Parse(damaged)),
+              HasSubstr("record at offset 28 has corrupted data (CRC mismatch) (its header)"));
 }
 
 // Files with valid CRCs (a bad writer, or a forged file) whose counts the

@@ -348,13 +348,18 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFramedFile(std::string_view bytes
   const auto offset_of = [&](std::string_view data) {
     return static_cast<size_t>(data.data() - bytes.data());
   };
-  // The next record; the end of the file before the trailer is truncation.
+  // The next record, `what` the file expects there (named in errors); the
+  // end of the file before the trailer is truncation.
   const auto next = [&](absl::string_view what) -> absl::StatusOr<std::string_view> {
     const uint64_t offset = in.offset();
     absl::StatusOr<std::string_view> record = in.ReadRecord();
     if (absl::IsOutOfRange(record.status())) {
       return RowsDataLoss(
           source, absl::StrCat("ends at offset ", offset, " before its ", what, " (truncated)"));
+    }
+    if (!record.ok()) {
+      return absl::Status(record.status().code(),
+                          absl::StrCat(record.status().message(), " (its ", what, ")"));
     }
     return record;
   };
@@ -365,6 +370,10 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFramedFile(std::string_view bytes
                                              AbslView(kMagic), "\" and a version)"));
   }
   const uint32_t version = DecodeFixed32(prelude.data() + kMagic.size());
+  if (version == row_file::kUnframedVersion) {
+    return RowsDataLoss(source, absl::StrCat("its framed prelude says version ", version,
+                                             ", whose files are not TFRecord-framed (damaged)"));
+  }
   if (version != kVersion) return AnotherVersion(source, version);
 
   PSTRAIN_ASSIGN_OR_RETURN(const std::string_view body, next("header"));
@@ -375,7 +384,8 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFramedFile(std::string_view bytes
   // The blocks, then the trailer.
   for (;;) {
     const size_t offset = in.offset();
-    PSTRAIN_ASSIGN_OR_RETURN(const std::string_view record, next("trailer"));
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string_view record,
+                             next(absl::StrCat(check.Where(offset), " or trailer")));
     if (record.size() >= 4 && DecodeFixed32(record.data()) == kTrailerTag) {
       if (record.size() != kTrailerSize) {
         return RowsDataLoss(source, absl::StrCat("its trailer at offset ", offset, " has ",
