@@ -175,9 +175,10 @@ absl::Status ValidateModelAndOptimizer(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.shuffle_buffer = ", t.shuffle_buffer,
                                 ": examples shuffled at once, 0 (in order) or more"));
   }
-  if (t.cycle_length < 1 || t.cycle_length > kMaxCycleLength) {
+  if (t.cycle_length < 0 || t.cycle_length > kMaxCycleLength) {
     return Invalid(absl::StrCat("training.cycle_length = ", t.cycle_length,
-                                ": files a replica reads at once, 1 to ", kMaxCycleLength));
+                                ": files a replica reads at once, 1 to ", kMaxCycleLength, " (0: ",
+                                kDefaultCycleLength, ", or ", kFollowCycleLength, " with follow)"));
   }
   if (t.onnx_weights != "use" && t.onnx_weights != "ignore") {
     return Invalid(absl::StrCat("training.onnx_weights = \"", t.onnx_weights,

@@ -103,7 +103,9 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
   o.batch_size = spec.batch_size;
   o.shuffle_buffer = t.shuffle_buffer;
   o.shuffle_files = t.shuffle_files;
-  o.cycle_length = t.cycle_length;
+  o.cycle_length = t.cycle_length > 0 ? t.cycle_length
+                   : t.follow         ? kFollowCycleLength
+                                      : kDefaultCycleLength;
   o.num_epochs = t.num_epochs;
   o.max_bad_records = t.max_bad_records;
   o.seed = spec.seed;

@@ -40,6 +40,11 @@ DEFINE_string(train_files, "",
 DEFINE_string(eval_files, "", "Streamed evaluation input, as --train_files (empty: data_dir's).");
 DEFINE_string(input_compression, "auto", "Input files: auto (gzip for .gz), none or gzip.");
 DEFINE_int32(shuffle_buffer, 10000, "Streamed input: examples per replica shuffled at once.");
+DEFINE_bool(shuffle_files, true,
+            "Streamed input: each epoch reads --train_files in an order drawn from the seed and "
+            "the epoch (false: name order).");
+DEFINE_int32(cycle_length, 0,
+             "Streamed input: files a replica reads at once (0: 16, or 4 with --follow).");
 DEFINE_int64(num_epochs, 0,
              "Streamed input: passes over --train_files (0: for ever); the job ends when every "
              "replica's input ends, or at --train_steps if that comes first.");

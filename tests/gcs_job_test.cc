@@ -113,7 +113,8 @@ TEST_F(GcsJobTest, AMissingBucketOrObjectIsAClearError) {
 }
 
 // Streamed input from a bucket (issue 40): 16 gzip'd Criteo-like shards in
-// gs://; each of the 3 training replicas opens only its shards (i % 3) and
+// gs://; each of the 3 training replicas opens only its shards (every third
+// of the epoch's shuffled order) and
 // reads them in ranged pieces; with num_epochs 1 the job ends with its
 // input, its job dir in the bucket too.
 TEST_F(GcsJobTest, ReplicasStreamTheirShareOfSixteenGzipShardsFromABucket) {

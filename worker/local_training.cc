@@ -34,8 +34,8 @@ constexpr std::string_view kLocalKeys[] = {
     "model", "onnx_weights", "num_layers", "batch_norm_decay", "batch_norm_epsilon",
     // The input of a replica and of the evaluation.
     "use_distortion_for_training", "data_dir", "train_files", "eval_files", "input_compression",
-    "shuffle_buffer", "num_epochs", "csv_schema", "max_bad_records", "progressive_validation",
-    "progressive_window",
+    "shuffle_buffer", "shuffle_files", "cycle_length", "num_epochs", "csv_schema",
+    "max_bad_records", "progressive_validation", "progressive_window",
     // The optimizer and the embedding tables' rules (the in-process ps's).
     "optimizer", "learning_rate", "learning_rate_schedule", "momentum", "nesterov", "weight_decay",
     "weight_decay_exclusions", "embedding_optimizer", "embedding_learning_rate", "embedding_l1",

@@ -1,5 +1,5 @@
-#ifndef PSTRAIN_WORKER_SPARSE_TRAINING_FIXTURE_H_
-#define PSTRAIN_WORKER_SPARSE_TRAINING_FIXTURE_H_
+#ifndef PSTRAIN_WORKER_SPARSE_TRAINING_TEST_UTIL_H_
+#define PSTRAIN_WORKER_SPARSE_TRAINING_TEST_UTIL_H_
 
 // The fixture of the single-process click model tests
 // (sparse_training_test.cc, sparse_optimizers_training_test.cc): synthetic
@@ -88,4 +88,4 @@ class SparseTrainingTest : public ::testing::Test {
 }  // namespace sparse_training_test
 }  // namespace pstrain
 
-#endif  // PSTRAIN_WORKER_SPARSE_TRAINING_FIXTURE_H_
+#endif  // PSTRAIN_WORKER_SPARSE_TRAINING_TEST_UTIL_H_

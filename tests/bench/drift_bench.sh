@@ -7,7 +7,7 @@
 # 1 ps and 2 workers on loopback (pstrain-launch), async, Adam, batch 256, one
 # epoch, shuffle_buffer 10000; the runs, alternating each round:
 #   in order       the daily files in name order (shuffle_files: false), 4 at a
-#                  time: what pstrain did before training.shuffle_files;
+#                  time;
 #   files shuffled each epoch's file order drawn from the seed and dealt from
 #                  it (shuffle_files: true, the default), at each cycle_length
 #                  given;
@@ -19,7 +19,8 @@
 #
 #   tests/bench/drift_bench.sh [rounds=2] [days=60] [examples=1200000]
 #       [day_shift=0.3] [cycle_lengths="4 16 64"]
-# Needs a Release build in build/. About 3 minutes a run on 2 cores.
+# Use an odd number of rounds: the medians are the middle runs'. Needs a
+# Release build in build/. About a minute a run on 2 cores.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
