@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, runs the quickstart's build and a short job,
-# builds pstrain (Release) and runs every test with ctest, then runs the unit
-# tests and the fuzzers under AddressSanitizer + UBSan and the threaded code's
-# tests under ThreadSanitizer (clang; both built beside the Release tests, at
-# the lowest CPU priority). Exits non-zero on the first failure. Each phase
-# prints when it began.
+# builds pstrain (Release) and runs the integration tests (the real binaries,
+# as separate processes) with ctest, then runs the unit tests and the fuzzers
+# under AddressSanitizer + UBSan and the threaded code's tests under
+# ThreadSanitizer (clang; both built beside the Release tests, at the lowest
+# CPU priority). Every test runs; each unit test once. Exits non-zero on the
+# first failure. Each phase prints when it began.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,8 +50,11 @@ fi
 rm -rf "$quick_job"
 
 phase "Release build"
-# The tests on, and GoogleTest looked for again: a build dir the quickstart
-# made has them off.
+# The integration tests on, and GoogleTest looked for again: a build dir the
+# quickstart made has them off. The unit tests are built and run once, under
+# ASan + UBSan below (-DPSTRAIN_UNIT_TESTS=OFF here; a developer's build dir
+# has them by default): only the tests that start the real binaries need the
+# optimized build.
 # Every build here is a unity build, as the quickstart's is: each target's
 # sources compiled in batches (CMake's default, 8 a batch), so the headers
 # (Eigen, gRPC, protobuf, abseil, GoogleTest) are parsed once per batch, not
@@ -60,7 +64,7 @@ phase "Release build"
 build_flags=(-DCMAKE_UNITY_BUILD=ON -DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld
   -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld)
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release -DPSTRAIN_BUILD_TESTS=ON \
-  -DCMAKE_DISABLE_FIND_PACKAGE_GTest=OFF "${build_flags[@]}"
+  -DPSTRAIN_UNIT_TESTS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_GTest=OFF "${build_flags[@]}"
 cmake --build "$root/build" -j"$jobs"
 # The sanitizer configurations: ASan + UBSan (clang, with libFuzzer coverage)
 # for the unit tests and the fuzzers, and ThreadSanitizer for the code with
