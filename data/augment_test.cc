@@ -97,7 +97,7 @@ TEST(BatchIteratorPrefetchTest, SameBatchesAsWithout) {
   ahead->Skip(2);
   ahead->StartPrefetch();
   std::vector<float> x1(5 * 48), x2(5 * 48);
-  std::vector<int32_t> y1(5), y2(5);
+  std::vector<float> y1(5), y2(5);
   for (int step = 0; step < 30; ++step) {
     plain->Next(x1.data(), y1.data());
     ahead->Next(x2.data(), y2.data());

@@ -50,7 +50,7 @@ class BatchSource {
   // input has no more examples; a source that reads files returns their
   // errors (naming the file and where in it); one that follows new files
   // WaitingForInputError while it has none (the next call goes on).
-  virtual absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) = 0;
+  virtual absl::Status NextBatch(float* images, float* labels, SparseBatch* sparse) = 0;
 
   // Epochs completed, for progress lines.
   virtual int64_t epoch() const = 0;

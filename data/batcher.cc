@@ -176,7 +176,7 @@ void BatchIterator::SetSparseFeatures(std::vector<int> columns) {
   sparse_columns_ = std::move(columns);
 }
 
-void BatchIterator::Fill(float* images, int32_t* labels, SparseBatch* sparse) {
+void BatchIterator::Fill(float* images, float* labels, SparseBatch* sparse) {
   const int64_t example_size = dataset_->example_size();
   const bool augment = augmentation_.any() && !dataset_->tabular;
   if (augment) scratch_.resize(example_size);
@@ -225,9 +225,9 @@ void BatchIterator::Produce() {
   }
 }
 
-void BatchIterator::Next(float* images, int32_t* labels) { Next(images, labels, nullptr); }
+void BatchIterator::Next(float* images, float* labels) { Next(images, labels, nullptr); }
 
-void BatchIterator::Next(float* images, int32_t* labels, SparseBatch* sparse) {
+void BatchIterator::Next(float* images, float* labels, SparseBatch* sparse) {
   if (!prefetching_) {
     Fill(images, labels, sparse);
     handed_out_epoch_ = epoch_;
@@ -262,7 +262,7 @@ void BatchIterator::Skip(int64_t batches) {
 }
 
 void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
-                 int32_t* labels) {
+                 float* labels) {
   CHECK_GE(begin, 0);
   CHECK_GE(count, 0);
   CHECK_LE(begin + count, dataset.size());
@@ -273,8 +273,8 @@ void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* im
   }
 }
 
-void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
-                 int32_t* labels, const std::vector<int>& columns, SparseBatch* sparse) {
+void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images, float* labels,
+                 const std::vector<int>& columns, SparseBatch* sparse) {
   GatherRange(dataset, begin, count, images, labels);
   if (sparse == nullptr) return;
   CheckColumns(dataset, columns);

@@ -44,7 +44,7 @@ class BatchIterator : public BatchSource {
   ~BatchIterator() override;
 
   // Next(images, labels, sparse); never fails.
-  absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) override {
+  absl::Status NextBatch(float* images, float* labels, SparseBatch* sparse) override {
     Next(images, labels, sparse);
     return absl::OkStatus();
   }
@@ -73,7 +73,7 @@ class BatchIterator : public BatchSource {
   // examples.
   // For tabular data `images` receives the dense features instead
   // (batch_size * num_dense floats, as stored: not scaled, not augmented).
-  void Next(float* images, int32_t* labels);
+  void Next(float* images, float* labels);
 
   // Next, and for tabular data the batch's sparse features: `*sparse` is
   // replaced by one column per SetSparseFeatures index, in that order, each
@@ -81,7 +81,7 @@ class BatchIterator : public BatchSource {
   // at 0. `sparse` may be null (then this is Next(images, labels)). Reuses
   // the memory of `*sparse` (with prefetching it is swapped with the batch
   // prepared ahead): pointers into its previous contents become invalid.
-  void Next(float* images, int32_t* labels, SparseBatch* sparse);
+  void Next(float* images, float* labels, SparseBatch* sparse);
 
   // Moves past the next `batches` batches without reading them, as if Next
   // had been called that many times (a job resumed at global step S skips S
@@ -101,7 +101,7 @@ class BatchIterator : public BatchSource {
   // Sets order_ for epoch_.
   void StartEpoch();
   // The next batch into the given buffers (advances order_/position_/epoch_).
-  void Fill(float* images, int32_t* labels, SparseBatch* sparse);
+  void Fill(float* images, float* labels, SparseBatch* sparse);
   void Produce();  // the prefetch thread
 
   const Dataset* const dataset_;
@@ -123,7 +123,7 @@ class BatchIterator : public BatchSource {
   bool ahead_ready_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<float> ahead_images_;
-  std::vector<int32_t> ahead_labels_;
+  std::vector<float> ahead_labels_;
   SparseBatch ahead_sparse_;  // filled only if sparse_columns_ is not empty
   int64_t ahead_epoch_ = 0;
   std::thread thread_;
@@ -135,13 +135,13 @@ class BatchIterator : public BatchSource {
 // the dataset (checked; a violation is a programmer error and aborts).
 // For tabular data `images` receives the dense features as stored.
 void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
-                 int32_t* labels);
+                 float* labels);
 
 // GatherRange, and the examples' sparse features into `*sparse` (if not null):
 // one column per index in `columns` (dataset.sparse indices, checked), as
 // BatchIterator::Next fills it.
-void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images,
-                 int32_t* labels, const std::vector<int>& columns, SparseBatch* sparse);
+void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* images, float* labels,
+                 const std::vector<int>& columns, SparseBatch* sparse);
 
 }  // namespace pstrain
 

@@ -33,7 +33,7 @@ std::unique_ptr<BatchIterator> MustCreate(const Dataset* dataset, int batch_size
 std::vector<int32_t> Draw(BatchIterator* it, const Dataset& dataset, int num_batches) {
   const int64_t n = dataset.example_size();
   std::vector<float> images(it->batch_size() * n);
-  std::vector<int32_t> labels(it->batch_size());
+  std::vector<float> labels(it->batch_size());
   std::vector<int32_t> drawn;
   for (int b = 0; b < num_batches; ++b) {
     it->Next(images.data(), labels.data());
@@ -189,7 +189,7 @@ TEST(GatherRangeTest, ScalesPixelsToUnitInterval) {
   dataset.images[5] = 255;
   dataset.images[6] = 51;
   std::vector<float> images(2 * 4);
-  std::vector<int32_t> labels(2);
+  std::vector<float> labels(2);
   GatherRange(dataset, 1, 2, images.data(), labels.data());
   EXPECT_THAT(labels, ElementsAreArray({1, 2}));
   EXPECT_EQ(images[0], 0.0f);
@@ -210,7 +210,7 @@ TEST(GatherRangeTest, EmptyRangeAtEnd) {
 TEST(GatherRangeDeathTest, RangeBeyondDatasetIsAProgrammerError) {
   Dataset dataset = MakeDataset(4, 1, 2, 2);
   std::vector<float> images(3 * 4);
-  std::vector<int32_t> labels(3);
+  std::vector<float> labels(3);
   EXPECT_DEATH(GatherRange(dataset, 2, 3, images.data(), labels.data()), "");
 }
 

@@ -80,7 +80,7 @@ void ExpectSparseBatch(const Dataset& data, const std::vector<int>& columns,
 // One batch as Next hands it out.
 struct Batch {
   std::vector<float> dense;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   SparseBatch sparse;
 };
 
@@ -308,7 +308,7 @@ TEST_F(TabularDataTest, NextWithoutSparseFillsDenseAndLabels) {
   ASSERT_NE(it, nullptr);
   it->SetSparseFeatures({1});
   std::vector<float> dense(2 * 13);
-  std::vector<int32_t> labels(2);
+  std::vector<float> labels(2);
   it->Next(dense.data(), labels.data());
   EXPECT_EQ(dense, std::vector<float>(data_.dense.begin(), data_.dense.begin() + 2 * 13));
   EXPECT_THAT(labels, ElementsAre(1, 0));
@@ -363,7 +363,7 @@ TEST_F(TabularDataTest, SkipIsLikeDrawingThatManyBatches) {
 
 TEST_F(TabularDataTest, GatherRangeCopiesDenseAndSparse) {
   std::vector<float> dense(2 * 13);
-  std::vector<int32_t> labels(2);
+  std::vector<float> labels(2);
   SparseBatch sparse;
   GatherRange(data_, 1, 2, dense.data(), labels.data(), {2, 0}, &sparse);
   EXPECT_EQ(dense, std::vector<float>(data_.dense.begin() + 13, data_.dense.begin() + 3 * 13));
@@ -403,7 +403,7 @@ TEST(TabularBatchTest, ImageBatchesAreUnchangedWithASparseBatch) {
   auto it = MustCreate(&images, 2, false);
   ASSERT_NE(it, nullptr);
   std::vector<float> pixels(2 * 4);
-  std::vector<int32_t> labels(2);
+  std::vector<float> labels(2);
   SparseBatch sparse;
   sparse.features.resize(1);  // stale: replaced
   it->Next(pixels.data(), labels.data(), &sparse);

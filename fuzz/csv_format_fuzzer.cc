@@ -53,7 +53,7 @@ void CheckDataset(const pstrain::Dataset& d) {
   for (float v : d.dense) {
     if (!std::isfinite(v)) std::abort();
   }
-  for (int32_t y : d.labels) {
+  for (float y : d.labels) {
     if (y < 0) std::abort();
   }
   for (size_t c = 0; c < d.sparse.size(); ++c) {

@@ -27,7 +27,7 @@ void CheckTabular(const absl::StatusOr<pstrain::Dataset>& d, int64_t num_dense) 
   if (!d.ok()) return;
   const size_t n = d->labels.size();
   if (!d->tabular || d->num_dense != num_dense || d->dense.size() != n * num_dense) std::abort();
-  for (int32_t label : d->labels) {
+  for (float label : d->labels) {
     if (label != 0 && label != 1) std::abort();
   }
   for (const pstrain::SparseFeatureColumn& c : d->sparse) {

@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int64_t d : m.input_shape()) example *= d;
   constexpr int kBatch = 2;
   std::vector<float> images(kBatch * example, 0.5f);
-  std::vector<int32_t> labels = {0, 1};
+  std::vector<float> labels = {0, 1};
   // Sparse layers read rows: two examples, with no value (an empty
   // sequence) and with ids {1, 2, 2}.
   pstrain::SparseStep sparse;

@@ -32,7 +32,7 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
                                            static_cast<int>(s[2]), model.name(), dir);
     if (!shape.ok()) return shape;
   }
-  for (int32_t label : data.labels) {
+  for (float label : data.labels) {
     if (label < 0 || label >= model.num_classes()) {
       return absl::InvalidArgumentError(
           absl::StrCat(dir, " has an example of class ", label, ", but model ", model.name(),

@@ -22,10 +22,10 @@ std::vector<double> FirstLosses(Model* model, int steps) {
   constexpr int64_t kBatch = 8;
   const int64_t example = NumElements(model->input_shape());
   std::vector<float> images(kBatch * example);
-  std::vector<int32_t> labels(kBatch);
+  std::vector<float> labels(kBatch);
   SplitMix64 rng(7);
   for (float& x : images) x = rng.Uniform();
-  for (int32_t& y : labels) y = static_cast<int32_t>(rng.Next() % model->num_classes());
+  for (float& y : labels) y = static_cast<float>(rng.Next() % model->num_classes());
   std::vector<float> params(model->num_params()), state(model->num_state());
   model->InitializeVariables(1, params.data(), state.data());
   std::vector<float> grads(params.size()), stats(state.size());

@@ -565,7 +565,7 @@ TEST(SoftmaxCrossEntropyTest, GradientMatchesNumeric) {
   Tensor logits({3, 4});
   SplitMix64 rng(6);
   for (int64_t i = 0; i < logits.size(); ++i) logits[i] = 4.0f * rng.Uniform() - 2.0f;
-  const int32_t labels[] = {0, 3, 2};
+  const float labels[] = {0, 3, 2};
   Tensor grad;
   LossResult base = SoftmaxCrossEntropy(logits, labels, &grad);
   EXPECT_GT(base.loss_sum, 0);
@@ -584,7 +584,7 @@ TEST(SoftmaxCrossEntropyTest, StableForLargeLogitsAndCountsCorrect) {
   Tensor logits({2, 3});
   const float v[] = {1000, 0, -1000, 0, 0, 1};
   std::copy(v, v + 6, logits.data());
-  const int32_t labels[] = {0, 1};
+  const float labels[] = {0, 1};
   LossResult r = SoftmaxCrossEntropy(logits, labels, nullptr);
   EXPECT_TRUE(std::isfinite(r.loss_sum));
   EXPECT_EQ(r.correct, 1);

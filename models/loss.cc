@@ -5,7 +5,7 @@
 
 namespace pstrain {
 
-LossResult SoftmaxCrossEntropy(const Tensor& logits, const int32_t* labels, Tensor* dlogits) {
+LossResult SoftmaxCrossEntropy(const Tensor& logits, const float* labels, Tensor* dlogits) {
   const int64_t batch = logits.dim(0);
   const int64_t classes = logits.dim(1);
   if (dlogits != nullptr) dlogits->Resize(logits.shape());
@@ -18,30 +18,31 @@ LossResult SoftmaxCrossEntropy(const Tensor& logits, const int32_t* labels, Tens
     double sum = 0.0;
     for (int64_t k = 0; k < classes; ++k) sum += std::exp(static_cast<double>(z[k] - max));
     const double log_sum = std::log(sum);
-    result.loss_sum += log_sum - (z[labels[n]] - max);
-    if (arg == labels[n]) ++result.correct;
+    const int64_t label = static_cast<int64_t>(labels[n]);
+    result.loss_sum += log_sum - (z[label] - max);
+    if (arg == label) ++result.correct;
     if (dlogits != nullptr) {
       float* g = dlogits->data() + n * classes;
       for (int64_t k = 0; k < classes; ++k) {
         const double p = std::exp(static_cast<double>(z[k] - max) - log_sum);
-        g[k] = static_cast<float>(p - (k == labels[n] ? 1.0 : 0.0)) * inv_batch;
+        g[k] = static_cast<float>(p - (k == label ? 1.0 : 0.0)) * inv_batch;
       }
     }
   }
   return result;
 }
 
-LossResult SigmoidCrossEntropy(const Tensor& logits, const int32_t* labels, Tensor* dlogits) {
+LossResult SigmoidCrossEntropy(const Tensor& logits, const float* labels, Tensor* dlogits) {
   const int64_t batch = logits.dim(0);
   if (dlogits != nullptr) dlogits->Resize(logits.shape());
   LossResult result;
   const double inv_batch = 1.0 / static_cast<double>(batch);
   for (int64_t n = 0; n < batch; ++n) {
     const double z = logits[n];
-    const double y = labels[n] == 1 ? 1.0 : 0.0;
+    const double y = labels[n] == 1.0f ? 1.0 : 0.0;
     // max(z, 0) - z y + log(1 + exp(-|z|)): no overflow for any z.
     result.loss_sum += std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
-    if ((z > 0) == (labels[n] == 1)) ++result.correct;
+    if ((z > 0) == (labels[n] == 1.0f)) ++result.correct;
     if (dlogits != nullptr) {
       const double p = z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
       (*dlogits)[n] = static_cast<float>((p - y) * inv_batch);

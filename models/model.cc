@@ -256,7 +256,7 @@ void Model::Forward(const float* params, const float* state, const float* images
 }
 
 LossResult Model::TrainStep(const float* params, const float* state, const float* images,
-                            const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
+                            const float* labels, int64_t batch, uint64_t seed, float* grads,
                             float* batch_stats, const std::function<void(int64_t)>& grads_ready,
                             SparseStep* sparse, const std::function<void(int64_t)>& params_ready) {
   if (num_state_ > 0) std::memcpy(batch_stats, state, num_state_ * sizeof(float));
@@ -413,7 +413,7 @@ void Model::EnableProfiling(bool on) {
 }
 
 LossResult Model::Evaluate(const float* params, const float* state, const float* images,
-                           const int32_t* labels, int64_t batch, const SparseStep* sparse) {
+                           const float* labels, int64_t batch, const SparseStep* sparse) {
   Forward(params, state, images, batch, /*training=*/false, 0, nullptr, sparse);
   return Loss(labels, nullptr);
 }
@@ -424,7 +424,7 @@ const Tensor& Model::Infer(const float* params, const float* state, const float*
   return acts_.back();
 }
 
-LossResult Model::Loss(const int32_t* labels, Tensor* dlogits) const {
+LossResult Model::Loss(const float* labels, Tensor* dlogits) const {
   return head_ == Head::kBinary ? SigmoidCrossEntropy(acts_.back(), labels, dlogits)
                                 : SoftmaxCrossEntropy(acts_.back(), labels, dlogits);
 }

@@ -156,7 +156,7 @@ class Model {
   // values are in `params` (a client still receiving them), and once more
   // with num_params() before the backward pass. `state` must be complete.
   LossResult TrainStep(const float* params, const float* state, const float* images,
-                       const int32_t* labels, int64_t batch, uint64_t seed, float* grads,
+                       const float* labels, int64_t batch, uint64_t seed, float* grads,
                        float* batch_stats,
                        const std::function<void(int64_t)>& grads_ready = nullptr,
                        SparseStep* sparse = nullptr,
@@ -166,7 +166,7 @@ class Model {
   // `sparse`: the batch's rows, for a model with sparse layers (its grads
   // are not touched).
   LossResult Evaluate(const float* params, const float* state, const float* images,
-                      const int32_t* labels, int64_t batch, const SparseStep* sparse = nullptr);
+                      const float* labels, int64_t batch, const SparseStep* sparse = nullptr);
 
   // Forward pass in evaluation mode without labels: the logits,
   // [batch, num_classes] (valid until the next call).
@@ -190,7 +190,7 @@ class Model {
   void Forward(const float* params, const float* state, const float* images, int64_t batch,
                bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse,
                const std::function<void(int64_t)>* params_ready = nullptr);
-  LossResult Loss(const int32_t* labels, Tensor* dlogits) const;
+  LossResult Loss(const float* labels, Tensor* dlogits) const;
   // Appends `layer`'s tables (and new features) and tells it where they
   // are; a shared table another layer declared already is that one.
   // InvalidArgument for a table name two layers declare unless both share it

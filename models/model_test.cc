@@ -93,7 +93,7 @@ TEST(MnistCnnTest, TrainStepGradientMatchesNumeric) {
   for (float& p : params) p += 0.01f * (rng.Uniform() - 0.5f);
   std::vector<float> images(batch * 784);
   for (float& x : images) x = rng.Uniform();
-  const int32_t labels[] = {3, 7};
+  const float labels[] = {3, 7};
   model->TrainStep(params.data(), nullptr, images.data(), labels, batch, 99, grads.data(), nullptr);
   auto loss = [&]() {
     std::vector<float> scratch(model->num_params());
@@ -114,7 +114,7 @@ TEST(MnistCnnTest, SgdLowersLossOnAFixedBatch) {
   SplitMix64 rng(6);
   std::vector<float> images(batch * 784);
   for (float& x : images) x = rng.Uniform();
-  std::vector<int32_t> labels(batch);
+  std::vector<float> labels(batch);
   for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10);
   const double first =
       model->Evaluate(params.data(), nullptr, images.data(), labels.data(), batch).loss_sum;
@@ -173,7 +173,7 @@ TEST(Cifar10ResNetTest, TrainStepGradientMatchesNumeric) {
   for (float& p : params) p += 0.05f * (rng.Uniform() - 0.5f);
   std::vector<float> images(batch * 32 * 32 * 3);
   for (float& x : images) x = rng.Uniform() * 2 - 1;
-  const int32_t labels[] = {3, 7};
+  const float labels[] = {3, 7};
   model->TrainStep(params.data(), state.data(), images.data(), labels, batch, 1, grads.data(),
                    stats.data());
   auto loss = [&]() {

@@ -28,12 +28,12 @@ absl::StatusOr<std::unique_ptr<Model>> BuildFromText(const std::string& yaml,
 }
 
 // A batch of `n` CIFAR-sized images and labels.
-void RandomBatch(int n, std::vector<float>* images, std::vector<int32_t>* labels) {
+void RandomBatch(int n, std::vector<float>* images, std::vector<float>* labels) {
   SplitMix64 rng(5);
   images->resize(n * 32 * 32 * 3);
   for (float& x : *images) x = 2.0f * rng.Uniform() - 1.0f;
   labels->resize(n);
-  for (int32_t& y : *labels) y = static_cast<int32_t>(rng.Next() % 10);
+  for (float& y : *labels) y = static_cast<float>(rng.Next() % 10);
 }
 
 struct Step {
@@ -50,7 +50,7 @@ Step TrainOneStep(Model& m) {
   s.stats.resize(m.num_state());
   m.InitializeVariables(7, s.params.data(), s.state.data());
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   constexpr int kBatch = 4;
   RandomBatch(kBatch, &images, &labels);
   s.loss = m.TrainStep(s.params.data(), s.state.data(), images.data(), labels.data(), kBatch, 3,

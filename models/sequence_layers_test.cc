@@ -340,7 +340,7 @@ StepResult Step(Model* model, const std::map<std::string, std::vector<float>>& v
     }
   }
   const float inputs[] = {0.5f, -1, 0.25f, 2, -0.5f, 0, 1, 1};
-  const int32_t labels[] = {1, 0, 0, 1};
+  const float labels[] = {1, 0, 0, 1};
   model->TrainStep(params.data(), nullptr, inputs, labels, batch, 1, grads.data(), nullptr, nullptr,
                    &step);
   StepResult run;
@@ -444,7 +444,7 @@ void CheckSequenceModelGradients(Model* m) {
   m->InitializeVariables(3, params.data(), nullptr);
   for (float& p : params) p += 0.2f * (rng.Uniform() - 0.5f);
   const float inputs[] = {0.5f, -1, 0.25f, 2, -0.5f, 0, 1, 1};
-  const int32_t labels[] = {1, 0, 0, 1};
+  const float labels[] = {1, 0, 0, 1};
   m->TrainStep(params.data(), nullptr, inputs, labels, batch, 1, grads.data(), nullptr, nullptr,
                &step);
   auto loss = [&]() {

@@ -103,7 +103,7 @@ void CheckModelGradients(Model* model, double tolerance, const SparseBatch& data
   for (float& p : params) p += 0.2f * (rng.Uniform() - 0.5f);
   std::vector<float> inputs(batch * 3);
   for (float& x : inputs) x = rng.Uniform() - 0.5f;
-  const int32_t labels[] = {1, 0, 0, 1};
+  const float labels[] = {1, 0, 0, 1};
   model->TrainStep(params.data(), nullptr, inputs.data(), labels, batch, 1, grads.data(), nullptr,
                    nullptr, &step);
   auto loss = [&]() {
@@ -278,7 +278,7 @@ TEST(SparseModelTest, AModelWithAnEmptyDenseInputTrains) {
   step.tables[0].rows.assign(step.tables[0].ids.size() * 3, 0.25f);
   std::vector<float> params((*model)->num_params()), grads((*model)->num_params());
   (*model)->InitializeVariables(1, params.data(), nullptr);
-  const int32_t labels[] = {1, 0};
+  const float labels[] = {1, 0};
   const LossResult r = (*model)->TrainStep(params.data(), nullptr, nullptr, labels, 2, 1,
                                            grads.data(), nullptr, nullptr, &step);
   EXPECT_TRUE(std::isfinite(r.loss_sum));
@@ -445,7 +445,7 @@ TEST(SparseModelTest, DotInteractionInDlrmOrder) {
 TEST(SparseModelTest, SigmoidCrossEntropyIsStable) {
   Tensor logits({3, 1});
   logits[0] = 0.0f, logits[1] = 100.0f, logits[2] = -100.0f;
-  const int32_t labels[] = {1, 0, 0};
+  const float labels[] = {1, 0, 0};
   Tensor d;
   LossResult r = SigmoidCrossEntropy(logits, labels, &d);
   EXPECT_NEAR(r.loss_sum, std::log(2.0) + 100.0, 1e-9);

@@ -37,14 +37,14 @@ absl::StatusOr<std::unique_ptr<Model>> Build(const std::string& yaml,
 
 // A batch of `n` images in [0, 1] and labels for `model`.
 void RandomBatch(const Model& model, int n, std::vector<float>* images,
-                 std::vector<int32_t>* labels) {
+                 std::vector<float>* labels) {
   int64_t size = 1;
   for (int64_t d : model.input_shape()) size *= d;
   SplitMix64 rng(11);
   images->resize(n * size);
   for (float& x : *images) x = rng.Uniform();
   labels->resize(n);
-  for (int32_t& y : *labels) y = static_cast<int32_t>(rng.Next() % model.num_classes());
+  for (float& y : *labels) y = static_cast<float>(rng.Next() % model.num_classes());
 }
 
 // The decays of a model's state variables (batch norms' moving statistics).
@@ -127,7 +127,7 @@ TEST(SpecBuilderTest, TheMnistCnnSpecIsTheCompiledMnistCnn) {
   b.InitializeVariables(7, pb.data(), sb.data());
   ASSERT_EQ(pa, pb);
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   RandomBatch(a, 4, &images, &labels);
   std::vector<float> ga(a.num_params()), gb(b.num_params()), ba(1), bb(1);
   const LossResult la =
@@ -174,7 +174,7 @@ layers:
       stats(m.num_state());
   m.InitializeVariables(1, params.data(), state.data());
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   RandomBatch(m, 3, &images, &labels);
   const LossResult r = m.TrainStep(params.data(), state.data(), images.data(), labels.data(), 3, 1,
                                    grads.data(), stats.data());
@@ -258,7 +258,7 @@ void ExpectModelGradientsMatchNumeric(Model& m, int samples) {
       stats(m.num_state());
   m.InitializeVariables(5, params.data(), state.data());
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   RandomBatch(m, 3, &images, &labels);
   m.TrainStep(params.data(), state.data(), images.data(), labels.data(), 3, 1, grads.data(),
               stats.data());
@@ -323,7 +323,7 @@ TEST(SpecGraphTest, AChainWrittenWithInputIsTheSameComputation) {
   ASSERT_EQ((*a)->num_params(), (*b)->num_params());
   (*a)->InitializeVariables(3, pa.data(), none.data());
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   RandomBatch(**a, 2, &images, &labels);
   const double la = (*a)->TrainStep(pa.data(), none.data(), images.data(), labels.data(), 2, 1,
                                     ga.data(), none.data())
@@ -430,7 +430,7 @@ StepResult OneStep(Model& m) {
   r.stats.resize(m.num_state());
   m.InitializeVariables(4, r.params.data(), state.data());
   std::vector<float> images;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   RandomBatch(m, 3, &images, &labels);
   r.loss = m.TrainStep(r.params.data(), state.data(), images.data(), labels.data(), 3, 2,
                        r.grads.data(), r.stats.data())
@@ -630,7 +630,7 @@ std::vector<std::string> CriteoFeatures() {
 // each of the model's sparse features one to three token values.
 struct TabularBatch {
   std::vector<float> dense;
-  std::vector<int32_t> labels;
+  std::vector<float> labels;
   SparseBatch sparse;
 };
 TabularBatch RandomTabularBatch(const Model& m, int n) {
@@ -638,7 +638,7 @@ TabularBatch RandomTabularBatch(const Model& m, int n) {
   SplitMix64 rng(5);
   b.dense.resize(n * m.input_shape()[0]);
   for (float& x : b.dense) x = rng.Uniform();
-  for (int i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>(rng.Next() % 2));
+  for (int i = 0; i < n; ++i) b.labels.push_back(static_cast<float>(rng.Next() % 2));
   for (const std::string& name : m.sparse_features()) {
     SparseFeatureColumn column;
     column.name = name;

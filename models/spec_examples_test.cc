@@ -45,7 +45,7 @@ TEST_P(SpecExamplesTest, BuildsAndLearnsABatch) {
   std::vector<float> images(kBatch * size);
   SplitMix64 rng(2);
   for (float& x : images) x = rng.Uniform();
-  std::vector<int32_t> labels = {1, 7, 3, 9};
+  std::vector<float> labels = {1, 7, 3, 9};
   double first = 0, last = 0;
   for (int step = 0; step < 12; ++step) {
     const double loss = m.TrainStep(params.data(), state.data(), images.data(), labels.data(),

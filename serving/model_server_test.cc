@@ -44,7 +44,7 @@ class ModelServerTest : public ::testing::Test {
   // The predictions the model gives for Image(k) with the current values.
   json Expected(int k) {
     std::vector<float> image = Image(k).get<std::vector<float>>();
-    std::vector<int32_t> label(1, 0);
+    std::vector<float> label(1, 0);
     model_->Evaluate(params_.data(), state_.data(), image.data(), label.data(), 1);
     const float* z = model_->logits().data();
     return std::max_element(z, z + 10) - z;

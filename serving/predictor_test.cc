@@ -110,7 +110,7 @@ TEST(PredictorTest, AnswersAsTheModelEvaluates) {
   const int n = 5;
   std::vector<float> images(n * 784);
   for (size_t i = 0; i < images.size(); ++i) images[i] = static_cast<float>((i * 7919) % 256) / 255;
-  std::vector<int32_t> labels(n, 0);
+  std::vector<float> labels(n, 0);
   model->Evaluate(params.data(), state.data(), images.data(), labels.data(), n);
   const Tensor& logits = model->logits();
   std::vector<Prediction> got = (*predictor)->Predict(images.data(), n);

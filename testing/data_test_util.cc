@@ -66,7 +66,7 @@ Dataset MakeDataset(int64_t n, int h, int w, int c) {
     for (int64_t j = 0; j < dataset.example_size(); ++j) {
       dataset.images.push_back(PatternPixel(i, j));
     }
-    dataset.labels.push_back(static_cast<int32_t>(i));
+    dataset.labels.push_back(static_cast<float>(i));
   }
   return dataset;
 }

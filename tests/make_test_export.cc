@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<pstrain::Model>> Build(const std::string& model,
 // Pixels in [0, 1] from a hash, standardized per image when the model's
 // input is.
 void SyntheticBatch(const pstrain::Model& model, int64_t batch, uint64_t seed,
-                    std::vector<float>* images, std::vector<int32_t>* labels) {
+                    std::vector<float>* images, std::vector<float>* labels) {
   const int64_t n = pstrain::NumElements(model.input_shape());
   images->resize(batch * n);
   labels->resize(batch);
@@ -55,7 +55,7 @@ void SyntheticBatch(const pstrain::Model& model, int64_t batch, uint64_t seed,
     return state;
   };
   for (float& x : *images) x = static_cast<float>(next() % 256) / 255.0f;
-  for (int32_t& y : *labels) y = static_cast<int32_t>(next() % model.num_classes());
+  for (float& y : *labels) y = static_cast<float>(next() % model.num_classes());
   if (!model.input_preprocessing().per_image_standardization) return;
   for (int64_t i = 0; i < batch; ++i) {
     float* x = images->data() + i * n;
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     constexpr int64_t kBatch = 16;
     constexpr float kLearningRate = 0.05f;
     std::vector<float> grads(params.size()), batch_stats(state.size()), images;
-    std::vector<int32_t> labels;
+    std::vector<float> labels;
     for (int step = 0; step < 3; ++step) {
       SyntheticBatch(m, kBatch, seed + step, &images, &labels);
       m.TrainStep(params.data(), state.data(), images.data(), labels.data(), kBatch, seed + step,

@@ -122,9 +122,10 @@ TEST_F(OnnxTest, ATorchCnnComputesInPstrainWhatItComputesInPyTorch) {
   ASSERT_TRUE(train_model.ok()) << train_model.status();
   absl::StatusOr<std::string> label_bytes = Env::Default()->ReadFile(dir_ + "/labels.i32");
   ASSERT_TRUE(label_bytes.ok());
-  std::vector<int32_t> labels(kBatch);
-  ASSERT_EQ(label_bytes->size(), labels.size() * sizeof(int32_t));
-  std::memcpy(labels.data(), label_bytes->data(), label_bytes->size());
+  std::vector<int32_t> classes(kBatch);
+  ASSERT_EQ(label_bytes->size(), classes.size() * sizeof(int32_t));
+  std::memcpy(classes.data(), label_bytes->data(), label_bytes->size());
+  const std::vector<float> labels(classes.begin(), classes.end());
   std::vector<float> grads(params.size()), batch_stats(state.size());
   const LossResult loss = (*train_model)
                               ->TrainStep(params.data(), state.data(), images.data(), labels.data(),

@@ -49,7 +49,7 @@ class Evaluator {
   const int batch_size_;
   EvalMetrics metrics_;
   std::vector<float> images_;
-  std::vector<int32_t> labels_;
+  std::vector<float> labels_;
   SparseBatch sparse_batch_;
   SparseStep sparse_step_;
   std::vector<float> scores_;  // binary: every example's logit, for the AUC

@@ -16,27 +16,27 @@ ProgressiveValidation::ProgressiveValidation(int64_t window, int classes)
   if (classes_ == 1) scores_.resize(window_);
 }
 
-void ProgressiveValidation::Add(const float* logits, const int32_t* labels, int64_t batch) {
+void ProgressiveValidation::Add(const float* logits, const float* labels, int64_t batch) {
   for (int64_t i = 0; i < batch; ++i) {
     const float* z = logits + i * classes_;
-    const int32_t y = labels[i];
+    const float y = labels[i];
     double loss = 0;
     bool right = false;
     if (classes_ == 1) {
       // max(z, 0) - z y + log(1 + exp(-|z|)), as the binary head's loss.
       const double v = z[0];
       loss = std::max(v, 0.0) - v * y + std::log1p(std::exp(-std::abs(v)));
-      right = (v > 0) == (y == 1);
+      right = (v > 0) == (y == 1.0f);
       scores_[next_] = z[0];
     } else {
       const float top = *std::max_element(z, z + classes_);
       double sum = 0;
       for (int c = 0; c < classes_; ++c) sum += std::exp(static_cast<double>(z[c]) - top);
-      const int32_t label = std::clamp<int32_t>(y, 0, classes_ - 1);
+      const int label = std::clamp(static_cast<int>(y), 0, classes_ - 1);
       loss = std::log(sum) + top - z[label];
       right = std::max_element(z, z + classes_) - z == label;
     }
-    labels_[next_] = static_cast<float>(y);
+    labels_[next_] = y;
     losses_[next_] = loss;
     correct_[next_] = right ? 1 : 0;
     next_ = (next_ + 1) % window_;

@@ -32,7 +32,7 @@ class ProgressiveValidation {
 
   // A batch's logits ([batch, classes]) and labels, as predicted before its
   // update.
-  void Add(const float* logits, const int32_t* labels, int64_t batch);
+  void Add(const float* logits, const float* labels, int64_t batch);
 
   ProgressiveMetrics Compute() const;
   int64_t window() const { return window_; }

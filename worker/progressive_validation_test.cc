@@ -22,7 +22,7 @@ TEST(ProgressiveValidationTest, ABinaryHeadsWindowHoldsTheLastExamples) {
   ProgressiveValidation p(/*window=*/4, /*classes=*/1);
   EXPECT_EQ(p.Compute().examples, 0);
   const std::vector<float> logits = {5, -5, 0.5f, -1, 2, -0.25f};
-  const std::vector<int32_t> labels = {0, 0, 1, 0, 1, 1};
+  const std::vector<float> labels = {0, 0, 1, 0, 1, 1};
   p.Add(logits.data(), labels.data(), 2);
   p.Add(logits.data() + 2, labels.data() + 2, 4);
   const ProgressiveMetrics m = p.Compute();
@@ -47,7 +47,7 @@ TEST(ProgressiveValidationTest, ABinaryHeadsWindowHoldsTheLastExamples) {
 TEST(ProgressiveValidationTest, SoftmaxLossIsTheCrossEntropyOfTheLabel) {
   ProgressiveValidation p(10, 3);
   const std::vector<float> logits = {1, 2, 3, 0, 0, 4};
-  const std::vector<int32_t> labels = {0, 2};
+  const std::vector<float> labels = {0, 2};
   p.Add(logits.data(), labels.data(), 2);
   const double a = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 1;
   const double b = std::log(2 + std::exp(4.0)) - 4;
@@ -64,7 +64,7 @@ TEST(ProgressiveValidationTest, TheTrainerAddsEachBatchBeforeItsUpdate) {
   auto client = InProcessClient::Create(*model, OptimizerConfig(), 0.99f, 3);
   ASSERT_TRUE(client.ok()) << client.status();
   Dataset train = testutil::MakeDataset(400, 28, 28, 1);
-  for (int64_t i = 0; i < train.size(); ++i) train.labels[i] = static_cast<int32_t>(i % 10);
+  for (int64_t i = 0; i < train.size(); ++i) train.labels[i] = static_cast<float>(i % 10);
   auto batches = BatchIterator::Create(&train, 20, 0, 1, true, 5);
   ASSERT_TRUE(batches.ok());
   ProgressiveValidation progressive(/*window=*/200, model->num_logits());

@@ -103,7 +103,7 @@ class Trainer {
   bool input_ended_ = false;
 
   std::vector<float> images_;
-  std::vector<int32_t> labels_;
+  std::vector<float> labels_;
   std::vector<float> grads_;
   std::vector<float> batch_stats_;
   // Models with sparse layers: the batch's sparse features and its rows.

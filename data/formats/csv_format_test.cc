@@ -683,7 +683,7 @@ TEST(CsvParserTest, TruncatedAndRandomBytes) {
       for (float v : d.dense) EXPECT_TRUE(std::isfinite(v));
       for (uint64_t id : d.sparse[0].values) EXPECT_LT(id, 100u);
       for (uint64_t id : d.sparse[1].values) EXPECT_LT(id, 1000u);
-      for (int32_t y : d.labels) EXPECT_GE(y, 0);
+      for (float y : d.labels) EXPECT_GE(y, 0);
     }
     EXPECT_GT(examples, 0);
   }

@@ -210,7 +210,7 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
   }
 
   // Nothing below fails: the example is appended whole.
-  data_.labels.push_back(static_cast<int32_t>(label));
+  data_.labels.push_back(static_cast<float>(label));
   data_.dense.insert(data_.dense.end(), dense_row_.begin(), dense_row_.end());
   for (size_t c = 0; c < categorical_fields_.size(); ++c) {
     const CsvCategoricalColumn& column = schema_.categorical[c];

@@ -49,7 +49,7 @@ absl::Status ShardedExampleWriter::Close() {
 absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i) {
   tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
-  f["label"].mutable_int64_list()->add_value(data.labels[i]);
+  f["label"].mutable_int64_list()->add_value(static_cast<int64_t>(data.labels[i]));
   if (data.num_dense > 0) {
     auto* dense = f["dense"].mutable_float_list();
     for (int64_t k = 0; k < data.num_dense; ++k)

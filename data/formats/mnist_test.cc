@@ -284,7 +284,7 @@ TEST(RealFashionMnistTest, LoadsBothSplits) {
     EXPECT_EQ(static_cast<int64_t>(d->images.size()), d->size() * 784);
     // Fashion-MNIST is balanced: every class appears size / 10 times.
     std::vector<int64_t> counts(10);
-    for (int32_t label : d->labels) ++counts[label];
+    for (float label : d->labels) ++counts[static_cast<int>(label)];
     for (int64_t count : counts) EXPECT_EQ(count, d->size() / 10);
   }
 }

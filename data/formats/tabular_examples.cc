@@ -185,7 +185,7 @@ absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std:
                                                    "; the model's ", classes, " classes are 0 to ",
                                                    classes - 1));
   }
-  data_.labels.push_back(static_cast<int32_t>(*value));
+  data_.labels.push_back(static_cast<float>(*value));
   return absl::OkStatus();
 }
 

@@ -249,7 +249,7 @@ TEST_F(TabularExamplesTest, AClassifierOfMoreClassesTakesEachClass) {
             MakeExample({{"label", Floats({2})}, {"dense", Floats({1, 2})}})},
            classes);
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->labels, (std::vector<int32_t>{3, 0, 2}));
+  EXPECT_EQ(d->labels, (std::vector<float>{3, 0, 2}));
   for (const tf::Example& bad :
        {MakeExample({{"label", Ints({4})}, {"dense", Floats({1, 2})}}),
         MakeExample({{"label", Ints({-1})}, {"dense", Floats({1, 2})}}),

@@ -103,7 +103,7 @@ absl::Status AppendExample(const tf::Example& example, const std::string& where,
   } else {
     std::copy(pixels.begin(), pixels.end(), dataset->images.begin() + at);
   }
-  dataset->labels.push_back(static_cast<int32_t>(label));
+  dataset->labels.push_back(static_cast<float>(label));
   return absl::OkStatus();
 }
 
@@ -153,7 +153,7 @@ std::string EncodeExample(const Dataset& dataset, int64_t index, ExampleLayout l
     SetInt64(f, "depth", dataset.channels);
     SetBytes(f, "image_raw", std::string(reinterpret_cast<const char*>(hwc), size));
   }
-  SetInt64(f, "label", dataset.labels[index]);
+  SetInt64(f, "label", static_cast<int64_t>(dataset.labels[index]));
   return example.SerializeAsString();
 }
 

@@ -285,10 +285,10 @@ TEST(ConvertTest, MnistIdxToTrainAndTest) {
   absl::StatusOr<Dataset> train = LoadDataset(&env, "/t", Split::kTrain);
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_EQ(train->images, pixels);
-  EXPECT_EQ(train->labels, (std::vector<int32_t>{4, 0, 9}));
+  EXPECT_EQ(train->labels, (std::vector<float>{4, 0, 9}));
   absl::StatusOr<Dataset> test = LoadDataset(&env, "/t", Split::kTest);
   ASSERT_TRUE(test.ok()) << test.status();
-  EXPECT_EQ(test->labels, std::vector<int32_t>{2});
+  EXPECT_EQ(test->labels, std::vector<float>{2});
   absl::Status s = ConvertToTfRecords(&env, "/empty", "/t2").status();
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
   EXPECT_NE(s.message().find("nothing to convert in /empty"), std::string::npos) << s;

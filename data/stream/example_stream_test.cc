@@ -652,7 +652,7 @@ TEST_F(ExampleStreamTest, StreamedBatchesStartedPastTheEndHaveEndedAndLabelsAreC
   o.num_epochs = 1;
   o.features.sparse = {"ids"};
   std::vector<float> dense(3);
-  std::vector<int32_t> labels(3);
+  std::vector<float> labels(3);
   SparseBatch sparse;
   for (int64_t first : {6, 7, 50}) {  // 6 whole batches of 3; then 2 examples
     absl::StatusOr<std::unique_ptr<StreamedBatches>> b =
@@ -696,7 +696,7 @@ TEST_F(ExampleStreamTest, StreamedBatchesGoOnFromTheLoggedPositionOfAnyBatch) {
         StreamedBatches::Start(Env::Default(), o, {"ids"}, 0, &log);
     ASSERT_TRUE(b.ok()) << b.status();
     std::vector<float> dense(3);
-    std::vector<int32_t> labels(3);
+    std::vector<float> labels(3);
     SparseBatch sparse;
     for (int i = 0; i < 23; ++i) {
       ASSERT_TRUE((*b)->NextBatch(dense.data(), labels.data(), &sparse).ok());
@@ -717,7 +717,7 @@ TEST_F(ExampleStreamTest, StreamedBatchesGoOnFromTheLoggedPositionOfAnyBatch) {
       StreamedBatches::Start(Env::Default(), o, {"ids"}, 17, &log);
   ASSERT_TRUE(b.ok()) << b.status();
   std::vector<float> dense(3);
-  std::vector<int32_t> labels(3);
+  std::vector<float> labels(3);
   for (int i = 17; i < 23; ++i) {
     ASSERT_TRUE((*b)->NextBatch(dense.data(), labels.data(), nullptr).ok());
     EXPECT_EQ(want[i],
@@ -782,7 +782,7 @@ TEST_F(ExampleStreamTest, AReplicaWithoutExamplesFailsInsteadOfWaiting) {
   ASSERT_TRUE(stream.ok());
   s = (*stream)->Next(&batch);
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(batch.labels, std::vector<int32_t>{1});
+  EXPECT_EQ(batch.labels, std::vector<float>{1});
 }
 
 }  // namespace

@@ -162,7 +162,7 @@ TEST_F(FileListTest, StartedPastTheListedFilesAReplicaWaitsForMore) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->next_batch(), 2);
   std::vector<float> dense(4);
-  std::vector<int32_t> labels(4);
+  std::vector<float> labels(4);
   EXPECT_TRUE(IsWaitingForInput((*b)->NextBatch(dense.data(), labels.data(), nullptr)));
   WriteIds("hour=1/part-1", 10, 10);
   ASSERT_TRUE(UpdateFileList(env_, list_, pattern_).ok());

@@ -51,7 +51,7 @@ class InputRedealTest : public ::testing::Test {
         StreamedBatches::Start(env_, o, {"ids"}, step, &log);
     ASSERT_TRUE(b.ok()) << b.status();
     float dense = 0;
-    int32_t label = 0;
+    float label = 0;
     for (int i = 0; batches < 0 || i < batches; ++i) {
       absl::Status s = (*b)->NextBatch(&dense, &label, nullptr);
       if (batches < 0 && absl::IsOutOfRange(s)) break;

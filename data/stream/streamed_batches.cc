@@ -188,7 +188,7 @@ absl::StatusOr<std::unique_ptr<StreamedBatches>> StreamedBatches::Start(
   return batches;
 }
 
-absl::Status StreamedBatches::NextBatch(float* images, int32_t* labels, SparseBatch* sparse) {
+absl::Status StreamedBatches::NextBatch(float* images, float* labels, SparseBatch* sparse) {
   if (ended_) return absl::OutOfRangeError("the input's last epoch is done");
   if (log_ != nullptr && !waiting_) {
     // Where this batch begins; a replica that cannot write it trains on

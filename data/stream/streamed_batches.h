@@ -79,7 +79,7 @@ class StreamedBatches : public BatchSource {
 
   // OutOfRange after the last whole batch of the last epoch (the examples
   // after it, fewer than a batch, are dropped).
-  absl::Status NextBatch(float* images, int32_t* labels, SparseBatch* sparse) override;
+  absl::Status NextBatch(float* images, float* labels, SparseBatch* sparse) override;
   int64_t epoch() const override { return stream_->progress().epoch; }
   int batch_size() const override { return batch_size_; }
   std::optional<InputProgress> progress() const override { return stream_->progress(); }

@@ -116,10 +116,10 @@ int Run() {
   // A few distinct synthetic batches, cycled.
   constexpr int kBatches = 4;
   std::vector<float> images(kBatches * batch * example);
-  std::vector<int32_t> labels(kBatches * batch);
+  std::vector<float> labels(kBatches * batch);
   SplitMix64 rng(7);
   for (float& x : images) x = rng.Uniform();
-  for (int32_t& y : labels) y = static_cast<int32_t>(rng.Next() % model->num_classes());
+  for (float& y : labels) y = static_cast<float>(rng.Next() % model->num_classes());
   std::vector<float> grads(model->num_params()), stats(model->num_state());
 
   auto train_step = [&](int i) {
