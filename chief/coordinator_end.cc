@@ -154,8 +154,9 @@ absl::Status Chief::EndJob() {
   }
   job_ended_ = true;
   LOG(INFO) << "job finished: global step " << metrics.global_step
-            << (evaluated.ok() ? absl::StrFormat(", accuracy %.4f", metrics.accuracy)
-                               : std::string(", not evaluated"))
+            << (!evaluated.ok()      ? std::string(", not evaluated")
+                : metrics.regression ? absl::StrFormat(", rmse %.5f", metrics.rmse)
+                                     : absl::StrFormat(", accuracy %.4f", metrics.accuracy))
             << ", " << absl::StrFormat("%.1f", Elapsed()) << " s";
   return absl::OkStatus();
 }

@@ -20,7 +20,13 @@ absl::StatusOr<EvalMetrics> Chief::Evaluate(const ParameterView& view) {
   ScopedTraceEvent event(deps_.trace, "eval", "evaluate");
   PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m, EvaluateInput(model_.get(), view, *eval_));
   LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed()) << " s of training)";
-  absl::Status s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
+  absl::Status s;
+  if (m.regression) {
+    s = eval_events_->WriteScalar("mae", m.global_step, m.mae);
+    if (s.ok()) s = eval_events_->WriteScalar("rmse", m.global_step, m.rmse);
+  } else {
+    s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
+  }
   if (s.ok() && m.binary) s = eval_events_->WriteScalar("auc", m.global_step, m.auc);
   if (s.ok()) s = eval_events_->WriteScalar("loss", m.global_step, m.loss);
   if (s.ok()) s = eval_events_->Flush();

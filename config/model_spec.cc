@@ -273,11 +273,14 @@ absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, Mo
 }
 
 absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* spec) {
-  bool have_input = false, have_classes = false, have_layers = false;
-  YAML::Node classes_node, preprocessing_node;
-  static const std::vector<std::string> kKeys = {"name",   "input",         "classes", "head",
+  bool have_input = false, have_classes = false, have_layers = false, have_loss = false,
+       have_delta = false;
+  YAML::Node classes_node, preprocessing_node, loss_node, delta_node;
+  static const std::vector<std::string> kKeys = {"name",   "input",         "classes",
+                                                 "head",   "loss",          "huber_delta",
                                                  "layers", "preprocessing", "weights"};
-  static const std::vector<std::string> kHeads = {"softmax", "binary"};
+  static const std::vector<std::string> kHeads = {"softmax", "binary", "regression"};
+  static const std::vector<std::string> kLosses = {"mse", "mae", "huber"};
   PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
       source, root, "",
       [&](const std::string& key, const YAML::Node& key_node,
@@ -320,13 +323,36 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
           }
         } else if (key == "head") {
           PSTRAIN_ASSIGN_OR_RETURN(spec->head, Scalar(source, value, "head"));
-          if (spec->head != "softmax" && spec->head != "binary") {
+          if (spec->head != "softmax" && spec->head != "binary" && spec->head != "regression") {
             return ErrorAt(source, value,
                            absl::StrCat("head = ", config_internal::Quoted(spec->head),
                                         ": head is softmax (classes logits, softmax "
-                                        "cross-entropy) or binary (one logit, sigmoid "
-                                        "cross-entropy)",
+                                        "cross-entropy), binary (one logit, sigmoid "
+                                        "cross-entropy) or regression (one output, the "
+                                        "label's value)",
                                         model_spec_internal::DidYouMean(spec->head, kHeads)));
+          }
+        } else if (key == "loss") {
+          have_loss = true;
+          loss_node = value;
+          PSTRAIN_ASSIGN_OR_RETURN(spec->loss, Scalar(source, value, "loss"));
+          if (spec->loss != "mse" && spec->loss != "mae" && spec->loss != "huber") {
+            return ErrorAt(source, value,
+                           absl::StrCat("loss = ", config_internal::Quoted(spec->loss),
+                                        ": a regression head's loss is mse (squared error), mae "
+                                        "(absolute error) or huber (with huber_delta)",
+                                        model_spec_internal::DidYouMean(spec->loss, kLosses)));
+          }
+        } else if (key == "huber_delta") {
+          have_delta = true;
+          delta_node = value;
+          PSTRAIN_ASSIGN_OR_RETURN(std::string text, Scalar(source, value, "huber_delta"));
+          if (!absl::SimpleAtof(Sv(text), &spec->huber_delta) || !(spec->huber_delta > 0) ||
+              !std::isfinite(spec->huber_delta)) {
+            return ErrorAt(source, value,
+                           absl::StrCat("huber_delta = ", config_internal::Quoted(text),
+                                        ": a number > 0 (where the loss turns from squared to "
+                                        "linear error)"));
           }
         } else if (key == "preprocessing") {
           preprocessing_node = value;
@@ -360,20 +386,39 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
         return absl::OkStatus();
       }));
   const bool binary = spec->head == "binary";
+  const bool regression = spec->head == "regression";
   if (binary && have_classes && spec->classes != 2) {
     return ErrorAt(source, classes_node,
                    absl::StrCat("classes = ", spec->classes,
                                 ": with head: binary the model gives one logit for two classes; "
                                 "omit classes or give 2"));
   }
+  if (regression && have_classes) {
+    return ErrorAt(source, classes_node,
+                   absl::StrCat("classes = ", spec->classes,
+                                ": head: regression predicts a value, not a class; omit classes"));
+  }
+  if (!regression && have_loss) {
+    return ErrorAt(source, loss_node,
+                   absl::StrCat("loss is a regression head's (head: regression); head ", spec->head,
+                                " has its own (cross-entropy)"));
+  }
+  if (have_delta && (!regression || spec->loss != "huber")) {
+    return ErrorAt(
+        source, delta_node,
+        absl::StrCat("huber_delta is for head: regression with loss: huber, not ",
+                     regression ? "loss: " : "head: ", regression ? spec->loss : spec->head));
+  }
   if (binary) spec->classes = 2;
-  if (!have_input || (!have_classes && !binary) || !have_layers) {
+  if (regression) spec->classes = 0;
+  const bool need_classes = !binary && !regression;
+  if (!have_input || (!have_classes && need_classes) || !have_layers) {
     return absl::InvalidArgumentError(absl::StrCat(
         source.name,
         ": a model spec has input ([height, width, channels] or [features]), classes (or head: "
-        "binary) and layers",
+        "binary or regression) and layers",
         !have_input ? "; input is missing" : "",
-        !have_classes && !binary ? "; classes is missing" : "",
+        !have_classes && need_classes ? "; classes is missing" : "",
         !have_layers ? "; layers is missing" : ""));
   }
   if (spec->input.size() == 1 &&

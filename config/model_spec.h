@@ -37,6 +37,8 @@
 //
 //   input: [13]                # n >= 0 dense features of one example
 //   head: binary               # one logit, sigmoid cross-entropy (classes 2)
+//                              # or regression: one output, the label's value
+//                              # (loss: mse, mae or huber with huber_delta)
 //   layers:
 //     - embedding: {feature: C1, dim: 8, dynamic: true, name: emb_C1}
 //     - embedding: {feature: C2, dim: 8, buckets: 100000, name: emb_C2}
@@ -156,10 +158,15 @@ struct ModelSpec {
   std::string name;
   // {height, width, channels} of an image, or {n}: n >= 0 dense features.
   std::vector<int64_t> input;
-  int classes = 0;  // 2 with head binary
+  int classes = 0;  // 2 with head binary, 0 with head regression
   // "softmax": classes logits, softmax cross-entropy; "binary": one logit
-  // (a click model), sigmoid cross-entropy.
+  // (a click model), sigmoid cross-entropy; "regression": one output, the
+  // label's value predicted, with `loss`.
   std::string head = "softmax";
+  // head: regression: "mse" (the default), "mae" or "huber" (with
+  // huber_delta > 0, 1 by default).
+  std::string loss = "mse";
+  float huber_delta = 1.0f;
   int crop_padding = 0;
   bool random_flip = false;
   bool per_image_standardization = false;
@@ -183,13 +190,15 @@ inline constexpr int kMaxSpecLayers = 10000;
 // one of buckets and dynamic: true, a linear's cross of fewer than two
 // features, of one feature twice, of the features of another cross or whose
 // table has another table's name, head: binary with classes other than 2,
-// or more than kMaxSpecLayers layers.
+// head: regression with classes, loss or huber_delta without the head or
+// loss they belong to, or more than kMaxSpecLayers layers.
 // Shapes are checked when the spec is built (models/spec_builder.h).
 absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source);
 
 // The spec as YAML that ParseModelSpec reads back to the same spec, every
 // option written out (what a checkpoint or an export stores), except `head`,
-// written only when binary, and of buckets and dynamic the one in use.
+// written only when binary or regression (a regression head with its loss,
+// and huber_delta with huber), and of buckets and dynamic the one in use.
 std::string ModelSpecToYaml(const ModelSpec& spec);
 
 // True when `a` and `b` are the same network: equal but for the lines their

@@ -404,6 +404,36 @@ TEST(ModelSpecTest, ReadsSparseLayersTabularInputAndABinaryHead) {
           .ok());
 }
 
+TEST(ModelSpecTest, ARegressionHeadHasNoClassesAndItsLossWritesOutAndReadsBack) {
+  absl::StatusOr<ModelSpec> plain =
+      ParseModelSpec("input: [8]\nhead: regression\nlayers: [{dense: {units: 1}}]\n", "net.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->head, "regression");
+  EXPECT_EQ(plain->classes, 0);
+  EXPECT_EQ(plain->loss, "mse");
+  EXPECT_EQ(ModelSpecToYaml(*plain).find("classes"), std::string::npos) << ModelSpecToYaml(*plain);
+  absl::StatusOr<ModelSpec> huber = ParseModelSpec(
+      "input: [8]\nhead: regression\nloss: huber\nhuber_delta: 0.3\nlayers: "
+      "[{dense: {units: 1}}]\n",
+      "net.yaml");
+  ASSERT_TRUE(huber.ok()) << huber.status();
+  EXPECT_EQ(huber->loss, "huber");
+  EXPECT_EQ(huber->huber_delta, 0.3f);
+  for (const ModelSpec* spec : {&*plain, &*huber}) {
+    const std::string yaml = ModelSpecToYaml(*spec);
+    absl::StatusOr<ModelSpec> again = ParseModelSpec(yaml, "written");
+    ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+    EXPECT_TRUE(SameModelSpec(*again, *spec)) << yaml;
+    EXPECT_EQ(ModelSpecToYaml(*again), yaml);
+  }
+  EXPECT_NE(ModelSpecToYaml(*plain).find("input: [8]\nhead: regression\nloss: mse\nlayers:"),
+            std::string::npos)
+      << ModelSpecToYaml(*plain);
+  EXPECT_NE(ModelSpecToYaml(*huber).find("head: regression\nloss: huber\nhuber_delta: 0.3\n"),
+            std::string::npos)
+      << ModelSpecToYaml(*huber);
+}
+
 TEST(ModelSpecTest, SparseLayersAndTheHeadWriteOutAndReadBack) {
   absl::StatusOr<ModelSpec> spec = ParseModelSpec(kTabular, "net.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -574,7 +604,25 @@ TEST(ModelSpecTest, BadSparseLayersAndHeadsAreRefusedNamingWhatAndWhere) {
       {head + "  - dense: {units: 1, kernel_initializer: uniform}\n",
        {"kernel_initializer is glorot_uniform"}},
       {"input: [13]\nhead: sigmoid\nclasses: 2\nlayers: [flatten]\n",
-       {"head = \"sigmoid\": head is softmax", "or binary", "line 2"}},
+       {"head = \"sigmoid\": head is softmax", ", binary (one logit", "or regression (one output",
+        "line 2"}},
+      {"input: [13]\nhead: regresion\nlayers: [flatten]\n", {"(did you mean regression?)"}},
+      {"input: [13]\nhead: regression\nclasses: 3\nlayers: [flatten]\n",
+       {"classes = 3: head: regression predicts a value, not a class; omit classes", "line 3"}},
+      {"input: [13]\nclasses: 3\nloss: mse\nlayers: [flatten]\n",
+       {"loss is a regression head's (head: regression); head softmax has its own", "line 3"}},
+      {"input: [13]\nhead: regression\nloss: l2\nlayers: [flatten]\n",
+       {"loss = \"l2\": a regression head's loss is mse (squared error), mae"}},
+      {"input: [13]\nhead: regression\nloss: hubber\nlayers: [flatten]\n",
+       {"(did you mean huber?)"}},
+      {"input: [13]\nhead: regression\nhuber_delta: 2\nlayers: [flatten]\n",
+       {"huber_delta is for head: regression with loss: huber, not loss: mse", "line 3"}},
+      {"input: [13]\nhead: binary\nhuber_delta: 2\nlayers: [flatten]\n",
+       {"huber_delta is for head: regression with loss: huber, not head: binary"}},
+      {"input: [13]\nhead: regression\nloss: huber\nhuber_delta: 0\nlayers: [flatten]\n",
+       {"huber_delta = \"0\": a number > 0", "line 4"}},
+      {"input: [13]\nhead: regression\nloss: huber\nhuber_delta: nan\nlayers: [flatten]\n",
+       {"huber_delta = \"nan\": a number > 0"}},
       {"input: [13]\nhead: binery\nlayers: [flatten]\n", {"(did you mean binary?)"}},
       {"input: [13]\nclasses: 10\nhead: binary\nlayers: [flatten]\n",
        {"classes = 10: with head: binary the model gives one logit for two classes; omit classes "

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/float_text.h"
 #include "config/config_yaml_util.h"
 #include "config/model_spec.h"
 #include "config/model_spec_types.h"
@@ -33,10 +34,17 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   using config_internal::Quoted;
   if (!spec.name.empty()) absl::StrAppend(&out, "name: ", Quoted(spec.name), "\n");
   absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
-  absl::StrAppend(&out, "classes: ", spec.classes, "\n");
-  // Only when binary, so that the YAML of a softmax model (which checkpoints
-  // store) is what it was before heads.
+  // A regression head has no classes (0).
+  if (spec.head != "regression") absl::StrAppend(&out, "classes: ", spec.classes, "\n");
+  // Only when binary or regression, so that the YAML of a softmax model
+  // (which checkpoints store) is what it was before heads.
   if (spec.head != "softmax") absl::StrAppend(&out, "head: ", spec.head, "\n");
+  if (spec.head == "regression") {
+    absl::StrAppend(&out, "loss: ", spec.loss, "\n");
+    if (spec.loss == "huber") {
+      absl::StrAppend(&out, "huber_delta: ", ShortestFloatText(spec.huber_delta), "\n");
+    }
+  }
   if (spec.crop_padding != 0 || spec.random_flip || spec.per_image_standardization) {
     absl::StrAppend(
         &out, "preprocessing: {crop_padding: ", spec.crop_padding,

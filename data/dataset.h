@@ -18,7 +18,9 @@ namespace pstrain {
 struct Dataset {
   int height = 0, width = 0, channels = 0;
   std::vector<uint8_t> images;  // size() * height * width * channels
-  std::vector<float> labels;    // size(): a class id (a whole number) per example
+  // size(): a class id (a whole number) per example, or a regression
+  // head's target value.
+  std::vector<float> labels;
 
   // Tabular examples (click logs: Criteo TSV, Examples with sparse features)
   // instead of images: `num_dense` float features per example, row-major in

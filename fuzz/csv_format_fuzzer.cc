@@ -45,7 +45,7 @@ void CheckStatus(const absl::Status& s) {
   if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) std::abort();
 }
 
-void CheckDataset(const pstrain::Dataset& d) {
+void CheckDataset(const pstrain::Dataset& d, pstrain::CsvLabel label) {
   const size_t n = d.labels.size();
   if (!d.tabular || d.num_dense != 2 || d.dense.size() != n * 2 || d.sparse.size() != 2) {
     std::abort();
@@ -54,7 +54,9 @@ void CheckDataset(const pstrain::Dataset& d) {
     if (!std::isfinite(v)) std::abort();
   }
   for (float y : d.labels) {
-    if (y < 0) std::abort();
+    // A class id is a whole number >= 0; a regression label any finite one.
+    if (!std::isfinite(y)) std::abort();
+    if (label == pstrain::CsvLabel::kClassId && (y < 0 || y != std::floor(y))) std::abort();
   }
   for (size_t c = 0; c < d.sparse.size(); ++c) {
     const pstrain::SparseFeatureColumn& column = d.sparse[c];
@@ -79,6 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const char delimiter = kDelimiters[data[0] & 3];
   const auto missing = static_cast<pstrain::CsvMissing>((data[0] >> 2) % 3);
   const pstrain::CsvSchema schema = Schema(delimiter, missing);
+  const pstrain::CsvLabel label =
+      (data[0] & 0x80) != 0 ? pstrain::CsvLabel::kValue : pstrain::CsvLabel::kClassId;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   std::vector<std::string_view> lines;
@@ -106,13 +110,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t i = 0;
   absl::StatusOr<pstrain::CsvParser> parser = absl::InvalidArgumentError("no header");
   if (!lines.empty()) {
-    parser = pstrain::CsvParser::Create(schema, next_record(&i), "f.csv");
+    parser = pstrain::CsvParser::Create(schema, next_record(&i), "f.csv", label);
     CheckStatus(parser.status());
   }
   if (!parser.ok()) {
     const std::string d(1, delimiter);
-    parser =
-        pstrain::CsvParser::Create(schema, "y" + d + "a" + d + "b" + d + "c" + d + "d", "f.csv");
+    parser = pstrain::CsvParser::Create(schema, "y" + d + "a" + d + "b" + d + "c" + d + "d",
+                                        "f.csv", label);
     if (!parser.ok()) std::abort();
     i = 0;
   }
@@ -125,8 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckStatus(s);
     if (!s.ok() && parser->size() != before) std::abort();
     if (parser->size() > before + 1) std::abort();
-    if (++taken % 4 == 0) CheckDataset(parser->Take());
+    if (++taken % 4 == 0) CheckDataset(parser->Take(), label);
   }
-  CheckDataset(parser->Take());
+  CheckDataset(parser->Take(), label);
   return 0;
 }

@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_INPUT_MODEL_INPUT_H_
 #define PSTRAIN_INPUT_MODEL_INPUT_H_
 
+#include <cmath>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,7 +16,8 @@
 namespace pstrain {
 
 // InvalidArgument unless `data` (read from `dir`) holds images of `model`'s
-// input shape (HWC) with labels below its class count.
+// input shape (HWC) with labels below its class count (finite numbers for a
+// regression head).
 inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
                                     const std::string& dir) {
   const Shape& s = model.input_shape();
@@ -33,6 +35,13 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
     if (!shape.ok()) return shape;
   }
   for (float label : data.labels) {
+    if (model.head() == Head::kRegression) {
+      if (!std::isfinite(label)) {
+        return absl::InvalidArgumentError(absl::StrCat(dir, " has an example labelled ", label,
+                                                       "; a regression label is a finite number"));
+      }
+      continue;
+    }
     if (label < 0 || label >= model.num_classes()) {
       return absl::InvalidArgumentError(
           absl::StrCat(dir, " has an example of class ", label, ", but model ", model.name(),

@@ -33,10 +33,12 @@ constexpr char kFormat[] = "pstrain-export";
 // 2: a click model's embeddings.rows and tables; 3: a delta of a click
 // model (delta_of); 4: embeddings.rows is a row file of version 2
 // (TFRecord-framed, io/row_checkpoint.h), which readers of 2 and 3 cannot
-// read: they refuse the export as newer than theirs. Exports without tables
-// are still written as 1, which every earlier reader takes; click models'
-// (full or delta) as 4.
-constexpr int kFormatVersion = 4;
+// read: they refuse the export as newer than theirs; 5: a regression head
+// (one value, no classes), which readers of 4 and before cannot serve.
+// Exports without tables are still written as 1, which every earlier reader
+// takes; click models' (full or delta) as 4; regression models' as 5.
+constexpr int kFormatVersion = 5;
+constexpr int kRegressionFormatVersion = 5;
 constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
@@ -84,17 +86,25 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
       {"variables_bytes", bytes},
       {"variables_crc32c", crc},
       {"hparams_yaml", hparams_yaml}};
+  if (model.head() == Head::kRegression) {
+    // Readers before regression heads refuse it as newer than they read.
+    m["format_version"] = kRegressionFormatVersion;
+    m["outputs"] = {{"predictions", "float32: the predicted value"}};
+  }
   if (model.head() == Head::kBinary) {
     m["outputs"] = {{"classes", "int64: 1 when logistic > 0.5, else 0"},
                     {"probabilities", "float32 [2]: 1 - logistic, logistic"},
                     {"logistic", "float32 [1]: the sigmoid of the logit"}};
   }
-  if (embeddings != nullptr) {
+  if (model.input_shape().size() == 1) {
+    // A tabular model's dense features (with or without tables), any values.
     m["input"] = {{"name", "dense"},
                   {"shape", model.input_shape()},
                   {"dtype", "float32"},
                   {"per_image_standardization", false},
                   {"sparse_features", model.sparse_features()}};
+  }
+  if (embeddings != nullptr) {
     nlohmann::json tables = nlohmann::json::array();
     for (size_t t = 0; t < model.sparse_tables().size(); ++t) {
       const SparseTableInfo& info = model.sparse_tables()[t];

@@ -51,4 +51,37 @@ LossResult SigmoidCrossEntropy(const Tensor& logits, const float* labels, Tensor
   return result;
 }
 
+LossResult RegressionLossOf(const Tensor& predictions, const float* targets,
+                            const RegressionLossOptions& options, Tensor* dlogits) {
+  const int64_t batch = predictions.dim(0);
+  if (dlogits != nullptr) dlogits->Resize(predictions.shape());
+  LossResult result;
+  const double inv_batch = 1.0 / static_cast<double>(batch);
+  const double delta = options.huber_delta;
+  for (int64_t n = 0; n < batch; ++n) {
+    const double d = static_cast<double>(predictions[n]) - static_cast<double>(targets[n]);
+    const double abs_d = std::abs(d);
+    result.abs_error_sum += abs_d;
+    result.squared_error_sum += d * d;
+    double loss = 0, grad = 0;
+    switch (options.loss) {
+      case RegressionLoss::kMse:
+        loss = d * d;
+        grad = 2 * d;
+        break;
+      case RegressionLoss::kMae:
+        loss = abs_d;
+        grad = d > 0 ? 1.0 : (d < 0 ? -1.0 : 0.0);
+        break;
+      case RegressionLoss::kHuber:
+        loss = abs_d <= delta ? 0.5 * d * d : delta * (abs_d - 0.5 * delta);
+        grad = std::clamp(d, -delta, delta);
+        break;
+    }
+    result.loss_sum += loss;
+    if (dlogits != nullptr) (*dlogits)[n] = static_cast<float>(grad * inv_batch);
+  }
+  return result;
+}
+
 }  // namespace pstrain

@@ -69,12 +69,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
                                                      int num_classes,
                                                      std::vector<std::unique_ptr<Layer>> layers,
                                                      std::vector<std::vector<int>> inputs,
-                                                     Head head) {
+                                                     Head head, RegressionLossOptions regression) {
   std::unique_ptr<Model> model(new Model);
   model->name_ = std::move(name);
   model->input_shape_ = input_shape;
   model->num_classes_ = num_classes;
   model->head_ = head;
+  model->regression_ = regression;
   if (inputs.empty()) {
     for (size_t i = 0; i < layers.size(); ++i) inputs.push_back({static_cast<int>(i)});
   }
@@ -182,6 +183,16 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
   if (head == Head::kBinary && num_classes != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("model ", model->name_, ": a binary head has 2 classes, not ", num_classes));
+  }
+  if (head == Head::kRegression && num_classes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", model->name_, ": a regression head has no classes, not ", num_classes));
+  }
+  if (head == Head::kRegression && regression.loss == RegressionLoss::kHuber &&
+      !(regression.huber_delta > 0 && std::isfinite(regression.huber_delta))) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": huber_delta ",
+                                                   regression.huber_delta,
+                                                   " is not a positive number"));
   }
   if (shapes.back() != Shape{model->num_logits()}) {
     return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": output shape ",
@@ -425,8 +436,15 @@ const Tensor& Model::Infer(const float* params, const float* state, const float*
 }
 
 LossResult Model::Loss(const float* labels, Tensor* dlogits) const {
-  return head_ == Head::kBinary ? SigmoidCrossEntropy(acts_.back(), labels, dlogits)
-                                : SoftmaxCrossEntropy(acts_.back(), labels, dlogits);
+  switch (head_) {
+    case Head::kBinary:
+      return SigmoidCrossEntropy(acts_.back(), labels, dlogits);
+    case Head::kRegression:
+      return RegressionLossOf(acts_.back(), labels, regression_, dlogits);
+    case Head::kSoftmax:
+      break;
+  }
+  return SoftmaxCrossEntropy(acts_.back(), labels, dlogits);
 }
 
 int64_t Model::ForwardMultiplyAdds() const {

@@ -48,9 +48,11 @@ struct VariableInfo {
 };
 
 // What the logits mean and how the loss is computed: softmax cross-entropy
-// over `num_classes` logits, or a binary head (a click model) with one logit
-// and sigmoid cross-entropy against labels 0 and 1 (num_classes is 2).
-enum class Head { kSoftmax, kBinary };
+// over `num_classes` logits, a binary head (a click model) with one logit
+// and sigmoid cross-entropy against labels 0 and 1 (num_classes is 2), or a
+// regression head: one output, a prediction of the label's value, with a
+// RegressionLoss (num_classes is 0: it has none).
+enum class Head { kSoftmax, kBinary, kRegression };
 
 // A feed-forward classifier: a chain or graph of layers ending in logits,
 // trained with its head's loss (Head above: softmax cross-entropy, or
@@ -75,21 +77,24 @@ class Model {
   // layer's output but the last must be taken by a later layer.
   // InvalidArgument, naming the layer, for anything else.
   // With Head::kBinary the last layer's output must be [1] and
-  // num_classes 2. Sparse layers' tables (Layer::SparseTables) become the
+  // num_classes 2; with Head::kRegression [1] and num_classes 0, and
+  // `regression` says its loss. Sparse layers' tables (Layer::SparseTables) become the
   // model's sparse_tables(), in layer order, and the features they read
   // (crossed ones too) its sparse_features(), in order of first use.
   static absl::StatusOr<std::unique_ptr<Model>> Create(std::string name, Shape input_shape,
                                                        int num_classes,
                                                        std::vector<std::unique_ptr<Layer>> layers,
                                                        std::vector<std::vector<int>> inputs,
-                                                       Head head = Head::kSoftmax);
+                                                       Head head = Head::kSoftmax,
+                                                       RegressionLossOptions regression = {});
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
   int num_classes() const { return num_classes_; }
   Head head() const { return head_; }
-  // Logits per example: num_classes, or 1 for a binary head.
-  int num_logits() const { return head_ == Head::kBinary ? 1 : num_classes_; }
+  const RegressionLossOptions& regression_loss() const { return regression_; }
+  // Logits per example: num_classes, or 1 for a binary or regression head.
+  int num_logits() const { return head_ == Head::kSoftmax ? num_classes_ : 1; }
   // The embedding tables of its sparse layers (not in the flat vectors), and
   // the sparse features they read, by name: the columns a batch carries (a
   // cross reads its features' columns; it is not one itself).
@@ -209,6 +214,7 @@ class Model {
   Shape input_shape_;
   int num_classes_ = 0;
   Head head_ = Head::kSoftmax;
+  RegressionLossOptions regression_;
   std::vector<SparseTableInfo> sparse_tables_;
   std::vector<std::string> sparse_features_;
   std::vector<std::unique_ptr<Layer>> layers_;

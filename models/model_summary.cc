@@ -48,6 +48,7 @@ absl::StatusOr<ModelSummary> SummarizeModelSpec(const ModelSpec& spec, const std
   s.input_shape = model.input_shape();
   s.num_classes = model.num_classes();
   s.binary = model.head() == Head::kBinary;
+  if (model.head() == Head::kRegression) s.regression_loss = spec.loss;
   s.sparse_features = model.sparse_features();
   std::set<std::string> counted;  // shared tables counted once
   // The model's layers of each spec layer: in order, one or more (a layer
@@ -123,7 +124,9 @@ std::string FormatModelSummary(const ModelSummary& s) {
   std::string out =
       absl::StrCat("Model: \"", s.name, "\" (input ", BatchShape(s.input_shape), ", ",
                    s.binary ? "binary head: one logit, sigmoid"
-                            : absl::StrCat(s.num_classes, " classes, softmax"),
+                   : !s.regression_loss.empty()
+                       ? absl::StrCat("regression head: one value, ", s.regression_loss, " loss")
+                       : absl::StrCat(s.num_classes, " classes, softmax"),
                    s.sparse_features.empty()
                        ? ""
                        : absl::StrCat("; sparse features ", absl::StrJoin(s.sparse_features, ", ")),

@@ -41,6 +41,9 @@ struct ModelSummary {
   Shape input_shape;
   int num_classes = 0;
   bool binary = false;  // one logit, sigmoid (a click model's head)
+  // One value, the label's, with the spec's loss ("mse", "mae" or "huber");
+  // empty for the heads with classes.
+  std::string regression_loss;
   std::vector<std::string> sparse_features;
   std::vector<LayerSummary> layers;
   int64_t trainable = 0;

@@ -205,12 +205,27 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
   }
   const std::string where(source);
   const bool binary = spec.head == "binary";
+  const bool regression = spec.head == "regression";
+  const bool softmax = spec.head == "softmax";
   if ((spec.input.size() != 3 && spec.input.size() != 1) || spec.layers.empty() ||
-      spec.classes < 2 || (binary && spec.classes != 2) || (!binary && spec.head != "softmax")) {
+      (!binary && !regression && !softmax) || (softmax && spec.classes < 2) ||
+      (binary && spec.classes != 2) || (regression && spec.classes != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(where,
-                     ": a model spec has input [h, w, c] or [n], classes (2 with head: binary) and "
-                     "layers"));
+                     ": a model spec has input [h, w, c] or [n], classes (2 with head: binary, "
+                     "none with head: regression) and layers"));
+  }
+  RegressionLossOptions regression_loss;
+  if (regression) {
+    if (spec.loss == "mae") {
+      regression_loss.loss = RegressionLoss::kMae;
+    } else if (spec.loss == "huber") {
+      regression_loss.loss = RegressionLoss::kHuber;
+    } else if (spec.loss != "mse") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": loss ", spec.loss, " is not mse, mae or huber"));
+    }
+    regression_loss.huber_delta = spec.huber_delta;
   }
   // Shapes layer by layer, so that an error can name the spec's layer and
   // line; Model::Create builds them again for its own bookkeeping.
@@ -278,13 +293,13 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
     activation_of[l.name] = static_cast<int>(shapes.size()) - 1;
   }
   const Shape& shape = shapes.back();
-  if (binary && shape != Shape{1}) {
+  if ((binary || regression) && shape != Shape{1}) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the last layer (", spec.layers.back().name, ", line ", spec.layers.back().line,
-        ") gives ", ShapeToString(shape),
-        ", but with head: binary the last layer gives one logit: end with dense: {units: 1}"));
+        ") gives ", ShapeToString(shape), ", but with head: ", spec.head,
+        " the last layer gives one ", binary ? "logit" : "value", ": end with dense: {units: 1}"));
   }
-  if (!binary && shape != Shape{spec.classes}) {
+  if (softmax && shape != Shape{spec.classes}) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": the last layer (", spec.layers.back().name, ") gives ", ShapeToString(shape),
         " but the model has classes: ", spec.classes,
@@ -292,7 +307,8 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
   }
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       spec.name.empty() ? "model" : spec.name, Shape(spec.input.begin(), spec.input.end()),
-      spec.classes, std::move(layers), std::move(inputs), binary ? Head::kBinary : Head::kSoftmax);
+      spec.classes, std::move(layers), std::move(inputs),
+      binary ? Head::kBinary : (regression ? Head::kRegression : Head::kSoftmax), regression_loss);
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
   }

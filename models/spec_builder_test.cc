@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<Model>> Build(const std::string& yaml,
   return BuildModelFromSpec(*spec, "net.yaml", options);
 }
 
-// A batch of `n` images in [0, 1] and labels for `model`.
+// A batch of `n` images in [0, 1] and labels for `model` (classes, or a
+// regression head's values in [-2, 2]).
 void RandomBatch(const Model& model, int n, std::vector<float>* images,
                  std::vector<float>* labels) {
   int64_t size = 1;
@@ -44,7 +45,10 @@ void RandomBatch(const Model& model, int n, std::vector<float>* images,
   images->resize(n * size);
   for (float& x : *images) x = rng.Uniform();
   labels->resize(n);
-  for (float& y : *labels) y = static_cast<float>(rng.Next() % model.num_classes());
+  for (float& y : *labels) {
+    y = model.head() == Head::kRegression ? rng.Uniform() * 4 - 2
+                                          : static_cast<float>(rng.Next() % model.num_classes());
+  }
 }
 
 // The decays of a model's state variables (batch norms' moving statistics).
@@ -308,6 +312,31 @@ layers:
             (std::vector<std::string>{"stem/kernel", "stem/bias", "conv2d/kernel", "conv2d/bias",
                                       "side/kernel", "side/bias", "dense/kernel", "dense/bias"}));
   ExpectModelGradientsMatchNumeric(**model, 60);
+}
+
+// A regression head of each loss builds with its options and its gradients
+// through the layers are the loss's.
+TEST(SpecGraphTest, ARegressionHeadsGradientsMatchNumericGradientsForEachLoss) {
+  for (const std::string loss : {"loss: mse\n", "loss: mae\n", "loss: huber\nhuber_delta: 0.5\n"}) {
+    absl::StatusOr<std::unique_ptr<Model>> model =
+        Build("input: [5]\nhead: regression\n" + loss +
+              "layers:\n  - dense: {units: 4, activation: tanh}\n  - dense: {units: 1}\n");
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->head(), Head::kRegression);
+    EXPECT_EQ((*model)->num_classes(), 0);
+    EXPECT_EQ((*model)->regression_loss().loss, loss.starts_with("loss: mse") ? RegressionLoss::kMse
+                                                : loss.starts_with("loss: mae")
+                                                    ? RegressionLoss::kMae
+                                                    : RegressionLoss::kHuber);
+    ExpectModelGradientsMatchNumeric(**model, 30);
+  }
+  absl::StatusOr<std::unique_ptr<Model>> wide =
+      Build("input: [5]\nhead: regression\nlayers:\n  - dense: {units: 2}\n");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("gives [2], but with head: regression the last layer "
+                                         "gives one value: end with dense: {units: 1}"),
+            std::string::npos)
+      << wide.status();
 }
 
 TEST(SpecGraphTest, AChainWrittenWithInputIsTheSameComputation) {

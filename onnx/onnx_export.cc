@@ -86,9 +86,15 @@ Activation AddInput(GraphBuilder& b, const Model& model, onnx::GraphProto* graph
 
 // The outputs on the logits: softmax's probabilities and ArgMax classes, or
 // for a binary head [1 - sigmoid(z), sigmoid(z)], sigmoid(z) > 0.5 and
-// sigmoid(z).
+// sigmoid(z); a regression head's [N] values, its [N, 1] output squeezed.
 void AddHead(GraphBuilder& b, const Model& model, const Activation& logits,
              onnx::GraphProto* graph) {
+  if (model.head() == Head::kRegression) {
+    b.Node("Squeeze", kOnnxPredictionsName, {logits.tensor, b.Int64Constant("axis_1", {1})},
+           /*exact=*/true);
+    SetTensorType(graph->add_output(), kOnnxPredictionsName, onnx::TensorProto::FLOAT, {-1});
+    return;
+  }
   if (model.head() == Head::kSoftmax) {
     onnx::NodeProto* softmax =
         b.Node("Softmax", kOnnxProbabilitiesName, {logits.tensor}, /*exact=*/true);
@@ -247,6 +253,7 @@ absl::Status CheckNames(const Model& model) {
     taken.insert(kOnnxDenseInputName);
   }
   if (model.head() == Head::kBinary) taken.insert(kOnnxLogisticName);
+  if (model.head() == Head::kRegression) taken.insert(kOnnxPredictionsName);
   for (const VariableInfo& v : model.variables()) taken.insert(v.name);
   std::vector<std::string> names;
   for (const SparseTableInfo& t : model.sparse_tables()) names.push_back(t.name);
@@ -368,7 +375,8 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
       "pstrain model ", model.name(), ": ",
       model.input_shape().size() == 3 ? "images [N, H, W, C] in [0, 1]"
                                       : "dense features [N, n] and sparse id features [N, L]",
-      " -> probabilities, classes", model.head() == Head::kBinary ? ", logistic" : ""));
+      model.head() == Head::kRegression ? " -> predictions" : " -> probabilities, classes",
+      model.head() == Head::kBinary ? ", logistic" : ""));
   PSTRAIN_RETURN_IF_ERROR(BuildGraph(model, spec, params, state, tables, proto.mutable_graph()));
   onnx::StringStringEntryProto* spec_entry = proto.add_metadata_props();
   spec_entry->set_key(kOnnxSpecKey);

@@ -179,6 +179,8 @@ namespace pstrain {
 inline constexpr char kOnnxInputName[] = "images";
 inline constexpr char kOnnxDenseInputName[] = "dense";
 inline constexpr char kOnnxLogisticName[] = "logistic";
+// A regression head's one output: [N] predicted values.
+inline constexpr char kOnnxPredictionsName[] = "predictions";
 inline constexpr char kOnnxConstantsPrefix[] = "constants/";
 inline constexpr char kOnnxProbabilitiesName[] = "probabilities";
 inline constexpr char kOnnxClassesName[] = "classes";

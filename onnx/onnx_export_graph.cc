@@ -22,6 +22,7 @@ GraphBuilder::GraphBuilder(const Model& model, absl::Span<const float> params,
   const Shape& input = model.input_shape();
   if (input.size() == 1 && input[0] > 0) reserved_.insert(kOnnxDenseInputName);
   if (model.head() == Head::kBinary) reserved_.insert(kOnnxLogisticName);
+  if (model.head() == Head::kRegression) reserved_.insert(kOnnxPredictionsName);
   for (const SparseTableInfo& t : model.sparse_tables()) reserved_.insert(t.name);
   for (const std::string& f : model.sparse_features()) reserved_.insert(f);
 }

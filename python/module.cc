@@ -208,7 +208,8 @@ py::dict SummaryDict(const ModelSummary& s) {
   d["name"] = s.name;
   d["input_shape"] = ShapeTuple(s.input_shape);
   d["classes"] = s.num_classes;
-  d["head"] = s.binary ? "binary" : "softmax";
+  d["head"] = s.binary ? "binary" : (s.regression_loss.empty() ? "softmax" : "regression");
+  if (!s.regression_loss.empty()) d["loss"] = s.regression_loss;
   d["sparse_features"] = s.sparse_features;
   d["layers"] = layers;
   d["trainable_params"] = s.trainable;
@@ -291,6 +292,15 @@ class Checkpoint {
 
 py::dict PredictionArrays(const std::vector<Prediction>& predictions, int classes) {
   const auto n = static_cast<py::ssize_t>(predictions.size());
+  if (n > 0 && predictions.front().regression) {
+    // A regression head: its values, as TF Serving's "predictions" of a
+    // model of one output.
+    py::array_t<float> values(n);
+    for (py::ssize_t i = 0; i < n; ++i) values.mutable_at(i) = predictions[i].value;
+    py::dict out;
+    out["predictions"] = values;
+    return out;
+  }
   py::array_t<int64_t> labels(n);
   py::array_t<float> probabilities({n, static_cast<py::ssize_t>(classes)});
   py::array_t<float> logistic(n);

@@ -243,18 +243,23 @@ HttpAnswer ModelServer::Metadata(const std::string& version) {
                    {"name", f}};
     }
   }
+  nlohmann::json outputs =
+      p->is_regression()
+          ? nlohmann::json{{"predictions",
+                            {{"dtype", "DT_FLOAT"},
+                             {"tensor_shape", {{"dim", {Dim(-1)}}, {"unknown_rank", false}}},
+                             {"name", "predictions"}}}}
+          : nlohmann::json{{"classes",
+                            {{"dtype", "DT_INT64"},
+                             {"tensor_shape", {{"dim", {Dim(-1)}}, {"unknown_rank", false}}},
+                             {"name", "classes"}}},
+                           {"probabilities",
+                            {{"dtype", "DT_FLOAT"},
+                             {"tensor_shape",
+                              {{"dim", {Dim(-1), Dim(e.num_classes)}}, {"unknown_rank", false}}},
+                             {"name", "probabilities"}}}};
   const nlohmann::json signature = {
-      {"inputs", inputs},
-      {"outputs",
-       {{"classes",
-         {{"dtype", "DT_INT64"},
-          {"tensor_shape", {{"dim", {Dim(-1)}}, {"unknown_rank", false}}},
-          {"name", "classes"}}},
-        {"probabilities",
-         {{"dtype", "DT_FLOAT"},
-          {"tensor_shape", {{"dim", {Dim(-1), Dim(e.num_classes)}}, {"unknown_rank", false}}},
-          {"name", "probabilities"}}}}},
-      {"method_name", "tensorflow/serving/predict"}};
+      {"inputs", inputs}, {"outputs", outputs}, {"method_name", "tensorflow/serving/predict"}};
   return Ok({{"model_spec",
               {{"name", options_.model_name},
                {"signature_name", ""},
@@ -295,13 +300,7 @@ HttpAnswer ModelServer::Predict(const std::string& version, const std::string& b
     for (const Prediction& p : predictions) out.push_back(PredictionJson(p));
     return Ok({{"predictions", out}, {"model_version", served}});
   }
-  nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array();
-  for (const Prediction& p : predictions) {
-    classes.push_back(p.classes);
-    probabilities.push_back(p.probabilities);
-  }
-  return Ok({{"outputs", {{"classes", classes}, {"probabilities", probabilities}}},
-             {"model_version", served}});
+  return Ok({{"outputs", PredictionColumns(predictions)}, {"model_version", served}});
 }
 
 HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& body,
@@ -331,16 +330,8 @@ HttpAnswer ModelServer::PredictClicks(Predictor& predictor, const std::string& b
     for (const Prediction& p : *predictions) out.push_back(PredictionJson(p));
     return Ok({{"predictions", out}, {"model_version", std::to_string(version)}});
   }
-  nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array(),
-                 logistic = nlohmann::json::array();
-  for (const Prediction& p : *predictions) {
-    classes.push_back(p.classes);
-    probabilities.push_back(p.probabilities);
-    logistic.push_back({p.logistic});
-  }
-  nlohmann::json outputs = {{"classes", classes}, {"probabilities", probabilities}};
-  if (!predictions->empty() && predictions->front().binary) outputs["logistic"] = logistic;
-  return Ok({{"outputs", outputs}, {"model_version", std::to_string(version)}});
+  return Ok(
+      {{"outputs", PredictionColumns(*predictions)}, {"model_version", std::to_string(version)}});
 }
 
 std::vector<Prediction> ModelServer::RunBatched(std::shared_ptr<Predictor> predictor,

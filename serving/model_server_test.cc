@@ -102,6 +102,45 @@ TEST_F(ModelServerTest, StatusMetadataAndHealth) {
   EXPECT_EQ(json::parse(health.body)["status"], "ok");
 }
 
+// A regression head's export answers numbers: each instance's value in the
+// row form, {"predictions": [...]} in the columnar one, and its signature
+// has that one output.
+TEST(RegressionModelServerTest, AnswersValuesAndItsSignatureSaysSo) {
+  MemEnv env;
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(
+      "input: [3]\nhead: regression\nlayers:\n  - dense: {units: 4, activation: relu}\n"
+      "  - dense: {units: 1}\n",
+      "net.yaml");
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  model->InitializeVariables(2, params.data(), state.data());
+  ASSERT_TRUE(WriteExport(&env, "/job/export", *model, ModelOptions(), 3, "", params, state).ok());
+  ModelServerOptions options;
+  options.model_name = "delay";
+  options.model_base_path = "/job/export";
+  absl::StatusOr<std::unique_ptr<ModelServer>> server = ModelServer::Create(&env, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::vector<float> x = {-1.5f, 9.0f, 0.3f, 0.5f, 0.0f, 2.0f};  // any values: not pixels
+  const std::vector<float> labels(2, 0);
+  model->Evaluate(params.data(), state.data(), x.data(), labels.data(), 2);
+  const json want = {model->logits().data()[0], model->logits().data()[1]};
+
+  HttpAnswer rows =
+      (*server)->Handle("POST", "/v1/models/delay:predict",
+                        R"({"instances": [{"dense": [-1.5, 9, 0.3]}, {"dense": [0.5, 0, 2]}]})");
+  ASSERT_EQ(rows.status, 200) << rows.body;
+  EXPECT_EQ(json::parse(rows.body)["predictions"], want) << rows.body;
+  HttpAnswer columns = (*server)->Handle("POST", "/v1/models/delay:predict",
+                                         R"({"inputs": {"dense": [[-1.5, 9, 0.3], [0.5, 0, 2]]}})");
+  ASSERT_EQ(columns.status, 200) << columns.body;
+  EXPECT_EQ(json::parse(columns.body)["outputs"], json({{"predictions", want}})) << columns.body;
+  HttpAnswer metadata = (*server)->Handle("GET", "/v1/models/delay/metadata", "");
+  ASSERT_EQ(metadata.status, 200);
+  const json outputs = json::parse(
+      metadata.body)["metadata"]["signature_def"]["signature_def"]["serving_default"]["outputs"];
+  ASSERT_EQ(outputs.size(), 1u) << outputs;
+  EXPECT_EQ(outputs["predictions"]["dtype"], "DT_FLOAT");
+}
+
 // Bad requests get a 4xx with {"error": ...} saying what is wrong, and the
 // server goes on serving.
 TEST_F(ModelServerTest, BadRequestsAreRefusedAndServingGoesOn) {

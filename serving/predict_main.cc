@@ -6,11 +6,11 @@
 // [0, 1] (pixel / 255) shaped [H][W], [H][W][C] or flat, {"image": ...}, or
 // {"b64": "<base64 PNG>"}; for a click model (one with embedding tables), an
 // object of "dense" and its sparse features (serving/click_request.h:
-// {"dense": [...], "user_id": [17], "tokens": ["a", "b"]}). Prints "CLASSES  PROBABILITIES" rows,
-// or
-// {"predictions": [{"classes": k, "probabilities": [...]}, ...]} with
-// --format=json. Exits 1 on a bad instance or model (the error says which
-// line and what), 2 on bad usage.
+// {"dense": [...], "user_id": [17], "tokens": ["a", "b"]}). Prints "CLASSES  PROBABILITIES" rows
+// (a regression head's "PREDICTIONS", one value a row), or
+// {"predictions": [{"classes": k, "probabilities": [...]}, ...]} (a
+// regression head's {"predictions": [12.4, ...]}) with --format=json. Exits 1 on a bad instance or
+// model (the error says which line and what), 2 on bad usage.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
     for (const pstrain::Prediction& p : predictions)
       out["predictions"].push_back(PredictionJson(p));
     std::printf("%s\n", out.dump().c_str());
+  } else if (model.is_regression()) {
+    std::printf("PREDICTIONS\n");
+    for (const pstrain::Prediction& p : predictions) std::printf("%g\n", p.value);
   } else {
     std::printf("CLASSES  PROBABILITIES\n");
     for (const pstrain::Prediction& p : predictions) {

@@ -135,9 +135,30 @@ absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int
 }
 
 nlohmann::json PredictionJson(const Prediction& p) {
+  // A regression head's prediction is its number, as TF Serving answers a
+  // model of one output.
+  if (p.regression) return p.value;
   nlohmann::json j = {{"classes", p.classes}, {"probabilities", p.probabilities}};
   if (p.binary) j["logistic"] = {p.logistic};
   return j;
+}
+
+nlohmann::json PredictionColumns(const std::vector<Prediction>& predictions) {
+  if (!predictions.empty() && predictions.front().regression) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const Prediction& p : predictions) values.push_back(p.value);
+    return {{"predictions", values}};
+  }
+  nlohmann::json classes = nlohmann::json::array(), probabilities = nlohmann::json::array(),
+                 logistic = nlohmann::json::array();
+  for (const Prediction& p : predictions) {
+    classes.push_back(p.classes);
+    probabilities.push_back(p.probabilities);
+    logistic.push_back({p.logistic});
+  }
+  nlohmann::json outputs = {{"classes", classes}, {"probabilities", probabilities}};
+  if (!predictions.empty() && predictions.front().binary) outputs["logistic"] = logistic;
+  return outputs;
 }
 
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::string& path) {
@@ -197,8 +218,10 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
     predictor->table_buckets_.push_back(infos[t].buckets);
   }
   predictor->binary_ = m.head() == Head::kBinary;
+  predictor->regression_ = m.head() == Head::kRegression;
   predictor->click_inputs_.features = m.sparse_features();
-  if (m.has_sparse()) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
+  predictor->tabular_ = m.input_shape().size() == 1;
+  if (predictor->tabular_) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
   predictor->example_size_ = NumElements(m.input_shape());
   predictor->version_ = exported.version;
   predictor->global_step_ = exported.global_step;
@@ -341,6 +364,13 @@ absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequ
 
 std::vector<Prediction> Predictor::ToPredictions(const Tensor& logits, int64_t n) const {
   std::vector<Prediction> predictions(n);
+  if (regression_) {
+    for (int64_t i = 0; i < n; ++i) {
+      predictions[i].regression = true;
+      predictions[i].value = logits.data()[i];
+    }
+    return predictions;
+  }
   if (binary_) {
     for (int64_t i = 0; i < n; ++i) {
       const float z = logits.data()[i];

@@ -26,6 +26,10 @@ struct Prediction {
   // (TensorFlow's canned classifiers' "logistic").
   bool binary = false;
   float logistic = 0.0f;
+  // A regression head's: its one output, the predicted value (classes and
+  // probabilities are empty then).
+  bool regression = false;
+  float value = 0.0f;
 };
 
 // An exported model loaded to answer predictions. Thread-safe: one forward
@@ -50,9 +54,12 @@ class Predictor {
   // Not for a click model (CHECKed).
   std::vector<Prediction> Predict(const float* images, int64_t n);
 
-  // A click model: one with embedding tables, whose instances are
-  // ClickRequests (serving/click_request.h) of these inputs.
-  bool is_click_model() const { return !tables_.empty(); }
+  // A click model, or any tabular model (input [n], with or without
+  // embedding tables): its instances are ClickRequests
+  // (serving/click_request.h) of these inputs, dense features of any value.
+  bool is_click_model() const { return tabular_; }
+  // A regression head: each prediction is a value (Prediction::regression).
+  bool is_regression() const { return regression_; }
   const ClickInputs& click_inputs() const { return click_inputs_; }
 
   // Predictions for a click model's instances. An id the training never
@@ -92,7 +99,11 @@ class Predictor {
   absl::Mutex mu_;
   std::unique_ptr<Model> model_ ABSL_GUARDED_BY(mu_);
   std::vector<float> scratch_ ABSL_GUARDED_BY(mu_);
-  bool binary_ = false;  // a binary head: one logit
+  // A tabular model (input [n]: a click model, or one of dense features
+  // alone): its instances are dense and sparse features (ClickRequest).
+  bool tabular_ = false;
+  bool binary_ = false;      // a binary head: one logit
+  bool regression_ = false;  // a regression head: one value
   ClickInputs click_inputs_;
   std::vector<Table> tables_;  // per model table; empty for a model without (mu_ for deltas)
   std::vector<int64_t> table_buckets_;  // per table: its buckets (0: dynamic)
@@ -107,8 +118,15 @@ class Predictor {
 absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int64_t>& shape,
                            float* out);
 
-// {"classes": k, "probabilities": [...]}.
+// {"classes": k, "probabilities": [...]} (and "logistic": [p] for a binary
+// head); a regression head's value as a bare number.
 nlohmann::json PredictionJson(const Prediction& p);
+
+// The columnar form of `predictions` (the "outputs" of a request in
+// TensorFlow Serving's columnar form): {"classes": [...], "probabilities":
+// [...]} with "logistic" for a binary head; {"predictions": [...]} for a
+// regression head.
+nlohmann::json PredictionColumns(const std::vector<Prediction>& predictions);
 
 }  // namespace pstrain
 

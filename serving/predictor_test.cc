@@ -7,6 +7,7 @@
 #include "export/export.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
+#include "models/registry.h"
 #include "testing/click_test_model.h"
 
 namespace pstrain {
@@ -125,6 +126,53 @@ TEST(PredictorTest, AnswersAsTheModelEvaluates) {
     }
   }
   EXPECT_EQ(PredictionJson(got[0])["classes"], got[0].classes);
+}
+
+// A regression head's export answers each instance with its one value, as
+// the model evaluates it: a bare number in JSON, "predictions" in columns.
+// A tabular model without tables takes its dense features as a click model
+// does, of any value (not pixels in [0, 1]).
+TEST(PredictorTest, ARegressionHeadAnswersItsValues) {
+  MemEnv env;
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(
+      "input: [3]\nhead: regression\nloss: mae\nlayers:\n  - dense: {units: 4, activation: "
+      "relu}\n  - dense: {units: 1}\n",
+      "net.yaml");
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  model->InitializeVariables(5, params.data(), state.data());
+  const std::string dir =
+      *WriteExport(&env, "/job/export", *model, ModelOptions(), 9, "", params, state);
+  absl::StatusOr<std::string> manifest = env.ReadFile(dir + "/model.json");
+  ASSERT_TRUE(manifest.ok());
+  const nlohmann::json m = nlohmann::json::parse(*manifest);
+  EXPECT_EQ(m["format_version"], 5);
+  EXPECT_EQ(m["num_classes"], 0);
+  EXPECT_EQ(m["outputs"].size(), 1u);
+  EXPECT_TRUE(m["outputs"].contains("predictions"));
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Load(&env, "/job");
+  ASSERT_TRUE(predictor.ok()) << predictor.status();
+  EXPECT_TRUE((*predictor)->is_regression());
+  EXPECT_TRUE((*predictor)->is_click_model());
+  const std::vector<float> x = {0.5f, -1, 2, 3, 0.25f, -0.5f};
+  const std::vector<float> labels(2, 0);
+  model->Evaluate(params.data(), state.data(), x.data(), labels.data(), 2);
+  ClickRequest request;
+  ASSERT_TRUE(
+      ReadClickRequest(R"({"instances": [{"dense": [0.5, -1, 2]}, {"dense": [3, 0.25, -0.5]}]})",
+                       (*predictor)->click_inputs(), 4, &request)
+          .ok());
+  absl::StatusOr<std::vector<Prediction>> answered = (*predictor)->PredictClicks(request);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  const std::vector<Prediction>& got = *answered;
+  ASSERT_EQ(got.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(got[i].regression);
+    EXPECT_EQ(got[i].value, model->logits().data()[i]);
+    EXPECT_TRUE(got[i].probabilities.empty());
+    EXPECT_EQ(PredictionJson(got[i]), nlohmann::json(got[i].value));
+  }
+  EXPECT_EQ(PredictionColumns(got),
+            nlohmann::json({{"predictions", {got[0].value, got[1].value}}}));
 }
 
 TEST(PredictorTest, ADamagedExportIsNotLoaded) {

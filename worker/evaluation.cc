@@ -19,6 +19,7 @@ Evaluator::Evaluator(Model* model, const ParameterView& view, int batch_size)
   view.AwaitParams();  // a training loop's view may still be receiving its last values
   metrics_.global_step = view.global_step;
   metrics_.binary = model->head() == Head::kBinary;
+  metrics_.regression = model->head() == Head::kRegression;
 }
 
 absl::Status Evaluator::Add(const Dataset& data) {
@@ -54,6 +55,8 @@ absl::Status Evaluator::Add(const Dataset& data) {
         model_->Evaluate(view_.params, view_.state, images_.data(), labels_.data(), n, sparse);
     loss_sum_ += r.loss_sum;
     correct_ += r.correct;
+    abs_error_sum_ += r.abs_error_sum;
+    squared_error_sum_ += r.squared_error_sum;
     if (metrics_.binary) {
       const float* logits = model_->logits().data();
       scores_.insert(scores_.end(), logits, logits + n);
@@ -70,6 +73,10 @@ EvalMetrics Evaluator::Finish() const {
   if (metrics.examples > 0) {
     metrics.accuracy = static_cast<double>(correct_) / metrics.examples;
     metrics.loss = loss_sum_ / metrics.examples;
+    if (metrics.regression) {
+      metrics.mae = abs_error_sum_ / metrics.examples;
+      metrics.rmse = std::sqrt(squared_error_sum_ / metrics.examples);
+    }
   }
   if (metrics.binary && metrics.examples > 0) {
     absl::StatusOr<double> auc = BinaryAuc(scores_, label_values_);
@@ -95,6 +102,11 @@ absl::StatusOr<EvalMetrics> EvaluateInput(Model* model, const ParameterView& vie
 }
 
 std::string FormatEvalLine(const EvalMetrics& m) {
+  if (m.regression) {
+    return absl::StrFormat(
+        "Saving dict for global step %d: loss = %.5f, mae = %.5f, rmse = %.5f, global_step = %d",
+        m.global_step, m.loss, m.mae, m.rmse, m.global_step);
+  }
   if (m.binary) {
     // TensorFlow's binary head reports its metrics in key order too.
     return absl::StrFormat(

@@ -28,6 +28,11 @@ struct EvalMetrics {
   // (data/binary_metrics.h); NaN when the data holds one class only.
   bool binary = false;
   double auc = 0.0;
+  // A regression head: the mean absolute error and the root mean squared
+  // one (accuracy is 0: it has no classes); loss is its loss's mean.
+  bool regression = false;
+  double mae = 0.0;
+  double rmse = 0.0;
 };
 
 // Evaluation of `view`'s parameters on examples given a part at a time (a
@@ -56,6 +61,8 @@ class Evaluator {
   std::vector<float> label_values_;
   double loss_sum_ = 0.0;
   int64_t correct_ = 0;
+  double abs_error_sum_ = 0.0;
+  double squared_error_sum_ = 0.0;
 };
 
 // Evaluates `view`'s parameters on every example of `data` in batches of
@@ -74,7 +81,8 @@ absl::StatusOr<EvalMetrics> EvaluateInput(Model* model, const ParameterView& vie
 
 // TensorFlow Estimator's evaluation line:
 // "Saving dict for global step N: accuracy = A, global_step = N, loss = L",
-// with "auc = U" after the accuracy for a binary head.
+// with "auc = U" after the accuracy for a binary head; for a regression head
+// "Saving dict for global step N: loss = L, mae = M, rmse = R, global_step = N".
 std::string FormatEvalLine(const EvalMetrics& metrics);
 
 }  // namespace pstrain

@@ -19,15 +19,17 @@ namespace pstrain {
 
 struct ProgressiveMetrics {
   int64_t examples = 0;       // in the window
-  double loss = 0;            // mean cross-entropy
+  double loss = 0;            // mean cross-entropy (regression: squared error)
   double accuracy = 0;        // arg-max (binary: logit > 0) equals the label
   std::optional<double> auc;  // a binary head with both classes in the window
+  std::optional<double> mae;  // a regression head: mean absolute error (no accuracy)
 };
 
 class ProgressiveValidation {
  public:
   // Over the last `window` examples (at least 1); `classes` logits per
-  // example (1: a binary head, a logit of class 1).
+  // example (1: a binary head, a logit of class 1), or 0 for a regression
+  // head (one prediction of the label's value).
   ProgressiveValidation(int64_t window, int classes);
 
   // A batch's logits ([batch, classes]) and labels, as predicted before its
@@ -40,8 +42,9 @@ class ProgressiveValidation {
  private:
   const int64_t window_;
   const int classes_;
-  // Ring buffers of the window's examples: a binary head's logit, each
-  // example's loss and whether it was right, and its label.
+  // Ring buffers of the window's examples: a binary head's logit (a
+  // regression head's absolute error), each example's loss and whether it
+  // was right, and its label.
   std::vector<float> scores_;
   std::vector<float> labels_;
   std::vector<double> losses_;
@@ -51,7 +54,8 @@ class ProgressiveValidation {
 };
 
 // "progressive validation (last 100000 examples): loss = 0.4631, auc =
-// 0.7790, accuracy = 0.7812".
+// 0.7790, accuracy = 0.7812"; a regression head's "... loss = 3.1, mae =
+// 1.2" (loss the squared error).
 std::string FormatProgressive(const ProgressiveMetrics& m);
 
 }  // namespace pstrain

@@ -57,6 +57,24 @@ TEST(ProgressiveValidationTest, SoftmaxLossIsTheCrossEntropyOfTheLabel) {
   EXPECT_FALSE(m.auc.has_value());
 }
 
+// A regression head (classes 0): the window's squared and absolute errors,
+// no accuracy.
+TEST(ProgressiveValidationTest, ARegressionHeadsWindowHasItsSquaredAndAbsoluteErrors) {
+  ProgressiveValidation p(/*window=*/3, /*classes=*/0);
+  const std::vector<float> predictions = {100, 1.5f, -2, 4};
+  const std::vector<float> labels = {0, 1, 1, 4};  // the last 3 are off by 0.5, -3, 0
+  p.Add(predictions.data(), labels.data(), 1);
+  p.Add(predictions.data() + 1, labels.data() + 1, 3);
+  const ProgressiveMetrics m = p.Compute();
+  EXPECT_EQ(m.examples, 3);
+  EXPECT_NEAR(m.loss, (0.25 + 9) / 3, 1e-9);
+  ASSERT_TRUE(m.mae.has_value());
+  EXPECT_NEAR(*m.mae, 3.5 / 3, 1e-7);
+  EXPECT_FALSE(m.auc.has_value());
+  EXPECT_EQ(FormatProgressive(m),
+            "progressive validation (last 3 examples): loss = 3.0833, mae = 1.1667");
+}
+
 // In a trainer, the window's loss is the training loss of the same steps:
 // the predictions are the training pass's, made before each update.
 TEST(ProgressiveValidationTest, TheTrainerAddsEachBatchBeforeItsUpdate) {

@@ -37,7 +37,8 @@ std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const s
 std::unique_ptr<ProgressiveValidation> ProgressiveValidationOf(const TrainingSpec& t,
                                                                const Model& model) {
   if (!t.progressive_validation) return nullptr;
-  return std::make_unique<ProgressiveValidation>(t.progressive_window, model.num_logits());
+  return std::make_unique<ProgressiveValidation>(
+      t.progressive_window, model.head() == Head::kRegression ? 0 : model.num_logits());
 }
 
 std::function<void(int64_t, const ProgressiveMetrics&)> ProgressiveSummaries(
@@ -52,8 +53,11 @@ std::function<void(int64_t, const ProgressiveMetrics&)> ProgressiveSummaries(
   std::shared_ptr<EventWriter> events = *std::move(created);
   return [events](int64_t step, const ProgressiveMetrics& m) {
     absl::Status s = events->WriteScalar("progressive/loss", step, static_cast<float>(m.loss));
-    if (s.ok())
+    if (s.ok() && m.mae.has_value()) {
+      s = events->WriteScalar("progressive/mae", step, static_cast<float>(*m.mae));
+    } else if (s.ok()) {
       s = events->WriteScalar("progressive/accuracy", step, static_cast<float>(m.accuracy));
+    }
     if (s.ok() && m.auc.has_value()) {
       s = events->WriteScalar("progressive/auc", step, static_cast<float>(*m.auc));
     }

@@ -13,6 +13,7 @@
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "input/model_input.h"
+#include "models/dense.h"
 #include "models/registry.h"
 #include "ps/in_process_client.h"
 #include "worker/evaluation.h"
@@ -322,6 +323,45 @@ TEST(TrainerTest, TheForwardPassWaitsLayerByLayerAndADiscardedStepIsComputedAnew
     EXPECT_TRUE(std::is_sorted(waits.begin(), waits.end()));
     EXPECT_EQ(waits.back(), model->num_params());
   }
+}
+
+// A regression head's evaluation: its loss, and the mean absolute and root
+// mean squared errors, over predictions 2x of labels whose errors are 1, 0
+// and -3; a label that is not a finite number is refused.
+TEST(TrainerTest, ARegressionHeadIsEvaluatedByItsErrors) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  DenseOptions out;
+  out.units = 1;
+  layers.push_back(std::make_unique<Dense>("out", out));
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Create("line", {1}, 0, std::move(layers), {}, Head::kRegression);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Dataset data;
+  data.tabular = true;
+  data.num_dense = 1;
+  data.dense = {1, 2, 3};
+  data.labels = {1, 4, 9};
+  EXPECT_TRUE(CheckModelInput(**model, data, "/data").ok());
+  const float params[] = {2.0f, 0.0f};  // kernel, bias
+  ParameterView view;
+  view.params = params;
+  view.global_step = 7;
+  absl::StatusOr<EvalMetrics> m = EvaluateDataset(model->get(), view, data, 2);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->regression);
+  EXPECT_EQ(m->examples, 3);
+  EXPECT_DOUBLE_EQ(m->loss, 10.0 / 3);  // mse
+  EXPECT_DOUBLE_EQ(m->mae, 4.0 / 3);
+  EXPECT_DOUBLE_EQ(m->rmse, std::sqrt(10.0 / 3));
+  EXPECT_EQ(FormatEvalLine(*m),
+            "Saving dict for global step 7: loss = 3.33333, mae = 1.33333, rmse = 1.82574, "
+            "global_step = 7");
+  data.labels[1] = std::numeric_limits<float>::infinity();
+  const absl::Status bad = CheckModelInput(**model, data, "/data");
+  EXPECT_NE(bad.message().find("/data has an example labelled inf; a regression label is a "
+                               "finite number"),
+            std::string::npos)
+      << bad;
 }
 
 TEST(TrainerTest, EvalLineHasEstimatorFormat) {

@@ -36,6 +36,8 @@
 // What a record becomes, column by column:
 //  - label: a class id, an integer >= 0 (0 or 1 for a click model) that fits
 //    an int32; a number with a zero fraction ("1.0") is read as that integer.
+//    For a regression head (CsvLabel::kValue) any number, read as the
+//    numeric columns' are (finite, within float's range).
 //  - numeric: a decimal number ("-1.5", "2e3", "+7", ".5"; spaces around it
 //    are ignored; no locale), finite and within float's range, then
 //    transformed: none; log1p, log(1 + x), which needs x > -1; standardize,
@@ -165,15 +167,20 @@ class CsvQuoteScanner {
 //
 // Not thread-safe: one parser per file being read. Holds copies of what it
 // needs; nothing passed in need outlive a call.
+// What a record's label is: a class id, or a regression head's value.
+enum class CsvLabel { kClassId, kValue };
+
 class CsvParser {
  public:
   // A parser for the file whose first line is `header_line` (its '\r' and a
   // byte order mark may be there). `file` names the file in every error.
   // InvalidArgument: the errors of CheckCsvSchema; a header that lacks a
   // column of the schema (naming it and the header's columns), names a
-  // column the schema reads twice, or is not valid CSV.
+  // column the schema reads twice, or is not valid CSV. `label` says what
+  // the label column holds.
   static absl::StatusOr<CsvParser> Create(const CsvSchema& schema, std::string_view header_line,
-                                          const std::string& file);
+                                          const std::string& file,
+                                          CsvLabel label = CsvLabel::kClassId);
 
   // Parses one record (a line, or lines joined as CsvRecordComplete says;
   // a trailing '\r' is dropped) and appends its example, or nothing for a
@@ -201,7 +208,7 @@ class CsvParser {
   const std::string& file() const { return file_; }
 
  private:
-  CsvParser(const CsvSchema& schema, std::string file, int num_fields);
+  CsvParser(const CsvSchema& schema, std::string file, int num_fields, CsvLabel label);
 
   void Reset();
   // "column "name"", or "field 7" past the header's columns.
@@ -214,7 +221,8 @@ class CsvParser {
 
   CsvSchema schema_;
   std::string file_;
-  int num_fields_;                   // the header's
+  int num_fields_;  // the header's
+  CsvLabel label_kind_;
   std::vector<std::string> header_;  // the columns' names, for errors
   // Header positions of the schema's columns.
   int label_field_ = -1;

@@ -390,6 +390,26 @@ TEST(CsvParserTest, LabelsAreClassIds) {
   }
 }
 
+// A regression head's labels are numbers, as the numeric columns' are.
+TEST(CsvParserTest, ARegressionHeadsLabelsAreNumbers) {
+  CsvSchema s;
+  s.label = "y";
+  absl::StatusOr<CsvParser> parser = CsvParser::Create(s, "y", kFile, CsvLabel::kValue);
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  ASSERT_TRUE(AppendText(&*parser, "0\n-1.5\n12.25\n 3e2 \n7\n").ok());
+  EXPECT_THAT(parser->Take().labels, ElementsAre(0.0f, -1.5f, 12.25f, 300.0f, 7.0f));
+  for (const auto& [bad, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"yes", "is not a number"},
+           {"nan", "is not a finite number"},
+           {"1e39", "is out of the range of a float"}}) {
+    const absl::Status st = parser->AppendLine(bad, 9);
+    EXPECT_THAT(st.message(),
+                HasSubstr(absl::StrCat("data/a.csv:9: column \"y\": \"", bad, "\" ", problem,
+                                       ": a regression head's label is a number")));
+    EXPECT_EQ(parser->size(), 0);
+  }
+}
+
 TEST(CsvParserTest, NumbersAreDecimalAndFinite) {
   CsvSchema s;
   s.label = "y";

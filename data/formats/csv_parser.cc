@@ -24,8 +24,8 @@ using csv_internal::SplitFields;
 using csv_internal::Sv;
 using csv_internal::Transform;
 
-CsvParser::CsvParser(const CsvSchema& schema, std::string file, int num_fields)
-    : schema_(schema), file_(std::move(file)), num_fields_(num_fields) {
+CsvParser::CsvParser(const CsvSchema& schema, std::string file, int num_fields, CsvLabel label)
+    : schema_(schema), file_(std::move(file)), num_fields_(num_fields), label_kind_(label) {
   Reset();
 }
 
@@ -41,7 +41,7 @@ void CsvParser::Reset() {
 }
 
 absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string_view header_line,
-                                            const std::string& file) {
+                                            const std::string& file, CsvLabel label) {
   PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
   std::string_view line = header_line;
   if (line.substr(0, kByteOrderMark.size()) == kByteOrderMark) {
@@ -57,7 +57,7 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
         absl::StrCat(file, ":1: the header's column ", bad_field + 1, ": ", problem));
   }
   const std::vector<std::string> header(fields.begin(), fields.end());
-  CsvParser parser(schema, file, static_cast<int>(header.size()));
+  CsvParser parser(schema, file, static_cast<int>(header.size()), label);
 
   // The header position of column `name`, read as `what`.
   auto bind = [&](const std::string& name, std::string_view what) -> absl::StatusOr<int> {
@@ -184,9 +184,19 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
   // The label.
   const std::string_view label_text = fields_[label_field_];
   double label = 0;
-  const NumberError label_error = ParseNumber(label_text, &label);
-  if (label_error != NumberError::kNone || label < 0 ||
-      label > std::numeric_limits<int32_t>::max() || label != std::floor(label)) {
+  NumberError label_error = ParseNumber(label_text, &label);
+  if (label_kind_ == CsvLabel::kValue) {
+    if (label_error == NumberError::kNone &&
+        std::abs(label) > static_cast<double>(std::numeric_limits<float>::max())) {
+      label_error = NumberError::kOutOfRange;  // a float label
+    }
+    if (label_error != NumberError::kNone) {
+      return FieldError(
+          line_number, label_field_, label_text,
+          absl::StrCat(NumberProblem(label_error), ": a regression head's label is a number"));
+    }
+  } else if (label_error != NumberError::kNone || label < 0 ||
+             label > std::numeric_limits<int32_t>::max() || label != std::floor(label)) {
     return FieldError(line_number, label_field_, label_text,
                       "is not a label: a class id, an integer >= 0 (0 or 1 for a click model)");
   }

@@ -61,9 +61,9 @@ std::string FeaturesItHas(const tf::Features& features) {
 }  // namespace
 
 absl::Status CheckTabularFeatures(const TabularFeatures& features) {
-  if (features.num_classes < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tabular examples of ", features.num_classes, " classes; 2 or more"));
+  if (features.num_classes < 2 && features.num_classes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tabular examples of ", features.num_classes,
+                                                   " classes; 2 or more, or 0 (regression)"));
   }
   if (features.num_dense < 0) {
     return absl::InvalidArgumentError(
@@ -158,7 +158,9 @@ absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std:
   const int classes = features_.num_classes;
   const std::string what =
       absl::StrCat("label feature \"", name, "\" (an int64_list or float_list of one value, ",
-                   classes == 2 ? "0 or 1)" : absl::StrCat("a class in [0, ", classes, "))"));
+                   classes == 0   ? "a regression head's number)"
+                   : classes == 2 ? "0 or 1)"
+                                  : absl::StrCat("a class in [0, ", classes, "))"));
   auto it = f.feature().find(name);
   if (it == f.feature().end()) {
     return absl::InvalidArgumentError(
@@ -175,6 +177,14 @@ absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std:
     return absl::InvalidArgumentError(absl::StrCat(where, ": \"", name, "\" is ", KindName(feature),
                                                    " of ", ValueCount(feature),
                                                    " values; write the ", what));
+  }
+  if (classes == 0) {
+    if (!std::isfinite(static_cast<float>(*value))) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": label \"", name, "\" is ", *value,
+                                                     "; a regression label is a finite number"));
+    }
+    data_.labels.push_back(static_cast<float>(*value));
+    return absl::OkStatus();
   }
   if (classes == 2 && *value != 0 && *value != 1) {
     return absl::InvalidArgumentError(

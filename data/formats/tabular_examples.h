@@ -69,12 +69,13 @@ struct TabularFeatures {
   // The sparse features, in the order of Dataset::sparse.
   std::vector<std::string> sparse;
   // The label's classes: 2 for a click (0 or 1), more for a classifier of
-  // tabular or token input (a whole number in [0, num_classes)).
+  // tabular or token input (a whole number in [0, num_classes)), 0 for a
+  // regression head's label (a finite number).
   int num_classes = 2;
 };
 
-// InvalidArgument for `features` that repeat a name or have an empty one, or
-// a negative num_dense.
+// InvalidArgument for `features` that repeat a name or have an empty one, a
+// negative num_dense, or num_classes 1 or negative.
 absl::Status CheckTabularFeatures(const TabularFeatures& features);
 
 // Turns serialized tf.train.Examples into tabular examples of `features`

@@ -4,6 +4,7 @@
 #include "data/formats/tabular_examples.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -261,6 +262,26 @@ TEST_F(TabularExamplesTest, AClassifierOfMoreClassesTakesEachClass) {
   classes.num_classes = 1;
   EXPECT_FALSE(
       Read({MakeExample({{"label", Ints({0})}, {"dense", Floats({1, 2})}})}, classes).ok());
+}
+
+TEST_F(TabularExamplesTest, ARegressionHeadsLabelIsAnyFiniteNumber) {
+  TabularFeatures values = Features();
+  values.num_classes = 0;
+  absl::StatusOr<Dataset> d =
+      Read({MakeExample({{"label", Floats({-2.5f})}, {"dense", Floats({1, 2})}}),
+            MakeExample({{"label", Ints({40})}, {"dense", Floats({1, 2})}}),
+            MakeExample({{"label", Floats({0.125f})}, {"dense", Floats({1, 2})}})},
+           values);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->labels, (std::vector<float>{-2.5f, 40, 0.125f}));
+  d = Read({MakeExample({{"label", Floats({std::numeric_limits<float>::infinity()})},
+                         {"dense", Floats({1, 2})}})},
+           values);
+  ASSERT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
+  EXPECT_THAT(d.status().message(), HasSubstr("; a regression label is a finite number"));
+  d = Read({MakeExample({{"dense", Floats({1, 2})}})}, values);
+  EXPECT_THAT(d.status().message(),
+              HasSubstr("(an int64_list or float_list of one value, a regression head's number)"));
 }
 
 TEST_F(TabularExamplesTest, SparseKindThatChangesBetweenExamplesIsAnError) {

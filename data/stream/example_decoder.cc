@@ -11,7 +11,9 @@ namespace pstrain {
 
 ExampleDecoder::ExampleDecoder(ExampleFormat format, const TabularFeatures& features,
                                std::optional<CsvSchema> csv)
-    : format_(format), csv_schema_(std::move(csv)) {
+    : format_(format),
+      csv_schema_(std::move(csv)),
+      csv_label_(features.num_classes == 0 ? CsvLabel::kValue : CsvLabel::kClassId) {
   if (format_ == ExampleFormat::kTfExamples) {
     examples_ = std::make_unique<TabularExampleParser>(features);
   }
@@ -22,7 +24,7 @@ absl::Status ExampleDecoder::UseCsvHeader(const std::string& path, std::string_v
   if (columns.starts_with("\xEF\xBB\xBF")) columns.remove_prefix(3);
   if (columns.ends_with('\r')) columns.remove_suffix(1);
   if (!csv_.has_value()) {
-    PSTRAIN_ASSIGN_OR_RETURN(csv_, CsvParser::Create(*csv_schema_, header, path));
+    PSTRAIN_ASSIGN_OR_RETURN(csv_, CsvParser::Create(*csv_schema_, header, path, csv_label_));
     csv_header_ = std::string(columns);
     csv_header_file_ = path;
     return absl::OkStatus();

@@ -55,6 +55,7 @@ class ExampleDecoder {
  private:
   const ExampleFormat format_;
   const std::optional<CsvSchema> csv_schema_;
+  const CsvLabel csv_label_;  // a regression model's (num_classes 0) are values
   std::unique_ptr<TabularExampleParser> examples_;  // kTfExamples
   CriteoBatch criteo_;                              // kCriteoTsv: this window's lines
   // kCsv: the parser, made from the first file's header (which every file
