@@ -9,8 +9,10 @@
 #              Node.js (npm onnxruntime-node, with its CPU library inside, in a
 #              project-local prefix, .deps/node, that the tests find), Python's
 #              grpcio (tests/foreign), yaml and jsonschema (the Kubernetes manifest
-#              tests), systemd-container (tests/systemd boots this machine's OS
-#              under systemd in a container to run pstrain@.service);
+#              tests), scikit-learn (its shipped tables and its models are the
+#              real-data test's data and peer), systemd-container (tests/systemd
+#              boots this machine's OS under systemd in a container to run
+#              pstrain@.service);
 #   --bench    also what the side-by-side benchmarks need (PyTorch among them).
 #   --list     prints the packages of the sets asked for, one per line (npm
 #              packages as npm:<name>@<version>), and installs nothing.
@@ -49,14 +51,15 @@ packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev clang-14 libfuzzer-14-dev lld
   python3-grpcio python3-protobuf python3-onnx python3-torch nodejs npm
-  python3-yaml python3-jsonschema systemd systemd-container
+  python3-yaml python3-jsonschema python3-sklearn systemd systemd-container
 )
 ort_version=1.30.0
 if ((tests)); then
   packages+=("${test_packages[@]}")
 fi
 if ((bench)); then
-  packages+=(python3 python3-torch python3-numpy libopenblas0-pthread hyperfine wrk libcpp-httplib-dev)
+  packages+=(python3 python3-torch python3-numpy python3-sklearn libopenblas0-pthread hyperfine wrk
+    libcpp-httplib-dev)
 fi
 
 if ((list)); then

@@ -244,8 +244,8 @@ std::string ReplicaInput::Describe() const {
              ? absl::StrCat("streams ",
                             files / replicas + (spec_.replica < static_cast<int>(files % replicas)),
                             " of ", files, " training files")
-             : absl::StrCat("streams every ", replicas, "th record of ", files,
-                            " training files (fewer files than replicas)");
+             : absl::StrCat("streams one record in ", replicas, " of the ", files, " training file",
+                            files == 1 ? "" : "s", " (fewer files than replicas)");
 }
 
 }  // namespace pstrain

@@ -14,7 +14,7 @@ fail() {
 
 # What only the tests use: none of it on a machine that just trains.
 test_only=(libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev clang-14 libfuzzer-14-dev python3-torch
-  python3-onnx nodejs npm systemd-container python3-grpcio python3-jsonschema
+  python3-onnx nodejs npm systemd-container python3-grpcio python3-jsonschema python3-sklearn
   npm:onnxruntime-node)
 
 # Without --list, running install-deps.sh would install: refuse to run it.
