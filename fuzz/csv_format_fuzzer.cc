@@ -1,7 +1,8 @@
 // CSV with a header read by a schema (data/formats/csv_format.h), over one file in
 // memory. Byte 0: bits 0-1 pick the delimiter (, ; tab |), bits 2-3 % 3 the
-// missing rule; the rest is the file. Its first record is the header; when
-// Create refuses it, the whole file is read under the header the schema
+// missing rule, bit 7 the label's kind; the rest is the file (columns y, a,
+// b, c, d; b is read as a number and bucketized). Its first record is the
+// header; when Create refuses it, the whole file is read under the header the schema
 // wants, so every input reaches the records. Lines are joined into records
 // as CsvRecordComplete says. Checks: no crash; every error is
 // InvalidArgument; after every record the Dataset is whole (the columns agree
@@ -17,7 +18,8 @@
 
 namespace {
 
-constexpr int64_t kBuckets[] = {7, 1000};
+// The categorical columns' ids: two hashed, and column b bucketized.
+constexpr int64_t kBuckets[] = {7, 1000, 4};
 
 pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing) {
   pstrain::CsvSchema s;
@@ -31,12 +33,14 @@ pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing) {
   s.numeric[1].mean = 1;
   s.numeric[1].stddev = 2;
   s.numeric[1].default_value = 3;
-  s.categorical.resize(2);
+  s.categorical.resize(3);
   s.categorical[0].name = "c";
   s.categorical[0].hash_buckets = kBuckets[0];
   s.categorical[1].name = "d";
   s.categorical[1].hash_buckets = kBuckets[1];
   s.categorical[1].separator = delimiter == '|' ? ';' : '|';
+  s.categorical[2].name = "b";  // also numeric[1]: read as a number and as its bucket
+  s.categorical[2].boundaries = {-1, 0, 2.5};
   s.missing = missing;
   return s;
 }
@@ -47,7 +51,7 @@ void CheckStatus(const absl::Status& s) {
 
 void CheckDataset(const pstrain::Dataset& d, pstrain::CsvLabel label) {
   const size_t n = d.labels.size();
-  if (!d.tabular || d.num_dense != 2 || d.dense.size() != n * 2 || d.sparse.size() != 2) {
+  if (!d.tabular || d.num_dense != 2 || d.dense.size() != n * 2 || d.sparse.size() != 3) {
     std::abort();
   }
   for (float v : d.dense) {
@@ -66,6 +70,8 @@ void CheckDataset(const pstrain::Dataset& d, pstrain::CsvLabel label) {
     }
     for (size_t i = 0; i < n; ++i) {
       if (column.offsets[i] > column.offsets[i + 1]) std::abort();
+      // A bucketized column has one id, or none when missing.
+      if (c == 2 && column.offsets[i + 1] - column.offsets[i] > 1) std::abort();
     }
     for (uint64_t id : column.values) {
       if (id >= static_cast<uint64_t>(kBuckets[c])) std::abort();

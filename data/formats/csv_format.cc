@@ -200,4 +200,8 @@ bool CsvQuoteScanner::Complete(std::string_view text) {
   return !quoted;
 }
 
+int64_t BucketOf(const std::vector<double>& boundaries, double x) {
+  return std::upper_bound(boundaries.begin(), boundaries.end(), x) - boundaries.begin();
+}
+
 }  // namespace pstrain

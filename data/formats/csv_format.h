@@ -14,6 +14,7 @@
 //     categorical:            # each a sparse column of the same name
 //       - {name: country, hash_buckets: 1000}
 //       - {name: tags, hash_buckets: 10000, separator: "|"}
+//       - {name: age, bucketize: [18, 25, 35, 50, 65]}   # 6 ids
 //     missing: default        # error (the default) | default | skip
 //
 // The format (RFC 4180, with the leniencies said here):
@@ -49,6 +50,13 @@
 //    tf.strings.to_hash_bucket_fast), stored as a kIds sparse column named
 //    as the CSV column, so an embedding's table needs at least hash_buckets
 //    rows. This is TensorFlow's categorical_column_with_hash_bucket.
+//  - bucketized categorical (`bucketize: [b1, ..., bn]`, finite and strictly
+//    increasing): the field is a number, as a numeric column's (untransformed),
+//    and its one id is the number of boundaries <= it: 0 below b1, i in
+//    [bi, bi+1), n from bn up, so n + 1 ids. This is TensorFlow's
+//    bucketized_column (its Bucketize op), compared in double. The column may
+//    also be a numeric column of the schema: it is then read twice, once as
+//    each.
 //  - A field is missing when it is empty (a quoted "" is empty too). Then, by
 //    the schema's `missing` rule:
 //      error:   the record is an error naming the column;
@@ -100,10 +108,23 @@ struct CsvNumericColumn {
 
 struct CsvCategoricalColumn {
   std::string name;
-  int64_t hash_buckets = 0;  // >= 1
+  int64_t hash_buckets = 0;  // >= 1, or 0 when bucketized
   // A multi-valued column's separator; without one the field is one token.
   std::optional<char> separator;
+  // Bucketized (the YAML key is `bucketize`): the boundaries, finite and
+  // strictly increasing; empty for a hashed column.
+  std::vector<double> boundaries;
+
+  bool bucketized() const { return !boundaries.empty(); }
+  // How many ids the column's values take: hash_buckets, or one more than
+  // the boundaries.
+  int64_t num_ids() const {
+    return bucketized() ? static_cast<int64_t>(boundaries.size()) + 1 : hash_buckets;
+  }
 };
+
+// A bucketized column's id for value `x`: the number of boundaries <= x.
+int64_t BucketOf(const std::vector<double>& boundaries, double x);
 
 struct CsvSchema {
   char delimiter = ',';
@@ -126,7 +147,9 @@ absl::StatusOr<CsvSchema> ParseCsvSchema(const YAML::Node& node, const std::stri
 absl::StatusOr<CsvSchema> LoadCsvSchema(Env* env, const std::string& path);
 
 // InvalidArgument for a schema that no file can satisfy: an empty or repeated
-// column name (the label counts), hash_buckets < 1, a standardize std that is
+// column name (the label counts; a bucketized column may share a numeric
+// one's), hash_buckets < 1 or with bucketize, boundaries that are not finite
+// and strictly increasing, a separator on a bucketized column, a standardize std that is
 // not > 0 or a mean that is not finite, a default that is not finite (or
 // <= -1 for log1p), a delimiter or separator that is '"', '\r' or '\n'.
 absl::Status CheckCsvSchema(const CsvSchema& schema);
@@ -234,6 +257,7 @@ class CsvParser {
   std::string unescaped_;                 // quoted fields with "" in them
   std::vector<float> dense_row_;
   std::vector<float> missing_dense_;  // per numeric column: its missing value's feature
+  std::vector<int64_t> bucket_ids_;   // per categorical column: a bucketized one's id
 
   Dataset data_;
   int64_t skipped_ = 0;

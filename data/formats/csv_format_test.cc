@@ -499,6 +499,158 @@ TEST(CsvParserTest, MultiValuedColumnsSkipEmptyPieces) {
   EXPECT_THAT(ValuesOf(d->sparse[0], 0), ElementsAre(Id("a", 100)));
 }
 
+// --- Bucketized columns -------------------------------------------------------
+
+TEST(CsvBucketizeTest, ParsesTheYamlFormAndCountsItsIds) {
+  absl::StatusOr<CsvSchema> s = ParseYaml(
+      "csv:\n  label: y\n  numeric:\n    - {name: age, transform: standardize, mean: 40, std: "
+      "12}\n  categorical:\n    - {name: age, bucketize: [18, 25.5, 35, 50, 65]}\n"
+      "    - {name: city, hash_buckets: 100}\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->categorical.size(), 2u);
+  EXPECT_TRUE(s->categorical[0].bucketized());
+  EXPECT_THAT(s->categorical[0].boundaries, ElementsAre(18, 25.5, 35, 50, 65));
+  EXPECT_EQ(s->categorical[0].num_ids(), 6);
+  EXPECT_EQ(s->categorical[0].hash_buckets, 0);
+  EXPECT_FALSE(s->categorical[1].bucketized());
+  EXPECT_EQ(s->categorical[1].num_ids(), 100);
+}
+
+TEST(CsvBucketizeTest, ErrorsNameTheKeyAndLine) {
+  const BadSchema cases[] = {
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [5, 3]}\n",
+       "csv.categorical[0].bucketize[1] = 3: the boundaries must be strictly increasing", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1, 1]}\n",
+       "csv.categorical[0].bucketize[1] = 1: the boundaries must be strictly increasing", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: []}\n",
+       "csv.categorical[0].bucketize must be a list of one or more boundaries", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: 10}\n",
+       "csv.categorical[0].bucketize must be a list of one or more boundaries", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1, ten]}\n",
+       "csv.categorical[0].bucketize[1] = \"ten\": is not a number", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1, inf]}\n",
+       "csv.categorical[0].bucketize[1] = \"inf\"", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1], hash_buckets: 5}\n",
+       "csv.categorical[0] has both bucketize (ids by the value's bucket) and hash_buckets", 4},
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1], separator: \"|\"}\n",
+       "csv.categorical[0].separator: a bucketized column holds one number", 4},
+      // Read as a number and as its bucket: fine; twice bucketized, or as the
+      // label, is not.
+      {"csv:\n  label: y\n  categorical:\n    - {name: a, bucketize: [1]}\n"
+       "    - {name: a, bucketize: [2]}\n",
+       "csv.categorical[1] reads column \"a\", as csv.categorical[0] (line 4) does", 5},
+      {"csv:\n  label: y\n  categorical:\n    - {name: y, bucketize: [1]}\n",
+       "csv.categorical[0] reads column \"y\", as csv.label (line 2) does", 4},
+  };
+  for (const BadSchema& c : cases) {
+    absl::StatusOr<CsvSchema> s = ParseYaml(c.yaml);
+    ASSERT_FALSE(s.ok()) << c.yaml;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << c.yaml;
+    EXPECT_THAT(s.status().message(), HasSubstr(c.message)) << c.yaml;
+    EXPECT_THAT(s.status().message(), HasSubstr(absl::StrCat(", line ", c.line))) << c.yaml;
+  }
+  // The keys a categorical column takes now name bucketize too.
+  absl::StatusOr<CsvSchema> s =
+      ParseYaml("csv:\n  label: y\n  categorical:\n    - {name: a, buckets: 3}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(),
+              HasSubstr("the keys here are name, hash_buckets, separator and bucketize"));
+  s = ParseYaml("csv:\n  label: y\n  categorical:\n    - {name: a}\n");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("or bucketize: the boundaries"));
+}
+
+TEST(CsvBucketizeTest, CheckRefusesWhatNoFileCanSatisfy) {
+  CsvSchema s;
+  s.label = "y";
+  s.numeric = {Numeric("a")};
+  CsvCategoricalColumn b;
+  b.name = "a";
+  b.boundaries = {0, 10, 100};
+  s.categorical = {b};
+  EXPECT_TRUE(CheckCsvSchema(s).ok());
+  s.categorical[0].boundaries = {0, 10, 10};
+  EXPECT_THAT(CheckCsvSchema(s).message(), HasSubstr("boundary 3 (10) is not finite or not above"));
+  s.categorical[0].boundaries = {0, NAN};
+  EXPECT_THAT(CheckCsvSchema(s).message(), HasSubstr("boundary 2 (nan) is not finite"));
+  s.categorical[0].boundaries = {0};
+  s.categorical[0].hash_buckets = 8;
+  EXPECT_THAT(CheckCsvSchema(s).message(), HasSubstr("is bucketized; it has no hash_buckets"));
+  s.categorical[0].hash_buckets = 0;
+  s.categorical[0].separator = '|';
+  EXPECT_THAT(CheckCsvSchema(s).message(), HasSubstr("no separator"));
+  // A hashed column may not share a numeric one's name.
+  s.categorical = {Categorical("a", 10)};
+  EXPECT_THAT(CheckCsvSchema(s).message(),
+              HasSubstr("column \"a\" is read twice (as a numeric and a hashed categorical"));
+}
+
+TEST(CsvBucketizeTest, IdsAreTensorFlowsBucketize) {
+  // tf.raw_ops.Bucketize's documented example: boundaries [0, 10, 100],
+  // input [[-5, 10000], [150, 10], [5, 100]] -> [[0, 3], [3, 2], [1, 3]]: a
+  // value equal to a boundary is in the bucket that starts there.
+  EXPECT_EQ(BucketOf({0, 10, 100}, -5), 0);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 10000), 3);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 150), 3);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 10), 2);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 5), 1);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 100), 3);
+  EXPECT_EQ(BucketOf({0, 10, 100}, 0), 1);
+  EXPECT_EQ(BucketOf({0, 10, 100}, -0.0001), 0);
+}
+
+TEST(CsvBucketizeTest, AColumnIsReadAsANumberAndAsItsBucket) {
+  CsvSchema s;
+  s.label = "y";
+  s.numeric = {Standardized("age", 40, 10)};
+  CsvCategoricalColumn b;
+  b.name = "age";
+  b.boundaries = {18, 25, 35, 50, 65};
+  s.categorical = {b, Categorical("city", 100)};
+  s.missing = CsvMissing::kDefault;
+  absl::StatusOr<Dataset> d =
+      Parse(s, "city,age,y", "a,17,0\nb,18,1\nc, 34.9 ,0\nd,35,1\ne,99,0\nf,,1\n");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ExpectConsistent(*d, 1, 2);
+  EXPECT_THAT(d->dense,
+              testing::Pointwise(testing::FloatNear(1e-6f),
+                                 std::vector<float>{-2.3f, -2.2f, -0.51f, -0.5f, 5.9f, 0.0f}));
+  EXPECT_EQ(d->sparse[0].name, "age");
+  EXPECT_EQ(d->sparse[0].kind, SparseValueKind::kIds);
+  EXPECT_THAT(ValuesOf(d->sparse[0], 0), ElementsAre(0u));
+  EXPECT_THAT(ValuesOf(d->sparse[0], 1), ElementsAre(1u));
+  EXPECT_THAT(ValuesOf(d->sparse[0], 2), ElementsAre(2u));
+  EXPECT_THAT(ValuesOf(d->sparse[0], 3), ElementsAre(3u));
+  EXPECT_THAT(ValuesOf(d->sparse[0], 4), ElementsAre(5u));
+  // A missing field under `missing: default`: no ids, as a hashed column.
+  EXPECT_THAT(ValuesOf(d->sparse[0], 5), IsEmpty());
+  EXPECT_THAT(ValuesOf(d->sparse[1], 0), ElementsAre(Id("a", 100)));
+}
+
+TEST(CsvBucketizeTest, AValueThatIsNotANumberIsNamedAndNothingIsAppended) {
+  CsvSchema s;
+  s.label = "y";
+  CsvCategoricalColumn b;
+  b.name = "age";
+  b.boundaries = {18, 65};
+  s.categorical = {b};
+  absl::StatusOr<CsvParser> p = CsvParser::Create(s, "y,age", kFile);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(p->AppendLine("1,20", 2).ok());
+  absl::Status e = p->AppendLine("1,twenty", 3);
+  EXPECT_EQ(e.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(e.message(), HasSubstr("data/a.csv:3: column \"age\": \"twenty\" is not a number: "
+                                     "the column is bucketized by its value"));
+  e = p->AppendLine("1,1e999", 4);
+  EXPECT_THAT(e.message(), HasSubstr("column \"age\""));
+  // Under `missing: error` an empty field is refused as any column's.
+  e = p->AppendLine("1,", 5);
+  EXPECT_THAT(e.message(), HasSubstr("column \"age\" is empty"));
+  Dataset d = p->Take();
+  ASSERT_EQ(d.size(), 1);
+  EXPECT_THAT(ValuesOf(d.sparse[0], 0), ElementsAre(1u));
+}
+
 // --- Quoting ----------------------------------------------------------------
 
 TEST(CsvQuotingTest, DelimitersAndDoubledQuotesInsideQuotes) {

@@ -106,6 +106,7 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
   parser.header_ = header;
   parser.dense_row_.resize(schema.numeric.size());
   parser.missing_dense_.resize(schema.numeric.size());
+  parser.bucket_ids_.resize(schema.categorical.size());
   for (size_t i = 0; i < schema.numeric.size(); ++i) {
     const CsvNumericColumn& c = schema.numeric[i];
     if (c.default_value) (void)Transform(c, *c.default_value, &parser.missing_dense_[i]);
@@ -219,6 +220,20 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
     }
   }
 
+  // The bucketized columns' ids (a missing field has none).
+  for (size_t c = 0; c < categorical_fields_.size(); ++c) {
+    const CsvCategoricalColumn& column = schema_.categorical[c];
+    const std::string_view text = fields_[categorical_fields_[c]];
+    if (!column.bucketized() || text.empty()) continue;
+    double x = 0;
+    const NumberError e = ParseNumber(text, &x);
+    if (e != NumberError::kNone) {
+      return FieldError(line_number, categorical_fields_[c], text,
+                        absl::StrCat(NumberProblem(e), ": the column is bucketized by its value"));
+    }
+    bucket_ids_[c] = BucketOf(column.boundaries, x);
+  }
+
   // Nothing below fails: the example is appended whole.
   data_.labels.push_back(static_cast<float>(label));
   data_.dense.insert(data_.dense.end(), dense_row_.begin(), dense_row_.end());
@@ -226,7 +241,9 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
     const CsvCategoricalColumn& column = schema_.categorical[c];
     SparseFeatureColumn& out = data_.sparse[c];
     std::string_view text = fields_[categorical_fields_[c]];
-    if (!column.separator) {
+    if (column.bucketized()) {
+      if (!text.empty()) out.values.push_back(static_cast<uint64_t>(bucket_ids_[c]));
+    } else if (!column.separator) {
       if (!text.empty()) {
         out.values.push_back(static_cast<uint64_t>(HashBucketFast(text, column.hash_buckets)));
       }

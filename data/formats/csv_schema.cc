@@ -97,7 +97,16 @@ struct NameAt {
   std::string name;
   std::string path;
   YAML::Node node;
+  // A numeric column, or a bucketized one: the two may read one column.
+  enum Kind { kOther, kNumeric, kBucketized } kind = kOther;
 };
+
+// Whether two columns of the schema may have one name: a column read as a
+// number and as its bucket.
+bool MayShareAName(NameAt::Kind a, NameAt::Kind b) {
+  return (a == NameAt::kNumeric && b == NameAt::kBucketized) ||
+         (a == NameAt::kBucketized && b == NameAt::kNumeric);
+}
 
 absl::StatusOr<CsvNumericColumn> ParseNumeric(const Source& source, const YAML::Node& node,
                                               const std::string& path) {
@@ -186,6 +195,7 @@ absl::StatusOr<CsvCategoricalColumn> ParseCategorical(const Source& source, cons
                                                       const std::string& path) {
   CsvCategoricalColumn column;
   bool has_buckets = false;
+  std::optional<YAML::Node> bucketize_key, separator_key;
   PSTRAIN_RETURN_IF_ERROR(ForEachKey(
       source, node, path, "{name: country, hash_buckets: 1000}",
       [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value,
@@ -206,8 +216,32 @@ absl::StatusOr<CsvCategoricalColumn> ParseCategorical(const Source& source, cons
         } else if (key == "separator") {
           PSTRAIN_ASSIGN_OR_RETURN(column.separator,
                                    CharOf(source, key_node, value, key_path, "\"|\""));
+          separator_key.emplace(key_node);
+        } else if (key == "bucketize") {
+          constexpr std::string_view kExample = "[18, 25, 35, 50, 65]";
+          if (!value.IsSequence() || value.size() == 0) {
+            return ErrorAt(source, At(key_node, value),
+                           absl::StrCat(key_path,
+                                        " must be a list of one or more boundaries, increasing, "
+                                        "e.g. ",
+                                        Sv(kExample)));
+          }
+          for (size_t i = 0; i < value.size(); ++i) {
+            const std::string item_path = absl::StrCat(key_path, "[", i, "]");
+            PSTRAIN_ASSIGN_OR_RETURN(const double b,
+                                     NumberOf(source, key_node, value[i], item_path, "18"));
+            if (!column.boundaries.empty() && !(b > column.boundaries.back())) {
+              return ErrorAt(source, At(key_node, value[i]),
+                             absl::StrCat(item_path, " = ", value[i].Scalar(),
+                                          ": the boundaries must be strictly increasing, e.g. ",
+                                          Sv(kExample)));
+            }
+            column.boundaries.push_back(b);
+          }
+          bucketize_key.emplace(key_node);
         } else {
-          return UnknownKey(source, key_node, key_path, "name, hash_buckets and separator");
+          return UnknownKey(source, key_node, key_path,
+                            "name, hash_buckets, separator and bucketize");
         }
         return absl::OkStatus();
       }));
@@ -215,12 +249,27 @@ absl::StatusOr<CsvCategoricalColumn> ParseCategorical(const Source& source, cons
     return ErrorAt(source, node,
                    absl::StrCat(path, " needs name: the column's name in the CSV header"));
   }
-  if (!has_buckets) {
+  if (bucketize_key && has_buckets) {
+    return ErrorAt(source, *bucketize_key,
+                   absl::StrCat(path,
+                                " has both bucketize (ids by the value's bucket) and "
+                                "hash_buckets (ids by the text's hash); keep one"));
+  }
+  if (bucketize_key && separator_key) {
+    return ErrorAt(source, *separator_key,
+                   absl::StrCat(path,
+                                ".separator: a bucketized column holds one number; remove "
+                                "separator, or hash the tokens with hash_buckets"));
+  }
+  if (!has_buckets && !bucketize_key) {
     return ErrorAt(source, node,
                    absl::StrCat(path,
                                 " needs hash_buckets: the number of ids its values hash "
                                 "into (tf.strings.to_hash_bucket_fast), e.g. {name: ",
-                                column.name, ", hash_buckets: 1000}"));
+                                column.name,
+                                ", hash_buckets: 1000}, or bucketize: the boundaries a "
+                                "number's id is counted by, e.g. {name: ",
+                                column.name, ", bucketize: [18, 25, 35, 50, 65]}"));
   }
   return column;
 }
@@ -272,19 +321,21 @@ absl::StatusOr<CsvSchema> ParseSchema(const YAML::Node& node, const Source& sour
                              [&](const YAML::Node& item, const std::string& path) -> absl::Status {
                                PSTRAIN_ASSIGN_OR_RETURN(CsvNumericColumn c,
                                                         ParseNumeric(source, item, path));
-                               names.push_back({c.name, path, item});
+                               names.push_back({c.name, path, item, NameAt::kNumeric});
                                schema.numeric.push_back(std::move(c));
                                return absl::OkStatus();
                              });
         } else if (key == "categorical") {
-          return ForEachItem(source, value, key_path,
-                             [&](const YAML::Node& item, const std::string& path) -> absl::Status {
-                               PSTRAIN_ASSIGN_OR_RETURN(CsvCategoricalColumn c,
-                                                        ParseCategorical(source, item, path));
-                               names.push_back({c.name, path, item});
-                               schema.categorical.push_back(std::move(c));
-                               return absl::OkStatus();
-                             });
+          return ForEachItem(
+              source, value, key_path,
+              [&](const YAML::Node& item, const std::string& path) -> absl::Status {
+                PSTRAIN_ASSIGN_OR_RETURN(CsvCategoricalColumn c,
+                                         ParseCategorical(source, item, path));
+                names.push_back(
+                    {c.name, path, item, c.bucketized() ? NameAt::kBucketized : NameAt::kOther});
+                schema.categorical.push_back(std::move(c));
+                return absl::OkStatus();
+              });
         } else if (key == "missing") {
           PSTRAIN_ASSIGN_OR_RETURN(const std::string m, ScalarOf(source, value, key_path));
           if (m == "error") {
@@ -311,14 +362,16 @@ absl::StatusOr<CsvSchema> ParseSchema(const YAML::Node& node, const Source& sour
   }
   for (size_t i = 0; i < names.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (names[i].name != names[j].name) continue;
+      if (names[i].name != names[j].name || MayShareAName(names[i].kind, names[j].kind)) {
+        continue;
+      }
       const YAML::Mark first = names[j].node.Mark();
       return ErrorAt(
           source, names[i].node,
           absl::StrCat(
               names[i].path, " reads column ", Shown(names[i].name), ", as ", names[j].path,
               first.is_null() ? std::string() : absl::StrCat(" (line ", first.line + 1, ")"),
-              " does; each column is read once"));
+              " does; each column is read once (or as a number and bucketized)"));
     }
   }
   if (absl::Status s = CheckCsvSchema(schema); !s.ok()) {
@@ -356,20 +409,38 @@ absl::Status CheckCsvSchema(const CsvSchema& schema) {
     return absl::InvalidArgumentError(absl::StrCat("csv delimiter ", CharName(schema.delimiter),
                                                    ": a delimiter cannot be '\"' or a line break"));
   }
-  std::vector<std::string> names = {schema.label};
-  for (const CsvNumericColumn& c : schema.numeric) names.push_back(c.name);
-  for (const CsvCategoricalColumn& c : schema.categorical) names.push_back(c.name);
-  std::set<std::string> seen;
-  for (const std::string& name : names) {
-    if (name.empty()) {
-      return absl::InvalidArgumentError(
-          "csv schema: a column (the label, a numeric or a categorical one) has no name");
-    }
-    if (!seen.insert(name).second) {
+  // Names within each group (a bucketized column may share a numeric one's
+  // name: the group of the label and the numeric columns, and the group of
+  // the label and the categorical ones, each has every name once).
+  std::vector<std::string> label_and_numeric = {schema.label};
+  for (const CsvNumericColumn& c : schema.numeric) label_and_numeric.push_back(c.name);
+  std::vector<std::string> label_and_categorical = {schema.label};
+  std::set<std::string> hashed;
+  for (const CsvCategoricalColumn& c : schema.categorical) {
+    label_and_categorical.push_back(c.name);
+    if (!c.bucketized()) hashed.insert(c.name);
+  }
+  for (const std::string& name : label_and_numeric) {
+    if (hashed.contains(name) && name != schema.label) {
       return absl::InvalidArgumentError(absl::StrCat(
           "csv schema: column ", Shown(name),
-          " is read twice (among the label, numeric and categorical columns); each column is "
-          "read once"));
+          " is read twice (as a numeric and a hashed categorical column); each column is "
+          "read once, or as a number and bucketized"));
+    }
+  }
+  for (const std::vector<std::string>* group : {&label_and_numeric, &label_and_categorical}) {
+    std::set<std::string> seen;
+    for (const std::string& name : *group) {
+      if (name.empty()) {
+        return absl::InvalidArgumentError(
+            "csv schema: a column (the label, a numeric or a categorical one) has no name");
+      }
+      if (!seen.insert(name).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "csv schema: column ", Shown(name),
+            " is read twice (among the label, numeric and categorical columns); each column is "
+            "read once, or as a number and bucketized"));
+      }
     }
   }
   for (const CsvNumericColumn& c : schema.numeric) {
@@ -392,6 +463,22 @@ absl::Status CheckCsvSchema(const CsvSchema& schema) {
     }
   }
   for (const CsvCategoricalColumn& c : schema.categorical) {
+    if (c.bucketized()) {
+      if (c.hash_buckets != 0 || c.separator) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("csv schema: categorical column ", Shown(c.name),
+                         " is bucketized; it has no hash_buckets and no separator"));
+      }
+      for (size_t i = 0; i < c.boundaries.size(); ++i) {
+        if (!std::isfinite(c.boundaries[i]) ||
+            (i > 0 && !(c.boundaries[i] > c.boundaries[i - 1]))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "csv schema: categorical column ", Shown(c.name), "'s bucketize boundary ", i + 1,
+              " (", c.boundaries[i], ") is not finite or not above the one before"));
+        }
+      }
+      continue;
+    }
     if (c.hash_buckets < 1) {
       return absl::InvalidArgumentError(absl::StrCat("csv schema: categorical column ",
                                                      Shown(c.name), " has hash_buckets ",
