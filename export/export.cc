@@ -10,11 +10,38 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "config/cluster_config.h"
+#include "data/formats/csv_format.h"
+#include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "onnx/onnx_export.h"
 
 namespace pstrain {
+
+std::string CsvSchemaForExport(Env* env, const std::string& hparams_yaml, const Model& model) {
+  if (hparams_yaml.empty() || model.input_shape().size() != 1) return "";
+  absl::StatusOr<JobConfig> job = ParseJobConfig(hparams_yaml, "the export's job config");
+  if (!job.ok()) {
+    LOG(WARNING) << "export of " << model.name() << ": its job config does not parse ("
+                 << job.status().message() << "); no CSV schema is kept";
+    return "";
+  }
+  if (job->training.csv_schema.empty()) return "";
+  const std::string& path = job->training.csv_schema;
+  absl::StatusOr<std::string> text = env->ReadFile(path);
+  absl::StatusOr<CsvSchema> schema =
+      text.ok() ? ParseCsvSchemaText(*text, path) : absl::StatusOr<CsvSchema>(text.status());
+  absl::Status fits =
+      schema.ok() ? CheckCsvSchemaFits(*schema, model.input_shape()[0], model.sparse_features())
+                  : schema.status();
+  if (!fits.ok()) {
+    LOG(WARNING) << "export of " << model.name() << ": its CSV schema " << path << " is not kept ("
+                 << fits.message()
+                 << "); the version takes the features' id form only, not raw rows";
+    return "";
+  }
+  return *text;
+}
 
 absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base,
                                         const Model& model, const ModelOptions& options,
@@ -40,7 +67,8 @@ absl::StatusOr<std::string> WriteExport(Env* env, const std::string& export_base
     return graph.status();
   }
   return WriteExportVersion(env, export_base, model, options, global_step, hparams_yaml, params,
-                            state, tables, onnx);
+                            state, tables, onnx, /*delta_of=*/0,
+                            CsvSchemaForExport(env, hparams_yaml, model));
 }
 
 namespace {
@@ -140,9 +168,9 @@ absl::StatusOr<std::string> ExportHistory::ExportCheckpoint(Env* env, const std:
     }
     ExportOnnxFile onnx;
     onnx.missing_reason = "a delta version; the full version it is read from may hold one";
-    absl::StatusOr<std::string> written =
-        WriteExportVersion(env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml,
-                           c.params, c.state, changed, onnx, last_version_);
+    absl::StatusOr<std::string> written = WriteExportVersion(
+        env, export_base, *c.model, c.options, c.global_step, c.hparams_yaml, c.params, c.state,
+        changed, onnx, last_version_, CsvSchemaForExport(env, c.hparams_yaml, *c.model));
     // Another version landed first: a full one instead.
     delta = written.ok() || !absl::IsFailedPrecondition(written.status());
     if (delta) {

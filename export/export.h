@@ -83,6 +83,13 @@ class ExportHistory {
   std::vector<absl::flat_hash_map<int64_t, uint64_t>> rows_ ABSL_GUARDED_BY(mu_);
 };
 
+// The text of the CSV schema the job of `hparams_yaml` (its job config) read
+// its rows with, for an export of `model` to keep (WriteExportVersion's
+// csv_schema): empty for a job without one. A schema that cannot be read
+// again or does not fit the model (CheckCsvSchemaFits) is not kept, with
+// a warning saying why: the version then takes the id form only.
+std::string CsvSchemaForExport(Env* env, const std::string& hparams_yaml, const Model& model);
+
 // Writes the checkpoint whose index is `index_path` as one ONNX file at
 // `output_path` (replaced atomically), the model.onnx an export version holds.
 // InvalidArgument for a checkpoint whose model has no spec.

@@ -48,7 +48,8 @@ bool AllDigits(const std::string& s) {
 
 nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t global_step,
                         int64_t version, const std::string& hparams_yaml, uint64_t bytes,
-                        uint32_t crc, const EmbeddingsFile* embeddings, int64_t delta_of) {
+                        uint32_t crc, const EmbeddingsFile* embeddings, int64_t delta_of,
+                        const std::string& csv_schema) {
   nlohmann::json variables = nlohmann::json::array();
   for (const VariableInfo& v : model.variables()) {
     variables.push_back({{"name", v.name},
@@ -104,6 +105,8 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
                   {"per_image_standardization", false},
                   {"sparse_features", model.sparse_features()}};
   }
+  // Readers before it ignore it (and take the id form only).
+  if (!csv_schema.empty()) m["csv_schema"] = csv_schema;
   if (embeddings != nullptr) {
     nlohmann::json tables = nlohmann::json::array();
     for (size_t t = 0; t < model.sparse_tables().size(); ++t) {
@@ -178,6 +181,7 @@ absl::Status ParseManifest(const std::string& path, const std::string& text, Exp
       embeddings->crc = m.at("embeddings_crc32c").get<uint32_t>();
     }
     out->hparams_yaml = m.value("hparams_yaml", "");
+    out->csv_schema = m.value("csv_schema", "");
     out->params.resize(m.at("num_params").get<int64_t>());
     out->state.resize(m.at("num_state").get<int64_t>());
     *bytes = m.at("variables_bytes").get<uint64_t>();
@@ -230,13 +234,11 @@ absl::Status CheckExportValues(const Model& model, absl::Span<const float> param
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& export_base,
-                                               const Model& model, const ModelOptions& options,
-                                               int64_t global_step, const std::string& hparams_yaml,
-                                               absl::Span<const float> params,
-                                               absl::Span<const float> state,
-                                               absl::Span<const TrainedTableRows> tables,
-                                               const ExportOnnxFile& onnx, int64_t delta_of) {
+absl::StatusOr<std::string> WriteExportVersion(
+    Env* env, const std::string& export_base, const Model& model, const ModelOptions& options,
+    int64_t global_step, const std::string& hparams_yaml, absl::Span<const float> params,
+    absl::Span<const float> state, absl::Span<const TrainedTableRows> tables,
+    const ExportOnnxFile& onnx, int64_t delta_of, const std::string& csv_schema) {
   PSTRAIN_RETURN_IF_ERROR(CheckExportValues(model, params, state, tables));
   const std::vector<SparseTableInfo>& infos = model.sparse_tables();
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<int64_t> versions, ListExportVersions(env, export_base));
@@ -283,7 +285,7 @@ absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& expo
   }
   const nlohmann::json manifest =
       Manifest(model, options, global_step, version, hparams_yaml, bytes.size(), crc,
-               embeddings ? &*embeddings : nullptr, delta_of);
+               embeddings ? &*embeddings : nullptr, delta_of, csv_schema);
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(dir, kManifest), manifest.dump(2) + "\n"));
   return dir;
 }

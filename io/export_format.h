@@ -67,6 +67,9 @@ struct ExportedModel {
   int num_classes = 0;
   bool per_image_standardization = false;
   std::string hparams_yaml;  // the job's training section
+  // The CSV schema's text (the file the job's csv_schema named) when the job
+  // read CSV rows: the version then takes raw rows (serving/click_request.h).
+  std::string csv_schema;
   std::vector<float> params, state;
   // A click model's trained rows, per Model::sparse_tables() entry in order
   // (empty for a model without tables).
@@ -99,14 +102,14 @@ absl::Status CheckExportValues(const Model& model, absl::Span<const float> param
 // then model.json. Its name is the Unix time, or one more than the newest
 // version if that is not newer. InvalidArgument as CheckExportValues.
 // `delta_of` > 0: a delta of that version (`tables` the changed rows), which
-// must be the newest (FailedPrecondition otherwise).
-absl::StatusOr<std::string> WriteExportVersion(Env* env, const std::string& export_base,
-                                               const Model& model, const ModelOptions& options,
-                                               int64_t global_step, const std::string& hparams_yaml,
-                                               absl::Span<const float> params,
-                                               absl::Span<const float> state,
-                                               absl::Span<const TrainedTableRows> tables,
-                                               const ExportOnnxFile& onnx, int64_t delta_of = 0);
+// must be the newest (FailedPrecondition otherwise). `csv_schema`: the text
+// of the CSV schema the job read its rows with (data/formats/csv_format.h),
+// kept in the manifest so that the version takes raw rows; empty for none.
+absl::StatusOr<std::string> WriteExportVersion(
+    Env* env, const std::string& export_base, const Model& model, const ModelOptions& options,
+    int64_t global_step, const std::string& hparams_yaml, absl::Span<const float> params,
+    absl::Span<const float> state, absl::Span<const TrainedTableRows> tables,
+    const ExportOnnxFile& onnx, int64_t delta_of = 0, const std::string& csv_schema = "");
 
 // Versions under `export_base` that have a manifest, oldest first; empty if
 // there is none or no such directory.

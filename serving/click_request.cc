@@ -1,6 +1,7 @@
 #include "serving/click_request.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -47,7 +48,124 @@ absl::Status SparseValue(const nlohmann::json& v, const std::string& where, Spar
                                                           : std::string(v.type_name())));
 }
 
+// An instance's parsed values, before they join the request.
+struct ParsedInstance {
+  std::vector<float> dense;
+  // Per feature: the values and whether they are ids or strings (-1: none).
+  std::vector<std::vector<uint64_t>> values;
+  std::vector<int> kinds;
+};
+
+// Whether `instance` (an object) is a raw row: no value is a list.
+bool IsRawRow(const nlohmann::json& instance) {
+  for (const auto& item : instance.items()) {
+    if (item.value().is_array()) return false;
+  }
+  return true;
+}
+
+// The CSV field of a raw row's value, or an error.
+absl::Status FieldText(const nlohmann::json& v, const std::string& at, std::string* out) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+  } else if (v.is_number_unsigned()) {
+    *out = std::to_string(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    *out = std::to_string(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    // The shortest text that reads back as this double: the CSV parser
+    // reads the number the client sent.
+    char buffer[64];
+    const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), v.get<double>());
+    out->assign(buffer, r.ptr);
+  } else if (v.is_null()) {
+    out->clear();
+  } else {
+    return BadField(at, absl::StrCat("a raw row's value is the CSV field: a string, a number or "
+                                     "null (missing), not ",
+                                     v.type_name()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseRawRow(const nlohmann::json& instance, const ClickInputs& inputs,
+                         const std::string& where, ParsedInstance* parsed) {
+  const CsvSchema& schema = *inputs.schema;
+  const std::vector<std::string>& columns = inputs.raw_columns;
+  std::vector<std::string> texts(columns.size());
+  for (const auto& [key, value] : instance.items()) {
+    const std::string at = absl::StrCat(where, where.empty() ? "" : ".", key);
+    const auto it = std::find(columns.begin(), columns.end(), key);
+    if (it == columns.end()) {
+      if (key == schema.label) continue;  // a whole CSV row, its label too
+      return BadField(
+          at, absl::StrCat("the model has no column \"", key, "\"; its CSV schema reads ",
+                           absl::StrJoin(columns, ", "), " (send ids as lists for the id form)"));
+    }
+    PSTRAIN_RETURN_IF_ERROR(FieldText(value, at, &texts[it - columns.begin()]));
+  }
+  std::vector<std::string_view> fields(texts.begin(), texts.end());
+  PSTRAIN_ASSIGN_OR_RETURN(CsvParser parser,
+                           CsvParser::CreateForColumns(schema, columns, "row", CsvLabel::kNone));
+  PSTRAIN_RETURN_IF_ERROR(parser.AppendFields(fields, where.empty() ? "the row" : where));
+  const Dataset row = parser.Take();
+  parsed->dense = row.dense;
+  parsed->values.assign(inputs.features.size(), {});
+  parsed->kinds.assign(inputs.features.size(), -1);
+  for (size_t f = 0; f < inputs.features.size(); ++f) {
+    for (const SparseFeatureColumn& column : row.sparse) {
+      if (column.name != inputs.features[f] || column.values.empty()) continue;
+      parsed->values[f] = column.values;
+      parsed->kinds[f] = static_cast<int>(SparseValueKind::kIds);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Appends `parsed` to `out` if each feature keeps one kind of value over
+// the request.
+absl::Status AppendParsed(const ParsedInstance& parsed, const ClickInputs& inputs,
+                          const std::string& where, ClickRequest* out) {
+  for (size_t f = 0; f < parsed.values.size(); ++f) {
+    const SparseFeatureColumn& column = out->sparse.features[f];
+    if (parsed.kinds[f] < 0 || column.values.empty()) continue;
+    if (static_cast<int>(column.kind) != parsed.kinds[f]) {
+      return BadField(absl::StrCat(where, where.empty() ? "" : ".", inputs.features[f]),
+                      absl::StrCat(parsed.kinds[f] == static_cast<int>(SparseValueKind::kIds)
+                                       ? "integer ids, but earlier instances gave strings"
+                                       : "strings, but earlier instances gave integer ids",
+                                   "; send one kind of value per feature in a request"));
+    }
+  }
+  out->dense.insert(out->dense.end(), parsed.dense.begin(), parsed.dense.end());
+  for (size_t f = 0; f < parsed.values.size(); ++f) {
+    SparseFeatureColumn& column = out->sparse.features[f];
+    if (parsed.kinds[f] >= 0 && column.values.empty()) {
+      column.kind = static_cast<SparseValueKind>(parsed.kinds[f]);
+    }
+    column.values.insert(column.values.end(), parsed.values[f].begin(), parsed.values[f].end());
+    column.offsets.push_back(static_cast<int64_t>(column.values.size()));
+  }
+  ++out->n;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status AcceptRawRows(const CsvSchema& schema, ClickInputs* inputs) {
+  PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
+  PSTRAIN_RETURN_IF_ERROR(CheckCsvSchemaFits(schema, inputs->num_dense, inputs->features));
+  std::vector<std::string> columns;
+  for (const CsvNumericColumn& c : schema.numeric) columns.push_back(c.name);
+  for (const CsvCategoricalColumn& c : schema.categorical) {
+    if (std::find(columns.begin(), columns.end(), c.name) == columns.end()) {
+      columns.push_back(c.name);
+    }
+  }
+  inputs->schema = std::make_shared<const CsvSchema>(schema);
+  inputs->raw_columns = std::move(columns);
+  return absl::OkStatus();
+}
 
 ClickRequest EmptyClickRequest(const ClickInputs& inputs) {
   ClickRequest r;
@@ -67,10 +185,16 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
                                  "features, not a ",
                                  instance.type_name()));
   }
-  std::vector<float> dense;
-  // Per feature: the values and whether they are ids or strings.
-  std::vector<std::vector<uint64_t>> values(inputs.features.size());
-  std::vector<int> kinds(inputs.features.size(), -1);
+  ParsedInstance parsed;
+  if (inputs.schema != nullptr && IsRawRow(instance)) {
+    PSTRAIN_RETURN_IF_ERROR(ParseRawRow(instance, inputs, where, &parsed));
+    return AppendParsed(parsed, inputs, where, out);
+  }
+  std::vector<float>& dense = parsed.dense;
+  std::vector<std::vector<uint64_t>>& values = parsed.values;
+  std::vector<int>& kinds = parsed.kinds;
+  values.resize(inputs.features.size());
+  kinds.assign(inputs.features.size(), -1);
   for (const auto& [key, value] : instance.items()) {
     const std::string at = absl::StrCat(where, where.empty() ? "" : ".", key);
     if (key == kDense) {
@@ -117,28 +241,7 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
     return BadField(where, absl::StrCat("no \"dense\": the model takes ", inputs.num_dense,
                                         " dense numbers besides its sparse features"));
   }
-  // Each feature keeps one kind of value over the request.
-  for (size_t f = 0; f < values.size(); ++f) {
-    const SparseFeatureColumn& column = out->sparse.features[f];
-    if (kinds[f] < 0 || column.values.empty()) continue;
-    if (static_cast<int>(column.kind) != kinds[f]) {
-      return BadField(absl::StrCat(where, where.empty() ? "" : ".", inputs.features[f]),
-                      absl::StrCat(kinds[f] == static_cast<int>(SparseValueKind::kIds)
-                                       ? "integer ids, but earlier instances gave strings"
-                                       : "strings, but earlier instances gave integer ids",
-                                   "; send one kind of value per feature in a request"));
-    }
-  }
-  out->dense.insert(out->dense.end(), dense.begin(), dense.end());
-  for (size_t f = 0; f < values.size(); ++f) {
-    SparseFeatureColumn& column = out->sparse.features[f];
-    if (kinds[f] >= 0 && column.values.empty())
-      column.kind = static_cast<SparseValueKind>(kinds[f]);
-    column.values.insert(column.values.end(), values[f].begin(), values[f].end());
-    column.offsets.push_back(static_cast<int64_t>(column.values.size()));
-  }
-  ++out->n;
-  return absl::OkStatus();
+  return AppendParsed(parsed, inputs, where, out);
 }
 
 absl::Status ReadClickRequest(std::string_view body, const ClickInputs& inputs,

@@ -19,13 +19,32 @@
 //   One feature's values are all ids or all strings within one request.
 // - any other key is refused, naming the model's features (a misspelt
 //   feature would otherwise predict silently as if it were missing).
+//
+// A model trained from CSV rows keeps its CSV schema in its export
+// (ExportedModel::csv_schema); it also takes raw rows, the columns the CSV
+// had, and computes their features exactly as training did (the same
+// CsvParser: hashing, log1p, standardization, buckets, defaults, the missing
+// rule):
+//
+//   {"instances": [{"origin": "LAS", "destination": "PHL", "distance": 2176}]}
+//
+// An instance is a raw row when the export has a schema and none of its
+// values is a list (the id form's "dense" is one; send a sparse feature's
+// ids as a list, [17], to be read as ids). A raw row's values are the CSV
+// fields: a string (the field's text: a multi-valued column's tokens joined
+// by its separator), a number (written as its shortest round-trip text), or
+// null (missing, as an absent column is). The label column is ignored if
+// present; any other key not a column of the schema is refused, naming the
+// columns.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "data/formats/csv_format.h"
 #include "data/sparse_features.h"
 #include "nlohmann/json.hpp"
 
@@ -35,7 +54,15 @@ namespace pstrain {
 struct ClickInputs {
   int64_t num_dense = 0;              // floats of "dense"
   std::vector<std::string> features;  // Model::sparse_features()
+  // The export's CSV schema (AcceptRawRows), or null: raw rows are refused.
+  std::shared_ptr<const CsvSchema> schema;
+  std::vector<std::string> raw_columns;  // its columns but the label, each once
 };
+
+// Makes `inputs` take raw rows read by `schema` (the export's). InvalidArgument
+// if the rows it reads are not the inputs (numeric columns other than
+// num_dense, a feature no categorical column gives).
+absl::Status AcceptRawRows(const CsvSchema& schema, ClickInputs* inputs);
 
 // Instances parsed for a click model's forward pass.
 struct ClickRequest {

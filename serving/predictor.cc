@@ -222,6 +222,18 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
   predictor->click_inputs_.features = m.sparse_features();
   predictor->tabular_ = m.input_shape().size() == 1;
   if (predictor->tabular_) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
+  if (!exported.csv_schema.empty()) {
+    // Trained from CSV rows: it takes them raw too, read as training read them.
+    const std::string where = absl::StrCat(exported.dir, " (its CSV schema)");
+    absl::StatusOr<CsvSchema> schema = ParseCsvSchemaText(exported.csv_schema, where);
+    absl::Status fits = !predictor->tabular_
+                            ? absl::InvalidArgumentError("the model is not tabular")
+                        : schema.ok() ? AcceptRawRows(*schema, &predictor->click_inputs_)
+                                      : schema.status();
+    if (!fits.ok()) {
+      return absl::DataLossError(absl::StrCat(where, ": does not fit the model: ", fits.message()));
+    }
+  }
   predictor->example_size_ = NumElements(m.input_shape());
   predictor->version_ = exported.version;
   predictor->global_step_ = exported.global_step;

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "data/feature_hash.h"
+#include "data/formats/csv_format.h"
 #include "export/export.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
@@ -258,6 +260,220 @@ TEST(PredictorTest, AClickModelAnswersAsItsRowsSay) {
                 "feature tokens, instance 1 (0-based): id 16 is out of range"),
             std::string::npos)
       << refused.status();
+}
+
+// A model trained from CSV rows keeps its schema in its export and takes
+// raw rows: their predictions equal those of the rows as the training
+// pipeline parses them (CsvParser of the same schema), to the bit.
+constexpr char kRawSchema[] = R"(csv:
+  label: clicked
+  numeric:
+    - {name: price, transform: log1p}
+    - {name: age, transform: standardize, mean: 40, std: 12, default: 35}
+    - {name: count}
+  categorical:
+    - {name: country, hash_buckets: 50}
+    - {name: tags, hash_buckets: 100, separator: "|"}
+    - {name: age, bucketize: [18, 30, 50]}
+  missing: default
+)";
+
+constexpr char kRawSpec[] = R"(name: raw_click
+input: [3]
+head: binary
+layers:
+  - embedding: {feature: country, dim: 3, buckets: 50, name: emb_country}
+  - embedding: {feature: tags, dim: 3, buckets: 100, combiner: sum, name: emb_tags}
+  - embedding: {feature: age, dim: 2, buckets: 4, name: emb_age}
+  - concat: {input: input, inputs: [emb_country, emb_tags, emb_age]}
+  - dense: {units: 4, activation: relu}
+  - dense: {units: 1, name: deep}
+  - linear: {features: [country], crosses: [[age, country]], buckets: 100, name: wide}
+  - add: {input: deep, inputs: [wide]}
+)";
+
+constexpr char kRawCsv[] =
+    "clicked,country,price,tags,age,count\n"
+    "1,US,12.5,a|b,17,3\n"
+    "0,FR,0,,30,0\n"
+    "1,\"Côte d'Ivoire\",1e3,b||c|a,49.99,-2\n"
+    "0,,7,x,,1\n"
+    "1,JP, 2 ,a,50,100000\n";
+
+// The raw rows of kRawCsv as a client sends them: numbers as JSON numbers,
+// the label too (ignored), a missing field absent or null.
+constexpr char kRawInstances[] = R"([
+  {"clicked": 1, "country": "US", "price": 12.5, "tags": "a|b", "age": 17, "count": 3},
+  {"country": "FR", "price": 0, "tags": "", "age": 30, "count": 0},
+  {"country": "Côte d'Ivoire", "price": 1e3, "tags": "b||c|a", "age": 49.99, "count": -2},
+  {"country": null, "price": 7, "tags": "x", "count": 1},
+  {"country": "JP", "price": "2", "tags": "a", "age": 50, "count": 100000}])";
+
+// A job config's beginning (an export's hparams are a whole job config).
+constexpr char kRawCluster[] =
+    "cluster:\n  chief: [\"127.0.0.1:2000\"]\n  ps: [\"127.0.0.1:2001\"]\ntraining:\n";
+
+// An export of kRawSpec with random values and a row for every id of its
+// tables, trained (its job config says) with kRawSchema.
+std::unique_ptr<Predictor> RawRowPredictor(MemEnv* env) {
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(kRawSpec, "the test's spec");
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  model->InitializeVariables(7, params.data(), state.data());
+  std::vector<TrainedTableRows> tables;
+  float v = 0.3f;
+  for (const SparseTableInfo& info : model->sparse_tables()) {
+    TrainedTableRows rows;
+    for (int64_t id = 0; id < info.buckets; ++id) {
+      rows.ids.push_back(id);
+      for (int64_t k = 0; k < info.dim; ++k) {
+        rows.weights.push_back(v);
+        v = std::fmod(v * 1.37f + 0.11f, 1.0f) - 0.4f;
+      }
+    }
+    tables.push_back(std::move(rows));
+  }
+  EXPECT_TRUE(env->WriteFileAtomic("/job/schema.yaml", kRawSchema).ok());
+  const std::string hparams = absl::StrCat(kRawCluster, "  csv_schema: /job/schema.yaml\n");
+  absl::StatusOr<std::string> dir =
+      WriteExport(env, "/job/export", *model, ModelOptions(), 9, hparams, params, state, tables);
+  EXPECT_TRUE(dir.ok()) << dir.status();
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Load(env, "/job");
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+TEST(PredictorRawRowsTest, RawRowsPredictExactlyAsTheTrainingPipelinesExamples) {
+  MemEnv env;
+  std::unique_ptr<Predictor> p = RawRowPredictor(&env);
+  ASSERT_NE(p, nullptr);
+  ASSERT_NE(p->click_inputs().schema, nullptr);
+  EXPECT_EQ(p->click_inputs().raw_columns,
+            (std::vector<std::string>{"price", "age", "count", "country", "tags"}));
+
+  // The training pipeline's examples of the CSV rows.
+  const std::string_view csv = kRawCsv;
+  const size_t header_end = csv.find('\n');
+  absl::StatusOr<CsvParser> parser =
+      CsvParser::Create(*p->click_inputs().schema, csv.substr(0, header_end), "rows.csv");
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  int64_t line = 1;
+  for (size_t at = header_end + 1; at < csv.size();) {
+    const size_t end = csv.find('\n', at);
+    ASSERT_TRUE(parser->AppendLine(csv.substr(at, end - at), ++line).ok());
+    at = end + 1;
+  }
+  const Dataset examples = parser->Take();
+  ASSERT_EQ(examples.size(), 5);
+  ClickRequest parsed = EmptyClickRequest(p->click_inputs());
+  parsed.n = examples.size();
+  parsed.dense = examples.dense;
+  for (size_t f = 0; f < parsed.sparse.features.size(); ++f) {
+    for (const SparseFeatureColumn& column : examples.sparse) {
+      if (column.name == parsed.sparse.features[f].name) parsed.sparse.features[f] = column;
+    }
+  }
+  absl::StatusOr<std::vector<Prediction>> want = p->PredictClicks(parsed);
+  ASSERT_TRUE(want.ok()) << want.status();
+
+  for (const std::string body :
+       {absl::StrCat(R"({"instances": )", kRawInstances, "}"),
+        // The columnar form of the same rows.
+        std::string(R"({"inputs": {"country": ["US", "FR", "Côte d'Ivoire", null, "JP"],
+            "price": [12.5, 0, 1e3, 7, "2"], "tags": ["a|b", "", "b||c|a", "x", "a"],
+            "age": [17, 30, 49.99, null, 50], "count": [3, 0, -2, 1, 100000]}})")}) {
+    ClickRequest raw;
+    absl::Status read = ReadClickRequest(body, p->click_inputs(), 10, &raw);
+    ASSERT_TRUE(read.ok()) << read << "\n" << body;
+    EXPECT_EQ(raw.dense, parsed.dense);
+    absl::StatusOr<std::vector<Prediction>> got = p->PredictClicks(raw);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t i = 0; i < got->size(); ++i) {
+      EXPECT_EQ((*got)[i].logistic, (*want)[i].logistic) << "row " << i << "\n" << body;
+    }
+  }
+  // The rows differ, so equal answers are not a constant's.
+  EXPECT_NE((*want)[0].logistic, (*want)[1].logistic);
+
+  // The id form keeps working (an instance with a list is one).
+  ClickRequest ids;
+  EXPECT_TRUE(ReadClickRequest(R"({"instances": [{"dense": [1, 0, 3], "country": [7]}]})",
+                               p->click_inputs(), 10, &ids)
+                  .ok());
+}
+
+TEST(PredictorRawRowsTest, ABadRowIsRefusedNamingItsColumn) {
+  MemEnv env;
+  std::unique_ptr<Predictor> p = RawRowPredictor(&env);
+  ASSERT_NE(p, nullptr);
+  const struct {
+    const char* body;
+    const char* message;
+  } cases[] = {
+      {R"({"instances": [{"price": 1}, {"price": "cheap"}]})",
+       "instances[1]: column \"price\": \"cheap\" is not a number"},
+      {R"({"instances": [{"price": -1}]})", "instances[0]: column \"price\": \"-1\""},
+      {R"({"instances": [{"prise": 1}]})",
+       "instances[0].prise: the model has no column \"prise\"; its CSV schema reads price, age, "
+       "count, country, tags"},
+      {R"({"instances": [{"age": true}]})",
+       "instances[0].age: a raw row's value is the CSV field: a string, a number or null"},
+      {R"({"instances": [{"age": {"years": 3}}]})", "instances[0].age: a raw row's value"},
+      {R"({"instances": [{"age": "old"}]})",
+       "instances[0]: column \"age\": \"old\" is not a number"},
+      {R"({"instances": [{"count": 1e40}]})", "instances[0]: column \"count\""},
+  };
+  for (const auto& c : cases) {
+    ClickRequest request;
+    absl::Status s = ReadClickRequest(c.body, p->click_inputs(), 10, &request);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s << "\n" << c.body;
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s << "\n" << c.body;
+  }
+}
+
+TEST(PredictorRawRowsTest, UnderMissingErrorAnAbsentColumnIsNamed) {
+  MemEnv env;
+  std::string schema = kRawSchema;
+  schema.replace(schema.find("missing: default"), 16, "missing: error");
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(kRawSpec, "the test's spec");
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  std::vector<TrainedTableRows> tables(model->sparse_tables().size());
+  ASSERT_TRUE(env.WriteFileAtomic("/s.yaml", schema).ok());
+  ASSERT_TRUE(WriteExport(&env, "/job/export", *model, ModelOptions(), 1,
+                          absl::StrCat(kRawCluster, "  csv_schema: /s.yaml\n"), params, state,
+                          tables)
+                  .ok());
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Load(&env, "/job");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ClickRequest request;
+  absl::Status s =
+      ReadClickRequest(R"({"instances": [{"price": 1, "age": 3, "count": 2, "tags": "a"}]})",
+                       (*p)->click_inputs(), 10, &request);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("instances[0]: column \"country\" is missing or empty"),
+            std::string::npos)
+      << s;
+}
+
+TEST(PredictorRawRowsTest, AnExportWithoutItsSchemaTakesIdsOnly) {
+  // The schema file gone by export time: the version is written without it
+  // (a warning says why) and serves the id form.
+  MemEnv env;
+  std::unique_ptr<Model> model = *BuildModelFromSpecText(kRawSpec, "the test's spec");
+  std::vector<float> params(model->num_params()), state(model->num_state());
+  std::vector<TrainedTableRows> tables(model->sparse_tables().size());
+  ASSERT_TRUE(WriteExport(&env, "/job/export", *model, ModelOptions(), 1,
+                          absl::StrCat(kRawCluster, "  csv_schema: /gone.yaml\n"), params, state,
+                          tables)
+                  .ok());
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Load(&env, "/job");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->click_inputs().schema, nullptr);
+  ClickRequest request;
+  absl::Status s =
+      ReadClickRequest(R"({"instances": [{"country": "US"}]})", (*p)->click_inputs(), 10, &request);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("no \"dense\""), std::string::npos) << s;
 }
 
 // Deltas (online training's exports between full versions): a predictor

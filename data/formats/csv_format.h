@@ -145,6 +145,9 @@ absl::StatusOr<CsvSchema> ParseCsvSchema(const YAML::Node& node, const std::stri
 // or at its top: NotFound for a file that is not there, InvalidArgument
 // naming the file for YAML that is not a schema.
 absl::StatusOr<CsvSchema> LoadCsvSchema(Env* env, const std::string& path);
+// The same for the file's text (an export carries it); `path` names it in
+// errors.
+absl::StatusOr<CsvSchema> ParseCsvSchemaText(const std::string& text, const std::string& path);
 
 // InvalidArgument for a schema that no file can satisfy: an empty or repeated
 // column name (the label counts; a bucketized column may share a numeric
@@ -153,6 +156,12 @@ absl::StatusOr<CsvSchema> LoadCsvSchema(Env* env, const std::string& path);
 // not > 0 or a mean that is not finite, a default that is not finite (or
 // <= -1 for log1p), a delimiter or separator that is '"', '\r' or '\n'.
 absl::Status CheckCsvSchema(const CsvSchema& schema);
+
+// Whether rows read by `schema` are the input of a model of `num_dense`
+// dense features and these sparse ones: as many numeric columns, and each
+// feature a categorical column. InvalidArgument saying which does not fit.
+absl::Status CheckCsvSchemaFits(const CsvSchema& schema, int64_t num_dense,
+                                const std::vector<std::string>& sparse_features);
 
 // Whether `text` (one or more lines joined with '\n', without the final line
 // break) is a whole record, i.e. every quoted field in it is closed. When it
@@ -190,8 +199,10 @@ class CsvQuoteScanner {
 //
 // Not thread-safe: one parser per file being read. Holds copies of what it
 // needs; nothing passed in need outlive a call.
-// What a record's label is: a class id, or a regression head's value.
-enum class CsvLabel { kClassId, kValue };
+// What a record's label is: a class id, or a regression head's value; or
+// none, for rows to predict (the label column need not be there; each
+// example's label is 0).
+enum class CsvLabel { kClassId, kValue, kNone };
 
 class CsvParser {
  public:
@@ -204,6 +215,11 @@ class CsvParser {
   static absl::StatusOr<CsvParser> Create(const CsvSchema& schema, std::string_view header_line,
                                           const std::string& file,
                                           CsvLabel label = CsvLabel::kClassId);
+  // The same for a header already split into its columns' names.
+  static absl::StatusOr<CsvParser> CreateForColumns(const CsvSchema& schema,
+                                                    std::vector<std::string> header,
+                                                    const std::string& file,
+                                                    CsvLabel label = CsvLabel::kClassId);
 
   // Parses one record (a line, or lines joined as CsvRecordComplete says;
   // a trailing '\r' is dropped) and appends its example, or nothing for a
@@ -216,6 +232,13 @@ class CsvParser {
   // error nothing of the record is appended, so a caller may skip it and go
   // on.
   absl::Status AppendLine(std::string_view line, int64_t line_number);
+
+  // AppendLine for a record already split into one field per header column
+  // (the text of each, unquoted; empty: missing), e.g. a JSON row to
+  // predict. Errors begin with `where` ("instances[3]") instead of a file and
+  // line. A record `missing: skip` would drop is an error here, naming the
+  // column: a row to predict needs its prediction.
+  absl::Status AppendFields(const std::vector<std::string_view>& fields, std::string_view where);
 
   // The examples appended since the last Take.
   Dataset Take();
@@ -234,6 +257,11 @@ class CsvParser {
   CsvParser(const CsvSchema& schema, std::string file, int num_fields, CsvLabel label);
 
   void Reset();
+  // The record in fields_, after its split: its example appended, or the
+  // error.
+  absl::Status AppendRecord(int64_t line_number);
+  // "file:line", or the record's `where` (AppendFields).
+  std::string Where(int64_t line_number) const;
   // "column "name"", or "field 7" past the header's columns.
   std::string ColumnName(size_t field) const;
   // InvalidArgument "file:line: column "name": "text" <problem>".
@@ -258,6 +286,7 @@ class CsvParser {
   std::vector<float> dense_row_;
   std::vector<float> missing_dense_;  // per numeric column: its missing value's feature
   std::vector<int64_t> bucket_ids_;   // per categorical column: a bucketized one's id
+  std::string_view record_where_;     // AppendFields' `where`, during its call
 
   Dataset data_;
   int64_t skipped_ = 0;

@@ -56,7 +56,14 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
     return absl::InvalidArgumentError(
         absl::StrCat(file, ":1: the header's column ", bad_field + 1, ": ", problem));
   }
-  const std::vector<std::string> header(fields.begin(), fields.end());
+  return CreateForColumns(schema, std::vector<std::string>(fields.begin(), fields.end()), file,
+                          label);
+}
+
+absl::StatusOr<CsvParser> CsvParser::CreateForColumns(const CsvSchema& schema,
+                                                      std::vector<std::string> header,
+                                                      const std::string& file, CsvLabel label) {
+  PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
   CsvParser parser(schema, file, static_cast<int>(header.size()), label);
 
   // The header position of column `name`, read as `what`.
@@ -94,7 +101,9 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
                                                    " (", Sv(what),
                                                    "); its columns: ", ColumnList(header), hint));
   };
-  PSTRAIN_ASSIGN_OR_RETURN(parser.label_field_, bind(schema.label, "the label"));
+  if (label != CsvLabel::kNone) {
+    PSTRAIN_ASSIGN_OR_RETURN(parser.label_field_, bind(schema.label, "the label"));
+  }
   for (const CsvNumericColumn& c : schema.numeric) {
     PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(c.name, "a numeric column of the schema"));
     parser.numeric_fields_.push_back(field);
@@ -103,7 +112,7 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
     PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(c.name, "a categorical column of the schema"));
     parser.categorical_fields_.push_back(field);
   }
-  parser.header_ = header;
+  parser.header_ = std::move(header);
   parser.dense_row_.resize(schema.numeric.size());
   parser.missing_dense_.resize(schema.numeric.size());
   parser.bucket_ids_.resize(schema.categorical.size());
@@ -119,17 +128,29 @@ std::string CsvParser::ColumnName(size_t field) const {
                                 : absl::StrCat("field ", field + 1);
 }
 
+std::string CsvParser::Where(int64_t line_number) const {
+  return record_where_.empty() ? absl::StrCat(file_, ":", line_number) : std::string(record_where_);
+}
+
 absl::Status CsvParser::FieldError(int64_t line_number, size_t field, std::string_view text,
                                    std::string_view problem) const {
-  return absl::InvalidArgumentError(absl::StrCat(file_, ":", line_number, ": ", ColumnName(field),
-                                                 ": ", Shown(text), " ", Sv(problem)));
+  return absl::InvalidArgumentError(absl::StrCat(Where(line_number), ": ", ColumnName(field), ": ",
+                                                 Shown(text), " ", Sv(problem)));
 }
 
 absl::Status CsvParser::MissingError(int64_t line_number, size_t field) const {
   if (static_cast<int>(field) == label_field_) {
     return absl::InvalidArgumentError(absl::StrCat(
-        file_, ":", line_number, ": the label column ", Shown(header_[field]),
+        Where(line_number), ": the label column ", Shown(header_[field]),
         " is empty; every record needs its label (csv.missing: skip drops such records)"));
+  }
+  if (!record_where_.empty()) {
+    // A row to predict: the export's schema (the training's) says what is
+    // missing.
+    return absl::InvalidArgumentError(absl::StrCat(
+        Sv(record_where_), ": column ", Shown(header_[field]),
+        " is missing or empty, and the model's CSV schema has missing: ",
+        schema_.missing == CsvMissing::kSkip ? "skip" : "error", " (a value is needed)"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       file_, ":", line_number, ": column ", Shown(header_[field]),
@@ -160,11 +181,41 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
                                                    "delimiter is ",
                                                    CharName(schema_.delimiter), ")"));
   }
+  return AppendRecord(line_number);
+}
 
+absl::Status CsvParser::AppendFields(const std::vector<std::string_view>& fields,
+                                     std::string_view where) {
+  if (fields.size() != static_cast<size_t>(num_fields_)) {
+    return absl::InvalidArgumentError(absl::StrCat(Sv(where), ": ", fields.size(),
+                                                   " fields for the ", num_fields_, " columns ",
+                                                   ColumnList(header_)));
+  }
+  fields_ = fields;
+  record_where_ = where;
+  const int64_t before = size();
+  absl::Status s = AppendRecord(0);
+  record_where_ = {};
+  if (s.ok() && size() == before) {
+    // Dropped by `missing: skip`: a row to predict has no such way out.
+    for (size_t f = 0; f < fields.size(); ++f) {
+      if (fields[f].empty() && static_cast<int>(f) != label_field_) {
+        record_where_ = where;
+        s = MissingError(0, f);
+        record_where_ = {};
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+absl::Status CsvParser::AppendRecord(int64_t line_number) {
   // Missing fields: the whole record is dropped or refused before anything
   // of it is parsed.
+  const bool has_label = label_field_ >= 0;
   if (schema_.missing == CsvMissing::kSkip) {
-    bool missing = fields_[label_field_].empty();
+    bool missing = has_label && fields_[label_field_].empty();
     for (int f : numeric_fields_) missing = missing || fields_[f].empty();
     for (int f : categorical_fields_) missing = missing || fields_[f].empty();
     if (missing) {
@@ -172,7 +223,7 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
       return absl::OkStatus();
     }
   }
-  if (fields_[label_field_].empty()) return MissingError(line_number, label_field_);
+  if (has_label && fields_[label_field_].empty()) return MissingError(line_number, label_field_);
   if (schema_.missing == CsvMissing::kError) {
     for (int f : numeric_fields_) {
       if (fields_[f].empty()) return MissingError(line_number, f);
@@ -182,11 +233,13 @@ absl::Status CsvParser::AppendLine(std::string_view line, int64_t line_number) {
     }
   }
 
-  // The label.
-  const std::string_view label_text = fields_[label_field_];
+  // The label (0 for rows without one).
+  const std::string_view label_text = has_label ? fields_[label_field_] : std::string_view("0");
   double label = 0;
   NumberError label_error = ParseNumber(label_text, &label);
-  if (label_kind_ == CsvLabel::kValue) {
+  if (!has_label) {
+    // Rows to predict.
+  } else if (label_kind_ == CsvLabel::kValue) {
     if (label_error == NumberError::kNone &&
         std::abs(label) > static_cast<double>(std::numeric_limits<float>::max())) {
       label_error = NumberError::kOutOfRange;  // a float label

@@ -392,6 +392,10 @@ absl::StatusOr<CsvSchema> ParseCsvSchema(const YAML::Node& node, const std::stri
 
 absl::StatusOr<CsvSchema> LoadCsvSchema(Env* env, const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  return ParseCsvSchemaText(text, path);
+}
+
+absl::StatusOr<CsvSchema> ParseCsvSchemaText(const std::string& text, const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(YAML::Node root, CatchYamlExceptions<YAML::Node>(path, [&] {
                              return LoadYaml(text, path, "YAML");
                            }));
@@ -488,6 +492,25 @@ absl::Status CheckCsvSchema(const CsvSchema& schema) {
       return absl::InvalidArgumentError(
           absl::StrCat("csv schema: categorical column ", Shown(c.name), " has separator ",
                        CharName(*c.separator), "; a separator cannot be '\"' or a line break"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCsvSchemaFits(const CsvSchema& schema, int64_t num_dense,
+                                const std::vector<std::string>& sparse_features) {
+  if (static_cast<int64_t>(schema.numeric.size()) != num_dense) {
+    return absl::InvalidArgumentError(absl::StrCat("the CSV schema has ", schema.numeric.size(),
+                                                   " numeric columns; the model takes ", num_dense,
+                                                   " dense features"));
+  }
+  for (const std::string& feature : sparse_features) {
+    bool found = false;
+    for (const CsvCategoricalColumn& c : schema.categorical) found = found || c.name == feature;
+    if (!found) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the model reads sparse feature ", Shown(feature),
+                       ", which is no categorical column of the CSV schema"));
     }
   }
   return absl::OkStatus();
