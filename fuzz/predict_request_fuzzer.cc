@@ -2,7 +2,9 @@
 // message; whatever the fast reader (simdjson) takes, the general reader
 // (nlohmann-json and ParseInstance) takes too, with the same instances. A
 // click model's reader (serving/click_request.h) reads or refuses it too, and
-// what it reads has one dense row and one offset per instance in every column;
+// what it reads has one dense row and one offset per instance in every column,
+// and so does its reader of raw rows by a CSV schema (every error
+// InvalidArgument or, past 8 instances, ResourceExhausted; finite features);
 // a sequence model (tokens as a sequence of 4, attention, pooling) answers
 // it with finite logits whatever the lists' lengths.
 #include <cmath>
@@ -17,6 +19,15 @@
 #include "serving/request_reader.h"
 
 namespace {
+
+// Raw rows' schema: columns a (log1p) and b (standardized, bucketized too),
+// user (hashed) and tokens (hashed, '|'-separated); missing: default.
+constexpr char kRawSchema[] =
+    "csv:\n  label: y\n  numeric:\n    - {name: a, transform: log1p}\n"
+    "    - {name: b, transform: standardize, mean: 1, std: 2, default: 3}\n"
+    "  categorical:\n    - {name: user, hash_buckets: 1000}\n"
+    "    - {name: tokens, hash_buckets: 16, separator: \"|\"}\n"
+    "    - {name: b, bucketize: [-1, 0, 2.5]}\n  missing: default\n";
 
 constexpr char kSequenceModel[] =
     "input: [2]\nhead: binary\nlayers:\n"
@@ -80,11 +91,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   pstrain::ClickInputs inputs;
   inputs.num_dense = 2;
   inputs.features = {"user", "tokens"};
-  pstrain::ClickRequest clicks;
-  const absl::Status read = pstrain::ReadClickRequest(body, inputs, 8, &clicks);
-  if (!read.ok() && read.message().empty()) std::abort();
-  if (read.ok()) {
+  // The same inputs taking raw rows too, by a CSV schema.
+  static const pstrain::ClickInputs raw_inputs = [] {
+    absl::StatusOr<pstrain::CsvSchema> schema = pstrain::ParseCsvSchemaText(kRawSchema, "fuzz");
+    pstrain::ClickInputs with_schema;
+    with_schema.num_dense = 2;
+    with_schema.features = {"user", "tokens"};
+    if (!schema.ok() || !pstrain::AcceptRawRows(*schema, &with_schema).ok()) std::abort();
+    return with_schema;
+  }();
+  for (const pstrain::ClickInputs* in :
+       {static_cast<const pstrain::ClickInputs*>(&inputs), &raw_inputs}) {
+    pstrain::ClickRequest clicks;
+    const absl::Status read = pstrain::ReadClickRequest(body, *in, 8, &clicks);
+    if (!read.ok() && read.message().empty()) std::abort();
+    if (!read.ok() && !absl::IsInvalidArgument(read) && !absl::IsResourceExhausted(read)) {
+      std::abort();
+    }
+    if (!read.ok()) continue;
     if (clicks.n > 8 || clicks.dense.size() != static_cast<size_t>(clicks.n) * 2) std::abort();
+    for (float v : clicks.dense) {
+      if (!std::isfinite(v)) std::abort();
+    }
     for (const pstrain::SparseFeatureColumn& column : clicks.sparse.features) {
       if (column.examples() != clicks.n ||
           column.offsets.back() != static_cast<int64_t>(column.values.size())) {

@@ -177,6 +177,19 @@ ClickRequest EmptyClickRequest(const ClickInputs& inputs) {
   return r;
 }
 
+ClickRequest ClickRequestOfExamples(const Dataset& examples, const ClickInputs& inputs) {
+  ClickRequest r = EmptyClickRequest(inputs);
+  r.n = examples.size();
+  r.dense = examples.dense;
+  for (SparseFeatureColumn& feature : r.sparse.features) {
+    feature.offsets.assign(r.n + 1, 0);  // no column: no values
+    for (const SparseFeatureColumn& column : examples.sparse) {
+      if (column.name == feature.name) feature = column;
+    }
+  }
+  return r;
+}
+
 absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInputs& inputs,
                                  const std::string& where, ClickRequest* out) {
   if (!instance.is_object()) {

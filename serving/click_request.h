@@ -81,6 +81,11 @@ ClickRequest EmptyClickRequest(const ClickInputs& inputs);
 absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInputs& inputs,
                                  const std::string& where, ClickRequest* out);
 
+// The request of examples a CsvParser built from rows (CSV lines read by
+// the export's schema, `inputs.schema`): their dense features and, per model
+// feature, the ids of its column.
+ClickRequest ClickRequestOfExamples(const Dataset& examples, const ClickInputs& inputs);
+
 // Reads the body of POST /v1/models/<name>:predict for a click model.
 // InvalidArgument saying what is wrong and where, ResourceExhausted for more
 // than `max_instances`.

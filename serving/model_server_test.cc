@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "data/feature_hash.h"
 #include "export/export.h"
 #include "gtest/gtest.h"
 #include "testing/click_test_model.h"
@@ -353,6 +354,59 @@ TEST(ClickModelServerTest, PredictsFromSparseFeatures) {
   EXPECT_TRUE(sig["inputs"].contains("user"));
   EXPECT_TRUE(sig["inputs"].contains("tokens"));
   EXPECT_FALSE(sig["inputs"].contains("image"));
+}
+
+// An export of a CSV-trained job takes raw rows over REST: answered as the
+// ids the training computed from them; a bad row is a 400 naming its column.
+TEST(ClickModelServerTest, TakesRawRowsOfItsCsvSchema) {
+  MemEnv env;
+  ClickModel c = MakeClickModel();
+  ASSERT_TRUE(env.WriteFileAtomic("/job/schema.yaml",
+                                  "csv:\n  label: clicked\n  numeric:\n    - {name: x}\n"
+                                  "    - {name: y, transform: log1p}\n  categorical:\n"
+                                  "    - {name: user, hash_buckets: 1000}\n"
+                                  "    - {name: tokens, hash_buckets: 16, separator: \" \"}\n"
+                                  "  missing: default\n")
+                  .ok());
+  const std::string hparams =
+      "cluster:\n  chief: [\"127.0.0.1:2000\"]\n  ps: [\"127.0.0.1:2001\"]\ntraining:\n"
+      "  csv_schema: /job/schema.yaml\n";
+  ASSERT_TRUE(WriteExport(&env, "/job/export", *c.model, ModelOptions(), 4, hparams, c.params,
+                          c.state, c.tables)
+                  .ok());
+  ModelServerOptions options;
+  options.model_name = "ctr";
+  options.model_base_path = "/job/export";
+  absl::StatusOr<std::unique_ptr<ModelServer>> server = ModelServer::Create(&env, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+
+  HttpAnswer raw = (*server)->Handle(
+      "POST", "/v1/models/ctr:predict",
+      R"({"instances": [{"x": 1, "y": 0.5, "user": "u1", "tokens": "a b"}, {"x": -3, "y": 2}]})");
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  const json ids = {{"instances",
+                     {{{"dense", {1.0, std::log1p(0.5)}},
+                       {"user", {HashBucketFast("u1", 1000)}},
+                       {"tokens", {HashBucketFast("a", 16), HashBucketFast("b", 16)}}},
+                      {{"dense", {-3.0, std::log1p(2.0)}}}}}};
+  HttpAnswer by_ids = (*server)->Handle("POST", "/v1/models/ctr:predict", ids.dump());
+  ASSERT_EQ(by_ids.status, 200) << by_ids.body;
+  const json r = json::parse(raw.body)["predictions"], w = json::parse(by_ids.body)["predictions"];
+  ASSERT_EQ(r.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(r[i]["logistic"], w[i]["logistic"]) << raw.body;
+
+  HttpAnswer bad = (*server)->Handle("POST", "/v1/models/ctr:predict",
+                                     R"({"instances": [{"x": 1, "y": "many"}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find(R"(instances[0]: column \"y\": \"many\" is not a number)"),
+            std::string::npos)
+      << bad.body;
+  HttpAnswer unknown =
+      (*server)->Handle("POST", "/v1/models/ctr:predict", R"({"instances": [{"x": 1, "z": 2}]})");
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_NE(unknown.body.find("no column \\\"z\\\""), std::string::npos) << unknown.body;
+  // Serving goes on.
+  EXPECT_EQ((*server)->Handle("POST", "/v1/models/ctr:predict", ids.dump()).status, 200);
 }
 
 // Online training's exports: deltas between full versions. While 8 clients

@@ -11,6 +11,12 @@
 // {"predictions": [{"classes": k, "probabilities": [...]}, ...]} (a
 // regression head's {"predictions": [12.4, ...]}) with --format=json. Exits 1 on a bad instance or
 // model (the error says which line and what), 2 on bad usage.
+//   pstrain-predict --model_dir=DIR --csv_instances=FILE
+// A model trained from CSV (its export keeps the CSV schema) also predicts
+// raw rows: a JSON instance of the CSV's columns ({"origin": "LAS",
+// "distance": 2176}), or with --csv_instances a CSV file with a header of
+// the columns (the label column may be there; it is not read), each row's
+// features computed as the training computed them.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,19 +28,25 @@
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/flags.h"
+#include "common/status_macros.h"
 #include "common/version.h"
+#include "data/formats/csv_format.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "serving/predictor.h"
 
 DEFINE_string(model_dir, "", "The exported model: a version dir, an export dir, or a job dir.");
 DEFINE_string(json_instances, "", "A file of instances, one JSON value per line.");
+DEFINE_string(csv_instances, "",
+              "A CSV file with a header: raw rows, for a model trained from CSV (its export "
+              "keeps the CSV schema).");
 DEFINE_string(format, "table", "table (gcloud's) or json ({\"predictions\": [...]}).");
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: pstrain-predict --model_dir=DIR --json_instances=FILE [--format=table|json]";
+    "usage: pstrain-predict --model_dir=DIR (--json_instances=FILE | --csv_instances=FILE) "
+    "[--format=table|json]";
 constexpr int64_t kBatch = 64;
 
 std::string ProbabilitiesText(const std::vector<float>& p) {
@@ -49,6 +61,58 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// Prints `predictions` as --format says.
+void Print(const pstrain::Predictor& model, const std::vector<pstrain::Prediction>& predictions) {
+  if (FLAGS_format == "json") {
+    nlohmann::json out = {{"predictions", nlohmann::json::array()}};
+    for (const pstrain::Prediction& p : predictions)
+      out["predictions"].push_back(PredictionJson(p));
+    std::printf("%s\n", out.dump().c_str());
+  } else if (model.is_regression()) {
+    std::printf("PREDICTIONS\n");
+    for (const pstrain::Prediction& p : predictions) std::printf("%g\n", p.value);
+  } else {
+    std::printf("CLASSES  PROBABILITIES\n");
+    for (const pstrain::Prediction& p : predictions) {
+      std::printf("%-8lld %s\n", static_cast<long long>(p.classes),
+                  ProbabilitiesText(p.probabilities).c_str());
+    }
+  }
+}
+
+// The rows of CSV `text` (file `path`, with its header), read by the
+// export's schema as training read them.
+absl::StatusOr<pstrain::ClickRequest> ReadCsvRows(const pstrain::Predictor& model,
+                                                  const std::string& path,
+                                                  const std::string& text) {
+  const pstrain::ClickInputs& inputs = model.click_inputs();
+  if (inputs.schema == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(model.exported().dir,
+                     " keeps no CSV schema (its job did not read CSV with csv_schema); predict "
+                     "with --json_instances in the features' form"));
+  }
+  std::vector<std::string_view> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n'))
+    lines.emplace_back(line.data(), line.size());
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      pstrain::CsvParser parser,
+      pstrain::CsvParser::Create(*inputs.schema, lines[0], path, pstrain::CsvLabel::kNone));
+  for (size_t i = 1; i < lines.size();) {
+    const int64_t first = static_cast<int64_t>(i) + 1;
+    std::string record(lines[i++]);
+    pstrain::CsvQuoteScanner scanner(inputs.schema->delimiter);
+    while (!scanner.Complete(record) && i < lines.size() &&
+           record.size() <= pstrain::kCsvMaxRecordBytes) {
+      record.append("\n").append(lines[i++]);
+    }
+    PSTRAIN_RETURN_IF_ERROR(parser.AppendLine(record, first));
+  }
+  return pstrain::ClickRequestOfExamples(parser.Take(), inputs);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +121,8 @@ int main(int argc, char** argv) {
   pstrain::NormalizeFlagSpellings(argc, argv);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   google::InitGoogleLogging(argv[0]);
-  if (argc != 1 || FLAGS_model_dir.empty() || FLAGS_json_instances.empty() ||
+  if (argc != 1 || FLAGS_model_dir.empty() ||
+      FLAGS_json_instances.empty() == FLAGS_csv_instances.empty() ||
       (FLAGS_format != "table" && FLAGS_format != "json")) {
     std::fprintf(stderr, "%s\n", kUsage);
     return 2;
@@ -66,10 +131,24 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<pstrain::Predictor>> predictor =
       pstrain::Predictor::Load(env, FLAGS_model_dir);
   if (!predictor.ok()) return Fail(predictor.status().ToString());
-  absl::StatusOr<std::string> text = env->ReadFile(FLAGS_json_instances);
+  const std::string& input =
+      FLAGS_csv_instances.empty() ? FLAGS_json_instances : FLAGS_csv_instances;
+  absl::StatusOr<std::string> text = env->ReadFile(input);
   if (!text.ok()) return Fail(text.status().ToString());
 
   pstrain::Predictor& model = **predictor;
+  if (!FLAGS_csv_instances.empty()) {
+    if (!model.is_click_model()) {
+      return Fail(absl::StrCat(model.exported().dir, " takes images, not CSV rows"));
+    }
+    absl::StatusOr<pstrain::ClickRequest> rows = ReadCsvRows(model, input, *text);
+    if (!rows.ok()) return Fail(std::string(rows.status().message()));
+    if (rows->n == 0) return Fail(absl::StrCat(input, " holds no rows"));
+    absl::StatusOr<std::vector<pstrain::Prediction>> all = model.PredictClicks(*rows);
+    if (!all.ok()) return Fail(absl::StrCat(input, ": ", all.status().message()));
+    Print(model, *all);
+    return 0;
+  }
   const int64_t size = model.example_size();
   const std::vector<int64_t>& shape = model.exported().input_shape;
   std::vector<float> images;
@@ -105,20 +184,6 @@ int main(int argc, char** argv) {
         model.Predict(images.data() + begin * size, std::min(kBatch, n - begin));
     predictions.insert(predictions.end(), batch.begin(), batch.end());
   }
-  if (FLAGS_format == "json") {
-    nlohmann::json out = {{"predictions", nlohmann::json::array()}};
-    for (const pstrain::Prediction& p : predictions)
-      out["predictions"].push_back(PredictionJson(p));
-    std::printf("%s\n", out.dump().c_str());
-  } else if (model.is_regression()) {
-    std::printf("PREDICTIONS\n");
-    for (const pstrain::Prediction& p : predictions) std::printf("%g\n", p.value);
-  } else {
-    std::printf("CLASSES  PROBABILITIES\n");
-    for (const pstrain::Prediction& p : predictions) {
-      std::printf("%-8lld %s\n", static_cast<long long>(p.classes),
-                  ProbabilitiesText(p.probabilities).c_str());
-    }
-  }
+  Print(model, predictions);
   return 0;
 }

@@ -364,14 +364,7 @@ TEST(PredictorRawRowsTest, RawRowsPredictExactlyAsTheTrainingPipelinesExamples) 
   }
   const Dataset examples = parser->Take();
   ASSERT_EQ(examples.size(), 5);
-  ClickRequest parsed = EmptyClickRequest(p->click_inputs());
-  parsed.n = examples.size();
-  parsed.dense = examples.dense;
-  for (size_t f = 0; f < parsed.sparse.features.size(); ++f) {
-    for (const SparseFeatureColumn& column : examples.sparse) {
-      if (column.name == parsed.sparse.features[f].name) parsed.sparse.features[f] = column;
-    }
-  }
+  const ClickRequest parsed = ClickRequestOfExamples(examples, p->click_inputs());
   absl::StatusOr<std::vector<Prediction>> want = p->PredictClicks(parsed);
   ASSERT_TRUE(want.ok()) << want.status();
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
 #include "models/random.h"
@@ -162,6 +163,39 @@ TEST_F(RegressionClusterTest, ACsvJobIsEvaluatedByItsErrorsAndItsExportPredictsT
   EXPECT_NEAR(served_abs, mae, 1e-4);
   EXPECT_NEAR(std::sqrt(served_squared), rmse, 1e-4);
 
+  // The export keeps the job's CSV schema: the test file's raw rows, as CSV
+  // lines and as JSON objects of their columns (a whole row, label and all),
+  // are predicted with the same values, and those are the values of the
+  // features given as above (up to the CSV's 6 digits).
+  std::string raw_rows;
+  const std::string test_csv = Csv(test);
+  for (absl::string_view record : absl::StrSplit(test_csv, '\n', absl::SkipEmpty())) {
+    if (record.substr(0, 2) == "y,") continue;  // the header
+    const std::vector<std::string> f = absl::StrSplit(record, ',');
+    absl::StrAppend(&raw_rows,
+                    nlohmann::json({{"y", nlohmann::json::parse(f[0])},
+                                    {"x1", nlohmann::json::parse(f[1])},
+                                    {"x2", nlohmann::json::parse(f[2])},
+                                    {"cat", f[3]}})
+                        .dump(),
+                    "\n");
+  }
+  ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/raw.json", raw_rows).ok());
+  std::vector<nlohmann::json> raw_values;
+  for (const std::string flag :
+       {"--csv_instances=" + csv + "/test.csv", "--json_instances=" + dir_ + "/raw.json"}) {
+    ProcessResult raw = RunProcess(
+        {kBin + "/pstrain-predict", "--model_dir=" + job_dir(), flag, "--format=json"}, 120);
+    ASSERT_EQ(raw.exit_code, 0) << flag << "\n" << raw.output;
+    raw_values.push_back(nlohmann::json::parse(
+        raw.output.substr(raw.output.rfind("{\"predictions\"")))["predictions"]);
+    ASSERT_EQ(raw_values.back().size(), test.size()) << flag;
+  }
+  EXPECT_EQ(raw_values[0], raw_values[1]);
+  for (size_t i = 0; i < test.size(); ++i) {
+    EXPECT_NEAR(raw_values[0][i].get<double>(), values[i].get<double>(), 1e-4) << "row " << i;
+  }
+
   // pstrain.Predictor gives the same values, as an array "predictions".
   if (std::string(PSTRAIN_PYTHON_DIR).empty()) {
     GTEST_SKIP() << "SKIPPED: the Python check (this build has no Python module)";
@@ -184,6 +218,17 @@ TEST_F(RegressionClusterTest, ACsvJobIsEvaluatedByItsErrorsAndItsExportPredictsT
   ASSERT_EQ(py["values"].size(), values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     EXPECT_EQ(py["values"][i].get<float>(), values[i].get<float>()) << "instance " << i;
+  }
+  // And for the raw rows, pstrain-predict's values.
+  python = RunProcess({"/usr/bin/env", "PYTHONPATH=" + std::string(PSTRAIN_PYTHON_DIR),
+                       "/usr/bin/python3", dir_ + "/predict.py", job_dir(), dir_ + "/raw.json"},
+                      120);
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  const nlohmann::json py_raw =
+      nlohmann::json::parse(python.output.substr(python.output.rfind('{')));
+  ASSERT_EQ(py_raw["values"].size(), raw_values[0].size());
+  for (size_t i = 0; i < raw_values[0].size(); ++i) {
+    EXPECT_EQ(py_raw["values"][i].get<float>(), raw_values[0][i].get<float>()) << "row " << i;
   }
   ProcessResult table = RunProcess({kBin + "/pstrain-predict", "--model_dir=" + job_dir(),
                                     "--json_instances=" + dir_ + "/instances.json"},

@@ -233,7 +233,9 @@ class Predictor:
         Args:
           batch: an image model's images, an array [N, H, W, C] (or [N, H*W*C])
             of floats in [0, 1], or of uint8 pixels (divided by 255); a click
-            model's features, a dict of columns or a list of instance dicts.
+            model's features, a dict of columns or a list of instance dicts
+            (a model trained from CSV also takes raw rows, the CSV's columns
+            by name, computed as training did).
 
         Returns:
           A dict of arrays: "classes" int64 [N], "probabilities" float32
