@@ -368,7 +368,7 @@ TEST(PredictorRawRowsTest, RawRowsPredictExactlyAsTheTrainingPipelinesExamples) 
   absl::StatusOr<std::vector<Prediction>> want = p->PredictClicks(parsed);
   ASSERT_TRUE(want.ok()) << want.status();
 
-  for (const std::string body :
+  for (const std::string& body :
        {absl::StrCat(R"({"instances": )", kRawInstances, "}"),
         // The columnar form of the same rows.
         std::string(R"({"inputs": {"country": ["US", "FR", "Côte d'Ivoire", null, "JP"],

@@ -182,7 +182,7 @@ TEST_F(RegressionClusterTest, ACsvJobIsEvaluatedByItsErrorsAndItsExportPredictsT
   }
   ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/raw.json", raw_rows).ok());
   std::vector<nlohmann::json> raw_values;
-  for (const std::string flag :
+  for (const std::string& flag :
        {"--csv_instances=" + csv + "/test.csv", "--json_instances=" + dir_ + "/raw.json"}) {
     ProcessResult raw = RunProcess(
         {kBin + "/pstrain-predict", "--model_dir=" + job_dir(), flag, "--format=json"}, 120);
