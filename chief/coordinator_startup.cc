@@ -3,6 +3,7 @@
 // initialize, and the checkpoint thread.
 #include "absl/strings/str_cat.h"
 #include "chief/coordinator_internal.h"
+#include "chief/job_monitor.h"
 #include "common/status_macros.h"
 #include "data/stream/file_list.h"
 #include "glog/logging.h"
@@ -81,7 +82,11 @@ absl::Status Chief::StartJob() {
   if (replica_ < 0) train_.reset();
   if (t_.exports_to_keep > 0 && (t_.export_steps > 0 || t_.export_secs > 0)) {
     // Exports while training, from the checkpoints (on the checkpoint
-    // thread: the replicas train on).
+    // thread: the replicas train on), which come at least as often
+    // (CheckpointCadenceOf).
+    if (const std::string note = CheckpointCadenceOf(t_).exports_note; !note.empty()) {
+      LOG(INFO) << note;
+    }
     checkpointer_->SetSavedObserver([this, last_step = start_step_, last_time = absl::Now()](
                                         int64_t step, const std::string& prefix) mutable {
       const bool due =

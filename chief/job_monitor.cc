@@ -3,17 +3,42 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace pstrain {
+
+CheckpointCadence CheckpointCadenceOf(const TrainingSpec& spec) {
+  CheckpointCadence c{spec.checkpoint_steps, spec.checkpoint_secs, ""};
+  if (spec.exports_to_keep <= 0) return c;
+  std::vector<std::string> notes;
+  if (spec.export_steps > 0 && (c.steps == 0 || c.steps > spec.export_steps)) {
+    notes.push_back(absl::StrCat("every ", spec.export_steps,
+                                 " steps (export_steps; checkpoint_steps is ",
+                                 spec.checkpoint_steps, ")"));
+    c.steps = spec.export_steps;
+  }
+  if (spec.export_secs > 0 && (c.secs == 0 || c.secs > spec.export_secs)) {
+    notes.push_back(absl::StrCat("every ", spec.export_secs, " s (export_secs; checkpoint_secs is ",
+                                 spec.checkpoint_secs, ")"));
+    c.secs = spec.export_secs;
+  }
+  if (!notes.empty()) {
+    c.exports_note = absl::StrCat(
+        "exports while training are made from checkpoints: the chief "
+        "checkpoints ",
+        absl::StrJoin(notes, " and "), " to make each one when due");
+  }
+  return c;
+}
 
 JobMonitor::JobMonitor(const TrainingSpec& spec, int64_t start_step, const TerminationNotice* stop,
                        absl::Time now)
     : spec_(spec),
+      cadence_(CheckpointCadenceOf(spec)),
       sync_(spec.update == UpdateMode::kSync),
       stop_(stop),
       next_step_(NextByStep(start_step)),
-      next_time_(spec.checkpoint_secs > 0 ? now + absl::Seconds(spec.checkpoint_secs)
-                                          : absl::InfiniteFuture()),
+      next_time_(cadence_.secs > 0 ? now + absl::Seconds(cadence_.secs) : absl::InfiniteFuture()),
       last_progress_(now) {}
 
 std::string JobMonitor::RollBackReason(const std::vector<PsStatus>& statuses, absl::Time now) {
@@ -42,8 +67,7 @@ std::string JobMonitor::RollBackReason(const std::vector<PsStatus>& statuses, ab
 }
 
 int64_t JobMonitor::NextByStep(int64_t step) const {
-  return spec_.checkpoint_steps > 0 ? (step / spec_.checkpoint_steps + 1) * spec_.checkpoint_steps
-                                    : INT64_MAX;
+  return cadence_.steps > 0 ? (step / cadence_.steps + 1) * cadence_.steps : INT64_MAX;
 }
 
 JobObservation JobMonitor::Observe(const std::vector<PsStatus>& statuses, absl::Time now) {
@@ -88,8 +112,12 @@ JobObservation JobMonitor::Observe(const std::vector<PsStatus>& statuses, absl::
                                             absl::Seconds(spec_.shutdown_grace_secs) / 3);
   o.save_step = sync_ ? o.highest_step + 1 : o.lowest_step;
   o.wait = sync_ ? sync_wait : absl::ZeroDuration();
-  if (o.save_step >= next_step_) o.why = "checkpoint_steps";
-  if (now >= next_time_) o.why = "checkpoint_secs";
+  if (o.save_step >= next_step_) {
+    o.why = cadence_.steps == spec_.checkpoint_steps ? "checkpoint_steps" : "export_steps";
+  }
+  if (now >= next_time_) {
+    o.why = cadence_.secs == spec_.checkpoint_secs ? "checkpoint_secs" : "export_secs";
+  }
   if (!o.why.empty()) {
     o.event = JobEvent::kCheckpointDue;
   } else if (left) {
@@ -103,7 +131,7 @@ JobObservation JobMonitor::Observe(const std::vector<PsStatus>& statuses, absl::
 
 void JobMonitor::PeriodicSaved(const JobObservation& observation, absl::Time now) {
   next_step_ = NextByStep(observation.save_step);
-  if (spec_.checkpoint_secs > 0) next_time_ = now + absl::Seconds(spec_.checkpoint_secs);
+  if (cadence_.secs > 0) next_time_ = now + absl::Seconds(cadence_.secs);
 }
 
 }  // namespace pstrain

@@ -40,6 +40,21 @@ struct JobObservation {
   int64_t stalled_at = 0;  // kRollBack by the watchdog: the lowest step that did not move
 };
 
+// When the chief checkpoints: every checkpoint_steps steps and
+// checkpoint_secs seconds, and, when it exports while training (exports are
+// made from checkpoints), at least every export_steps steps and export_secs
+// seconds too, so that every export due has the checkpoint it needs (the
+// default checkpoint_steps of 1000 would otherwise make export_secs = 8 one
+// export a checkpoint).
+struct CheckpointCadence {
+  int64_t steps = 0;  // 0: none by steps
+  double secs = 0;    // 0: none by time
+  // Why it is more often than checkpoint_steps and checkpoint_secs say (for
+  // the chief's log), or empty.
+  std::string exports_note;
+};
+CheckpointCadence CheckpointCadenceOf(const TrainingSpec& spec);
+
 // The chief's watch over a running job: classifies each poll of every ps
 // task's status (preemption, replicas leaving, the job ending, periodic
 // checkpoints due). Pure logic: no I/O, the time is passed in, so every rule
@@ -53,7 +68,8 @@ class JobMonitor {
   JobObservation Observe(const std::vector<PsStatus>& statuses, absl::Time now);
 
   // The periodic checkpoint of `observation` was saved: the next is due
-  // checkpoint_steps after its step, checkpoint_secs after `now`.
+  // its cadence's steps after its step, its seconds after `now`
+  // (CheckpointCadenceOf).
   void PeriodicSaved(const JobObservation& observation, absl::Time now);
 
  private:
@@ -62,6 +78,7 @@ class JobMonitor {
   std::string RollBackReason(const std::vector<PsStatus>& statuses, absl::Time now);
 
   const TrainingSpec spec_;
+  const CheckpointCadence cadence_;
   const bool sync_;
   const TerminationNotice* const stop_;
   int64_t next_step_;

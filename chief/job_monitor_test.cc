@@ -33,6 +33,48 @@ TEST(JobMonitorTest, PeriodicCheckpointsByStepsAndSeconds) {
   EXPECT_EQ(o.why, "checkpoint_secs");
 }
 
+// Exports while training are made from checkpoints: the chief checkpoints
+// at least as often as they are due (issue 53: export_secs = 8 with the
+// default checkpoint_steps made one export in 52 s).
+TEST(JobMonitorTest, ExportsWhileTrainingGetTheCheckpointsTheyNeed) {
+  TrainingSpec t;
+  t.checkpoint_steps = 1000;
+  t.checkpoint_secs = 0;
+  t.export_secs = 8;
+  CheckpointCadence c = CheckpointCadenceOf(t);
+  EXPECT_EQ(c.steps, 1000);
+  EXPECT_EQ(c.secs, 8);
+  EXPECT_NE(c.exports_note.find("every 8 s (export_secs; checkpoint_secs is 0)"), std::string::npos)
+      << c.exports_note;
+  ManualTerminationNotice stop;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  JobMonitor monitor(t, /*start_step=*/0, &stop, t0);
+  EXPECT_EQ(monitor.Observe({At(50)}, t0 + absl::Seconds(7)).event, JobEvent::kNothing);
+  JobObservation o = monitor.Observe({At(60)}, t0 + absl::Seconds(8));
+  EXPECT_EQ(o.event, JobEvent::kCheckpointDue);
+  EXPECT_EQ(o.why, "export_secs");
+
+  // By steps, and never less often than the checkpoint keys say.
+  t.export_secs = 0;
+  t.export_steps = 100;
+  c = CheckpointCadenceOf(t);
+  EXPECT_EQ(c.steps, 100);
+  EXPECT_EQ(c.secs, 0);
+  EXPECT_NE(c.exports_note.find("every 100 steps (export_steps"), std::string::npos);
+  JobMonitor by_steps(t, 0, &stop, t0);
+  o = by_steps.Observe({At(100)}, t0);
+  EXPECT_EQ(o.event, JobEvent::kCheckpointDue);
+  EXPECT_EQ(o.why, "export_steps");
+  t.checkpoint_steps = 50;
+  c = CheckpointCadenceOf(t);
+  EXPECT_EQ(c.steps, 50);
+  EXPECT_TRUE(c.exports_note.empty());
+  // No exports (exports_to_keep 0): the checkpoint keys alone.
+  t.checkpoint_steps = 1000;
+  t.exports_to_keep = 0;
+  EXPECT_EQ(CheckpointCadenceOf(t).steps, 1000);
+}
+
 TEST(JobMonitorTest, SyncSavesAtTheNextStepBoundaryWithAWait) {
   TrainingSpec t;
   t.update = UpdateMode::kSync;
