@@ -237,5 +237,44 @@ TEST_F(RegressionClusterTest, ACsvJobIsEvaluatedByItsErrorsAndItsExportPredictsT
   EXPECT_NE(table.output.find("PREDICTIONS\n"), std::string::npos) << table.output.substr(0, 2000);
 }
 
+// The same rows as Examples (pstrain-data convert --csv_schema writes each
+// label as it is: a float for a regression head's value) train the same
+// regression job; its evaluation on the converted test rows is by errors.
+TEST_F(RegressionClusterTest, TheRowsConvertedToExamplesTrainTheSameJob) {
+  Env* env = Env::Default();
+  const std::string csv = dir_ + "/csv";
+  ASSERT_TRUE(env->CreateDirs(csv).ok());
+  ASSERT_TRUE(env->WriteFileAtomic(csv + "/train.csv", Csv(Rows(6000, 1))).ok());
+  const std::vector<Row> test = Rows(1000, 9);
+  ASSERT_TRUE(env->WriteFileAtomic(csv + "/test.csv", Csv(test)).ok());
+  ASSERT_TRUE(env->WriteFileAtomic(csv + "/schema.yaml", kSchema).ok());
+  ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/delay.yaml", kModel).ok());
+  for (const std::string name : {"train", "test"}) {
+    ProcessResult converted = RunProcess(
+        {kBin + "/pstrain-data", "convert", csv + "/" + name + ".csv", "--out",
+         dir_ + "/examples/" + name, "--shards", "2", "--csv_schema", csv + "/schema.yaml"},
+        120);
+    ASSERT_EQ(converted.exit_code, 0) << converted.output;
+  }
+  const std::string config = WriteClusterConfig(LoopbackConfig{.ps = 1, .workers = 1});
+  ProcessResult r = RunProcess(
+      {kBin + "/pstrain-launch", "--config=" + config, "--model=" + dir_ + "/delay.yaml",
+       "--train_files=" + dir_ + "/examples/train-*", "--eval_files=" + dir_ + "/examples/test-*",
+       "--job_dir=" + job_dir(), "--train_steps=600", "--eval_steps=0", "--log_every_n_steps=200",
+       "--batch_size=64", "--learning_rate=0.01", "--embedding_learning_rate=0.05",
+       "--eval_batch_size=500"},
+      300);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch m;
+  const std::regex line(
+      "Saving dict for global step 600: loss = ([0-9.]+), mae = ([0-9.]+), rmse = ([0-9.]+), "
+      "global_step = 600");
+  ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
+  const double rmse = std::stod(m[3]);
+  std::printf("regression from Examples converted from CSV, 600 steps: rmse %.4f\n", rmse);
+  // The labels' spread is ~2.2 (the CSV job's test); the noise's rmse 0.29.
+  EXPECT_LT(rmse, 0.5) << r.output;
+}
+
 }  // namespace
 }  // namespace pstrain

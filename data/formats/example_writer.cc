@@ -1,5 +1,6 @@
 #include "data/formats/example_writer.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +50,14 @@ absl::Status ShardedExampleWriter::Close() {
 absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i) {
   tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
-  f["label"].mutable_int64_list()->add_value(static_cast<int64_t>(data.labels[i]));
+  // A class id (a whole number >= 0) as TensorFlow writes one, an int64;
+  // any other (a regression head's) as a float.
+  const float label = data.labels[i];
+  if (label >= 0 && label == std::floor(label) && label < 9.2e18f) {
+    f["label"].mutable_int64_list()->add_value(static_cast<int64_t>(label));
+  } else {
+    f["label"].mutable_float_list()->add_value(label);
+  }
   if (data.num_dense > 0) {
     auto* dense = f["dense"].mutable_float_list();
     for (int64_t k = 0; k < data.num_dense; ++k)

@@ -58,7 +58,8 @@ class ShardedExampleWriter {
 };
 
 // Example `i` of the tabular dataset `data` as a serialized tf.train.Example:
-// "label" (int64), "dense" (num_dense floats, when there are any) and each
+// "label" (an int64 for a class id, a whole number >= 0; a float for any
+// other, a regression head's), "dense" (num_dense floats, when there are any) and each
 // sparse column as an int64_list under its name (none for an example
 // without values). InvalidArgument for a column of kTokens: only the
 // strings' fingerprints are left, which an Example cannot carry as strings.

@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "common/record_writer.h"
 #include "data/feature_hash.h"
+#include "data/formats/example_writer.h"
 #include "data/tabular.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -282,6 +283,42 @@ TEST_F(TabularExamplesTest, ARegressionHeadsLabelIsAnyFiniteNumber) {
   d = Read({MakeExample({{"dense", Floats({1, 2})}})}, values);
   EXPECT_THAT(d.status().message(),
               HasSubstr("(an int64_list or float_list of one value, a regression head's number)"));
+}
+
+// pstrain-data convert's Examples (EncodeTabularExample) read back with
+// their labels: a class id as an int64, a regression head's value as a float.
+TEST_F(TabularExamplesTest, WrittenExamplesKeepClassIdsAndRegressionValues) {
+  Dataset d;
+  d.tabular = true;
+  d.num_dense = 2;
+  d.labels = {1, -2.5f, 0.125f, 40};
+  d.dense = {1, 2, 3, 4, 5, 6, 7, 8};
+  d.sparse.resize(2);
+  d.sparse[0].name = "user";
+  d.sparse[1].name = "tokens";
+  for (SparseFeatureColumn& c : d.sparse) {
+    c.kind = SparseValueKind::kIds;
+    c.values = {7};
+    c.offsets = {0, 1, 1, 1, 1};
+  }
+  std::vector<tf::Example> examples;
+  for (int64_t i = 0; i < d.size(); ++i) {
+    absl::StatusOr<std::string> bytes = EncodeTabularExample(d, i);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    ASSERT_TRUE(examples.emplace_back().ParseFromString(*bytes));
+  }
+  EXPECT_EQ(examples[0].features().feature().at("label").int64_list().value(0), 1);
+  EXPECT_EQ(examples[1].features().feature().at("label").float_list().value(0), -2.5f);
+  EXPECT_EQ(examples[3].features().feature().at("label").int64_list().value(0), 40);
+  TabularFeatures values = Features();
+  values.num_classes = 0;
+  absl::StatusOr<Dataset> read = Read(examples, values);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->labels, d.labels);
+  EXPECT_EQ(read->dense, d.dense);
+  // A binary model refuses the values that are no class, naming one.
+  read = Read(examples);
+  EXPECT_THAT(read.status().message(), HasSubstr("is -2.5; a binary label is 0 or 1"));
 }
 
 TEST_F(TabularExamplesTest, SparseKindThatChangesBetweenExamplesIsAnError) {

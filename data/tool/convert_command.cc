@@ -51,6 +51,10 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     return Fail(absl::InvalidArgumentError(
         "CSV files are read by a schema: give --csv_schema FILE (docs/data-formats.md)"));
   }
+  // The prefix's directory is made, as the job dir is.
+  if (const std::string dir = DirName(out); !dir.empty() && dir != ".") {
+    if (absl::Status s = env->CreateDirs(dir); !s.ok()) return Fail(s);
+  }
   absl::StatusOr<std::unique_ptr<ShardedExampleWriter>> writer =
       ShardedExampleWriter::Create(env, out, static_cast<int>(shards));
   if (!writer.ok()) return Fail(writer.status());
@@ -103,6 +107,10 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     o.files = *files;
     o.format = ExampleFormat::kCsv;
     o.csv = *schema;
+    // Labels as numbers: class ids stay whole (written as int64), a
+    // regression head's any value (as a float); the job reading the
+    // Examples checks them against its head.
+    o.features.num_classes = 0;
     o.batch_size = 4096;
     o.shuffle_files = false;
     o.cycle_length = 1;  // file after file, in order
