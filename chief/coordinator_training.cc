@@ -28,6 +28,9 @@ absl::StatusOr<EvalMetrics> Chief::Evaluate(const ParameterView& view) {
     s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
   }
   if (s.ok() && m.binary) s = eval_events_->WriteScalar("auc", m.global_step, m.auc);
+  if (s.ok() && !m.pr_curve.empty()) {
+    s = eval_events_->WritePrCurve("pr_curve", m.global_step, m.pr_curve, kPrCurveThresholds);
+  }
   if (s.ok()) s = eval_events_->WriteScalar("loss", m.global_step, m.loss);
   if (s.ok()) s = eval_events_->Flush();
   if (!s.ok()) LOG(WARNING) << "cannot write evaluation events: " << s;

@@ -71,6 +71,46 @@ absl::StatusOr<double> BinaryAuc(std::span<const float> scores, std::span<const 
   return BinaryAuc(std::span<const double>(wide), labels);
 }
 
+absl::StatusOr<std::vector<float>> PrCurve(std::span<const float> probabilities,
+                                           std::span<const float> labels, int num_thresholds) {
+  if (absl::Status s = CheckSizes(probabilities.size(), labels.size()); !s.ok()) return s;
+  if (num_thresholds < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a PR curve of ", num_thresholds, " thresholds; it needs 2 or more"));
+  }
+  const int n = num_thresholds;
+  std::vector<double> positives(n, 0.0), negatives(n, 0.0);
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] != 0.0f && labels[i] != 1.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", labels[i], " at index ", i, " is not 0 or 1"));
+    }
+    const float p = probabilities[i];
+    if (!(p >= 0.0f && p <= 1.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("probability ", p, " at index ", i, " is not in [0, 1]"));
+    }
+    const int bucket = std::min(n - 1, static_cast<int>(std::floor(p * (n - 1))));
+    (labels[i] == 1.0f ? positives : negatives)[bucket] += 1;
+  }
+  const double all_positives = std::accumulate(positives.begin(), positives.end(), 0.0);
+  const double all_negatives = std::accumulate(negatives.begin(), negatives.end(), 0.0);
+  std::vector<float> curve(6 * static_cast<size_t>(n));
+  double tp = 0, fp = 0;
+  for (int i = n - 1; i >= 0; --i) {  // the counts at or above threshold i
+    tp += positives[i];
+    fp += negatives[i];
+    const double fn = all_positives - tp, tn = all_negatives - fp;
+    curve[0 * n + i] = static_cast<float>(tp);
+    curve[1 * n + i] = static_cast<float>(fp);
+    curve[2 * n + i] = static_cast<float>(tn);
+    curve[3 * n + i] = static_cast<float>(fn);
+    curve[4 * n + i] = static_cast<float>(tp / std::max(tp + fp, 1e-7));
+    curve[5 * n + i] = static_cast<float>(tp / std::max(tp + fn, 1e-7));
+  }
+  return curve;
+}
+
 absl::StatusOr<double> MeanLogLoss(std::span<const double> probabilities,
                                    std::span<const float> labels, double epsilon) {
   if (absl::Status s = CheckSizes(probabilities.size(), labels.size()); !s.ok()) return s;

@@ -5,6 +5,7 @@
 // ROC AUC and the mean log loss. Pure functions, thread-compatible.
 
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -23,6 +24,18 @@ namespace pstrain {
 // NaN, or one class is absent (the AUC is undefined then).
 absl::StatusOr<double> BinaryAuc(std::span<const double> scores, std::span<const float> labels);
 absl::StatusOr<double> BinaryAuc(std::span<const float> scores, std::span<const float> labels);
+
+// A precision-recall curve as TensorBoard's pr_curves plugin draws it
+// (tensorboard/plugins/pr_curve/summary.py's rule): each probability goes to
+// bucket floor(p * (num_thresholds - 1)), and at threshold i (of value
+// i / (num_thresholds - 1)) the examples of buckets >= i are predicted
+// positive. Returns 6 rows of num_thresholds floats, row-major: true
+// positives, false positives, true negatives, false negatives, precision
+// TP / max(TP + FP, 1e-7) and recall TP / max(TP + FN, 1e-7).
+// InvalidArgument if the sizes differ, num_thresholds < 2, a label is not 0
+// or 1, or a probability is outside [0, 1] or NaN.
+absl::StatusOr<std::vector<float>> PrCurve(std::span<const float> probabilities,
+                                           std::span<const float> labels, int num_thresholds);
 
 // The mean binary cross-entropy -[y log p + (1 - y) log(1 - p)] of
 // `probabilities` against `labels` in [0, 1], natural log, with p clipped to

@@ -82,6 +82,31 @@ TEST(BinaryMetricsTest, AucOfHandWorkedExamples) {
   EXPECT_DOUBLE_EQ(*BinaryAuc(std::vector<float>{0.1f, 0.4f, 0.35f, 0.8f}, labels), 0.75);
 }
 
+TEST(BinaryMetricsTest, PrCurveCountsAtOrAboveEachThreshold) {
+  // Thresholds 0, 0.5, 1: buckets floor(p * 2) = 0, 0, 1, 1 (and 2 for p = 1).
+  const std::vector<float> p = {0.1f, 0.4f, 0.6f, 0.9f, 1.0f};
+  const std::vector<float> labels = {0, 1, 0, 1, 1};
+  absl::StatusOr<std::vector<float>> curve = PrCurve(p, labels, 3);
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  ASSERT_EQ(curve->size(), 18u);
+  const std::vector<float> want = {3,    2,        1,          // true positives: p >= 0, 0.5, 1
+                                   2,    1,        0,          // false positives
+                                   0,    1,        2,          // true negatives
+                                   0,    1,        2,          // false negatives
+                                   0.6f, 2 / 3.0f, 1,          // precision
+                                   1,    2 / 3.0f, 1 / 3.0f};  // recall
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ((*curve)[i], want[i]) << i;
+  // Nothing at or above a threshold: precision 0, not NaN.
+  curve = PrCurve(std::vector<float>{0.2f, 0.3f}, std::vector<float>{1, 0}, 3);
+  ASSERT_TRUE(curve.ok());
+  EXPECT_EQ((*curve)[4 * 3 + 2], 0.0f);
+  EXPECT_TRUE(absl::IsInvalidArgument(PrCurve(p, labels, 1).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      PrCurve(std::vector<float>{1.5f}, std::vector<float>{1}, 3).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      PrCurve(std::vector<float>{0.5f}, std::vector<float>{2}, 3).status()));
+}
+
 TEST(BinaryMetricsTest, AucCountsTiesAsHalf) {
   // Three tied at 0.5 (one positive, two negatives), a positive at 0.9.
   // Pairs: (0.5+, 0.5-) x2 = 1/2 each, (0.9+, 0.5-) x2 = 1 each: 3 / 4.

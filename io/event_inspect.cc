@@ -63,6 +63,20 @@ absl::Status Describe(const tensorboard::Summary::Value& v, const std::string& p
       return damaged("holds an image whose size differs from the summary's");
     }
     t->detail = absl::StrFormat("%dx%dx%d PNG", png->height, png->width, png->channels);
+  } else if (v.metadata().plugin_data().plugin_name() == "pr_curves") {
+    t->kind = "pr_curve";
+    tensorboard::PrCurvePluginData data;
+    if (!data.ParseFromString(v.metadata().plugin_data().content()) || data.version() != 0 ||
+        data.num_thresholds() < 2) {
+      return damaged("holds pr_curves plugin data that does not parse");
+    }
+    const tensorboard::TensorShapeProto& shape = v.tensor().tensor_shape();
+    const int64_t n = data.num_thresholds();
+    if (v.tensor().dtype() != 1 || shape.dim_size() != 2 || shape.dim(0).size() != 6 ||
+        shape.dim(1).size() != n || v.tensor().float_val_size() != 6 * n) {
+      return damaged(absl::StrCat("is not a float32 [6, ", n, "] PR curve tensor"));
+    }
+    t->detail = absl::StrCat(n, " thresholds");
   } else if (v.metadata().plugin_data().plugin_name() == "hparams") {
     t->kind = "hparams";
     tensorboard::HParamsPluginData data;

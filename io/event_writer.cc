@@ -108,6 +108,31 @@ absl::Status EventWriter::WriteHistogram(const std::string& tag, int64_t step,
   return WriteEvent(std::move(event));
 }
 
+absl::Status EventWriter::WritePrCurve(const std::string& tag, int64_t step,
+                                       absl::Span<const float> curve, int num_thresholds) {
+  if (num_thresholds < 2 || curve.size() != 6 * static_cast<size_t>(num_thresholds)) {
+    return absl::InvalidArgumentError(absl::StrCat("a PR curve of ", curve.size(), " values for ",
+                                                   num_thresholds,
+                                                   " thresholds; it has 6 rows of them"));
+  }
+  tensorboard::Event event;
+  event.set_step(step);
+  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(tag);
+  tensorboard::PrCurvePluginData data;
+  data.set_version(0);
+  data.set_num_thresholds(static_cast<uint32_t>(num_thresholds));
+  tensorboard::SummaryMetadata::PluginData* plugin = v->mutable_metadata()->mutable_plugin_data();
+  plugin->set_plugin_name("pr_curves");
+  plugin->set_content(data.SerializeAsString());
+  tensorboard::TensorProto* tensor = v->mutable_tensor();
+  tensor->set_dtype(1);  // DT_FLOAT
+  tensor->mutable_tensor_shape()->add_dim()->set_size(6);
+  tensor->mutable_tensor_shape()->add_dim()->set_size(num_thresholds);
+  tensor->mutable_float_val()->Add(curve.begin(), curve.end());
+  return WriteEvent(std::move(event));
+}
+
 absl::Status EventWriter::WriteImage(const std::string& tag, int64_t step, int height, int width,
                                      int channels, absl::Span<const uint8_t> pixels) {
   PSTRAIN_ASSIGN_OR_RETURN(std::string png, EncodePng(height, width, channels, pixels));

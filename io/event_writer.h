@@ -42,6 +42,11 @@ class EventWriter {
   // tf.summary.image writes it (tag "<name>/image/<i>").
   absl::Status WriteImage(const std::string& tag, int64_t step, int height, int width, int channels,
                           absl::Span<const uint8_t> pixels);
+  // A precision-recall curve for TensorBoard's PR CURVES tab (pr_curves
+  // plugin data version 0): `curve` is PrCurve's 6 x num_thresholds floats
+  // (data/binary_metrics.h).
+  absl::Status WritePrCurve(const std::string& tag, int64_t step, absl::Span<const float> curve,
+                            int num_thresholds);
   // The run's hyperparameters for TensorBoard's HPARAMS tab (hparams plugin
   // data version 0, tag "_hparams_/session_start_info", at step 0), and how
   // the run ended ("_hparams_/session_end_info"). The tab lists each run

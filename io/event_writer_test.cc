@@ -143,6 +143,40 @@ TEST(EventWriterTest, HParamsAsTensorBoardsPluginWritesThem) {
   EXPECT_NE(report->find("STATUS_SUCCESS"), std::string::npos) << *report;
 }
 
+// TensorBoard's PR CURVES tab reads a float32 [6, n] tensor whose metadata
+// names the pr_curves plugin with its version 0 data.
+TEST(EventWriterTest, PrCurvesAreTheirPluginsTensor) {
+  MemEnv env;
+  auto writer = EventWriter::Create(&env, "/job/eval", absl::Seconds(10));
+  ASSERT_TRUE(writer.ok());
+  std::vector<float> curve(6 * 3);
+  for (size_t i = 0; i < curve.size(); ++i) curve[i] = 0.5f * i;
+  ASSERT_TRUE((*writer)->WritePrCurve("pr_curve", 40, curve, 3).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument((*writer)->WritePrCurve("pr_curve", 40, curve, 4)));
+  ASSERT_TRUE((*writer)->Flush().ok());
+  const std::vector<tensorboard::Event> events = ReadEvents(&env, (*writer)->path());
+  ASSERT_EQ(events.size(), 2u);
+  const tensorboard::Summary::Value& v = events[1].summary().value(0);
+  EXPECT_EQ(events[1].step(), 40);
+  EXPECT_EQ(v.tag(), "pr_curve");
+  EXPECT_EQ(v.metadata().plugin_data().plugin_name(), "pr_curves");
+  tensorboard::PrCurvePluginData data;
+  ASSERT_TRUE(data.ParseFromString(v.metadata().plugin_data().content()));
+  EXPECT_EQ(data.version(), 0);
+  EXPECT_EQ(data.num_thresholds(), 3u);
+  // The content's bytes: version 0 is not written; field 2 (num_thresholds), varint 3.
+  EXPECT_EQ(v.metadata().plugin_data().content(), std::string("\x10\x03", 2));
+  EXPECT_EQ(v.tensor().dtype(), 1);
+  ASSERT_EQ(v.tensor().tensor_shape().dim_size(), 2);
+  EXPECT_EQ(v.tensor().tensor_shape().dim(0).size(), 6);
+  EXPECT_EQ(v.tensor().tensor_shape().dim(1).size(), 3);
+  EXPECT_EQ(std::vector<float>(v.tensor().float_val().begin(), v.tensor().float_val().end()),
+            curve);
+  absl::StatusOr<std::string> report = InspectEventDir(&env, "/job");
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(std::regex_search(*report, std::regex(R"(pr_curve +pr_curve +1 points)"))) << *report;
+}
+
 TEST(EventWriterTest, TwoWritersInOneDirGetTwoFiles) {
   MemEnv env;
   auto a = EventWriter::Create(&env, "/job", absl::Seconds(10));

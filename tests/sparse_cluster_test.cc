@@ -93,6 +93,22 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
       R"(saved ([0-9]+) embedding rows at step [0-9]+ to model\.ckpt-2000\.rows-[01]-of-2 \(rows checksum ([0-9a-f]+)\))");
   ASSERT_EQ(saved.ps, 2) << train.output;
   EXPECT_GT(saved.rows, 1600);  // 8 fields x 100 ids, x 2 tables each, and pairs of C1 x C2
+  // TensorBoard's PR CURVES tab: a curve at each evaluation, beside the AUC.
+  ProcessResult events = RunProcess({kBin + "/pstrain-events", job_dir()}, 60);
+  ASSERT_EQ(events.exit_code, 0) << events.output;
+  size_t evaluations = 0;
+  for (size_t at = train.output.find("Saving dict for global step"); at != std::string::npos;
+       at = train.output.find("Saving dict for global step", at + 1)) {
+    ++evaluations;
+  }
+  ASSERT_GT(evaluations, 0u);
+  EXPECT_TRUE(std::regex_search(events.output,
+                                std::regex(absl::StrCat(R"(\n  pr_curve +pr_curve +)", evaluations,
+                                                        R"( points, steps [0-9]+\.\.2000)"))))
+      << events.output;
+  EXPECT_TRUE(std::regex_search(events.output,
+                                std::regex(absl::StrCat(R"(\n  auc +scalar +)", evaluations))))
+      << events.output;
 
   // The same job on 3 ps: every ps reads both rows files and keeps its rows.
   const std::string three =

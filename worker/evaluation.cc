@@ -82,6 +82,13 @@ EvalMetrics Evaluator::Finish() const {
     absl::StatusOr<double> auc = BinaryAuc(scores_, label_values_);
     // Undefined when the test data holds one class only: left at 0, said once.
     metrics.auc = auc.ok() ? *auc : std::nan("");
+    std::vector<float> probabilities(scores_.size());
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      probabilities[i] = 1.0f / (1.0f + std::exp(-scores_[i]));
+    }
+    absl::StatusOr<std::vector<float>> curve =
+        PrCurve(probabilities, label_values_, kPrCurveThresholds);
+    if (curve.ok()) metrics.pr_curve = std::move(*curve);
   }
   return metrics;
 }

@@ -18,6 +18,10 @@ class EvalInput;  // input/eval_input.h
 // Evaluation of a model's parameters on a dataset, shared by the chief (its
 // periodic and final evaluations) and local mode.
 
+// The thresholds of an evaluation's precision-recall curve: one every 0.005
+// from 0 to 1 (TensorBoard's pr_curve summaries take 200 by default).
+inline constexpr int kPrCurveThresholds = 201;
+
 // Loss and accuracy of a model over a whole dataset.
 struct EvalMetrics {
   int64_t global_step = 0;
@@ -28,6 +32,10 @@ struct EvalMetrics {
   // (data/binary_metrics.h); NaN when the data holds one class only.
   bool binary = false;
   double auc = 0.0;
+  // A binary head: the precision-recall curve of its probabilities at
+  // kPrCurveThresholds thresholds (PrCurve, data/binary_metrics.h); empty
+  // when there is none.
+  std::vector<float> pr_curve;
   // A regression head: the mean absolute error and the root mean squared
   // one (accuracy is 0: it has no classes); loss is its loss's mean.
   bool regression = false;
