@@ -5,7 +5,9 @@
 #include "chief/coordinator_internal.h"
 #include "chief/job_monitor.h"
 #include "common/status_macros.h"
+#include "data/formats/csv_format.h"
 #include "data/stream/file_list.h"
+#include "export/export.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
 #include "input/model_input.h"
@@ -22,6 +24,13 @@ absl::Status Chief::Prepare() {
   layout_ = ComputeShardLayout(*model_, static_cast<int>(job_.cluster.ps.size()));
   PSTRAIN_ASSIGN_OR_RETURN(servers_, deps_.connect(layout_, CallPatience()));
   PSTRAIN_RETURN_IF_ERROR(deps_.env->CreateDirs(t_.job_dir));
+  if (!t_.csv_schema.empty()) {
+    // The schema travels with the job: exports keep this copy, which the
+    // chief and pstrain-export find in the job dir (JobCsvSchemaPath).
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string text, deps_.env->ReadFile(t_.csv_schema));
+    PSTRAIN_RETURN_IF_ERROR(ParseCsvSchemaText(text, t_.csv_schema).status());
+    PSTRAIN_RETURN_IF_ERROR(deps_.env->WriteFileAtomic(JobCsvSchemaPath(t_.job_dir), text));
+  }
   PSTRAIN_ASSIGN_OR_RETURN(eval_, EvalInput::Open(deps_.env, t_, *model_));
   if (t_.follow) {
     // The replicas read the list of files found so far; the chief keeps
@@ -89,8 +98,10 @@ absl::Status Chief::StartJob() {
     }
     checkpointer_->SetSavedObserver([this, last_step = start_step_, last_time = absl::Now()](
                                         int64_t step, const std::string& prefix) mutable {
+      // Due at the first checkpoint past each multiple of export_steps
+      // (checkpoints land a poll past theirs).
       const bool due =
-          (t_.export_steps > 0 && step >= last_step + t_.export_steps) ||
+          (t_.export_steps > 0 && step / t_.export_steps > last_step / t_.export_steps) ||
           (t_.export_secs > 0 && absl::Now() - last_time >= absl::Seconds(t_.export_secs));
       if (!due) return;
       last_step = step;

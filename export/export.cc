@@ -18,6 +18,10 @@
 
 namespace pstrain {
 
+std::string JobCsvSchemaPath(const std::string& job_dir) {
+  return JoinPath(job_dir, "csv_schema.yaml");
+}
+
 std::string CsvSchemaForExport(Env* env, const std::string& hparams_yaml, const Model& model) {
   if (hparams_yaml.empty() || model.input_shape().size() != 1) return "";
   absl::StatusOr<JobConfig> job = ParseJobConfig(hparams_yaml, "the export's job config");
@@ -27,7 +31,8 @@ std::string CsvSchemaForExport(Env* env, const std::string& hparams_yaml, const 
     return "";
   }
   if (job->training.csv_schema.empty()) return "";
-  const std::string& path = job->training.csv_schema;
+  const std::string copy = JobCsvSchemaPath(job->training.job_dir);
+  const std::string& path = env->FileExists(copy) ? copy : job->training.csv_schema;
   absl::StatusOr<std::string> text = env->ReadFile(path);
   absl::StatusOr<CsvSchema> schema =
       text.ok() ? ParseCsvSchemaText(*text, path) : absl::StatusOr<CsvSchema>(text.status());

@@ -83,11 +83,17 @@ class ExportHistory {
   std::vector<absl::flat_hash_map<int64_t, uint64_t>> rows_ ABSL_GUARDED_BY(mu_);
 };
 
+// Where a job's chief keeps the CSV schema it read its rows with:
+// <job_dir>/csv_schema.yaml, a copy of training.csv_schema's file made as it
+// starts.
+std::string JobCsvSchemaPath(const std::string& job_dir);
+
 // The text of the CSV schema the job of `hparams_yaml` (its job config) read
 // its rows with, for an export of `model` to keep (WriteExportVersion's
-// csv_schema): empty for a job without one. A schema that cannot be read
-// again or does not fit the model (CheckCsvSchemaFits) is not kept, with
-// a warning saying why: the version then takes the id form only.
+// csv_schema): the job dir's copy (JobCsvSchemaPath), or csv_schema's file
+// for a job from before such copies; empty for a job without one. A schema
+// that cannot be read or does not fit the model (CheckCsvSchemaFits) is not
+// kept, with a warning saying why: the version then takes the id form only.
 std::string CsvSchemaForExport(Env* env, const std::string& hparams_yaml, const Model& model);
 
 // Writes the checkpoint whose index is `index_path` as one ONNX file at

@@ -231,9 +231,16 @@ absl::Status AppendClickInstance(const nlohmann::json& instance, const ClickInpu
     }
     const auto it = std::find(inputs.features.begin(), inputs.features.end(), key);
     if (it == inputs.features.end()) {
+      const bool raw_column = inputs.schema != nullptr &&
+                              std::find(inputs.raw_columns.begin(), inputs.raw_columns.end(),
+                                        key) != inputs.raw_columns.end();
       return BadField(at, absl::StrCat("the model has no input \"", key, "\"; it reads ",
                                        inputs.num_dense > 0 ? "\"dense\" and " : "",
-                                       "the features ", absl::StrJoin(inputs.features, ", ")));
+                                       "the features ", absl::StrJoin(inputs.features, ", "),
+                                       raw_column ? " (\"" : "", raw_column ? key : "",
+                                       raw_column ? "\" is a CSV column: a raw row of the columns "
+                                                    "has no list values, and this instance has one)"
+                                                  : ""));
     }
     const size_t f = it - inputs.features.begin();
     const nlohmann::json one = nlohmann::json::array({value});

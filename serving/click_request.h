@@ -12,11 +12,11 @@
 //   the model was trained on the data's own scale); required when the model
 //   has one, refused when it has none.
 // - each sparse feature of the model by name: a list of values or a single
-//   value; absent or [] means no value (as a feature missing from a
-//   tf.train.Example). Values are integer ids (>= 0; a bucketed table takes
-//   ids in [0, buckets)) or strings, hashed as in training: FarmHash
-//   Fingerprint64 (data/feature_hash.h), mod buckets for a bucketed table.
-//   One feature's values are all ids or all strings within one request.
+//   value (but see raw rows below: where the export keeps a CSV schema, an
+//   instance without any list is a raw row); absent or [] means no value (as a feature missing from
+//   a tf.train.Example). Values are integer ids (>= 0; a bucketed table takes ids in [0, buckets))
+//   or strings, hashed as in training: FarmHash Fingerprint64 (data/feature_hash.h), mod buckets
+//   for a bucketed table. One feature's values are all ids or all strings within one request.
 // - any other key is refused, naming the model's features (a misspelt
 //   feature would otherwise predict silently as if it were missing).
 //
@@ -32,8 +32,9 @@
 // values is a list (the id form's "dense" is one; send a sparse feature's
 // ids as a list, [17], to be read as ids). A raw row's values are the CSV
 // fields: a string (the field's text: a multi-valued column's tokens joined
-// by its separator), a number (written as its shortest round-trip text), or
-// null (missing, as an absent column is). The label column is ignored if
+// by its separator; send a hashed column's values as strings, the CSV's
+// text), a number (written as its shortest round-trip text: 1.50 is hashed
+// as "1.5"), or null (missing, as an absent column is). The label column is ignored if
 // present; any other key not a column of the schema is refused, naming the
 // columns.
 

@@ -394,6 +394,7 @@ TEST(ClickModelServerTest, TakesRawRowsOfItsCsvSchema) {
   const json r = json::parse(raw.body)["predictions"], w = json::parse(by_ids.body)["predictions"];
   ASSERT_EQ(r.size(), 2u);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(r[i]["logistic"], w[i]["logistic"]) << raw.body;
+  EXPECT_NE(r[0]["logistic"], r[1]["logistic"]) << raw.body;  // not a constant's answers
 
   HttpAnswer bad = (*server)->Handle("POST", "/v1/models/ctr:predict",
                                      R"({"instances": [{"x": 1, "y": "many"}]})");

@@ -15,8 +15,9 @@
 // A model trained from CSV (its export keeps the CSV schema) also predicts
 // raw rows: a JSON instance of the CSV's columns ({"origin": "LAS",
 // "distance": 2176}), or with --csv_instances a CSV file with a header of
-// the columns (the label column may be there; it is not read), each row's
-// features computed as the training computed them.
+// the columns (gzip'd when its name ends .gz; the label column and others
+// the schema does not read may be there), each row's features computed as
+// the training computed them.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@
 #include "common/status_macros.h"
 #include "common/version.h"
 #include "data/formats/csv_format.h"
+#include "data/formats/csv_lines.h"
+#include "data/formats/record_stream.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "serving/predictor.h"
@@ -80,11 +83,12 @@ void Print(const pstrain::Predictor& model, const std::vector<pstrain::Predictio
   }
 }
 
-// The rows of CSV `text` (file `path`, with its header), read by the
-// export's schema as training read them.
-absl::StatusOr<pstrain::ClickRequest> ReadCsvRows(const pstrain::Predictor& model,
-                                                  const std::string& path,
-                                                  const std::string& text) {
+// The rows of CSV file `path` (its header first; gzip'd when its name ends
+// .gz), read by the export's schema as training read them, every row a
+// prediction: a row `missing: skip` would drop is an error naming its line.
+absl::StatusOr<pstrain::ClickRequest> ReadCsvRows(pstrain::Env* env,
+                                                  const pstrain::Predictor& model,
+                                                  const std::string& path) {
   const pstrain::ClickInputs& inputs = model.click_inputs();
   if (inputs.schema == nullptr) {
     return absl::InvalidArgumentError(
@@ -92,23 +96,35 @@ absl::StatusOr<pstrain::ClickRequest> ReadCsvRows(const pstrain::Predictor& mode
                      " keeps no CSV schema (its job did not read CSV with csv_schema); predict "
                      "with --json_instances in the features' form"));
   }
-  std::vector<std::string_view> lines;
-  for (absl::string_view line : absl::StrSplit(text, '\n'))
-    lines.emplace_back(line.data(), line.size());
-  if (!lines.empty() && lines.back().empty()) lines.pop_back();
-  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
+  const pstrain::Compression compression =
+      pstrain::CompressionOf(path, pstrain::Compression::kAuto);
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<pstrain::RecordStream> stream,
+      pstrain::RecordStream::Open(env, path, compression, pstrain::RecordFraming::kLines));
+  stream->AcceptUnterminatedLastLine();
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string header,
+                           pstrain::ReadCsvHeader(env, path, compression, 0, stream.get()));
   PSTRAIN_ASSIGN_OR_RETURN(
       pstrain::CsvParser parser,
-      pstrain::CsvParser::Create(*inputs.schema, lines[0], path, pstrain::CsvLabel::kNone));
-  for (size_t i = 1; i < lines.size();) {
-    const int64_t first = static_cast<int64_t>(i) + 1;
-    std::string record(lines[i++]);
-    pstrain::CsvQuoteScanner scanner(inputs.schema->delimiter);
-    while (!scanner.Complete(record) && i < lines.size() &&
-           record.size() <= pstrain::kCsvMaxRecordBytes) {
-      record.append("\n").append(lines[i++]);
+      pstrain::CsvParser::Create(*inputs.schema, header, path, pstrain::CsvLabel::kNone));
+  std::string joined;
+  while (true) {
+    const int64_t line_number = stream->record() + 1;
+    absl::StatusOr<std::string_view> line = stream->Next();
+    if (absl::IsOutOfRange(line.status())) break;
+    PSTRAIN_RETURN_IF_ERROR(line.status());
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string_view record,
+                             pstrain::JoinCsvRecord(stream.get(), *line, inputs.schema->delimiter,
+                                                    &joined, [](uint64_t) {}));
+    if (record.empty()) continue;  // a blank line is no row
+    const int64_t before = parser.size();
+    PSTRAIN_RETURN_IF_ERROR(parser.AppendLine(record, line_number));
+    if (parser.size() == before) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ":", line_number,
+          ": a field is empty, and the model's CSV schema has missing: skip, which drops such "
+          "rows in training; a prediction needs every row's values"));
     }
-    PSTRAIN_RETURN_IF_ERROR(parser.AppendLine(record, first));
   }
   return pstrain::ClickRequestOfExamples(parser.Take(), inputs);
 }
@@ -131,17 +147,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<pstrain::Predictor>> predictor =
       pstrain::Predictor::Load(env, FLAGS_model_dir);
   if (!predictor.ok()) return Fail(predictor.status().ToString());
-  const std::string& input =
-      FLAGS_csv_instances.empty() ? FLAGS_json_instances : FLAGS_csv_instances;
-  absl::StatusOr<std::string> text = env->ReadFile(input);
-  if (!text.ok()) return Fail(text.status().ToString());
-
   pstrain::Predictor& model = **predictor;
   if (!FLAGS_csv_instances.empty()) {
+    const std::string& input = FLAGS_csv_instances;
     if (!model.is_click_model()) {
       return Fail(absl::StrCat(model.exported().dir, " takes images, not CSV rows"));
     }
-    absl::StatusOr<pstrain::ClickRequest> rows = ReadCsvRows(model, input, *text);
+    absl::StatusOr<pstrain::ClickRequest> rows = ReadCsvRows(env, model, input);
     if (!rows.ok()) return Fail(std::string(rows.status().message()));
     if (rows->n == 0) return Fail(absl::StrCat(input, " holds no rows"));
     absl::StatusOr<std::vector<pstrain::Prediction>> all = model.PredictClicks(*rows);
@@ -149,6 +161,8 @@ int main(int argc, char** argv) {
     Print(model, *all);
     return 0;
   }
+  absl::StatusOr<std::string> text = env->ReadFile(FLAGS_json_instances);
+  if (!text.ok()) return Fail(text.status().ToString());
   const int64_t size = model.example_size();
   const std::vector<int64_t>& shape = model.exported().input_shape;
   std::vector<float> images;

@@ -231,7 +231,11 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
                         : schema.ok() ? AcceptRawRows(*schema, &predictor->click_inputs_)
                                       : schema.status();
     if (!fits.ok()) {
-      return absl::DataLossError(absl::StrCat(where, ": does not fit the model: ", fits.message()));
+      // (A newer pstrain's schema may hold what this one cannot read.)
+      LOG(WARNING) << where << ": " << fits.message()
+                   << "; the version takes its features' id form only, not raw rows";
+      predictor->click_inputs_.schema = nullptr;
+      predictor->click_inputs_.raw_columns.clear();
     }
   }
   predictor->example_size_ = NumElements(m.input_shape());
@@ -270,6 +274,11 @@ absl::Status Predictor::ApplyDelta(const ExportedModel& delta) {
       delta.state.size() != exported_.state.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(delta.dir, " is not a delta of the model served (", exported_.model, ")"));
+  }
+  if (delta.csv_schema != exported_.csv_schema) {
+    // Its raw rows would be read by another schema than the one served.
+    return absl::InvalidArgumentError(absl::StrCat(
+        delta.dir, " keeps another CSV schema than the version served; load it whole"));
   }
   for (size_t t = 0; t < tables_.size(); ++t) {
     const TrainedTableRows& rows = delta.tables[t];

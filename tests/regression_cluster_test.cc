@@ -237,8 +237,8 @@ TEST_F(RegressionClusterTest, ACsvJobIsEvaluatedByItsErrorsAndItsExportPredictsT
   EXPECT_NE(table.output.find("PREDICTIONS\n"), std::string::npos) << table.output.substr(0, 2000);
 }
 
-// The same rows as Examples (pstrain-data convert --csv_schema writes each
-// label as it is: a float for a regression head's value) train the same
+// The same rows as Examples (pstrain-data convert --csv_schema
+// --label_type=float writes the labels as floats) train the same
 // regression job; its evaluation on the converted test rows is by errors.
 TEST_F(RegressionClusterTest, TheRowsConvertedToExamplesTrainTheSameJob) {
   Env* env = Env::Default();
@@ -250,10 +250,11 @@ TEST_F(RegressionClusterTest, TheRowsConvertedToExamplesTrainTheSameJob) {
   ASSERT_TRUE(env->WriteFileAtomic(csv + "/schema.yaml", kSchema).ok());
   ASSERT_TRUE(env->WriteFileAtomic(dir_ + "/delay.yaml", kModel).ok());
   for (const std::string name : {"train", "test"}) {
-    ProcessResult converted = RunProcess(
-        {kBin + "/pstrain-data", "convert", csv + "/" + name + ".csv", "--out",
-         dir_ + "/examples/" + name, "--shards", "2", "--csv_schema", csv + "/schema.yaml"},
-        120);
+    ProcessResult converted =
+        RunProcess({kBin + "/pstrain-data", "convert", csv + "/" + name + ".csv", "--out",
+                    dir_ + "/examples/" + name, "--shards", "2", "--csv_schema",
+                    csv + "/schema.yaml", "--label_type", "float"},
+                   120);
     ASSERT_EQ(converted.exit_code, 0) << converted.output;
   }
   const std::string config = WriteClusterConfig(LoopbackConfig{.ps = 1, .workers = 1});

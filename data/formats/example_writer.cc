@@ -47,16 +47,19 @@ absl::Status ShardedExampleWriter::Close() {
   return CommitFiles(files);
 }
 
-absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i) {
+absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i, bool float_label) {
   tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
-  // A class id (a whole number >= 0) as TensorFlow writes one, an int64;
-  // any other (a regression head's) as a float.
   const float label = data.labels[i];
-  if (label >= 0 && label == std::floor(label) && label < 9.2e18f) {
+  if (float_label) {
+    f["label"].mutable_float_list()->add_value(label);
+  } else if (label >= 0 && label == std::floor(label) && label < 9.2e18f) {
     f["label"].mutable_int64_list()->add_value(static_cast<int64_t>(label));
   } else {
-    f["label"].mutable_float_list()->add_value(label);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "label ", label, " of example ", i,
+        " is not a class id (a whole number >= 0) to write as an int64; write labels as floats "
+        "(pstrain-data convert --label_type=float)"));
   }
   if (data.num_dense > 0) {
     auto* dense = f["dense"].mutable_float_list();

@@ -286,7 +286,7 @@ TEST_F(TabularExamplesTest, ARegressionHeadsLabelIsAnyFiniteNumber) {
 }
 
 // pstrain-data convert's Examples (EncodeTabularExample) read back with
-// their labels: a class id as an int64, a regression head's value as a float.
+// their labels: class ids as int64s, a regression head's values as floats.
 TEST_F(TabularExamplesTest, WrittenExamplesKeepClassIdsAndRegressionValues) {
   Dataset d;
   d.tabular = true;
@@ -303,13 +303,22 @@ TEST_F(TabularExamplesTest, WrittenExamplesKeepClassIdsAndRegressionValues) {
   }
   std::vector<tf::Example> examples;
   for (int64_t i = 0; i < d.size(); ++i) {
-    absl::StatusOr<std::string> bytes = EncodeTabularExample(d, i);
+    absl::StatusOr<std::string> bytes = EncodeTabularExample(d, i, /*float_label=*/true);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     ASSERT_TRUE(examples.emplace_back().ParseFromString(*bytes));
   }
-  EXPECT_EQ(examples[0].features().feature().at("label").int64_list().value(0), 1);
+  // One type for every label, a whole one too.
+  EXPECT_EQ(examples[0].features().feature().at("label").float_list().value(0), 1);
   EXPECT_EQ(examples[1].features().feature().at("label").float_list().value(0), -2.5f);
-  EXPECT_EQ(examples[3].features().feature().at("label").int64_list().value(0), 40);
+  EXPECT_EQ(examples[3].features().feature().at("label").float_list().value(0), 40);
+  // As int64 class ids: the whole ones are, -2.5 is refused, naming it.
+  absl::StatusOr<std::string> as_id = EncodeTabularExample(d, 3);
+  ASSERT_TRUE(as_id.ok());
+  tf::Example id_example;
+  ASSERT_TRUE(id_example.ParseFromString(*as_id));
+  EXPECT_EQ(id_example.features().feature().at("label").int64_list().value(0), 40);
+  EXPECT_THAT(EncodeTabularExample(d, 1).status().message(),
+              HasSubstr("label -2.5 of example 1 is not a class id"));
   TabularFeatures values = Features();
   values.num_classes = 0;
   absl::StatusOr<Dataset> read = Read(examples, values);

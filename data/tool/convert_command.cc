@@ -27,13 +27,21 @@ namespace {
 // Criteo TSV or CSV files -> sharded gzip'd TFRecords of tf.train.Example.
 int ConvertExamples(Env* env, std::span<const std::string> args) {
   const std::string& pattern = args[0];
-  std::string out, schema_path;
+  std::string out, schema_path, label_type = "int64";
   int64_t shards = 1;
   FlagParser flags;
   flags.String("--out", &out);
   flags.String("--csv_schema", &schema_path);
+  flags.String("--label_type", &label_type);
   flags.Int("--shards", &shards, 1, 99999);
   if (!flags.Parse(args.subspan(1)) || out.empty()) return Usage();
+  if (label_type != "int64" && label_type != "float") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--label_type ", label_type,
+                     ": int64 (a class id, the default) or float (a regression head's value)")));
+  }
+  // One type for every example, as tf.io.FixedLenFeature takes one.
+  const bool float_labels = label_type == "float";
   absl::StatusOr<std::vector<std::string>> files =
       ExpandFilePatterns(env, pattern, "pstrain-data convert");
   if (!files.ok()) return Fail(files.status());
@@ -46,6 +54,10 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
         absl::StrCat(pattern,
                      ": convert reads Criteo TSV (.tsv, .tsv.gz) or CSV (.csv, .csv.gz) "
                      "files, all of one kind")));
+  }
+  if (criteo && float_labels) {
+    return Fail(absl::InvalidArgumentError(
+        "--label_type float is for CSV files; a Criteo TSV label is a click, 0 or 1"));
   }
   if (csv && schema_path.empty()) {
     return Fail(absl::InvalidArgumentError(
@@ -107,10 +119,9 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     o.files = *files;
     o.format = ExampleFormat::kCsv;
     o.csv = *schema;
-    // Labels as numbers: class ids stay whole (written as int64), a
-    // regression head's any value (as a float); the job reading the
-    // Examples checks them against its head.
-    o.features.num_classes = 0;
+    // Float labels are read as any number (a regression head's); int64
+    // ones as class ids.
+    if (float_labels) o.features.num_classes = 0;
     o.batch_size = 4096;
     o.shuffle_files = false;
     o.cycle_length = 1;  // file after file, in order
@@ -123,7 +134,7 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
       if (absl::IsOutOfRange(s)) break;
       if (!s.ok()) return Fail(s);
       for (int64_t i = 0; i < batch.size(); ++i) {
-        absl::StatusOr<std::string> example = EncodeTabularExample(batch, i);
+        absl::StatusOr<std::string> example = EncodeTabularExample(batch, i, float_labels);
         if (!example.ok()) return Fail(example.status());
         if (absl::Status a = (*writer)->Add(*example); !a.ok()) return Fail(a);
       }
