@@ -114,10 +114,10 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
     Eval eval;
   };
   std::vector<Model> models = {
-      {"DIN", kSource + "/examples/models/din.yaml", "0.007", 5000, {}},
+      {"DIN", kSource + "/examples/models/din.yaml", "0.007", 3000, {}},
       // A BST step costs four of DIN's (its self-attention over the whole
       // history): half the steps.
-      {"BST", kSource + "/examples/models/bst.yaml", "0.004", 2500, {}},
+      {"BST", kSource + "/examples/models/bst.yaml", "0.004", 1500, {}},
       // It has all but stopped learning by then (0.6656 at 3000 steps).
       {"Wide & Deep", dir_ + "/wide_and_deep.yaml", "0.014", 1500, {}},
   };
@@ -132,14 +132,15 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
       "synthetic-seq, 300000 examples, 2 ps x 2 workers: test AUC planted %.4f, DIN %.4f, BST "
       "%.4f, Wide & Deep %.4f\n",
       planted->auc, models[0].eval.auc, models[1].eval.auc, models[2].eval.auc);
-  // Measured here (planted 0.7507): DIN 0.7428, BST 0.7428 and Wide & Deep
-  // 0.6634, the same to the last digit run after run (deterministic: sync,
-  // fixed seeds; the same parameters bit for bit, attention's included since
-  // its scratch is aligned), so the margins only cover another build or CPU,
-  // whose rounding takes another path: 0.007 under DIN's and BST's figures,
-  // 0.037 over Wide & Deep's.
-  EXPECT_GT(models[0].eval.auc, planted->auc - 0.015);
-  EXPECT_GT(models[1].eval.auc, planted->auc - 0.015);
+  // Measured here (planted 0.7507): DIN 0.7400 after 3000 steps, BST 0.7375
+  // after 1500 and Wide & Deep 0.6634 (at 5000 and 2500 steps DIN and BST
+  // reach 0.7428, in twice the time), the same to the last digit run after
+  // run (deterministic: sync, fixed seeds; the same parameters bit for bit,
+  // attention's included since its scratch is aligned), so the margins only
+  // cover another build or CPU, whose rounding takes another path: 0.007
+  // and more under DIN's and BST's figures, 0.037 over Wide & Deep's.
+  EXPECT_GT(models[0].eval.auc, planted->auc - 0.02);
+  EXPECT_GT(models[1].eval.auc, planted->auc - 0.02);
   EXPECT_LT(models[2].eval.auc, planted->auc - 0.05);
 
   // DIN's export answers histories given as lists, oldest first: its AUC on
