@@ -37,8 +37,7 @@ class GrpcLifetime : public ::testing::Environment {
   void SetUp() override { grpc_init(); }
   void TearDown() override { grpc_shutdown_blocking(); }
 };
-::testing::Environment* const grpc_lifetime =
-    ::testing::AddGlobalTestEnvironment(new GrpcLifetime);
+::testing::Environment* const grpc_lifetime = ::testing::AddGlobalTestEnvironment(new GrpcLifetime);
 
 using testing_util::kNumParams;
 
