@@ -68,7 +68,8 @@
 //      skip:    the record is dropped and counted (CsvParser::skipped).
 //    A field of spaces is not missing: in a numeric column it is not a number.
 //
-// The schema is read and checked in csv_schema.cc, records become examples
+// The schema is read in csv_schema.cc and checked in csv_schema_check.cc,
+// records become examples
 // in csv_parser.cc (CsvParser), and the text rules both follow (fields and
 // quotes, numbers, transforms) are csv_format.cc's.
 
