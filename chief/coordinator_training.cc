@@ -21,13 +21,36 @@ absl::StatusOr<EvalMetrics> Chief::Evaluate(const ParameterView& view) {
   PSTRAIN_ASSIGN_OR_RETURN(EvalMetrics m, EvaluateInput(model_.get(), view, *eval_));
   LOG(INFO) << FormatEvalLine(m) << " (" << absl::StrFormat("%.1f", Elapsed()) << " s of training)";
   absl::Status s;
-  if (m.regression) {
+  for (const HeadMetrics& h : m.heads) {
+    // A multi-task model: each head's metrics under its name, beside the
+    // model's loss.
+    auto write = [&](const std::string& tag, double value) {
+      if (s.ok()) s = eval_events_->WriteScalar(h.name + "/" + tag, m.global_step, value);
+    };
+    write("loss", h.loss);
+    if (h.regression) {
+      write("mae", h.mae);
+      write("rmse", h.rmse);
+    } else {
+      write("accuracy", h.accuracy);
+    }
+    if (h.binary) write("auc", h.auc);
+    if (s.ok() && !h.pr_curve.empty()) {
+      s = eval_events_->WritePrCurve(h.name + "/pr_curve", m.global_step, h.pr_curve,
+                                     kPrCurveThresholds);
+    }
+  }
+  if (!m.heads.empty()) {
+    // The model's loss alone (its first head's metrics are written above).
+  } else if (m.regression) {
     s = eval_events_->WriteScalar("mae", m.global_step, m.mae);
     if (s.ok()) s = eval_events_->WriteScalar("rmse", m.global_step, m.rmse);
   } else {
     s = eval_events_->WriteScalar("accuracy", m.global_step, m.accuracy);
   }
-  if (s.ok() && m.binary) s = eval_events_->WriteScalar("auc", m.global_step, m.auc);
+  if (s.ok() && m.binary && m.heads.empty()) {
+    s = eval_events_->WriteScalar("auc", m.global_step, m.auc);
+  }
   if (s.ok() && !m.pr_curve.empty()) {
     s = eval_events_->WritePrCurve("pr_curve", m.global_step, m.pr_curve, kPrCurveThresholds);
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -274,11 +275,11 @@ absl::Status ParsePreprocessing(const Source& source, const YAML::Node& node, Mo
 
 absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* spec) {
   bool have_input = false, have_classes = false, have_layers = false, have_loss = false,
-       have_delta = false;
-  YAML::Node classes_node, preprocessing_node, loss_node, delta_node;
-  static const std::vector<std::string> kKeys = {"name",   "input",         "classes",
-                                                 "head",   "loss",          "huber_delta",
-                                                 "layers", "preprocessing", "weights"};
+       have_delta = false, have_head = false;
+  YAML::Node classes_node, preprocessing_node, loss_node, delta_node, head_node, heads_node;
+  static const std::vector<std::string> kKeys = {
+      "name",        "input", "classes", "head",          "loss",
+      "huber_delta", "heads", "layers",  "preprocessing", "weights"};
   static const std::vector<std::string> kHeads = {"softmax", "binary", "regression"};
   static const std::vector<std::string> kLosses = {"mse", "mae", "huber"};
   PSTRAIN_RETURN_IF_ERROR(config_internal::ForEachEntry(
@@ -321,7 +322,12 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
                            absl::StrCat("classes = ", config_internal::Quoted(text),
                                         ": a whole number in [2, ", kMaxSize, "]"));
           }
+        } else if (key == "heads") {
+          heads_node = value;
+          return model_spec_internal::ParseHeads(source, value, &spec->heads);
         } else if (key == "head") {
+          have_head = true;
+          head_node = value;
           PSTRAIN_ASSIGN_OR_RETURN(spec->head, Scalar(source, value, "head"));
           if (spec->head != "softmax" && spec->head != "binary" && spec->head != "regression") {
             return ErrorAt(source, value,
@@ -385,6 +391,20 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
         }
         return absl::OkStatus();
       }));
+  if (!spec->heads.empty()) {
+    // A multi-task model says each head's kind, classes and loss in heads:.
+    for (const auto& [given, node, key] : {std::tuple{have_head, head_node, "head"},
+                                           std::tuple{have_classes, classes_node, "classes"},
+                                           std::tuple{have_loss, loss_node, "loss"},
+                                           std::tuple{have_delta, delta_node, "huber_delta"}}) {
+      if (given) {
+        return ErrorAt(source, node,
+                       absl::StrCat(key, " is a single head's; with heads: each head says its ",
+                                    key == std::string("head") ? "kind" : key, " (heads[i].",
+                                    key == std::string("head") ? "kind" : key, ")"));
+      }
+    }
+  }
   const bool binary = spec->head == "binary";
   const bool regression = spec->head == "regression";
   if (binary && have_classes && spec->classes != 2) {
@@ -411,12 +431,12 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
   }
   if (binary) spec->classes = 2;
   if (regression) spec->classes = 0;
-  const bool need_classes = !binary && !regression;
+  const bool need_classes = !binary && !regression && spec->heads.empty();
   if (!have_input || (!have_classes && need_classes) || !have_layers) {
     return absl::InvalidArgumentError(absl::StrCat(
         source.name,
         ": a model spec has input ([height, width, channels] or [features]), classes (or head: "
-        "binary or regression) and layers",
+        "binary or regression, or heads:) and layers",
         !have_input ? "; input is missing" : "",
         !have_classes && need_classes ? "; classes is missing" : "",
         !have_layers ? "; layers is missing" : ""));
@@ -431,7 +451,8 @@ absl::Status ParseTop(const Source& source, const YAML::Node& root, ModelSpec* s
   PSTRAIN_RETURN_IF_ERROR(NameLayers(source, &spec->layers));
   PSTRAIN_RETURN_IF_ERROR(CheckTables(source, spec->layers));
   PSTRAIN_RETURN_IF_ERROR(CheckCrosses(source, spec->layers));
-  return CheckGraph(source, spec->layers);
+  PSTRAIN_RETURN_IF_ERROR(model_spec_internal::CheckHeads(source, spec->layers, spec->heads));
+  return CheckGraph(source, spec->layers, spec->heads);
 }
 
 }  // namespace

@@ -154,6 +154,24 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
+// One of a multi-task model's heads (ModelSpec::heads): an output of the
+// network, the loss that trains it and the label it is trained on.
+struct HeadSpec {
+  std::string name;  // letters, digits and _; unique among the heads
+  // "binary" (one logit, sigmoid cross-entropy), "softmax" (`classes`
+  // logits) or "regression" (one value, with `loss`).
+  std::string kind;
+  int classes = 0;           // softmax: >= 2; binary: 2; regression: 0
+  std::string input;         // the layer whose output is the head's
+  std::string label;         // the label column or Example feature; default: name
+  float weight = 1.0f;       // its share of the model's loss: > 0
+  std::string loss = "mse";  // regression: mse, mae or huber
+  float huber_delta = 1.0f;
+  int line = 0;  // where it is in the spec text (1-based), 0 if unknown
+
+  bool operator==(const HeadSpec&) const = default;
+};
+
 struct ModelSpec {
   std::string name;
   // {height, width, channels} of an image, or {n}: n >= 0 dense features.
@@ -167,6 +185,11 @@ struct ModelSpec {
   // huber_delta > 0, 1 by default).
   std::string loss = "mse";
   float huber_delta = 1.0f;
+  // A multi-task model: its heads, in order, instead of head, classes, loss
+  // and huber_delta (which keep their defaults). Empty: one head, as above.
+  // The model's loss is the weighted sum of theirs; each example has a
+  // label per head, in this order.
+  std::vector<HeadSpec> heads;
   int crop_padding = 0;
   bool random_flip = false;
   bool per_image_standardization = false;
@@ -191,14 +214,18 @@ inline constexpr int kMaxSpecLayers = 10000;
 // features, of one feature twice, of the features of another cross or whose
 // table has another table's name, head: binary with classes other than 2,
 // head: regression with classes, loss or huber_delta without the head or
-// loss they belong to, or more than kMaxSpecLayers layers.
+// loss they belong to, or more than kMaxSpecLayers layers; with `heads:`, a
+// head without name, kind or input, an unknown key or kind, a name or label
+// used twice, an input that is no layer, two heads on one layer, or head,
+// classes, loss or huber_delta at the top as well.
 // Shapes are checked when the spec is built (models/spec_builder.h).
 absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view source);
 
 // The spec as YAML that ParseModelSpec reads back to the same spec, every
 // option written out (what a checkpoint or an export stores), except `head`,
 // written only when binary or regression (a regression head with its loss,
-// and huber_delta with huber), and of buckets and dynamic the one in use.
+// and huber_delta with huber), and of buckets and dynamic the one in use;
+// a multi-task spec writes its heads instead of head and classes.
 std::string ModelSpecToYaml(const ModelSpec& spec);
 
 // True when `a` and `b` are the same network: equal but for the lines their

@@ -120,7 +120,8 @@ absl::Status CheckCrosses(const Source& source, const std::vector<LayerSpec>& la
   return absl::OkStatus();
 }
 
-absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& layers) {
+absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& layers,
+                        const std::vector<HeadSpec>& heads) {
   std::map<std::string, int> index;  // name -> position
   for (size_t i = 0; i < layers.size(); ++i) index[layers[i].name] = static_cast<int>(i);
   std::vector<std::string> names = {"input"};
@@ -150,7 +151,17 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
     }
     names.push_back(l.name);
   }
-  for (size_t i = 0; i + 1 < layers.size(); ++i) {
+  for (const HeadSpec& head : heads) {
+    auto it = index.find(head.input);
+    if (it != index.end()) ++uses[it->second];
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (uses[i] == 0 && i + 1 == layers.size()) {
+      if (heads.empty()) break;  // the last layer's output is the model's
+      return absl::InvalidArgumentError(absl::StrCat(
+          source.name, ": the output of the last layer, ", layers[i].name, " (line ",
+          layers[i].line, "), is no head's input; remove it or name it in a head's input:"));
+    }
     if (uses[i] == 0) {
       const LayerSpec& next = layers[i + 1];
       return absl::InvalidArgumentError(absl::StrCat(
@@ -158,7 +169,7 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
           ") is not taken by any later layer (the next one takes ",
           next.input.empty() ? "the model's input, as every " + next.type + " without input: does"
                              : "input: " + next.input,
-          "); remove it or take it"));
+          ")", heads.empty() ? "" : " nor any head's input", "; remove it or take it"));
     }
   }
   return absl::OkStatus();

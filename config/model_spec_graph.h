@@ -30,9 +30,19 @@ absl::Status CheckCrosses(const config_internal::Source& source,
                           const std::vector<LayerSpec>& layers);
 
 // Every name a layer takes is "input" or an earlier layer's, and every
-// layer's output but the last is taken by a later one.
-absl::Status CheckGraph(const config_internal::Source& source,
-                        const std::vector<LayerSpec>& layers);
+// layer's output but the last is taken by a later one. With `heads`, a
+// layer's output may be a head's input instead, the last layer's too.
+absl::Status CheckGraph(const config_internal::Source& source, const std::vector<LayerSpec>& layers,
+                        const std::vector<HeadSpec>& heads = {});
+
+// Reads `heads:` (a list of maps) into `heads`, checking each on its own.
+absl::Status ParseHeads(const config_internal::Source& source, const YAML::Node& node,
+                        std::vector<HeadSpec>* heads);
+
+// The heads against the layers: every input a layer's name, no layer the
+// input of two heads, no label used twice.
+absl::Status CheckHeads(const config_internal::Source& source, const std::vector<LayerSpec>& layers,
+                        const std::vector<HeadSpec>& heads);
 
 }  // namespace model_spec_internal
 }  // namespace pstrain

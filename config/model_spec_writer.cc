@@ -23,8 +23,10 @@ using model_spec_internal::TypeSpec;
 
 bool SameModelSpec(const ModelSpec& a, const ModelSpec& b) {
   if (a.layers.size() != b.layers.size()) return false;
+  if (a.heads.size() != b.heads.size()) return false;
   ModelSpec lineless = b;
   for (size_t i = 0; i < a.layers.size(); ++i) lineless.layers[i].line = a.layers[i].line;
+  for (size_t i = 0; i < a.heads.size(); ++i) lineless.heads[i].line = a.heads[i].line;
   return a == lineless;
 }
 
@@ -34,8 +36,22 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
   using config_internal::Quoted;
   if (!spec.name.empty()) absl::StrAppend(&out, "name: ", Quoted(spec.name), "\n");
   absl::StrAppend(&out, "input: [", absl::StrJoin(spec.input, ", "), "]\n");
-  // A regression head has no classes (0).
-  if (spec.head != "regression") absl::StrAppend(&out, "classes: ", spec.classes, "\n");
+  // A regression head has no classes (0); a multi-task model's heads say theirs.
+  if (spec.head != "regression" && spec.heads.empty()) {
+    absl::StrAppend(&out, "classes: ", spec.classes, "\n");
+  }
+  if (!spec.heads.empty()) absl::StrAppend(&out, "heads:\n");
+  for (const HeadSpec& h : spec.heads) {
+    absl::StrAppend(&out, "  - {name: ", h.name, ", kind: ", h.kind);
+    if (h.kind == "softmax") absl::StrAppend(&out, ", classes: ", h.classes);
+    absl::StrAppend(&out, ", input: ", Quoted(h.input), ", label: ", Quoted(h.label),
+                    ", weight: ", ShortestFloatText(h.weight));
+    if (h.kind == "regression") absl::StrAppend(&out, ", loss: ", h.loss);
+    if (h.loss == "huber") {
+      absl::StrAppend(&out, ", huber_delta: ", ShortestFloatText(h.huber_delta));
+    }
+    absl::StrAppend(&out, "}\n");
+  }
   // Only when binary or regression, so that the YAML of a softmax model
   // (which checkpoints store) is what it was before heads.
   if (spec.head != "softmax") absl::StrAppend(&out, "head: ", spec.head, "\n");

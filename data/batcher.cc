@@ -86,6 +86,11 @@ absl::Status CheckTabularConsistent(const Dataset& dataset) {
 }
 
 absl::Status CheckConsistent(const Dataset& dataset) {
+  if (dataset.label_width < 1 || dataset.labels.size() % dataset.label_width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchIterator: inconsistent dataset: ", dataset.labels.size(), " labels, ",
+                     dataset.label_width, " per example"));
+  }
   if (dataset.tabular) return CheckTabularConsistent(dataset);
   if (dataset.example_size() <= 0 ||
       static_cast<int64_t>(dataset.images.size()) != dataset.size() * dataset.example_size()) {
@@ -191,7 +196,8 @@ void BatchIterator::Fill(float* images, float* labels, SparseBatch* sparse) {
                    dataset_->channels, Mix(Mix(seed_ ^ static_cast<uint64_t>(epoch_)) + index),
                    image, scratch_.data());
     }
-    labels[b] = dataset_->labels[index];
+    const int width = dataset_->label_width;
+    std::copy_n(dataset_->labels.begin() + index * width, width, labels + b * width);
     if (++position_ == order_.size()) {
       ++epoch_;
       StartEpoch();
@@ -203,7 +209,7 @@ void BatchIterator::StartPrefetch() {
   CHECK(!prefetching_) << "StartPrefetch called twice";
   prefetching_ = true;
   ahead_images_.resize(static_cast<size_t>(batch_size_) * dataset_->example_size());
-  ahead_labels_.resize(batch_size_);
+  ahead_labels_.resize(static_cast<size_t>(batch_size_) * dataset_->label_width);
   thread_ = std::thread([this] { Produce(); });
 }
 
@@ -269,7 +275,8 @@ void GatherRange(const Dataset& dataset, int64_t begin, int64_t count, float* im
   const int64_t example_size = dataset.example_size();
   for (int64_t i = 0; i < count; ++i) {
     ConvertExample(dataset, begin + i, images + i * example_size);
-    labels[i] = dataset.labels[begin + i];
+    const int width = dataset.label_width;
+    std::copy_n(dataset.labels.begin() + (begin + i) * width, width, labels + i * width);
   }
 }
 

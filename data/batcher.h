@@ -67,7 +67,7 @@ class BatchIterator : public BatchSource {
   void StartPrefetch();
 
   // Fills the next batch: `images` (batch_size * H * W * C floats, NHWC,
-  // pixel / 255 so in [0, 1]) and `labels` (batch_size). Every batch is full:
+  // pixel / 255 so in [0, 1]) and `labels` (batch_size * label_width). Every batch is full:
   // at the end of an epoch it continues into the next one (reshuffled), so a
   // batch may span two epochs, and a batch larger than the shard repeats
   // examples.

@@ -18,9 +18,11 @@ namespace pstrain {
 struct Dataset {
   int height = 0, width = 0, channels = 0;
   std::vector<uint8_t> images;  // size() * height * width * channels
-  // size(): a class id (a whole number) per example, or a regression
-  // head's target value.
+  // size() * label_width: per example, a class id (a whole number) or a
+  // regression head's target value for each of the model's heads (one but
+  // for a multi-task model), example after example.
   std::vector<float> labels;
+  int label_width = 1;
 
   // Tabular examples (click logs: Criteo TSV, Examples with sparse features)
   // instead of images: `num_dense` float features per example, row-major in
@@ -31,7 +33,7 @@ struct Dataset {
   std::vector<float> dense;  // size() * num_dense
   std::vector<SparseFeatureColumn> sparse;
 
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  int64_t size() const { return static_cast<int64_t>(labels.size()) / label_width; }
   // Floats of one example's dense input: pixels, or tabular dense features.
   int64_t example_size() const { return tabular ? num_dense : int64_t{height} * width * channels; }
 };

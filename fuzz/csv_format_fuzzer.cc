@@ -24,7 +24,7 @@ constexpr int64_t kBuckets[] = {7, 1000, 4};
 pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing) {
   pstrain::CsvSchema s;
   s.delimiter = delimiter;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric.resize(2);
   s.numeric[0].name = "a";
   s.numeric[0].transform = pstrain::CsvTransform::kLog1p;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "data/formats/criteo_format.h"
@@ -86,12 +87,29 @@ absl::StatusOr<ExampleStreamOptions> StreamOptionsOf(Env* env, const TrainingSpe
                           absl::StrCat("training.csv_schema: ", schema.status().message()));
     }
     o.csv = *std::move(schema);
+    std::vector<std::string> head_labels;
+    for (const ModelHead& head : model.heads()) head_labels.push_back(head.label);
+    if (model.multi_head() ? o.csv->labels != head_labels : o.csv->labels.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training.csv_schema (", t.csv_schema, ") reads label",
+          o.csv->labels.size() == 1 ? " " : "s ", absl::StrJoin(o.csv->labels, ", "),
+          ", but model ", model.name(),
+          model.multi_head()
+              ? absl::StrCat("'s heads are trained on ", absl::StrJoin(head_labels, ", "),
+                             ": give csv.labels those columns, in that order")
+              : " has one head: give csv.label one column"));
+    }
     if (static_cast<int64_t>(o.csv->numeric.size()) != o.features.num_dense) {
       return absl::InvalidArgumentError(
           absl::StrCat("training.csv_schema (", t.csv_schema, ") has ", o.csv->numeric.size(),
                        " numeric columns, the dense features of each example, but model ",
                        model.name(), " takes ", o.features.num_dense));
     }
+  }
+  if (criteo && model.multi_head()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the input files are Criteo TSV (one label), but model ", model.name(),
+                     " has ", model.heads().size(), " heads; give its labels in CSV or Examples"));
   }
   if (criteo && o.features.num_dense != kCriteoNumDense) {
     return absl::InvalidArgumentError(absl::StrCat("the input files are Criteo TSV (",
@@ -225,7 +243,9 @@ absl::StatusOr<std::unique_ptr<BatchSource>> ReplicaInput::Start(int64_t global_
   PSTRAIN_ASSIGN_OR_RETURN(
       std::unique_ptr<StreamedBatches> batches,
       StreamedBatches::Start(env_, options_, model_.sparse_features(), first, log_.get()));
-  batches->set_num_classes(model_.num_classes());
+  std::vector<int> classes;
+  for (const ModelHead& head : model_.heads()) classes.push_back(head.num_classes);
+  batches->set_label_classes(std::move(classes));
   return std::unique_ptr<BatchSource>(std::move(batches));
 }
 

@@ -34,18 +34,30 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
                                            static_cast<int>(s[2]), model.name(), dir);
     if (!shape.ok()) return shape;
   }
-  for (float label : data.labels) {
-    if (model.head() == Head::kRegression) {
+  const size_t width = model.heads().size();
+  if (data.label_width != static_cast<int>(width)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, " holds ", data.label_width, " label", data.label_width == 1 ? "" : "s",
+                     " per example, but model ", model.name(), " has ", width, " head",
+                     width == 1 ? "" : "s", "; give each head its label"));
+  }
+  for (size_t i = 0; i < data.labels.size(); ++i) {
+    const float label = data.labels[i];
+    const ModelHead& head = model.heads()[i % width];
+    const std::string which =
+        head.name.empty() ? "" : absl::StrCat(" (head ", head.name, ", label ", head.label, ")");
+    if (head.kind == Head::kRegression) {
       if (!std::isfinite(label)) {
         return absl::InvalidArgumentError(absl::StrCat(dir, " has an example labelled ", label,
+                                                       which,
                                                        "; a regression label is a finite number"));
       }
       continue;
     }
-    if (label < 0 || label >= model.num_classes()) {
+    if (label < 0 || label >= head.num_classes) {
       return absl::InvalidArgumentError(
-          absl::StrCat(dir, " has an example of class ", label, ", but model ", model.name(),
-                       " has classes: ", model.num_classes(), " (0..", model.num_classes() - 1,
+          absl::StrCat(dir, " has an example of class ", label, which, ", but model ", model.name(),
+                       " has classes: ", head.num_classes, " (0..", head.num_classes - 1,
                        "); give the model as many classes as the data has"));
     }
   }
@@ -53,12 +65,17 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
 }
 
 // What a tabular `model` (input [n]) reads from each tf.train.Example:
-// "label", n floats in "dense", and its sparse features.
+// "label" (a multi-task model: each head's label), n floats in "dense", and
+// its sparse features.
 inline TabularFeatures TabularFeaturesOf(const Model& model) {
   TabularFeatures features;
   features.num_dense = model.input_shape().empty() ? 0 : model.input_shape()[0];
   features.sparse = model.sparse_features();
-  features.num_classes = model.num_classes();
+  features.labels.clear();
+  for (const ModelHead& head : model.heads()) {
+    features.labels.push_back(
+        {head.label.empty() || !model.multi_head() ? "label" : head.label, head.num_classes});
+  }
   return features;
 }
 

@@ -97,6 +97,15 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
                     {"probabilities", "float32 [2]: 1 - logistic, logistic"},
                     {"logistic", "float32 [1]: the sigmoid of the logit"}};
   }
+  if (model.multi_head()) {
+    nlohmann::json outputs = nlohmann::json::object();
+    for (const ModelHead& h : model.heads()) {
+      outputs[h.name] = h.kind == Head::kRegression ? "float32: the predicted value"
+                        : h.kind == Head::kBinary   ? "float32: the sigmoid of the logit"
+                                                    : "float32 [classes]: softmax of the logits";
+    }
+    m["outputs"] = outputs;
+  }
   if (model.input_shape().size() == 1) {
     // A tabular model's dense features (with or without tables), any values.
     m["input"] = {{"name", "dense"},

@@ -70,12 +70,31 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
                                                      std::vector<std::unique_ptr<Layer>> layers,
                                                      std::vector<std::vector<int>> inputs,
                                                      Head head, RegressionLossOptions regression) {
+  ModelHead only;
+  only.kind = head;
+  only.num_classes = num_classes;
+  only.regression = regression;
+  return Build(std::move(name), std::move(input_shape), {only}, std::move(layers),
+               std::move(inputs));
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::CreateWithHeads(
+    std::string name, Shape input_shape, std::vector<ModelHead> heads,
+    std::vector<std::unique_ptr<Layer>> layers, std::vector<std::vector<int>> inputs) {
+  if (heads.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", name, " has no head"));
+  }
+  return Build(std::move(name), std::move(input_shape), std::move(heads), std::move(layers),
+               std::move(inputs));
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Build(std::string name, Shape input_shape,
+                                                    std::vector<ModelHead> heads,
+                                                    std::vector<std::unique_ptr<Layer>> layers,
+                                                    std::vector<std::vector<int>> inputs) {
   std::unique_ptr<Model> model(new Model);
   model->name_ = std::move(name);
   model->input_shape_ = input_shape;
-  model->num_classes_ = num_classes;
-  model->head_ = head;
-  model->regression_ = regression;
   if (inputs.empty()) {
     for (size_t i = 0; i < layers.size(); ++i) inputs.push_back({static_cast<int>(i)});
   }
@@ -173,32 +192,71 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
     shapes.push_back(*out);
     if (in != std::vector<int>{static_cast<int>(i)}) model->chain_ = false;
   }
-  for (size_t a = 1; a < layers.size(); ++a) {
+  const int last = static_cast<int>(layers.size());
+  std::vector<bool> head_at(layers.size() + 1, false);
+  for (ModelHead& head : heads) {
+    const std::string what =
+        head.name.empty() ? std::string("a") : absl::StrCat("head ", head.name, ": a");
+    if (head.activation < 0) head.activation = last;
+    if (head.activation < 1 || head.activation > last) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": head ", head.name,
+                                                     " takes activation ", head.activation,
+                                                     ", which is no layer's output"));
+    }
+    if (head_at[head.activation]) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_,
+                                                     ": two heads take the output of layer ",
+                                                     layers[head.activation - 1]->name()));
+    }
+    head_at[head.activation] = true;
+    ++uses[head.activation];
+    if (head.kind == Head::kBinary && head.num_classes != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": ", what,
+                                                     " binary head has 2 classes, not ",
+                                                     head.num_classes));
+    }
+    if (head.kind == Head::kRegression && head.num_classes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": ", what,
+                                                     " regression head has no classes, not ",
+                                                     head.num_classes));
+    }
+    if (head.kind == Head::kSoftmax && head.num_classes < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", model->name_, ": ", what, " softmax head has classes, not ", head.num_classes));
+    }
+    const RegressionLossOptions& regression = head.regression;
+    if (head.kind == Head::kRegression && regression.loss == RegressionLoss::kHuber &&
+        !(regression.huber_delta > 0 && std::isfinite(regression.huber_delta))) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": huber_delta ",
+                                                     regression.huber_delta,
+                                                     " is not a positive number"));
+    }
+    if (!(head.weight > 0 && std::isfinite(head.weight))) {
+      return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": head ", head.name,
+                                                     " has weight ", head.weight,
+                                                     ", not a positive number"));
+    }
+    if (shapes[head.activation] != Shape{head.num_logits()}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", model->name_, ": output shape ", ShapeToString(shapes[head.activation]),
+          head.name.empty() ? "" : absl::StrCat(" of layer ", layers[head.activation - 1]->name()),
+          " is not [", head.num_logits(), "] logits",
+          head.name.empty() ? "" : absl::StrCat(" (head ", head.name, ")")));
+    }
+    model->head_offsets_.push_back(model->num_logits_);
+    model->num_logits_ += head.num_logits();
+  }
+  for (size_t a = 1; a <= layers.size(); ++a) {
     if (uses[a] == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("model ", model->name_, ": the output of layer ", layers[a - 1]->name(),
-                       " is not taken by any later layer"));
+                       " is not taken by any later layer", heads.size() > 1 ? " or head" : ""));
     }
   }
-  if (head == Head::kBinary && num_classes != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model ", model->name_, ": a binary head has 2 classes, not ", num_classes));
-  }
-  if (head == Head::kRegression && num_classes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model ", model->name_, ": a regression head has no classes, not ", num_classes));
-  }
-  if (head == Head::kRegression && regression.loss == RegressionLoss::kHuber &&
-      !(regression.huber_delta > 0 && std::isfinite(regression.huber_delta))) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": huber_delta ",
-                                                   regression.huber_delta,
-                                                   " is not a positive number"));
-  }
-  if (shapes.back() != Shape{model->num_logits()}) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", model->name_, ": output shape ",
-                                                   ShapeToString(shapes.back()), " is not [",
-                                                   model->num_logits(), "] logits"));
-  }
+  // Several heads seed the gradients of several activations: a graph's
+  // backward pass.
+  if (heads.size() > 1) model->chain_ = false;
+  model->heads_ = std::move(heads);
   model->layers_ = std::move(layers);
   model->inputs_ = std::move(inputs);
   model->act_mask_ = std::move(act_mask);
@@ -264,6 +322,17 @@ void Model::Forward(const float* params, const float* state, const float* images
     ZeroPadding(i + 1, &acts_[i + 1]);
     if (profiling_) timings_[i].forward_secs += SecondsSince(start);
   }
+  if (multi_head()) {
+    outputs_.Resize({batch, num_logits_});
+    for (size_t h = 0; h < heads_.size(); ++h) {
+      const Tensor& out = acts_[heads_[h].activation];
+      const int width = heads_[h].num_logits();
+      for (int64_t b = 0; b < batch; ++b) {
+        std::memcpy(outputs_.data() + b * num_logits_ + head_offsets_[h], out.data() + b * width,
+                    width * sizeof(float));
+      }
+    }
+  }
 }
 
 LossResult Model::TrainStep(const float* params, const float* state, const float* images,
@@ -288,6 +357,7 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
   }
   if (!chain_) {
     act_grads_.resize(acts_.size());
+    act_grad_set_.assign(acts_.size(), false);
     LossResult result = Loss(labels, &act_grads_.back());
     GraphBackward(args, grads_ready);
     return result;
@@ -310,8 +380,7 @@ LossResult Model::TrainStep(const float* params, const float* state, const float
 }
 
 void Model::GraphBackward(BackwardArgs args, const std::function<void(int64_t)>& grads_ready) {
-  act_grad_set_.assign(acts_.size(), false);
-  act_grad_set_.back() = true;
+  // Loss set the heads' activations' gradients (act_grad_set_).
   // Where layer i's gradient for its input activation `a` goes: straight into
   // act_grads_[a] for the first layer to reach it (layers run from the last
   // back), into the scratch tensor to be added for the others; none for the
@@ -432,19 +501,55 @@ LossResult Model::Evaluate(const float* params, const float* state, const float*
 const Tensor& Model::Infer(const float* params, const float* state, const float* images,
                            int64_t batch, const SparseStep* sparse) {
   Forward(params, state, images, batch, /*training=*/false, 0, nullptr, sparse);
-  return acts_.back();
+  return logits();
 }
 
-LossResult Model::Loss(const float* labels, Tensor* dlogits) const {
-  switch (head_) {
+namespace {
+
+LossResult HeadLoss(const ModelHead& head, const Tensor& logits, const float* labels,
+                    Tensor* dlogits) {
+  switch (head.kind) {
     case Head::kBinary:
-      return SigmoidCrossEntropy(acts_.back(), labels, dlogits);
+      return SigmoidCrossEntropy(logits, labels, dlogits);
     case Head::kRegression:
-      return RegressionLossOf(acts_.back(), labels, regression_, dlogits);
+      return RegressionLossOf(logits, labels, head.regression, dlogits);
     case Head::kSoftmax:
       break;
   }
-  return SoftmaxCrossEntropy(acts_.back(), labels, dlogits);
+  return SoftmaxCrossEntropy(logits, labels, dlogits);
+}
+
+}  // namespace
+
+LossResult Model::Loss(const float* labels, Tensor* dlogits) {
+  if (!multi_head()) {
+    LossResult result = HeadLoss(heads_[0], acts_.back(), labels, dlogits);
+    if (!chain_ && dlogits != nullptr) act_grad_set_.back() = true;
+    return result;
+  }
+  const int64_t batch = acts_[0].dim(0);
+  const size_t n = heads_.size();
+  head_losses_.resize(n);
+  head_labels_.resize(batch);
+  LossResult total;
+  for (size_t h = 0; h < n; ++h) {
+    const ModelHead& head = heads_[h];
+    for (int64_t b = 0; b < batch; ++b) head_labels_[b] = labels[b * n + h];
+    Tensor* grad = dlogits != nullptr ? &act_grads_[head.activation] : nullptr;
+    const LossResult r = HeadLoss(head, acts_[head.activation], head_labels_.data(), grad);
+    if (grad != nullptr) {
+      if (head.weight != 1.0f) {
+        for (int64_t k = 0; k < grad->size(); ++k) grad->data()[k] *= head.weight;
+      }
+      act_grad_set_[head.activation] = true;
+    }
+    head_losses_[h] = r;
+    total.loss_sum += head.weight * r.loss_sum;
+  }
+  total.correct = head_losses_[0].correct;
+  total.abs_error_sum = head_losses_[0].abs_error_sum;
+  total.squared_error_sum = head_losses_[0].squared_error_sum;
+  return total;
 }
 
 int64_t Model::ForwardMultiplyAdds() const {

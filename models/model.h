@@ -54,6 +54,25 @@ struct VariableInfo {
 // RegressionLoss (num_classes is 0: it has none).
 enum class Head { kSoftmax, kBinary, kRegression };
 
+// One output of a model and the loss that trains it. A model has one head
+// (its last layer's output) or several (a multi-task model: each the output
+// of a layer of its own, its loss weighted, its label the example's
+// label number `index` in the model's heads).
+struct ModelHead {
+  std::string name;  // "" for a model's single head
+  // The label it is trained on: a CSV column or an Example feature; "" for a
+  // single head ("label" in Examples, the CSV schema's label column).
+  std::string label;
+  Head kind = Head::kSoftmax;
+  int num_classes = 0;  // softmax: its classes; binary: 2; regression: 0
+  // The activation whose values are its logits (layer j's output is j + 1);
+  // -1 when building: the last layer's.
+  int activation = -1;
+  float weight = 1.0f;  // its loss's factor in the model's loss
+  RegressionLossOptions regression;
+  int num_logits() const { return kind == Head::kSoftmax ? num_classes : 1; }
+};
+
 // A feed-forward classifier: a chain or graph of layers ending in logits,
 // trained with its head's loss (Head above: softmax cross-entropy, or
 // sigmoid cross-entropy for a binary head). The model owns no parameter
@@ -87,14 +106,31 @@ class Model {
                                                        std::vector<std::vector<int>> inputs,
                                                        Head head = Head::kSoftmax,
                                                        RegressionLossOptions regression = {});
+  // A model of several heads (or one, at any layer): each head's activation
+  // must have its logits' shape, be no other head's, and every layer's
+  // output be taken by a later layer or a head. Examples then carry a label
+  // per head, in this order (labels [batch, heads().size()]); the model's
+  // loss is the heads' losses weighted, and logits() their logits side by
+  // side, each head's at head_offset().
+  static absl::StatusOr<std::unique_ptr<Model>> CreateWithHeads(
+      std::string name, Shape input_shape, std::vector<ModelHead> heads,
+      std::vector<std::unique_ptr<Layer>> layers, std::vector<std::vector<int>> inputs);
 
   const std::string& name() const { return name_; }
   const Shape& input_shape() const { return input_shape_; }
-  int num_classes() const { return num_classes_; }
-  Head head() const { return head_; }
-  const RegressionLossOptions& regression_loss() const { return regression_; }
-  // Logits per example: num_classes, or 1 for a binary or regression head.
-  int num_logits() const { return head_ == Head::kSoftmax ? num_classes_ : 1; }
+  // The first head's (a multi-task model's other heads are in heads()).
+  int num_classes() const { return heads_[0].num_classes; }
+  Head head() const { return heads_[0].kind; }
+  const RegressionLossOptions& regression_loss() const { return heads_[0].regression; }
+  const std::vector<ModelHead>& heads() const { return heads_; }
+  bool multi_head() const { return heads_.size() > 1; }
+  // Where head h's logits begin in an example's logits.
+  int head_offset(size_t h) const { return head_offsets_[h]; }
+  // Logits per example: every head's (num_classes, or 1 for a binary or
+  // regression head).
+  int num_logits() const { return num_logits_; }
+  // Labels per example: one per head.
+  int num_labels() const { return static_cast<int>(heads_.size()); }
   // The embedding tables of its sparse layers (not in the flat vectors), and
   // the sparse features they read, by name: the columns a batch carries (a
   // cross reads its features' columns; it is not one itself).
@@ -188,14 +224,25 @@ class Model {
   void set_trace(TraceRecorder* trace);
 
   // Logits of the last Evaluate/TrainStep call, [batch, num_logits()].
-  const Tensor& logits() const { return acts_.back(); }
+  const Tensor& logits() const { return multi_head() ? outputs_ : acts_.back(); }
+  // A multi-task model: each head's loss, alone and unweighted, in the last
+  // Evaluate/TrainStep call (LossResult of that call: their weighted sum,
+  // and the first head's correct and errors).
+  const std::vector<LossResult>& head_losses() const { return head_losses_; }
 
  private:
   Model() = default;
   void Forward(const float* params, const float* state, const float* images, int64_t batch,
                bool training, uint64_t seed, float* batch_stats, const SparseStep* sparse,
                const std::function<void(int64_t)>* params_ready = nullptr);
-  LossResult Loss(const float* labels, Tensor* dlogits) const;
+  // The loss of the last forward pass; with `grads`, each head's gradient
+  // goes into act_grads_ at its activation (a chain: into `dlogits`).
+  LossResult Loss(const float* labels, Tensor* dlogits);
+  // Shared by both Create forms.
+  static absl::StatusOr<std::unique_ptr<Model>> Build(std::string name, Shape input_shape,
+                                                      std::vector<ModelHead> heads,
+                                                      std::vector<std::unique_ptr<Layer>> layers,
+                                                      std::vector<std::vector<int>> inputs);
   // Appends `layer`'s tables (and new features) and tells it where they
   // are; a shared table another layer declared already is that one.
   // InvalidArgument for a table name two layers declare unless both share it
@@ -212,9 +259,12 @@ class Model {
 
   std::string name_;
   Shape input_shape_;
-  int num_classes_ = 0;
-  Head head_ = Head::kSoftmax;
-  RegressionLossOptions regression_;
+  std::vector<ModelHead> heads_;
+  std::vector<int> head_offsets_;
+  int num_logits_ = 0;
+  std::vector<LossResult> head_losses_;
+  std::vector<float> head_labels_;  // one head's labels, gathered from [batch, heads]
+  Tensor outputs_;                  // a multi-task model's logits, side by side
   std::vector<SparseTableInfo> sparse_tables_;
   std::vector<std::string> sparse_features_;
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -207,9 +207,10 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
   const bool binary = spec.head == "binary";
   const bool regression = spec.head == "regression";
   const bool softmax = spec.head == "softmax";
+  const bool multi = !spec.heads.empty();
   if ((spec.input.size() != 3 && spec.input.size() != 1) || spec.layers.empty() ||
-      (!binary && !regression && !softmax) || (softmax && spec.classes < 2) ||
-      (binary && spec.classes != 2) || (regression && spec.classes != 0)) {
+      (!multi && ((!binary && !regression && !softmax) || (softmax && spec.classes < 2) ||
+                  (binary && spec.classes != 2) || (regression && spec.classes != 0)))) {
     return absl::InvalidArgumentError(
         absl::StrCat(where,
                      ": a model spec has input [h, w, c] or [n], classes (2 with head: binary, "
@@ -292,6 +293,51 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
     }
     activation_of[l.name] = static_cast<int>(shapes.size()) - 1;
   }
+  InputPreprocessing input;
+  input.crop_padding = spec.crop_padding;
+  input.random_flip = spec.random_flip;
+  input.per_image_standardization = spec.per_image_standardization;
+  if (multi) {
+    std::vector<ModelHead> heads;
+    for (const HeadSpec& h : spec.heads) {
+      ModelHead head;
+      head.name = h.name;
+      head.label = h.label;
+      head.kind = h.kind == "binary"       ? Head::kBinary
+                  : h.kind == "regression" ? Head::kRegression
+                                           : Head::kSoftmax;
+      head.num_classes = h.classes;
+      head.weight = h.weight;
+      head.regression.loss = h.loss == "mae"     ? RegressionLoss::kMae
+                             : h.loss == "huber" ? RegressionLoss::kHuber
+                                                 : RegressionLoss::kMse;
+      head.regression.huber_delta = h.huber_delta;
+      auto it = activation_of.find(h.input);
+      if (it == activation_of.end() || it->second == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": head ", h.name, " (line ", h.line,
+                                                       ") takes ", h.input,
+                                                       ", which is no layer's name"));
+      }
+      head.activation = it->second;
+      const Shape want{head.num_logits()};
+      if (shapes[head.activation] != want) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": head ", h.name, " (", h.kind, ", line ", h.line, ") takes layer ", h.input,
+            ", which gives ", ShapeToString(shapes[head.activation]), "; a ", h.kind,
+            " head takes ", ShapeToString(want),
+            ": give it a layer dense: {units: ", head.num_logits(), "}"));
+      }
+      heads.push_back(std::move(head));
+    }
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::CreateWithHeads(
+        spec.name.empty() ? "model" : spec.name, Shape(spec.input.begin(), spec.input.end()),
+        std::move(heads), std::move(layers), std::move(inputs));
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
+    }
+    (*model)->set_input_preprocessing(input);
+    return model;
+  }
   const Shape& shape = shapes.back();
   if ((binary || regression) && shape != Shape{1}) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -312,10 +358,6 @@ absl::StatusOr<std::unique_ptr<Model>> BuildModelFromSpec(const ModelSpec& writt
   if (!model.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", model.status().message()));
   }
-  InputPreprocessing input;
-  input.crop_padding = spec.crop_padding;
-  input.random_flip = spec.random_flip;
-  input.per_image_standardization = spec.per_image_standardization;
   (*model)->set_input_preprocessing(input);
   return model;
 }

@@ -48,7 +48,8 @@ bool SameVariables(const Model& a, const Model& b) {
     }
   }
   if (a.sparse_tables().size() != b.sparse_tables().size() ||
-      a.sparse_features() != b.sparse_features() || a.head() != b.head()) {
+      a.sparse_features() != b.sparse_features() || a.head() != b.head() ||
+      a.heads().size() != b.heads().size()) {
     return false;
   }
   for (size_t i = 0; i < a.sparse_tables().size(); ++i) {
@@ -82,6 +83,42 @@ Activation AddInput(GraphBuilder& b, const Model& model, onnx::GraphProto* graph
       b.Node("Transpose", kOnnxInputTransposeName, {images}, /*exact=*/true);
   SetInts(transpose, "perm", {0, 3, 1, 2});
   return Activation{transpose->output(0), shape};
+}
+
+// A multi-task model's outputs: one per head, named as the head, as
+// pstrain-serve answers: a binary head's sigmoid(z) [N], a regression head's
+// value [N], a softmax head's probabilities [N, classes].
+absl::Status AddHeads(GraphBuilder& b, const Model& model, const ModelSpec& spec,
+                      const std::map<std::string, Activation>& outputs, onnx::GraphProto* graph) {
+  if (spec.heads.size() != model.heads().size()) {
+    return absl::InvalidArgumentError(absl::StrCat("ONNX export of ", model.name(),
+                                                   ": its spec has ", spec.heads.size(),
+                                                   " heads, the model ", model.heads().size()));
+  }
+  for (size_t h = 0; h < model.heads().size(); ++h) {
+    const ModelHead& head = model.heads()[h];
+    const auto it = outputs.find(spec.heads[h].input);
+    if (it == outputs.end() || it->second.shape != Shape{head.num_logits()}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ONNX export of ", model.name(), ": head ", head.name, " takes layer ",
+                       spec.heads[h].input, ", which gives no logits of its shape"));
+    }
+    const Activation& logits = it->second;
+    if (head.kind == Head::kSoftmax) {
+      onnx::NodeProto* softmax = b.Node("Softmax", head.name, {logits.tensor}, /*exact=*/true);
+      SetInt(softmax, "axis", 1);
+      SetTensorType(graph->add_output(), head.name, onnx::TensorProto::FLOAT,
+                    {-1, head.num_classes});
+      continue;
+    }
+    std::string values = logits.tensor;
+    if (head.kind == Head::kBinary) {
+      values = b.Node("Sigmoid", head.name + "/logistic", {logits.tensor})->output(0);
+    }
+    b.Node("Squeeze", head.name, {values, b.Int64Constant("axis_1", {1})}, /*exact=*/true);
+    SetTensorType(graph->add_output(), head.name, onnx::TensorProto::FLOAT, {-1});
+  }
+  return absl::OkStatus();
 }
 
 // The outputs on the logits: softmax's probabilities and ArgMax classes, or
@@ -219,6 +256,7 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
     outputs[l.name] = previous;
   }
   PSTRAIN_RETURN_IF_ERROR(sparse.CheckEveryTableUsed());
+  if (model.multi_head()) return AddHeads(b, model, spec, outputs, graph);
   if (previous.shape != Shape{model.num_logits()}) {
     return absl::InvalidArgumentError(
         absl::StrCat("ONNX export of ", model.name(), ": its spec ends in ",
@@ -254,6 +292,16 @@ absl::Status CheckNames(const Model& model) {
   }
   if (model.head() == Head::kBinary) taken.insert(kOnnxLogisticName);
   if (model.head() == Head::kRegression) taken.insert(kOnnxPredictionsName);
+  if (model.multi_head()) {
+    for (const ModelHead& h : model.heads()) {
+      if (!taken.insert(h.name).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("ONNX export of ", model.name(), ": head ", h.name,
+                         " would have the name of another of the graph's inputs, outputs or "
+                         "initializers; rename the head"));
+      }
+    }
+  }
   for (const VariableInfo& v : model.variables()) taken.insert(v.name);
   std::vector<std::string> names;
   for (const SparseTableInfo& t : model.sparse_tables()) names.push_back(t.name);
@@ -375,8 +423,10 @@ absl::StatusOr<std::string> ModelToOnnx(const Model& model, absl::Span<const flo
       "pstrain model ", model.name(), ": ",
       model.input_shape().size() == 3 ? "images [N, H, W, C] in [0, 1]"
                                       : "dense features [N, n] and sparse id features [N, L]",
-      model.head() == Head::kRegression ? " -> predictions" : " -> probabilities, classes",
-      model.head() == Head::kBinary ? ", logistic" : ""));
+      model.multi_head()                  ? " -> an output per head, named as the head"
+      : model.head() == Head::kRegression ? " -> predictions"
+                                          : " -> probabilities, classes",
+      model.head() == Head::kBinary && !model.multi_head() ? ", logistic" : ""));
   PSTRAIN_RETURN_IF_ERROR(BuildGraph(model, spec, params, state, tables, proto.mutable_graph()));
   onnx::StringStringEntryProto* spec_entry = proto.add_metadata_props();
   spec_entry->set_key(kOnnxSpecKey);

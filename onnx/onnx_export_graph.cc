@@ -23,6 +23,10 @@ GraphBuilder::GraphBuilder(const Model& model, absl::Span<const float> params,
   if (input.size() == 1 && input[0] > 0) reserved_.insert(kOnnxDenseInputName);
   if (model.head() == Head::kBinary) reserved_.insert(kOnnxLogisticName);
   if (model.head() == Head::kRegression) reserved_.insert(kOnnxPredictionsName);
+  // A multi-task model's outputs are its heads' names.
+  if (model.multi_head()) {
+    for (const ModelHead& h : model.heads()) reserved_.insert(h.name);
+  }
   for (const SparseTableInfo& t : model.sparse_tables()) reserved_.insert(t.name);
   for (const std::string& f : model.sparse_features()) reserved_.insert(f);
 }

@@ -292,6 +292,33 @@ class Checkpoint {
 
 py::dict PredictionArrays(const std::vector<Prediction>& predictions, int classes) {
   const auto n = static_cast<py::ssize_t>(predictions.size());
+  if (n > 0 && !predictions.front().heads.empty()) {
+    // A multi-task model: an array per head, by its name: a binary head's
+    // probabilities, a regression head's values, a softmax head's
+    // probabilities [n, classes].
+    py::dict out;
+    for (size_t h = 0; h < predictions.front().heads.size(); ++h) {
+      const Prediction& first = predictions.front().heads[h];
+      if (first.binary || first.regression) {
+        py::array_t<float> values(n);
+        for (py::ssize_t i = 0; i < n; ++i) {
+          const Prediction& p = predictions[i].heads[h];
+          values.mutable_at(i) = p.binary ? p.logistic : p.value;
+        }
+        out[py::str(first.name)] = values;
+        continue;
+      }
+      const auto k = static_cast<py::ssize_t>(first.probabilities.size());
+      py::array_t<float> probabilities({n, k});
+      for (py::ssize_t i = 0; i < n; ++i) {
+        for (py::ssize_t j = 0; j < k; ++j) {
+          probabilities.mutable_at(i, j) = predictions[i].heads[h].probabilities[j];
+        }
+      }
+      out[py::str(first.name)] = probabilities;
+    }
+    return out;
+  }
   if (n > 0 && predictions.front().regression) {
     // A regression head: its values, as TF Serving's "predictions" of a
     // model of one output.

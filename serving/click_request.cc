@@ -97,7 +97,10 @@ absl::Status ParseRawRow(const nlohmann::json& instance, const ClickInputs& inpu
     const std::string at = absl::StrCat(where, where.empty() ? "" : ".", key);
     const auto it = std::find(columns.begin(), columns.end(), key);
     if (it == columns.end()) {
-      if (key == schema.label) continue;  // a whole CSV row, its label too
+      // A whole CSV row, its labels too.
+      if (std::find(schema.labels.begin(), schema.labels.end(), key) != schema.labels.end()) {
+        continue;
+      }
       return BadField(
           at, absl::StrCat("the model has no column \"", key, "\"; its CSV schema reads ",
                            absl::StrJoin(columns, ", "), " (send ids as lists for the id form)"));

@@ -31,6 +31,21 @@ HttpAnswer Ok(const nlohmann::json& body) { return {200, Dump(body)}; }
 
 nlohmann::json Dim(int64_t size) { return {{"size", std::to_string(size)}, {"name", ""}}; }
 
+// A multi-task model's signature outputs: one per head, by its name (a
+// binary head's probability, a regression head's value: [-1]; a softmax
+// head's probabilities [-1, classes]).
+nlohmann::json HeadOutputs(const std::vector<ModelHead>& heads) {
+  nlohmann::json outputs = nlohmann::json::object();
+  for (const ModelHead& h : heads) {
+    nlohmann::json dims = nlohmann::json::array({Dim(-1)});
+    if (h.kind == Head::kSoftmax) dims.push_back(Dim(h.num_classes));
+    outputs[h.name] = {{"dtype", "DT_FLOAT"},
+                       {"tensor_shape", {{"dim", dims}, {"unknown_rank", false}}},
+                       {"name", h.name}};
+  }
+  return outputs;
+}
+
 // The parsed parts of /v1/models/<name>[/versions/<v>][/metadata][:predict].
 struct ParsedRoute {
   std::string name, version;
@@ -244,7 +259,8 @@ HttpAnswer ModelServer::Metadata(const std::string& version) {
     }
   }
   nlohmann::json outputs =
-      p->is_regression()
+      !p->heads().empty() ? HeadOutputs(p->heads())
+      : p->is_regression()
           ? nlohmann::json{{"predictions",
                             {{"dtype", "DT_FLOAT"},
                              {"tensor_shape", {{"dim", {Dim(-1)}}, {"unknown_rank", false}}},

@@ -71,6 +71,24 @@ void Print(const pstrain::Predictor& model, const std::vector<pstrain::Predictio
     for (const pstrain::Prediction& p : predictions)
       out["predictions"].push_back(PredictionJson(p));
     std::printf("%s\n", out.dump().c_str());
+  } else if (!predictions.empty() && !predictions.front().heads.empty()) {
+    // A multi-task model: a column per head (a binary head's probability, a
+    // regression head's value, a softmax head's class).
+    std::string header;
+    for (const pstrain::Prediction& h : predictions.front().heads) {
+      absl::StrAppend(&header, header.empty() ? "" : "  ", h.name);
+    }
+    std::printf("%s\n", header.c_str());
+    for (const pstrain::Prediction& p : predictions) {
+      std::string row;
+      for (const pstrain::Prediction& h : p.heads) {
+        absl::StrAppend(&row, row.empty() ? "" : "  ",
+                        h.regression ? absl::StrFormat("%g", h.value)
+                        : h.binary   ? absl::StrFormat("%.6g", h.logistic)
+                                     : absl::StrCat(h.classes));
+      }
+      std::printf("%s\n", row.c_str());
+    }
   } else if (model.is_regression()) {
     std::printf("PREDICTIONS\n");
     for (const pstrain::Prediction& p : predictions) std::printf("%g\n", p.value);

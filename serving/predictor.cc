@@ -135,6 +135,13 @@ absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int
 }
 
 nlohmann::json PredictionJson(const Prediction& p) {
+  if (!p.heads.empty()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const Prediction& h : p.heads) {
+      j[h.name] = h.binary ? nlohmann::json(h.logistic) : PredictionJson(h);
+    }
+    return j;
+  }
   // A regression head's prediction is its number, as TF Serving answers a
   // model of one output.
   if (p.regression) return p.value;
@@ -144,6 +151,18 @@ nlohmann::json PredictionJson(const Prediction& p) {
 }
 
 nlohmann::json PredictionColumns(const std::vector<Prediction>& predictions) {
+  if (!predictions.empty() && !predictions.front().heads.empty()) {
+    nlohmann::json outputs = nlohmann::json::object();
+    for (size_t h = 0; h < predictions.front().heads.size(); ++h) {
+      nlohmann::json values = nlohmann::json::array();
+      for (const Prediction& p : predictions) {
+        const Prediction& head = p.heads[h];
+        values.push_back(head.binary ? nlohmann::json(head.logistic) : PredictionJson(head));
+      }
+      outputs[predictions.front().heads[h].name] = std::move(values);
+    }
+    return outputs;
+  }
   if (!predictions.empty() && predictions.front().regression) {
     nlohmann::json values = nlohmann::json::array();
     for (const Prediction& p : predictions) values.push_back(p.value);
@@ -219,6 +238,12 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Load(Env* env, const std::
   }
   predictor->binary_ = m.head() == Head::kBinary;
   predictor->regression_ = m.head() == Head::kRegression;
+  if (m.multi_head()) {
+    predictor->heads_ = m.heads();
+    for (size_t h = 0; h < m.heads().size(); ++h) {
+      predictor->head_offsets_.push_back(m.head_offset(h));
+    }
+  }
   predictor->click_inputs_.features = m.sparse_features();
   predictor->tabular_ = m.input_shape().size() == 1;
   if (predictor->tabular_) predictor->click_inputs_.num_dense = NumElements(m.input_shape());
@@ -383,8 +408,48 @@ absl::StatusOr<std::vector<Prediction>> Predictor::PredictClicks(const ClickRequ
   return predictions;
 }
 
+namespace {
+
+// One head's prediction from its logits `z` (`classes` of a softmax head).
+Prediction HeadPrediction(Head kind, const float* z, int classes) {
+  Prediction out;
+  if (kind == Head::kRegression) {
+    out.regression = true;
+    out.value = z[0];
+  } else if (kind == Head::kBinary) {
+    const float p =
+        z[0] >= 0 ? 1.0f / (1.0f + std::exp(-z[0])) : std::exp(z[0]) / (1.0f + std::exp(z[0]));
+    out.binary = true;
+    out.logistic = p;
+    out.probabilities = {1.0f - p, p};
+    out.classes = p > 0.5f ? 1 : 0;
+  } else {
+    const float top = *std::max_element(z, z + classes);
+    out.probabilities.resize(classes);
+    double sum = 0.0;
+    for (int j = 0; j < classes; ++j) sum += out.probabilities[j] = std::exp(z[j] - top);
+    for (float& q : out.probabilities) q = static_cast<float>(q / sum);
+    out.classes = std::max_element(z, z + classes) - z;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Prediction> Predictor::ToPredictions(const Tensor& logits, int64_t n) const {
   std::vector<Prediction> predictions(n);
+  if (!heads_.empty()) {
+    const int64_t width = logits.size() / std::max<int64_t>(n, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t h = 0; h < heads_.size(); ++h) {
+        Prediction head = HeadPrediction(
+            heads_[h].kind, logits.data() + i * width + head_offsets_[h], heads_[h].num_classes);
+        head.name = heads_[h].name;
+        predictions[i].heads.push_back(std::move(head));
+      }
+    }
+    return predictions;
+  }
   if (regression_) {
     for (int64_t i = 0; i < n; ++i) {
       predictions[i].regression = true;

@@ -30,6 +30,10 @@ struct Prediction {
   // probabilities are empty then).
   bool regression = false;
   float value = 0.0f;
+  // A multi-task model's: each head's prediction, in its order, named
+  // (the fields above are then unset).
+  std::string name;
+  std::vector<Prediction> heads;
 };
 
 // An exported model loaded to answer predictions. Thread-safe: one forward
@@ -61,6 +65,9 @@ class Predictor {
   // A regression head: each prediction is a value (Prediction::regression).
   bool is_regression() const { return regression_; }
   const ClickInputs& click_inputs() const { return click_inputs_; }
+  // A multi-task model's heads (empty for a model of one): each answers by
+  // its name (Prediction::heads).
+  const std::vector<ModelHead>& heads() const { return heads_; }
 
   // Predictions for a click model's instances. An id the training never
   // touched reads as a row of zeros (it was never trained; its initializer
@@ -102,8 +109,10 @@ class Predictor {
   // A tabular model (input [n]: a click model, or one of dense features
   // alone): its instances are dense and sparse features (ClickRequest).
   bool tabular_ = false;
-  bool binary_ = false;      // a binary head: one logit
-  bool regression_ = false;  // a regression head: one value
+  bool binary_ = false;           // a binary head: one logit
+  bool regression_ = false;       // a regression head: one value
+  std::vector<ModelHead> heads_;  // a multi-task model's; empty for one head
+  std::vector<int> head_offsets_;
   ClickInputs click_inputs_;
   std::vector<Table> tables_;  // per model table; empty for a model without (mu_ for deltas)
   std::vector<int64_t> table_buckets_;  // per table: its buckets (0: dynamic)
@@ -119,13 +128,17 @@ absl::Status ParseInstance(const nlohmann::json& instance, const std::vector<int
                            float* out);
 
 // {"classes": k, "probabilities": [...]} (and "logistic": [p] for a binary
-// head); a regression head's value as a bare number.
+// head); a regression head's value as a bare number. A multi-task model's:
+// an object of its heads by name, as TensorFlow Serving answers a signature
+// of several outputs: {"delayed": 0.31, "delay": 12.4}, a binary head's
+// probability and a regression head's value as numbers, a softmax head's
+// {"classes": k, "probabilities": [...]}.
 nlohmann::json PredictionJson(const Prediction& p);
 
 // The columnar form of `predictions` (the "outputs" of a request in
 // TensorFlow Serving's columnar form): {"classes": [...], "probabilities":
 // [...]} with "logistic" for a binary head; {"predictions": [...]} for a
-// regression head.
+// regression head; for a multi-task model each head's values by its name.
 nlohmann::json PredictionColumns(const std::vector<Prediction>& predictions);
 
 }  // namespace pstrain

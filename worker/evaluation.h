@@ -22,6 +22,20 @@ class EvalInput;  // input/eval_input.h
 // from 0 to 1 (TensorBoard's pr_curve summaries take 200 by default).
 inline constexpr int kPrCurveThresholds = 201;
 
+// One head's metrics in a multi-task model's evaluation: as EvalMetrics
+// says for a model of that head alone (loss: its own, unweighted).
+struct HeadMetrics {
+  std::string name;
+  bool binary = false;
+  bool regression = false;
+  double accuracy = 0.0;
+  double loss = 0.0;
+  double auc = 0.0;
+  std::vector<float> pr_curve;
+  double mae = 0.0;
+  double rmse = 0.0;
+};
+
 // Loss and accuracy of a model over a whole dataset.
 struct EvalMetrics {
   int64_t global_step = 0;
@@ -41,6 +55,9 @@ struct EvalMetrics {
   bool regression = false;
   double mae = 0.0;
   double rmse = 0.0;
+  // A multi-task model: each head's metrics, in its order; loss above is
+  // the model's (the heads' weighted sum), the rest the first head's.
+  std::vector<HeadMetrics> heads;
 };
 
 // Evaluation of `view`'s parameters on examples given a part at a time (a
@@ -65,12 +82,17 @@ class Evaluator {
   std::vector<float> labels_;
   SparseBatch sparse_batch_;
   SparseStep sparse_step_;
-  std::vector<float> scores_;  // binary: every example's logit, for the AUC
-  std::vector<float> label_values_;
-  double loss_sum_ = 0.0;
-  int64_t correct_ = 0;
-  double abs_error_sum_ = 0.0;
-  double squared_error_sum_ = 0.0;
+  // Per head (one for a single-head model).
+  struct HeadSums {
+    std::vector<float> scores;  // binary: every example's logit, for the AUC
+    std::vector<float> labels;
+    double loss_sum = 0.0;
+    int64_t correct = 0;
+    double abs_error_sum = 0.0;
+    double squared_error_sum = 0.0;
+  };
+  std::vector<HeadSums> sums_;
+  double loss_sum_ = 0.0;  // the model's
 };
 
 // Evaluates `view`'s parameters on every example of `data` in batches of
@@ -91,6 +113,9 @@ absl::StatusOr<EvalMetrics> EvaluateInput(Model* model, const ParameterView& vie
 // "Saving dict for global step N: accuracy = A, global_step = N, loss = L",
 // with "auc = U" after the accuracy for a binary head; for a regression head
 // "Saving dict for global step N: loss = L, mae = M, rmse = R, global_step = N".
+// A multi-task model's line has every head's metrics prefixed by its name
+// ("delayed/auc = U"), in key order as TensorFlow sorts them, then
+// global_step and the model's loss.
 std::string FormatEvalLine(const EvalMetrics& metrics);
 
 }  // namespace pstrain

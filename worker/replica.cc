@@ -37,6 +37,12 @@ std::function<void(int64_t, const InputRates&)> InputSummaries(Env* env, const s
 std::unique_ptr<ProgressiveValidation> ProgressiveValidationOf(const TrainingSpec& t,
                                                                const Model& model) {
   if (!t.progressive_validation) return nullptr;
+  if (model.multi_head()) {
+    // Its window keeps one logit and label per example.
+    LOG(WARNING) << "progressive_validation is for models of one head; model " << model.name()
+                 << " has " << model.heads().size() << ": its periodic evaluations report each";
+    return nullptr;
+  }
   return std::make_unique<ProgressiveValidation>(
       t.progressive_window, model.head() == Head::kRegression ? 0 : model.num_logits());
 }

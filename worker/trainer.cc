@@ -35,7 +35,7 @@ absl::StatusOr<int64_t> Trainer::Run() {
   using Clock = std::chrono::steady_clock;
   const int64_t batch = batches_->batch_size();
   images_.resize(static_cast<size_t>(batch) * NumElements(model_->input_shape()));
-  labels_.resize(batch);
+  labels_.resize(static_cast<size_t>(batch) * model_->num_labels());
   grads_.resize(model_->num_params());
   batch_stats_.resize(model_->num_state());
   const bool sparse = model_->has_sparse();

@@ -73,6 +73,7 @@
 // in csv_parser.cc (CsvParser), and the text rules both follow (fields and
 // quotes, numbers, transforms) are csv_format.cc's.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -129,7 +130,9 @@ int64_t BucketOf(const std::vector<double>& boundaries, double x);
 
 struct CsvSchema {
   char delimiter = ',';
-  std::string label;
+  // The label columns: one (`label: clicked`), or one per head of a
+  // multi-task model, in its heads' order (`labels: [delayed, delay]`).
+  std::vector<std::string> labels;
   std::vector<CsvNumericColumn> numeric;
   std::vector<CsvCategoricalColumn> categorical;
   CsvMissing missing = CsvMissing::kError;
@@ -150,8 +153,8 @@ absl::StatusOr<CsvSchema> LoadCsvSchema(Env* env, const std::string& path);
 // errors.
 absl::StatusOr<CsvSchema> ParseCsvSchemaText(const std::string& text, const std::string& path);
 
-// InvalidArgument for a schema that no file can satisfy: an empty or repeated
-// column name (the label counts; a bucketized column may share a numeric
+// InvalidArgument for a schema that no file can satisfy: no label, an empty
+// or repeated column name (the labels count; a bucketized column may share a numeric
 // one's), hash_buckets < 1 or with bucketize, boundaries that are not finite
 // and strictly increasing, a separator on a bucketized column, a standardize std that is
 // not > 0 or a mean that is not finite, a default that is not finite (or
@@ -216,11 +219,21 @@ class CsvParser {
   static absl::StatusOr<CsvParser> Create(const CsvSchema& schema, std::string_view header_line,
                                           const std::string& file,
                                           CsvLabel label = CsvLabel::kClassId);
+  // With a kind per label column of the schema (a multi-task model's heads:
+  // class ids for some, values for others); InvalidArgument when their
+  // counts differ.
+  static absl::StatusOr<CsvParser> Create(const CsvSchema& schema, std::string_view header_line,
+                                          const std::string& file,
+                                          const std::vector<CsvLabel>& labels);
   // The same for a header already split into its columns' names.
   static absl::StatusOr<CsvParser> CreateForColumns(const CsvSchema& schema,
                                                     std::vector<std::string> header,
                                                     const std::string& file,
                                                     CsvLabel label = CsvLabel::kClassId);
+  static absl::StatusOr<CsvParser> CreateForColumns(const CsvSchema& schema,
+                                                    std::vector<std::string> header,
+                                                    const std::string& file,
+                                                    const std::vector<CsvLabel>& labels);
 
   // Parses one record (a line, or lines joined as CsvRecordComplete says;
   // a trailing '\r' is dropped) and appends its example, or nothing for a
@@ -255,7 +268,13 @@ class CsvParser {
   const std::string& file() const { return file_; }
 
  private:
-  CsvParser(const CsvSchema& schema, std::string file, int num_fields, CsvLabel label);
+  // `labels`: a kind per label column, or empty: rows without labels.
+  CsvParser(const CsvSchema& schema, std::string file, int num_fields,
+            std::vector<CsvLabel> labels);
+  bool IsLabelField(size_t field) const {
+    return std::find(label_fields_.begin(), label_fields_.end(), static_cast<int>(field)) !=
+           label_fields_.end();
+  }
 
   void Reset();
   // The record in fields_, after its split: its example appended, or the
@@ -273,11 +292,11 @@ class CsvParser {
 
   CsvSchema schema_;
   std::string file_;
-  int num_fields_;  // the header's
-  CsvLabel label_kind_;
-  std::vector<std::string> header_;  // the columns' names, for errors
+  int num_fields_;                     // the header's
+  std::vector<CsvLabel> label_kinds_;  // per label column; empty: none read
+  std::vector<std::string> header_;    // the columns' names, for errors
   // Header positions of the schema's columns.
-  int label_field_ = -1;
+  std::vector<int> label_fields_;
   std::vector<int> numeric_fields_;
   std::vector<int> categorical_fields_;
 
@@ -287,6 +306,7 @@ class CsvParser {
   std::vector<float> dense_row_;
   std::vector<float> missing_dense_;  // per numeric column: its missing value's feature
   std::vector<int64_t> bucket_ids_;   // per categorical column: a bucketized one's id
+  std::vector<float> label_row_;      // the record's labels
   std::string_view record_where_;     // AppendFields' `where`, during its call
 
   Dataset data_;

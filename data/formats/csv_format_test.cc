@@ -59,7 +59,7 @@ CsvCategoricalColumn Categorical(std::string name, int64_t buckets,
 // buckets) and "tags" (1000 buckets, separated by '|').
 CsvSchema Schema(CsvMissing missing = CsvMissing::kError) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric = {Numeric("x"), Numeric("p", CsvTransform::kLog1p)};
   s.categorical = {Categorical("c", 100), Categorical("tags", 1000, '|')};
   s.missing = missing;
@@ -151,7 +151,7 @@ TEST(CsvSchemaTest, ParsesTheYamlForm) {
 )");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->delimiter, ';');
-  EXPECT_EQ(s->label, "clicked");
+  EXPECT_EQ(s->labels, std::vector<std::string>{"clicked"});
   ASSERT_EQ(s->numeric.size(), 3u);
   EXPECT_EQ(s->numeric[0].name, "price");
   EXPECT_EQ(s->numeric[0].transform, CsvTransform::kLog1p);
@@ -376,7 +376,7 @@ TEST(CsvParserTest, TakeReturnsTheExamplesSinceTheLastTake) {
 
 TEST(CsvParserTest, LabelsAreClassIds) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   absl::StatusOr<Dataset> d = Parse(s, "y", "0\n1\n7\n1.0\n 2 \n");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_THAT(d->labels, ElementsAre(0, 1, 7, 1, 2));
@@ -393,7 +393,7 @@ TEST(CsvParserTest, LabelsAreClassIds) {
 // A regression head's labels are numbers, as the numeric columns' are.
 TEST(CsvParserTest, ARegressionHeadsLabelsAreNumbers) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   absl::StatusOr<CsvParser> parser = CsvParser::Create(s, "y", kFile, CsvLabel::kValue);
   ASSERT_TRUE(parser.ok()) << parser.status();
   ASSERT_TRUE(AppendText(&*parser, "0\n-1.5\n12.25\n 3e2 \n7\n").ok());
@@ -412,7 +412,7 @@ TEST(CsvParserTest, ARegressionHeadsLabelsAreNumbers) {
 
 TEST(CsvParserTest, NumbersAreDecimalAndFinite) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric = {Numeric("x")};
   absl::StatusOr<Dataset> d = Parse(s, "y,x", "0,+7\n0,.5\n0, 2e3 \n0,-0.25\n0,1e-30\n");
   ASSERT_TRUE(d.ok()) << d.status();
@@ -453,7 +453,7 @@ TEST(CsvParserTest, ErrorsNameFileLineColumnAndTheBadText) {
 
 TEST(CsvParserTest, Transforms) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric = {Numeric("raw"), Numeric("log", CsvTransform::kLog1p), Standardized("z", 35.0, 12.5)};
   absl::StatusOr<Dataset> d = Parse(s, "y,raw,log,z", "1,3.25,0,60\n0,-3.25,-0.5,10\n");
   ASSERT_TRUE(d.ok()) << d.status();
@@ -474,7 +474,7 @@ TEST(CsvParserTest, Transforms) {
 
 TEST(CsvParserTest, HashesAsTensorFlowsToHashBucketFast) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.categorical = {Categorical("word", 3), Categorical("big", 1 << 30)};
   absl::StatusOr<Dataset> d =
       Parse(s, "y,word,big", "1,Hello,Hello\n1,TensorFlow,x y\n0,2.x,\"\"\"\"\n");
@@ -562,7 +562,7 @@ TEST(CsvBucketizeTest, ErrorsNameTheKeyAndLine) {
 
 TEST(CsvBucketizeTest, CheckRefusesWhatNoFileCanSatisfy) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric = {Numeric("a")};
   CsvCategoricalColumn b;
   b.name = "a";
@@ -601,7 +601,7 @@ TEST(CsvBucketizeTest, IdsAreTensorFlowsBucketize) {
 
 TEST(CsvBucketizeTest, AColumnIsReadAsANumberAndAsItsBucket) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   s.numeric = {Standardized("age", 40, 10)};
   CsvCategoricalColumn b;
   b.name = "age";
@@ -629,7 +629,7 @@ TEST(CsvBucketizeTest, AColumnIsReadAsANumberAndAsItsBucket) {
 
 TEST(CsvBucketizeTest, AValueThatIsNotANumberIsNamedAndNothingIsAppended) {
   CsvSchema s;
-  s.label = "y";
+  s.labels = {"y"};
   CsvCategoricalColumn b;
   b.name = "age";
   b.boundaries = {18, 65};

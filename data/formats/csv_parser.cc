@@ -1,11 +1,13 @@
 // CSV records become tabular examples (data/formats/csv_format.h): CsvParser.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "data/feature_hash.h"
 #include "data/formats/csv_format.h"
@@ -24,8 +26,12 @@ using csv_internal::SplitFields;
 using csv_internal::Sv;
 using csv_internal::Transform;
 
-CsvParser::CsvParser(const CsvSchema& schema, std::string file, int num_fields, CsvLabel label)
-    : schema_(schema), file_(std::move(file)), num_fields_(num_fields), label_kind_(label) {
+CsvParser::CsvParser(const CsvSchema& schema, std::string file, int num_fields,
+                     std::vector<CsvLabel> labels)
+    : schema_(schema),
+      file_(std::move(file)),
+      num_fields_(num_fields),
+      label_kinds_(std::move(labels)) {
   Reset();
 }
 
@@ -33,6 +39,7 @@ void CsvParser::Reset() {
   data_ = Dataset();
   data_.tabular = true;
   data_.num_dense = static_cast<int64_t>(schema_.numeric.size());
+  data_.label_width = std::max<int>(1, static_cast<int>(schema_.labels.size()));
   data_.sparse.resize(schema_.categorical.size());
   for (size_t c = 0; c < schema_.categorical.size(); ++c) {
     data_.sparse[c].name = schema_.categorical[c].name;
@@ -42,6 +49,13 @@ void CsvParser::Reset() {
 
 absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string_view header_line,
                                             const std::string& file, CsvLabel label) {
+  return Create(schema, header_line, file,
+                std::vector<CsvLabel>(std::max<size_t>(1, schema.labels.size()), label));
+}
+
+absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string_view header_line,
+                                            const std::string& file,
+                                            const std::vector<CsvLabel>& labels) {
   PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
   std::string_view line = header_line;
   if (line.substr(0, kByteOrderMark.size()) == kByteOrderMark) {
@@ -57,14 +71,32 @@ absl::StatusOr<CsvParser> CsvParser::Create(const CsvSchema& schema, std::string
         absl::StrCat(file, ":1: the header's column ", bad_field + 1, ": ", problem));
   }
   return CreateForColumns(schema, std::vector<std::string>(fields.begin(), fields.end()), file,
-                          label);
+                          labels);
 }
 
 absl::StatusOr<CsvParser> CsvParser::CreateForColumns(const CsvSchema& schema,
                                                       std::vector<std::string> header,
                                                       const std::string& file, CsvLabel label) {
+  return CreateForColumns(schema, std::move(header), file,
+                          std::vector<CsvLabel>(std::max<size_t>(1, schema.labels.size()), label));
+}
+
+absl::StatusOr<CsvParser> CsvParser::CreateForColumns(const CsvSchema& schema,
+                                                      std::vector<std::string> header,
+                                                      const std::string& file,
+                                                      const std::vector<CsvLabel>& labels) {
   PSTRAIN_RETURN_IF_ERROR(CheckCsvSchema(schema));
-  CsvParser parser(schema, file, static_cast<int>(header.size()), label);
+  const bool none =
+      std::all_of(labels.begin(), labels.end(), [](CsvLabel l) { return l == CsvLabel::kNone; });
+  if (!none && labels.size() != schema.labels.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": the csv schema has ", schema.labels.size(), " label column",
+                     schema.labels.size() == 1 ? "" : "s", " (", absl::StrJoin(schema.labels, ", "),
+                     ") but the model has ", labels.size(), " head", labels.size() == 1 ? "" : "s",
+                     "; give csv.labels one column per head, in the heads' order"));
+  }
+  CsvParser parser(schema, file, static_cast<int>(header.size()),
+                   none ? std::vector<CsvLabel>() : labels);
 
   // The header position of column `name`, read as `what`.
   auto bind = [&](const std::string& name, std::string_view what) -> absl::StatusOr<int> {
@@ -101,8 +133,9 @@ absl::StatusOr<CsvParser> CsvParser::CreateForColumns(const CsvSchema& schema,
                                                    " (", Sv(what),
                                                    "); its columns: ", ColumnList(header), hint));
   };
-  if (label != CsvLabel::kNone) {
-    PSTRAIN_ASSIGN_OR_RETURN(parser.label_field_, bind(schema.label, "the label"));
+  for (size_t l = 0; l < parser.label_kinds_.size(); ++l) {
+    PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(schema.labels[l], "a label"));
+    parser.label_fields_.push_back(field);
   }
   for (const CsvNumericColumn& c : schema.numeric) {
     PSTRAIN_ASSIGN_OR_RETURN(const int field, bind(c.name, "a numeric column of the schema"));
@@ -139,7 +172,7 @@ absl::Status CsvParser::FieldError(int64_t line_number, size_t field, std::strin
 }
 
 absl::Status CsvParser::MissingError(int64_t line_number, size_t field) const {
-  if (static_cast<int>(field) == label_field_) {
+  if (IsLabelField(field)) {
     return absl::InvalidArgumentError(absl::StrCat(
         Where(line_number), ": the label column ", Shown(header_[field]),
         " is empty; every record needs its label (csv.missing: skip drops such records)"));
@@ -199,7 +232,7 @@ absl::Status CsvParser::AppendFields(const std::vector<std::string_view>& fields
   if (s.ok() && size() == before) {
     // Dropped by `missing: skip`: a row to predict has no such way out.
     for (size_t f = 0; f < fields.size(); ++f) {
-      if (fields[f].empty() && static_cast<int>(f) != label_field_) {
+      if (fields[f].empty() && !IsLabelField(f)) {
         record_where_ = where;
         s = MissingError(0, f);
         record_where_ = {};
@@ -213,9 +246,9 @@ absl::Status CsvParser::AppendFields(const std::vector<std::string_view>& fields
 absl::Status CsvParser::AppendRecord(int64_t line_number) {
   // Missing fields: the whole record is dropped or refused before anything
   // of it is parsed.
-  const bool has_label = label_field_ >= 0;
   if (schema_.missing == CsvMissing::kSkip) {
-    bool missing = has_label && fields_[label_field_].empty();
+    bool missing = false;
+    for (int f : label_fields_) missing = missing || fields_[f].empty();
     for (int f : numeric_fields_) missing = missing || fields_[f].empty();
     for (int f : categorical_fields_) missing = missing || fields_[f].empty();
     if (missing) {
@@ -223,7 +256,9 @@ absl::Status CsvParser::AppendRecord(int64_t line_number) {
       return absl::OkStatus();
     }
   }
-  if (has_label && fields_[label_field_].empty()) return MissingError(line_number, label_field_);
+  for (int f : label_fields_) {
+    if (fields_[f].empty()) return MissingError(line_number, f);
+  }
   if (schema_.missing == CsvMissing::kError) {
     for (int f : numeric_fields_) {
       if (fields_[f].empty()) return MissingError(line_number, f);
@@ -233,26 +268,29 @@ absl::Status CsvParser::AppendRecord(int64_t line_number) {
     }
   }
 
-  // The label (0 for rows without one).
-  const std::string_view label_text = has_label ? fields_[label_field_] : std::string_view("0");
-  double label = 0;
-  NumberError label_error = ParseNumber(label_text, &label);
-  if (!has_label) {
-    // Rows to predict.
-  } else if (label_kind_ == CsvLabel::kValue) {
-    if (label_error == NumberError::kNone &&
-        std::abs(label) > static_cast<double>(std::numeric_limits<float>::max())) {
-      label_error = NumberError::kOutOfRange;  // a float label
+  // The labels (0 for rows without them: rows to predict).
+  label_row_.assign(data_.label_width, 0.0f);
+  for (size_t l = 0; l < label_fields_.size(); ++l) {
+    const int field = label_fields_[l];
+    const std::string_view label_text = fields_[field];
+    double label = 0;
+    NumberError label_error = ParseNumber(label_text, &label);
+    if (label_kinds_[l] == CsvLabel::kValue) {
+      if (label_error == NumberError::kNone &&
+          std::abs(label) > static_cast<double>(std::numeric_limits<float>::max())) {
+        label_error = NumberError::kOutOfRange;  // a float label
+      }
+      if (label_error != NumberError::kNone) {
+        return FieldError(
+            line_number, field, label_text,
+            absl::StrCat(NumberProblem(label_error), ": a regression head's label is a number"));
+      }
+    } else if (label_error != NumberError::kNone || label < 0 ||
+               label > std::numeric_limits<int32_t>::max() || label != std::floor(label)) {
+      return FieldError(line_number, field, label_text,
+                        "is not a label: a class id, an integer >= 0 (0 or 1 for a click model)");
     }
-    if (label_error != NumberError::kNone) {
-      return FieldError(
-          line_number, label_field_, label_text,
-          absl::StrCat(NumberProblem(label_error), ": a regression head's label is a number"));
-    }
-  } else if (label_error != NumberError::kNone || label < 0 ||
-             label > std::numeric_limits<int32_t>::max() || label != std::floor(label)) {
-    return FieldError(line_number, label_field_, label_text,
-                      "is not a label: a class id, an integer >= 0 (0 or 1 for a click model)");
+    label_row_[l] = static_cast<float>(label);
   }
 
   // The dense features.
@@ -288,7 +326,7 @@ absl::Status CsvParser::AppendRecord(int64_t line_number) {
   }
 
   // Nothing below fails: the example is appended whole.
-  data_.labels.push_back(static_cast<float>(label));
+  data_.labels.insert(data_.labels.end(), label_row_.begin(), label_row_.end());
   data_.dense.insert(data_.dense.end(), dense_row_.begin(), dense_row_.end());
   for (size_t c = 0; c < categorical_fields_.size(); ++c) {
     const CsvCategoricalColumn& column = schema_.categorical[c];

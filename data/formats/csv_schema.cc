@@ -307,13 +307,43 @@ absl::StatusOr<CsvSchema> ParseSchema(const YAML::Node& node, const Source& sour
         if (key == "delimiter") {
           PSTRAIN_ASSIGN_OR_RETURN(schema.delimiter,
                                    CharOf(source, key_node, value, key_path, "\";\""));
-        } else if (key == "label") {
-          PSTRAIN_ASSIGN_OR_RETURN(schema.label, ScalarOf(source, value, key_path));
-          if (schema.label.empty()) {
-            return ErrorAt(source, At(key_node, value),
-                           absl::StrCat(key_path, " is empty; write the label column's name"));
+        } else if (key == "label" || key == "labels") {
+          if (!schema.labels.empty()) {
+            return ErrorAt(source, key_node,
+                           absl::StrCat(key_path,
+                                        ": give label (one column) or labels (one per head), "
+                                        "not both"));
           }
-          names.push_back({schema.label, key_path, value});
+          if (key == "label") {
+            PSTRAIN_ASSIGN_OR_RETURN(std::string label, ScalarOf(source, value, key_path));
+            if (label.empty()) {
+              return ErrorAt(source, At(key_node, value),
+                             absl::StrCat(key_path, " is empty; write the label column's name"));
+            }
+            names.push_back({label, key_path, value});
+            schema.labels.push_back(std::move(label));
+            return absl::OkStatus();
+          }
+          if (!value.IsSequence() || value.size() == 0) {
+            return ErrorAt(source, At(key_node, value),
+                           absl::StrCat(key_path,
+                                        " is a list of label columns, one per head of the "
+                                        "model: labels: [delayed, delay]"));
+          }
+          return ForEachItem(source, value, key_path,
+                             [&](const YAML::Node& item, const std::string& path) -> absl::Status {
+                               PSTRAIN_ASSIGN_OR_RETURN(std::string label,
+                                                        ScalarOf(source, item, path));
+                               if (label.empty()) {
+                                 return ErrorAt(source, item,
+                                                absl::StrCat(path,
+                                                             " is empty; write a label "
+                                                             "column's name"));
+                               }
+                               names.push_back({label, path, item});
+                               schema.labels.push_back(std::move(label));
+                               return absl::OkStatus();
+                             });
         } else if (key == "numeric") {
           return ForEachItem(source, value, key_path,
                              [&](const YAML::Node& item, const std::string& path) -> absl::Status {
@@ -351,12 +381,13 @@ absl::StatusOr<CsvSchema> ParseSchema(const YAML::Node& node, const Source& sour
           }
         } else {
           return UnknownKey(source, key_node, key_path,
-                            "delimiter, label, numeric, categorical and missing");
+                            "delimiter, label (or labels), numeric, categorical and missing");
         }
         return absl::OkStatus();
       }));
-  if (schema.label.empty()) {
-    return ErrorAt(source, node, "csv needs label: the name of the label column");
+  if (schema.labels.empty()) {
+    return ErrorAt(source, node,
+                   "csv needs label: the name of the label column (or labels: one per head)");
   }
   for (size_t i = 0; i < names.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

@@ -2,6 +2,7 @@
 // satisfy (CheckCsvSchema), and whether a schema's rows are a model's input
 // (CheckCsvSchemaFits). The YAML form is read in csv_schema.cc.
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -26,16 +27,20 @@ absl::Status CheckCsvSchema(const CsvSchema& schema) {
   // Names within each group (a bucketized column may share a numeric one's
   // name: the group of the label and the numeric columns, and the group of
   // the label and the categorical ones, each has every name once).
-  std::vector<std::string> label_and_numeric = {schema.label};
+  if (schema.labels.empty()) {
+    return absl::InvalidArgumentError("csv schema: no label column (label: or labels:)");
+  }
+  std::vector<std::string> label_and_numeric = schema.labels;
   for (const CsvNumericColumn& c : schema.numeric) label_and_numeric.push_back(c.name);
-  std::vector<std::string> label_and_categorical = {schema.label};
+  std::vector<std::string> label_and_categorical = schema.labels;
   std::set<std::string> hashed;
   for (const CsvCategoricalColumn& c : schema.categorical) {
     label_and_categorical.push_back(c.name);
     if (!c.bucketized()) hashed.insert(c.name);
   }
   for (const std::string& name : label_and_numeric) {
-    if (hashed.contains(name) && name != schema.label) {
+    if (hashed.contains(name) &&
+        std::find(schema.labels.begin(), schema.labels.end(), name) == schema.labels.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "csv schema: column ", Shown(name),
           " is read twice (as a numeric and a hashed categorical column); each column is "

@@ -47,19 +47,29 @@ absl::Status ShardedExampleWriter::Close() {
   return CommitFiles(files);
 }
 
-absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i, bool float_label) {
+absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i, bool float_label,
+                                                 const std::vector<std::string>& label_names) {
   tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
-  const float label = data.labels[i];
-  if (float_label) {
-    f["label"].mutable_float_list()->add_value(label);
-  } else if (label >= 0 && label == std::floor(label) && label < 9.2e18f) {
-    f["label"].mutable_int64_list()->add_value(static_cast<int64_t>(label));
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "label ", label, " of example ", i,
-        " is not a class id (a whole number >= 0) to write as an int64; write labels as floats "
-        "(pstrain-data convert --label_type=float)"));
+  if (label_names.size() != static_cast<size_t>(data.label_width)) {
+    return absl::InvalidArgumentError(absl::StrCat("examples of ", data.label_width,
+                                                   " labels, but ", label_names.size(),
+                                                   " label names to write them as"));
+  }
+  for (int l = 0; l < data.label_width; ++l) {
+    const float label = data.labels[i * data.label_width + l];
+    const std::string& name = label_names[l];
+    if (float_label) {
+      f[name].mutable_float_list()->add_value(label);
+    } else if (label >= 0 && label == std::floor(label) && label < 9.2e18f) {
+      f[name].mutable_int64_list()->add_value(static_cast<int64_t>(label));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "label ", label, data.label_width > 1 ? absl::StrCat(" (", name, ")") : "",
+          " of example ", i,
+          " is not a class id (a whole number >= 0) to write as an int64; write labels as "
+          "floats (pstrain-data convert --label_type=float)"));
+    }
   }
   if (data.num_dense > 0) {
     auto* dense = f["dense"].mutable_float_list();

@@ -58,7 +58,8 @@ class ShardedExampleWriter {
 };
 
 // Example `i` of the tabular dataset `data` as a serialized tf.train.Example:
-// "label" (an int64 class id, or with `float_label` a float, a regression
+// its labels under `label_names` (one per label; "label" for a single-head
+// model's), each (an int64 class id, or with `float_label` a float, a regression
 // head's value: one type for all the examples of a file, as
 // tf.io.FixedLenFeature reads one), "dense" (num_dense floats, when there are
 // any) and each sparse column as an int64_list under its name (none for an
@@ -66,7 +67,9 @@ class ShardedExampleWriter {
 // strings' fingerprints are left, which an Example cannot carry as strings)
 // and for an int64 label that is not a whole number >= 0.
 absl::StatusOr<std::string> EncodeTabularExample(const Dataset& data, int64_t i,
-                                                 bool float_label = false);
+                                                 bool float_label = false,
+                                                 const std::vector<std::string>& label_names = {
+                                                     "label"});
 
 // Row `row` of a Criteo batch as a serialized tf.train.Example: "label",
 // "dense" (the 13 counts through CriteoLog1p, as training from the TSV

@@ -61,15 +61,21 @@ std::string FeaturesItHas(const tf::Features& features) {
 }  // namespace
 
 absl::Status CheckTabularFeatures(const TabularFeatures& features) {
-  if (features.num_classes < 2 && features.num_classes != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tabular examples of ", features.num_classes,
-                                                   " classes; 2 or more, or 0 (regression)"));
+  if (features.labels.empty()) return absl::InvalidArgumentError("tabular examples need a label");
+  for (const TabularLabel& label : features.labels) {
+    if (label.num_classes < 2 && label.num_classes != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("tabular examples whose label ", label.name,
+                                                     " has ", label.num_classes,
+                                                     " classes; 2 or more, or 0 (regression)"));
+    }
   }
   if (features.num_dense < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("tabular examples with ", features.num_dense, " dense features"));
   }
-  std::vector<std::string> names = {features.label};
+  std::vector<std::string> names, label_names;
+  for (const TabularLabel& label : features.labels) label_names.push_back(label.name);
+  names = label_names;
   if (features.num_dense > 0) names.push_back(features.dense);
   names.insert(names.end(), features.sparse.begin(), features.sparse.end());
   std::set<std::string> seen;
@@ -77,7 +83,8 @@ absl::Status CheckTabularFeatures(const TabularFeatures& features) {
     if (name.empty()) return absl::InvalidArgumentError("a tabular feature with an empty name");
     if (!seen.insert(name).second) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "feature \"", name, "\" is named twice among the label (\"", features.label,
+          "feature \"", name, "\" is named twice among the label",
+          label_names.size() > 1 ? "s (\"" : " (\"", absl::StrJoin(label_names, "\", \""),
           "\"), the dense feature (\"", features.dense, "\") and the sparse features (",
           absl::StrJoin(features.sparse, ", "), "); each must be its own feature"));
     }
@@ -94,6 +101,7 @@ void TabularExampleParser::Reset() {
   data_ = Dataset();
   data_.tabular = true;
   data_.num_dense = features_.num_dense;
+  data_.label_width = static_cast<int>(features_.labels.size());
   data_.sparse.resize(features_.sparse.size());
   for (size_t c = 0; c < features_.sparse.size(); ++c) {
     data_.sparse[c].name = features_.sparse[c];
@@ -118,7 +126,7 @@ absl::Status TabularExampleParser::AppendRecord(std::string_view record, const s
   const size_t dense = data_.dense.size();
   absl::Status status = Append(example_.features(), where);
   if (!status.ok()) {
-    data_.labels.resize(size);
+    data_.labels.resize(size * data_.label_width);
     data_.dense.resize(dense);
     for (SparseFeatureColumn& column : data_.sparse) {
       column.offsets.resize(size + 1);
@@ -145,7 +153,9 @@ absl::Status TabularExampleParser::ReadFile(Env* env, const std::string& path) {
 }
 
 absl::Status TabularExampleParser::Append(const tf::Features& f, const std::string& where) {
-  PSTRAIN_RETURN_IF_ERROR(AppendLabel(f, where));
+  for (const TabularLabel& label : features_.labels) {
+    PSTRAIN_RETURN_IF_ERROR(AppendLabel(f, label, where));
+  }
   if (features_.num_dense > 0) PSTRAIN_RETURN_IF_ERROR(AppendDense(f, where));
   for (size_t c = 0; c < features_.sparse.size(); ++c) {
     PSTRAIN_RETURN_IF_ERROR(AppendSparse(f, c, where));
@@ -153,9 +163,10 @@ absl::Status TabularExampleParser::Append(const tf::Features& f, const std::stri
   return absl::OkStatus();
 }
 
-absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const std::string& where) {
-  const std::string& name = features_.label;
-  const int classes = features_.num_classes;
+absl::Status TabularExampleParser::AppendLabel(const tf::Features& f, const TabularLabel& label,
+                                               const std::string& where) {
+  const std::string& name = label.name;
+  const int classes = label.num_classes;
   const std::string what =
       absl::StrCat("label feature \"", name, "\" (an int64_list or float_list of one value, ",
                    classes == 0   ? "a regression head's number)"

@@ -61,21 +61,26 @@
 namespace pstrain {
 
 // The features a model reads from each tf.train.Example.
+// A label feature and what it holds: `num_classes` 2 for a click (0 or 1),
+// more for a classifier of tabular or token input (a whole number in [0,
+// num_classes)), 0 for a regression head's label (a finite number).
+struct TabularLabel {
+  std::string name = "label";
+  int num_classes = 2;
+};
+
 struct TabularFeatures {
-  std::string label = "label";
+  // One per head of the model, in its order (Dataset::label_width).
+  std::vector<TabularLabel> labels = {TabularLabel{}};
   // One feature of num_dense values; ignored when num_dense is 0.
   std::string dense = "dense";
   int64_t num_dense = 0;
   // The sparse features, in the order of Dataset::sparse.
   std::vector<std::string> sparse;
-  // The label's classes: 2 for a click (0 or 1), more for a classifier of
-  // tabular or token input (a whole number in [0, num_classes)), 0 for a
-  // regression head's label (a finite number).
-  int num_classes = 2;
 };
 
 // InvalidArgument for `features` that repeat a name or have an empty one, a
-// negative num_dense, or num_classes 1 or negative.
+// negative num_dense, no label, or a label's num_classes 1 or negative.
 absl::Status CheckTabularFeatures(const TabularFeatures& features);
 
 // Turns serialized tf.train.Examples into tabular examples of `features`
@@ -101,7 +106,8 @@ class TabularExampleParser {
  private:
   void Reset();
   absl::Status Append(const tf::Features& f, const std::string& where);
-  absl::Status AppendLabel(const tf::Features& f, const std::string& where);
+  absl::Status AppendLabel(const tf::Features& f, const TabularLabel& label,
+                           const std::string& where);
   absl::Status AppendDense(const tf::Features& f, const std::string& where);
   absl::Status AppendSparse(const tf::Features& f, size_t c, const std::string& where);
 

@@ -186,7 +186,7 @@ TEST_F(TabularExamplesTest, NoDenseFeaturesNeedsNoDenseFeature) {
 
 TEST_F(TabularExamplesTest, OtherFeatureNames) {
   TabularFeatures features;
-  features.label = "clicked";
+  features.labels = {{"clicked", 2}};
   features.dense = "numeric";
   features.num_dense = 1;
   features.sparse = {"ad"};
@@ -244,7 +244,7 @@ TEST_F(TabularExamplesTest, LabelMustBeOneValueZeroOrOne) {
 
 TEST_F(TabularExamplesTest, AClassifierOfMoreClassesTakesEachClass) {
   TabularFeatures classes = Features();
-  classes.num_classes = 4;
+  classes.labels[0].num_classes = 4;
   absl::StatusOr<Dataset> d =
       Read({MakeExample({{"label", Ints({3})}, {"dense", Floats({1, 2})}}),
             MakeExample({{"label", Ints({0})}, {"dense", Floats({1, 2})}}),
@@ -260,14 +260,14 @@ TEST_F(TabularExamplesTest, AClassifierOfMoreClassesTakesEachClass) {
     ASSERT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
     EXPECT_THAT(d.status().message(), HasSubstr("; the model's 4 classes are 0 to 3"));
   }
-  classes.num_classes = 1;
+  classes.labels[0].num_classes = 1;
   EXPECT_FALSE(
       Read({MakeExample({{"label", Ints({0})}, {"dense", Floats({1, 2})}})}, classes).ok());
 }
 
 TEST_F(TabularExamplesTest, ARegressionHeadsLabelIsAnyFiniteNumber) {
   TabularFeatures values = Features();
-  values.num_classes = 0;
+  values.labels[0].num_classes = 0;
   absl::StatusOr<Dataset> d =
       Read({MakeExample({{"label", Floats({-2.5f})}, {"dense", Floats({1, 2})}}),
             MakeExample({{"label", Ints({40})}, {"dense", Floats({1, 2})}}),
@@ -320,7 +320,7 @@ TEST_F(TabularExamplesTest, WrittenExamplesKeepClassIdsAndRegressionValues) {
   EXPECT_THAT(EncodeTabularExample(d, 1).status().message(),
               HasSubstr("label -2.5 of example 1 is not a class id"));
   TabularFeatures values = Features();
-  values.num_classes = 0;
+  values.labels[0].num_classes = 0;
   absl::StatusOr<Dataset> read = Read(examples, values);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->labels, d.labels);

@@ -8,12 +8,22 @@
 #include "data/formats/criteo_dataset.h"
 
 namespace pstrain {
+namespace {
+
+// A regression head's labels (num_classes 0) are values, the others' class ids.
+std::vector<CsvLabel> CsvLabelsOf(const TabularFeatures& features) {
+  std::vector<CsvLabel> kinds;
+  for (const TabularLabel& label : features.labels) {
+    kinds.push_back(label.num_classes == 0 ? CsvLabel::kValue : CsvLabel::kClassId);
+  }
+  return kinds;
+}
+
+}  // namespace
 
 ExampleDecoder::ExampleDecoder(ExampleFormat format, const TabularFeatures& features,
                                std::optional<CsvSchema> csv)
-    : format_(format),
-      csv_schema_(std::move(csv)),
-      csv_label_(features.num_classes == 0 ? CsvLabel::kValue : CsvLabel::kClassId) {
+    : format_(format), csv_schema_(std::move(csv)), csv_labels_(CsvLabelsOf(features)) {
   if (format_ == ExampleFormat::kTfExamples) {
     examples_ = std::make_unique<TabularExampleParser>(features);
   }
@@ -24,7 +34,7 @@ absl::Status ExampleDecoder::UseCsvHeader(const std::string& path, std::string_v
   if (columns.starts_with("\xEF\xBB\xBF")) columns.remove_prefix(3);
   if (columns.ends_with('\r')) columns.remove_suffix(1);
   if (!csv_.has_value()) {
-    PSTRAIN_ASSIGN_OR_RETURN(csv_, CsvParser::Create(*csv_schema_, header, path, csv_label_));
+    PSTRAIN_ASSIGN_OR_RETURN(csv_, CsvParser::Create(*csv_schema_, header, path, csv_labels_));
     csv_header_ = std::string(columns);
     csv_header_file_ = path;
     return absl::OkStatus();

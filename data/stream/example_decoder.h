@@ -55,7 +55,8 @@ class ExampleDecoder {
  private:
   const ExampleFormat format_;
   const std::optional<CsvSchema> csv_schema_;
-  const CsvLabel csv_label_;  // a regression model's (num_classes 0) are values
+  // Per label column: a regression head's (num_classes 0) are values.
+  const std::vector<CsvLabel> csv_labels_;
   std::unique_ptr<TabularExampleParser> examples_;  // kTfExamples
   CriteoBatch criteo_;                              // kCriteoTsv: this window's lines
   // kCsv: the parser, made from the first file's header (which every file

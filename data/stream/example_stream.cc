@@ -14,6 +14,7 @@ Dataset EmptyLike(const Dataset& like) {
   Dataset out;
   out.tabular = true;
   out.num_dense = like.num_dense;
+  out.label_width = like.label_width;
   out.sparse.resize(like.sparse.size());
   for (size_t c = 0; c < like.sparse.size(); ++c) {
     out.sparse[c].name = like.sparse[c].name;
@@ -23,7 +24,8 @@ Dataset EmptyLike(const Dataset& like) {
 }
 
 void AppendExample(const Dataset& from, int64_t i, Dataset* to) {
-  to->labels.push_back(from.labels[i]);
+  to->labels.insert(to->labels.end(), from.labels.begin() + i * from.label_width,
+                    from.labels.begin() + (i + 1) * from.label_width);
   to->dense.insert(to->dense.end(), from.dense.begin() + i * from.num_dense,
                    from.dense.begin() + (i + 1) * from.num_dense);
   for (size_t c = 0; c < from.sparse.size(); ++c) to->sparse[c].AppendExample(from.sparse[c], i);

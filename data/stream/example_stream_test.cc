@@ -525,7 +525,7 @@ TEST_F(ExampleStreamTest, MaxBadRecordsSkipsBadDataUpToItsLimit) {
 // file whose header differs is named.
 TEST_F(ExampleStreamTest, CsvRecordsStreamAcrossLinesAndResume) {
   CsvSchema schema;
-  schema.label = "y";
+  schema.labels = {"y"};
   schema.numeric.emplace_back();
   schema.numeric.back().name = "x";
   schema.categorical.emplace_back();
@@ -677,7 +677,7 @@ TEST_F(ExampleStreamTest, StreamedBatchesStartedPastTheEndHaveEndedAndLabelsAreC
   // Labels are id % 2: a model of one class refuses the 1s.
   b = StreamedBatches::Start(Env::Default(), o, {"ids"}, 0, nullptr);
   ASSERT_TRUE(b.ok()) << b.status();
-  (*b)->set_num_classes(1);
+  (*b)->set_label_classes({1});
   absl::Status s;
   for (int i = 0; i < 7 && s.ok(); ++i) s = (*b)->NextBatch(dense.data(), labels.data(), &sparse);
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;

@@ -207,12 +207,15 @@ absl::Status StreamedBatches::NextBatch(float* images, float* labels, SparseBatc
   // Waiting for new files: the batch begun goes on at the next call.
   waiting_ = IsWaitingForInput(read);
   PSTRAIN_RETURN_IF_ERROR(read);
-  if (num_classes_ > 0) {
-    for (int64_t i = 0; i < batch_.size(); ++i) {
-      if (batch_.labels[i] < 0 || batch_.labels[i] >= num_classes_) {
+  const size_t width = static_cast<size_t>(batch_.label_width);
+  if (label_classes_.size() == width) {
+    for (size_t i = 0; i < batch_.labels.size(); ++i) {
+      const int classes = label_classes_[i % width];
+      if (classes > 0 && (batch_.labels[i] < 0 || batch_.labels[i] >= classes)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the input files hold a label of ", batch_.labels[i], " (in the batch of step ", next_,
-            "), but the model takes classes 0 to ", num_classes_ - 1,
+            "the input files hold a label of ", batch_.labels[i],
+            width > 1 ? absl::StrCat(" (label ", i % width + 1, " of ", width, ")") : "",
+            " (in the batch of step ", next_, "), but the model takes classes 0 to ", classes - 1,
             " (0 or 1 for a click model): fix the label column or the model's head"));
       }
     }

@@ -85,8 +85,9 @@ class StreamedBatches : public BatchSource {
   std::optional<InputProgress> progress() const override { return stream_->progress(); }
 
   const ExampleStream& stream() const { return *stream_; }
-  // Labels outside [0, n) are an error (0: not checked).
-  void set_num_classes(int n) { num_classes_ = n; }
+  // Per label of an example (a head of the model): labels outside [0, n)
+  // are an error (0: not checked, a regression head's).
+  void set_label_classes(std::vector<int> classes) { label_classes_ = std::move(classes); }
   int64_t next_batch() const { return next_; }
   // The stream ended before batch `first` (a replica restarted after its
   // input ended).
@@ -112,7 +113,7 @@ class StreamedBatches : public BatchSource {
   bool waiting_ = false;  // the last call waited for new files, mid-batch
   bool following_ = false;
   int64_t logged_window_ = -1;  // the window of the last position recorded
-  int num_classes_ = 0;
+  std::vector<int> label_classes_;
 };
 
 }  // namespace pstrain

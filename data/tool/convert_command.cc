@@ -121,7 +121,14 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     o.csv = *schema;
     // Float labels are read as any number (a regression head's); int64
     // ones as class ids.
-    if (float_labels) o.features.num_classes = 0;
+    // One label: "label", as a single-head model reads it; more: each under
+    // its column's name, as a multi-task model's heads name them.
+    const std::vector<std::string> label_names =
+        schema->labels.size() == 1 ? std::vector<std::string>{"label"} : schema->labels;
+    o.features.labels.clear();
+    for (const std::string& label : schema->labels) {
+      o.features.labels.push_back({label, float_labels ? 0 : 2});
+    }
     o.batch_size = 4096;
     o.shuffle_files = false;
     o.cycle_length = 1;  // file after file, in order
@@ -134,7 +141,8 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
       if (absl::IsOutOfRange(s)) break;
       if (!s.ok()) return Fail(s);
       for (int64_t i = 0; i < batch.size(); ++i) {
-        absl::StatusOr<std::string> example = EncodeTabularExample(batch, i, float_labels);
+        absl::StatusOr<std::string> example =
+            EncodeTabularExample(batch, i, float_labels, label_names);
         if (!example.ok()) return Fail(example.status());
         if (absl::Status a = (*writer)->Add(*example); !a.ok()) return Fail(a);
       }
