@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "config/model_spec.h"
 #include "gtest/gtest.h"
 #include "models/mmoe.h"
+#include "models/model_summary.h"
 #include "models/random.h"
 #include "models/registry.h"
 #include "models/slice.h"
@@ -258,6 +260,23 @@ layers:
     }
   }
   std::printf("multitask model: largest gradient error against numeric %.2e\n", most);
+}
+
+TEST(MultitaskModelTest, TheSummaryListsEachLayerWithItsShapeAndParameters) {
+  absl::StatusOr<ModelSpec> spec = ParseModelSpec(kMultitaskSpec, "multitask.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<ModelSummary> summary = SummarizeModelSpec(*spec, "multitask.yaml");
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  const LayerSummary& mmoe = summary->layers[0];
+  EXPECT_EQ(mmoe.type, "mmoe");
+  EXPECT_EQ(mmoe.output_shape, (Shape{8}));
+  EXPECT_EQ(mmoe.trainable, 3 * (8 * 6 + 6 + 6 * 4 + 4) + 2 * (8 * 3 + 3));
+  const LayerSummary& t1 = summary->layers[3];
+  EXPECT_EQ(t1.type, "slice");
+  EXPECT_EQ(t1.output_shape, (Shape{4}));
+  EXPECT_EQ(t1.inputs, std::vector<std::string>{"mmoe"});
+  EXPECT_EQ(t1.trainable, 0);
+  EXPECT_NE(FormatModelSummary(*summary).find("t1 (slice)"), std::string::npos);
 }
 
 TEST(MultitaskModelTest, ARangeOutsideTheMmoesOutputIsRefusedNamingTheLayer) {
