@@ -150,6 +150,14 @@ struct LayerSpec {
   std::string query;  // the layer whose output is the query (target attention); "": self
   // sequence_pool: mean, max, sum or last
   std::string mode = "mean";
+  // mmoe: the experts shared by every task, the tasks (a gate each), and
+  // each expert's dense layers' units (its `units: [u1, ..., uk]`).
+  int experts = 0;
+  int tasks = 0;
+  std::vector<int> expert_units;
+  // slice: the features [begin, begin + size) of a flat input.
+  int begin = 0;
+  int size = 0;
 
   bool operator==(const LayerSpec&) const = default;
 };

@@ -180,6 +180,33 @@ KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*fie
       "truncated_normal(<stddev>) or constant(<value>)");
 }
 
+// mmoe's units: a non-empty list of whole numbers in [1, kMaxSize], each
+// expert's dense layers in order, written back as a list.
+KeySpec UnitsListKey(std::string accepts) {
+  return Key(
+      "units", "", std::move(accepts), nullptr,
+      [](const LayerSpec& layer) {
+        return absl::StrCat("[", absl::StrJoin(layer.expert_units, ", "), "]");
+      },
+      [](const std::vector<std::string>& items, LayerSpec* layer) -> std::string {
+        if (items.empty()) {
+          return "is a non-empty list of whole numbers >= 1, e.g. [64, 32]: each expert's layers";
+        }
+        if (items.size() > 64) return absl::StrCat("has ", items.size(), " layers, over 64");
+        std::vector<int> units;
+        for (const std::string& item : items) {
+          int v = 0;
+          if (!absl::SimpleAtoi(Sv(item), &v) || v < 1 || v > kMaxSize) {
+            return absl::StrCat("has ", config_internal::Quoted(item),
+                                ": each is a whole number in [1, ", kMaxSize, "]");
+          }
+          units.push_back(v);
+        }
+        layer->expert_units = std::move(units);
+        return "";
+      });
+}
+
 // A name written only when given: an earlier layer's (multi_head_attention's
 // query) or a shared table's (embedding's table).
 KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts,

@@ -36,6 +36,7 @@ KeySpec InitializerKey(std::string name, InitializerSetting LayerSpec::*field,
                        std::string default_text, std::set<std::string> kinds, std::string accepts);
 KeySpec DenseInitializerKey(std::string name, InitializerSetting LayerSpec::*field,
                             std::string default_text);
+KeySpec UnitsListKey(std::string accepts);
 KeySpec LayerNameKey(std::string name, std::string LayerSpec::*field, std::string accepts,
                      std::string default_text = "none");
 

@@ -231,6 +231,31 @@ const std::vector<TypeSpec>& Types() {
          "inputs, k flat outputs of one size d (the bottom MLP's first, then the embeddings), "
          "give the first followed by the dot product of every pair: d + k (k - 1) / 2 values",
          {}},
+        {"mmoe",
+         "mmoe",
+         "multi-gate mixture of experts (Ma et al., KDD 2018) on a flat input [d]: experts MLPs "
+         "(dense layers of units, a ReLU after each) shared by every task, and per task a gate, "
+         "softmax(x W + b) over the experts; task t's output is the gate-weighted sum of the "
+         "experts' outputs [u] (u the last units), the layer's every task's in order: [tasks * "
+         "u], task t's at [t * u, (t + 1) * u) (slice: {begin: t * u, size: u} takes it); "
+         "variables expert<e>/kernel<k> [in, units[k]] and expert<e>/bias<k> for every expert "
+         "and layer, gate<t>/kernel [d, experts] and gate<t>/bias",
+         {IntKey("experts", &LayerSpec::experts, 1, 1024, "",
+                 "a whole number in [1, 1024]: the expert networks, shared by every task"),
+          IntKey("tasks", &LayerSpec::tasks, 1, 1024, "",
+                 "a whole number in [1, 1024]: the tasks, a gate and an output each"),
+          UnitsListKey("a non-empty list of whole numbers >= 1, e.g. [64, 32]: each expert's "
+                       "dense layers, a ReLU after each, the last one's units each task's "
+                       "output"),
+          initializer}},
+        {"slice",
+         "slice",
+         "the features [begin, begin + size) of a flat input [d]: [size] (a task's part of an "
+         "mmoe's output); its gradient is the output's there and zero elsewhere",
+         {IntKey("begin", &LayerSpec::begin, 0, kMaxSize - 1, "0",
+                 "a whole number >= 0: the first feature taken"),
+          IntKey("size", &LayerSpec::size, 1, kMaxSize, "",
+                 "a whole number >= 1: the features taken; begin + size is at most the input's")}},
     };
   }();
   return *types;

@@ -36,6 +36,11 @@ bool SmallEnough(const pstrain::ModelSpec& spec) {
         int64_t{l.heads} * l.value_dim > 256) {
       return false;
     }
+    // mmoe: experts x layers GEMMs, tasks gates.
+    if (l.experts > 16 || l.tasks > 16 || l.expert_units.size() > 8) return false;
+    for (int units : l.expert_units) {
+      if (units > 256) return false;
+    }
   }
   return true;
 }

@@ -22,11 +22,13 @@
 #include "models/layer_norm.h"
 #include "models/max_pool2d.h"
 #include "models/merge.h"
+#include "models/mmoe.h"
 #include "models/pad_channels.h"
 #include "models/relu.h"
 #include "models/residual_block.h"
 #include "models/residual_fusion.h"
 #include "models/sequence_pool.h"
+#include "models/slice.h"
 
 namespace pstrain {
 namespace {
@@ -148,6 +150,15 @@ bool AppendLayers(const LayerSpec& l, std::vector<std::unique_ptr<Layer>>* layer
     layers->push_back(std::make_unique<Linear>(l.name, o));
   } else if (l.type == "dot_interaction") {
     layers->push_back(std::make_unique<DotInteraction>(l.name));
+  } else if (l.type == "mmoe") {
+    MmoeOptions o;
+    o.experts = l.experts;
+    o.tasks = l.tasks;
+    o.units = l.expert_units;
+    o.kernel_initializer = SpecInitializer(l.kernel_initializer);
+    layers->push_back(std::make_unique<Mmoe>(l.name, o));
+  } else if (l.type == "slice") {
+    layers->push_back(std::make_unique<Slice>(l.name, l.begin, l.size));
   } else if (l.type == "pad_channels") {
     layers->push_back(std::make_unique<PadChannels>(l.name, l.filters));
   } else if (l.type == "identity") {

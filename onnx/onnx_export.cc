@@ -26,7 +26,9 @@ using onnx_export_internal::AddDotInteraction;
 using onnx_export_internal::AddEmbedding;
 using onnx_export_internal::AddLayer;
 using onnx_export_internal::AddLinear;
+using onnx_export_internal::AddMmoe;
 using onnx_export_internal::AddSequencePool;
+using onnx_export_internal::AddSlice;
 using onnx_export_internal::AddStandardization;
 using onnx_export_internal::GraphBuilder;
 using onnx_export_internal::LayerError;
@@ -249,6 +251,10 @@ absl::Status BuildGraph(const Model& model, const ModelSpec& spec, absl::Span<co
       PSTRAIN_ASSIGN_OR_RETURN(out, AddDinAttention(b, l, in));
     } else if (l.type == "sequence_pool") {
       PSTRAIN_ASSIGN_OR_RETURN(out, AddSequencePool(b, l, in[0]));
+    } else if (l.type == "mmoe") {
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddMmoe(b, l, in[0]));
+    } else if (l.type == "slice") {
+      PSTRAIN_ASSIGN_OR_RETURN(out, AddSlice(b, l, in[0]));
     } else {
       PSTRAIN_ASSIGN_OR_RETURN(out, AddLayer(b, l, in));
     }

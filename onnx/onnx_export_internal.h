@@ -5,7 +5,9 @@
 // built. onnx_export_graph.cc names nodes and initializers (GraphBuilder);
 // onnx_export_layers.cc writes the spec's image and dense layers;
 // onnx_export_sparse.cc the sparse features, their tables and the click
-// models' layers; onnx_export.cc checks the model and drives the build.
+// models' layers; onnx_export_sequence.cc the sequence layers;
+// onnx_export_multitask.cc mmoe and slice; onnx_export.cc checks the model
+// and drives the build.
 
 #include <bit>
 #include <cstdint>
@@ -225,6 +227,16 @@ absl::StatusOr<Activation> AddSequencePool(GraphBuilder& b, const LayerSpec& l,
 // din_attention: a history in[0] [L, d] weighed against a candidate in[1] [d].
 absl::StatusOr<Activation> AddDinAttention(GraphBuilder& b, const LayerSpec& l,
                                            const std::vector<Activation>& in);
+
+// --- Multi-task layers (onnx_export_multitask.cc) ---
+
+// mmoe: each expert's Gemm and Relu nodes, each gate's Gemm and Softmax,
+// and every task's mixture as one MatMul of the stacked gates [N, tasks,
+// experts] and experts [N, experts, u], flattened to [N, tasks * u].
+absl::StatusOr<Activation> AddMmoe(GraphBuilder& b, const LayerSpec& l, const Activation& x);
+
+// slice: Slice of [begin, begin + size) on the features' axis.
+absl::StatusOr<Activation> AddSlice(GraphBuilder& b, const LayerSpec& l, const Activation& x);
 
 }  // namespace onnx_export_internal
 }  // namespace pstrain

@@ -823,6 +823,64 @@ TEST(OnnxExportTabularTest, SequenceLayersAndTheirMasks) {
   EXPECT_EQ(OpOf(g, "interest"), "ReduceSum");
 }
 
+// tests/onnx/tabular_mmoe.yaml: mmoe and slice (ONNX Runtime's agreement
+// with pstrain is tests/onnx/onnx_runtime_agreement_test.cc's).
+TEST(OnnxExportTabularTest, MmoeAndSlices) {
+  const Tabular t =
+      WithRows(BuildModelFromSpecText(SourceFile("tests/onnx/tabular_mmoe.yaml"), "tabular_mmoe"));
+  ASSERT_NE(t.v.model, nullptr);
+  const onnx::ModelProto m = Export(t);
+  ExpectTabularWellFormed(m, t);
+  const onnx::GraphProto& g = m.graph();
+  // An expert: Gemm and Relu per layer, then [N, 1, u] to be stacked.
+  EXPECT_EQ(OpOf(g, "mmoe/expert1/dense0"), "Gemm");
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/expert1/dense0")),
+              ElementsAre("concatenate", "mmoe/expert1/kernel0", "mmoe/expert1/bias0"));
+  EXPECT_EQ(OpOf(g, "mmoe/expert1/relu0"), "Relu");
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/expert1/dense1")),
+              ElementsAre("mmoe/expert1/relu0", "mmoe/expert1/kernel1", "mmoe/expert1/bias1"));
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/expert1/stacked")),
+              ElementsAre("mmoe/expert1/relu1", "constants/axis_1"));
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/experts")),
+              ElementsAre("mmoe/expert0/stacked", "mmoe/expert1/stacked", "mmoe/expert2/stacked"));
+  EXPECT_EQ(Int(FindNode(g, "mmoe/experts"), "axis"), 1);
+  // A gate: Gemm, then Softmax over the experts.
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/gate1/logits")),
+              ElementsAre("concatenate", "mmoe/gate1/kernel", "mmoe/gate1/bias"));
+  EXPECT_EQ(OpOf(g, "mmoe/gate1"), "Softmax");
+  EXPECT_EQ(Int(FindNode(g, "mmoe/gate1"), "axis"), 1);
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/gates")),
+              ElementsAre("mmoe/gate0/stacked", "mmoe/gate1/stacked"));
+  // Every task's mixture at once: [N, tasks, experts] x [N, experts, u].
+  EXPECT_EQ(OpOf(g, "mmoe/mixtures"), "MatMul");
+  EXPECT_THAT(Inputs(FindNode(g, "mmoe/mixtures")), ElementsAre("mmoe/gates", "mmoe/experts"));
+  EXPECT_EQ(OpOf(g, "mmoe"), "Flatten");
+  EXPECT_EQ(Int(FindNode(g, "mmoe"), "axis"), 1);
+  // Task 1's part: [4, 8) of the features.
+  EXPECT_EQ(OpOf(g, "task1"), "Slice");
+  EXPECT_THAT(Inputs(FindNode(g, "task1")),
+              ElementsAre("mmoe", "constants/int64_4", "constants/int64_8", "constants/axis_1"));
+  EXPECT_THAT(Int64Values(FindInitializer(g, "constants/int64_8")), ElementsAre(8));
+  EXPECT_THAT(Inputs(FindNode(g, "task0")),
+              ElementsAre("mmoe", "constants/int64_0", "constants/int64_4", "constants/axis_1"));
+  EXPECT_EQ(FindNode(g, "tower1")->input(0), "task1");
+
+  // The importer takes image models only: an mmoe's graph, even one
+  // without tables, is refused at its flat input, before its nodes.
+  const Valued dense = WithValues(
+      BuildModelFromSpecText("input: [8]\nclasses: 2\nlayers:\n"
+                             "  - mmoe: {name: mmoe, experts: 3, tasks: 2, units: [6, 4]}\n"
+                             "  - slice: {name: t0, input: mmoe, begin: 0, size: 4}\n"
+                             "  - dense: {name: out, units: 2}\n",
+                             "mmoe"));
+  ASSERT_NE(dense.model, nullptr);
+  absl::StatusOr<std::string> bytes = ModelToOnnx(*dense.model, dense.params, dense.state, {});
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<ImportedOnnx> imported = ImportOnnx(*bytes, "model.onnx");
+  EXPECT_TRUE(absl::IsInvalidArgument(imported.status())) << imported.status();
+  EXPECT_THAT(std::string(imported.status().message()), ::testing::HasSubstr("takes images"));
+}
+
 TEST(OnnxExportTabularTest, DynamicTablesAreUnimplemented) {
   const Valued v = WithValues(
       BuildModelFromSpecText(SourceFile("examples/models/wide_and_deep.yaml"), "wide_and_deep"));

@@ -44,9 +44,8 @@ double Objective(Layer* layer, const std::vector<Tensor>& in, const std::vector<
   return sum;
 }
 
-bool Close(double analytic, double numeric, double tol) {
-  return std::abs(analytic - numeric) <=
-         tol * std::max({1.0, std::abs(analytic), std::abs(numeric)});
+double Error(double analytic, double numeric) {
+  return std::abs(analytic - numeric) / std::max({1.0, std::abs(analytic), std::abs(numeric)});
 }
 
 std::vector<int64_t> Sample(int64_t n, int max, SplitMix64& rng) {
@@ -150,6 +149,7 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
   }
 
   const float eps = options.epsilon;
+  double worst = 0;
   for (size_t k = 0; k < in.size(); ++k) {
     for (int64_t i : Sample(in[k].size(), options.max_checks, rng)) {
       const float saved = in[k][i];
@@ -159,7 +159,9 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
       const double minus = Objective(layer, in, r, vars, options, &stats);
       in[k][i] = saved;
       const double numeric = (plus - minus) / (2.0 * eps);
-      if (!Close(din[k][i], numeric, options.tolerance)) {
+      const double error = Error(din[k][i], numeric);
+      worst = std::max(worst, error);
+      if (!(error <= options.tolerance)) {
         return ::testing::AssertionFailure()
                << layer->name() << ": d/d(input " << k << "[" << i << "]) analytic " << din[k][i]
                << " numeric " << numeric;
@@ -174,11 +176,14 @@ LayerVariables BindRandomVariables(Layer* layer, uint64_t seed) {
     const double minus = Objective(layer, in, r, vars, options, &stats);
     vars.params[i] = saved;
     const double numeric = (plus - minus) / (2.0 * eps);
-    if (!Close(grads[i], numeric, options.tolerance)) {
+    const double error = Error(grads[i], numeric);
+    worst = std::max(worst, error);
+    if (!(error <= options.tolerance)) {
       return ::testing::AssertionFailure() << layer->name() << ": d/d(param[" << i << "]) analytic "
                                            << grads[i] << " numeric " << numeric;
     }
   }
+  if (options.max_error != nullptr) *options.max_error = worst;
   return ::testing::AssertionSuccess();
 }
 

@@ -24,6 +24,9 @@ struct GradientCheckOptions {
   // Per input: the lengths of its mask (ForwardArgs::lengths), one per
   // example; empty for none.
   std::vector<std::vector<int32_t>> lengths;
+  // When set and every check passes, receives the largest |analytic -
+  // numeric| / max(1, |analytic|, |numeric|) of them (for a test to print).
+  double* max_error = nullptr;
 };
 
 // Builds `layer` for `batched_input` (batch first), gives it random

@@ -19,6 +19,7 @@
 #include "models/activation.h"
 #include "models/attention.h"
 #include "models/layer_norm.h"
+#include "models/mmoe.h"
 #include "models/tensor.h"
 #include "tests/test_cluster_util.h"
 
@@ -271,6 +272,92 @@ TEST_F(TorchLayersTest, MultiHeadAttentionForwardAndBackwardEqualPyTorchs) {
       compare(absl::StrCat("d", names[v]), grads.data() + offsets[v], NumElements(vars[v].shape),
               1e-5 * std::max(1.0, std::sqrt(rows)));
     }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+struct MmoeCase {
+  int64_t batch, d;
+  int experts, tasks;
+  std::vector<int> units;
+};
+
+// The whole layer against torch.nn.Linear, ReLU and softmax on its weights:
+// the output, the input's gradient and every variable's.
+TEST_F(TorchLayersTest, MmoeForwardAndBackwardEqualPyTorchs) {
+  const MmoeCase cases[] = {
+      {16, 8, 3, 2, {6, 4}},     // the brief's shape
+      {64, 32, 4, 3, {64, 16}},  // wider
+      {256, 20, 2, 1, {8}},      // one task, one layer
+      {8, 5, 1, 2, {7, 5, 3}},   // one expert: gates of one value, always 1
+  };
+  for (const MmoeCase& c : cases) {
+    const std::string name =
+        absl::StrCat("mmoe ", c.batch, "x", c.d, " experts ", c.experts, " tasks ", c.tasks,
+                     " units ", absl::StrJoin(c.units, ","));
+    SCOPED_TRACE(name);
+    MmoeOptions o;
+    o.experts = c.experts;
+    o.tasks = c.tasks;
+    o.units = c.units;
+    Mmoe layer("mmoe", o);
+    ASSERT_TRUE(layer.Build({c.d}).ok());
+    std::vector<int64_t> offsets;
+    int64_t total = 0;
+    const std::vector<VariableSpec> vars = layer.Variables();
+    for (const VariableSpec& v : vars) {
+      offsets.push_back(total);
+      total += NumElements(v.shape);
+    }
+    layer.BindOffsets(offsets);
+    // Biases off zero, so that the gradients of every one are tested.
+    const std::vector<float> params = Random(total, 7, 0.3f);
+    const int64_t out_size = c.batch * c.tasks * c.units.back();
+    const std::vector<float> x = Random(c.batch * c.d, 1, 1.0f), dy = Random(out_size, 2, 1.0f);
+    WriteFloats(dir_ + "/x.f32", x);
+    WriteFloats(dir_ + "/dy.f32", dy);
+    WriteFloats(dir_ + "/params.f32", params);
+    ProcessResult r = RunProcess(
+        {kPython, kSource + "/tests/torch/layer_reference.py", "mmoe", dir_,
+         absl::StrCat("--shape=", c.batch, ",", c.d), absl::StrCat("--experts=", c.experts),
+         absl::StrCat("--tasks=", c.tasks), "--units=" + absl::StrJoin(c.units, ",")},
+        300);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+
+    Tensor in({c.batch, c.d}), out, din;
+    std::copy(x.begin(), x.end(), in.data());
+    ForwardArgs forward;
+    forward.training = true;
+    forward.params = params.data();
+    layer.Forward(in, &out, forward);
+    Tensor dout(out.shape());
+    std::copy(dy.begin(), dy.end(), dout.data());
+    std::vector<float> grads(total);
+    BackwardArgs backward;
+    backward.params = params.data();
+    backward.grads = grads.data();
+    layer.Backward(in, out, dout, &din, backward);
+
+    const double y = MaxDifference(ReadFloats(dir_ + "/y.f32"), out.data(), out.size());
+    const double dx = MaxDifference(ReadFloats(dir_ + "/dx.f32"), din.data(), din.size());
+    const std::vector<float> theirs = ReadFloats(dir_ + "/dparams.f32");
+    ASSERT_EQ(theirs.size(), grads.size());
+    std::string line = absl::StrFormat(
+        "%s vs torch.nn.Linear/ReLU/softmax: max |difference| y %.1e, dx %.1e", name, y, dx);
+    EXPECT_LE(y, 1e-5);
+    EXPECT_LE(dx, 1e-5);
+    double most = 0;
+    for (size_t v = 0; v < vars.size(); ++v) {
+      // Sums over the batch's rows: relative to their size.
+      const int64_t n = NumElements(vars[v].shape);
+      const double diff = MaxDifference(
+          std::vector<float>(theirs.begin() + offsets[v], theirs.begin() + offsets[v] + n),
+          grads.data() + offsets[v], n);
+      EXPECT_LE(diff, 1e-5 * std::max(1.0, std::sqrt(static_cast<double>(c.batch))))
+          << vars[v].name;
+      most = std::max(most, diff);
+    }
+    absl::StrAppendFormat(&line, ", variables' gradients %.1e", most);
     std::printf("%s\n", line.c_str());
   }
 }

@@ -18,6 +18,14 @@ one layer's forward and backward on the tensors the test wrote.
       wq [E, E], bq, wk [K, E], bk, wv [K, E], bv, wo [E, E], bo; writes
       y.f32, dx.f32, dq.f32 (with q.f32) and the weights' gradients
       d<name>.f32 in the same layout.
+
+  layer_reference.py mmoe DIR --shape N,D --experts E --tasks T --units U1,...,Uk
+      a multi-gate mixture of experts built from torch.nn.Linear, ReLU and
+      softmax: reads DIR/x.f32 ([N, D]), DIR/dy.f32 ([N, T * Uk]) and
+      DIR/params.f32, pstrain's variables in its order (models/mmoe.h: per
+      expert and layer kernel [in, out] and bias, then per task the gate's
+      kernel [D, E] and bias); writes y.f32, dx.f32 and dparams.f32 (the
+      variables' gradients in the same order and layout).
 """
 import argparse
 import os
@@ -82,20 +90,66 @@ def attention(args, shape):
         write(os.path.join(d, name + ".f32"), g.contiguous())
 
 
+def mmoe(args, shape):
+    n, d = shape
+    units = [int(u) for u in args.units.split(",")]
+    x = read(os.path.join(args.dir, "x.f32"), shape).requires_grad_(True)
+    dy = read(os.path.join(args.dir, "dy.f32"), [n, args.tasks * units[-1]])
+    flat = read(os.path.join(args.dir, "params.f32"), [-1])
+    linears = []  # in pstrain's order of variables
+
+    def linear(fan_in, fan_out):
+        # pstrain's kernels are [in, out]; torch.nn.Linear's weight [out, in].
+        at = sum(l.weight.numel() + l.bias.numel() for l in linears)
+        layer = torch.nn.Linear(fan_in, fan_out)
+        with torch.no_grad():
+            layer.weight.copy_(flat[at:at + fan_in * fan_out].reshape(fan_in, fan_out).t())
+            layer.bias.copy_(flat[at + fan_in * fan_out:at + fan_in * fan_out + fan_out])
+        linears.append(layer)
+        return layer
+
+    experts = []
+    for _ in range(args.experts):
+        layers, fan_in = [], d
+        for u in units:
+            layers += [linear(fan_in, u), torch.nn.ReLU()]
+            fan_in = u
+        experts.append(torch.nn.Sequential(*layers))
+    gates = [linear(d, args.experts) for _ in range(args.tasks)]
+    if sum(l.weight.numel() + l.bias.numel() for l in linears) != flat.numel():
+        raise SystemExit("params.f32 has %d values, not the layer's" % flat.numel())
+    stacked = torch.stack([expert(x) for expert in experts], dim=1)  # [N, E, U]
+    tasks = [torch.einsum("ne,neu->nu", torch.softmax(gate(x), dim=1), stacked) for gate in gates]
+    y = torch.cat(tasks, dim=1)
+    y.backward(dy)
+    write(os.path.join(args.dir, "y.f32"), y)
+    write(os.path.join(args.dir, "dx.f32"), x.grad)
+    grads = []
+    for l in linears:
+        grads += [l.weight.grad.t().reshape(-1), l.bias.grad]
+    write(os.path.join(args.dir, "dparams.f32"), torch.cat(grads))
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("layer", choices=["layer_norm", "gelu", "mha"])
+    parser.add_argument("layer", choices=["layer_norm", "gelu", "mha", "mmoe"])
     parser.add_argument("dir")
     parser.add_argument("--shape", required=True)
     parser.add_argument("--eps", type=float, default=1e-5)
     parser.add_argument("--query_shape", default="")
     parser.add_argument("--heads", type=int, default=1)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--experts", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=1)
+    parser.add_argument("--units", default="")
     args = parser.parse_args()
     shape = [int(s) for s in args.shape.split(",")]
     torch.set_default_dtype(torch.float32)
     if args.layer == "mha":
         attention(args, shape)
+        return
+    if args.layer == "mmoe":
+        mmoe(args, shape)
         return
     torch.set_default_dtype(torch.float32)
     x = read(os.path.join(args.dir, "x.f32"), shape).requires_grad_(True)
