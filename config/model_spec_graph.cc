@@ -160,7 +160,7 @@ absl::Status CheckGraph(const Source& source, const std::vector<LayerSpec>& laye
       if (heads.empty()) break;  // the last layer's output is the model's
       return absl::InvalidArgumentError(absl::StrCat(
           source.name, ": the output of the last layer, ", layers[i].name, " (line ",
-          layers[i].line, "), is no head's input; remove it or name it in a head's input:"));
+          layers[i].line, "), is no head's input; remove it or name it in a head's input"));
     }
     if (uses[i] == 0) {
       const LayerSpec& next = layers[i + 1];

@@ -390,6 +390,48 @@ TEST(CsvParserTest, LabelsAreClassIds) {
   }
 }
 
+// A multi-task model's rows: a label column per head, in the heads' order,
+// each read as its head's kind; the example's labels side by side.
+TEST(CsvParserTest, LabelsPerHeadAreReadEachByItsKind) {
+  absl::StatusOr<CsvSchema> s =
+      ParseYaml("csv:\n  labels: [click, dwell]\n  numeric:\n    - {name: x}\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->labels, (std::vector<std::string>{"click", "dwell"}));
+  absl::StatusOr<CsvParser> parser = CsvParser::Create(
+      *s, "dwell,x,click", kFile, std::vector<CsvLabel>{CsvLabel::kClassId, CsvLabel::kValue});
+  ASSERT_TRUE(parser.ok()) << parser.status();
+  ASSERT_TRUE(AppendText(&*parser, "12.5,1,0\n-3,2,1\n").ok());
+  Dataset d = parser->Take();
+  EXPECT_EQ(d.label_width, 2);
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_THAT(d.labels, ElementsAre(0.0f, 12.5f, 1.0f, -3.0f));
+  EXPECT_THAT(d.dense, ElementsAre(1.0f, 2.0f));
+  // The click column is a class id; a missing dwell is an error naming it.
+  EXPECT_THAT(parser->AppendLine("1,1,0.5", 4).message(),
+              HasSubstr("column \"click\": \"0.5\" is not a label"));
+  EXPECT_THAT(parser->AppendLine(",1,1", 5).message(),
+              HasSubstr("the label column \"dwell\" is empty"));
+  EXPECT_EQ(parser->size(), 0);
+  // As many kinds as label columns, and the columns in the header.
+  EXPECT_THAT(CsvParser::Create(*s, "dwell,x,click", kFile, std::vector<CsvLabel>{CsvLabel::kValue})
+                  .status()
+                  .message(),
+              HasSubstr("has 2 label columns (click, dwell) but the model has 1 head"));
+  EXPECT_THAT(CsvParser::Create(*s, "x,click", kFile, CsvLabel::kClassId).status().message(),
+              HasSubstr("the header has no column \"dwell\" (a label)"));
+  // Rows to predict need no label column.
+  absl::StatusOr<CsvParser> rows = CsvParser::Create(*s, "x", kFile, CsvLabel::kNone);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_TRUE(AppendText(&*rows, "4\n").ok());
+  EXPECT_THAT(rows->Take().labels, ElementsAre(0.0f, 0.0f));
+  // label and labels together, an empty list, a label also read as a number.
+  EXPECT_THAT(ParseYaml("csv:\n  label: a\n  labels: [b]\n").status().message(),
+              HasSubstr("give label (one column) or labels (one per head), not both"));
+  EXPECT_THAT(ParseYaml("csv:\n  labels: []\n").status().message(),
+              HasSubstr("is a list of label columns"));
+  EXPECT_FALSE(ParseYaml("csv:\n  labels: [a, b]\n  numeric:\n    - {name: b}\n").ok());
+}
+
 // A regression head's labels are numbers, as the numeric columns' are.
 TEST(CsvParserTest, ARegressionHeadsLabelsAreNumbers) {
   CsvSchema s;

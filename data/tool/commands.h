@@ -27,6 +27,8 @@ int RunRead(Env* env, std::span<const std::string> args);
 int RunSyntheticCtr(Env* env, std::span<const std::string> args);
 // synthetic-seq --out DIR ...
 int RunSyntheticSeq(Env* env, std::span<const std::string> args);
+// pstrain-data synthetic-multitask --out DIR --examples N ...
+int RunSyntheticMultitask(Env* env, std::span<const std::string> args);
 
 // Prints the usage of every subcommand to stderr; returns 2.
 int Usage();

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
       {"read", pstrain::data_tool::RunRead},
       {"synthetic-ctr", pstrain::data_tool::RunSyntheticCtr},
       {"synthetic-seq", pstrain::data_tool::RunSyntheticSeq},
+      {"synthetic-multitask", pstrain::data_tool::RunSyntheticMultitask},
   };
   for (const auto& [name, run] : commands) {
     if (command == name) return run(env, args);

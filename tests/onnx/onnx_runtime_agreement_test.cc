@@ -415,6 +415,52 @@ TEST_P(TabularOnnxAgreementTest, OnnxRuntimeGivesPstrainsInference) {
   const json out = json::parse(ort.out, nullptr, false);
   ASSERT_TRUE(out.is_object()) << ort.out;
 
+  if (c.model->multi_head()) {
+    // An output per head, named as the head: a binary head's sigmoid, a
+    // regression head's value ([N] each), a softmax head's probabilities.
+    const Model& m = *c.model;
+    const int width = m.num_logits();
+    EXPECT_EQ(out.size(), m.heads().size()) << ort.out;
+    double max_relative = 0;
+    for (size_t h = 0; h < m.heads().size(); ++h) {
+      const ModelHead& head = m.heads()[h];
+      ASSERT_TRUE(out.contains(head.name)) << head.name << ": " << ort.out;
+      const std::vector<double> theirs = out[head.name]["data"].get<std::vector<double>>();
+      const int k = head.num_logits();
+      EXPECT_EQ(out[head.name]["dims"],
+                head.kind == Head::kSoftmax ? json({kExamples, k}) : json({kExamples}));
+      ASSERT_EQ(theirs.size(), static_cast<size_t>(kExamples * k)) << head.name;
+      for (int i = 0; i < kExamples; ++i) {
+        const float* z = &logits[i * width + m.head_offset(h)];
+        std::vector<double> ours(k);
+        if (head.kind == Head::kRegression) {
+          ours[0] = z[0];
+        } else if (head.kind == Head::kBinary) {
+          ours[0] = 1.0 / (1.0 + std::exp(-static_cast<double>(z[0])));
+        } else {
+          const double max = *std::max_element(z, z + k);
+          double sum = 0;
+          for (int j = 0; j < k; ++j) sum += ours[j] = std::exp(z[j] - max);
+          for (double& p : ours) p /= sum;
+        }
+        for (int j = 0; j < k; ++j) {
+          const double relative =
+              std::fabs(theirs[i * k + j] - ours[j]) / std::max(std::fabs(ours[j]), 1e-3);
+          max_relative = std::max(max_relative, relative);
+          EXPECT_LE(relative, kTolerance)
+              << head.name << "[" << i << "][" << j << "]: ONNX Runtime " << theirs[i * k + j]
+              << ", pstrain " << ours[j];
+        }
+      }
+    }
+    EXPECT_EQ(check.exit_code, 0);
+    std::printf(
+        "%s: ONNX Runtime vs Model::Infer on %d examples, %zu heads: max relative difference "
+        "%.3g\n",
+        std::filesystem::path(GetParam()).filename().c_str(), kExamples, m.heads().size(),
+        max_relative);
+    return;
+  }
   if (c.model->head() == Head::kRegression) {
     // One output, the values pstrain computes.
     ASSERT_TRUE(out.contains("predictions")) << ort.out;
