@@ -1,7 +1,8 @@
 // CSV with a header read by a schema (data/formats/csv_format.h), over one file in
 // memory. Byte 0: bits 0-1 pick the delimiter (, ; tab |), bits 2-3 % 3 the
-// missing rule, bit 7 the label's kind; the rest is the file (columns y, a,
-// b, c, d; b is read as a number and bucketized). Its first record is the
+// missing rule, bit 6 a second label z (of the other kind: a multi-task
+// model's heads), bit 7 the first label's kind; the rest is the file
+// (columns y, a, b, c, d, and z; b is read as a number and bucketized). Its first record is the
 // header; when Create refuses it, the whole file is read under the header the schema
 // wants, so every input reaches the records. Lines are joined into records
 // as CsvRecordComplete says. Checks: no crash; every error is
@@ -21,10 +22,13 @@ namespace {
 // The categorical columns' ids: two hashed, and column b bucketized.
 constexpr int64_t kBuckets[] = {7, 1000, 4};
 
-pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing) {
+pstrain::CsvSchema Schema(char delimiter, pstrain::CsvMissing missing, bool two_labels) {
   pstrain::CsvSchema s;
   s.delimiter = delimiter;
+  // One label, or two (a multi-task model's heads: y of the kind the first
+  // byte says, z of the other).
   s.labels = {"y"};
+  if (two_labels) s.labels.push_back("z");
   s.numeric.resize(2);
   s.numeric[0].name = "a";
   s.numeric[0].transform = pstrain::CsvTransform::kLog1p;
@@ -49,18 +53,23 @@ void CheckStatus(const absl::Status& s) {
   if (!s.ok() && s.code() != absl::StatusCode::kInvalidArgument) std::abort();
 }
 
-void CheckDataset(const pstrain::Dataset& d, pstrain::CsvLabel label) {
-  const size_t n = d.labels.size();
+void CheckDataset(const pstrain::Dataset& d, const std::vector<pstrain::CsvLabel>& labels) {
+  if (d.label_width != static_cast<int>(labels.size())) std::abort();
+  if (d.labels.size() % labels.size() != 0) std::abort();
+  const size_t n = d.labels.size() / labels.size();
   if (!d.tabular || d.num_dense != 2 || d.dense.size() != n * 2 || d.sparse.size() != 3) {
     std::abort();
   }
   for (float v : d.dense) {
     if (!std::isfinite(v)) std::abort();
   }
-  for (float y : d.labels) {
+  for (size_t k = 0; k < d.labels.size(); ++k) {
     // A class id is a whole number >= 0; a regression label any finite one.
+    const float y = d.labels[k];
     if (!std::isfinite(y)) std::abort();
-    if (label == pstrain::CsvLabel::kClassId && (y < 0 || y != std::floor(y))) std::abort();
+    if (labels[k % labels.size()] == pstrain::CsvLabel::kClassId && (y < 0 || y != std::floor(y))) {
+      std::abort();
+    }
   }
   for (size_t c = 0; c < d.sparse.size(); ++c) {
     const pstrain::SparseFeatureColumn& column = d.sparse[c];
@@ -86,9 +95,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr char kDelimiters[] = {',', ';', '\t', '|'};
   const char delimiter = kDelimiters[data[0] & 3];
   const auto missing = static_cast<pstrain::CsvMissing>((data[0] >> 2) % 3);
-  const pstrain::CsvSchema schema = Schema(delimiter, missing);
+  const bool two_labels = (data[0] & 0x40) != 0;
+  const pstrain::CsvSchema schema = Schema(delimiter, missing, two_labels);
   const pstrain::CsvLabel label =
       (data[0] & 0x80) != 0 ? pstrain::CsvLabel::kValue : pstrain::CsvLabel::kClassId;
+  std::vector<pstrain::CsvLabel> labels = {label};
+  if (two_labels) {
+    labels.push_back(label == pstrain::CsvLabel::kValue ? pstrain::CsvLabel::kClassId
+                                                        : pstrain::CsvLabel::kValue);
+  }
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
 
   std::vector<std::string_view> lines;
@@ -116,13 +131,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t i = 0;
   absl::StatusOr<pstrain::CsvParser> parser = absl::InvalidArgumentError("no header");
   if (!lines.empty()) {
-    parser = pstrain::CsvParser::Create(schema, next_record(&i), "f.csv", label);
+    parser = pstrain::CsvParser::Create(schema, next_record(&i), "f.csv", labels);
     CheckStatus(parser.status());
   }
   if (!parser.ok()) {
     const std::string d(1, delimiter);
-    parser = pstrain::CsvParser::Create(schema, "y" + d + "a" + d + "b" + d + "c" + d + "d",
-                                        "f.csv", label);
+    parser = pstrain::CsvParser::Create(
+        schema, "y" + d + "a" + d + "b" + d + "c" + d + "d" + (two_labels ? d + "z" : ""), "f.csv",
+        labels);
     if (!parser.ok()) std::abort();
     i = 0;
   }
@@ -135,8 +151,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckStatus(s);
     if (!s.ok() && parser->size() != before) std::abort();
     if (parser->size() > before + 1) std::abort();
-    if (++taken % 4 == 0) CheckDataset(parser->Take(), label);
+    if (++taken % 4 == 0) CheckDataset(parser->Take(), labels);
   }
-  CheckDataset(parser->Take(), label);
+  CheckDataset(parser->Take(), labels);
   return 0;
 }

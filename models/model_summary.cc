@@ -49,6 +49,15 @@ absl::StatusOr<ModelSummary> SummarizeModelSpec(const ModelSpec& spec, const std
   s.num_classes = model.num_classes();
   s.binary = model.head() == Head::kBinary;
   if (model.head() == Head::kRegression) s.regression_loss = spec.loss;
+  for (const HeadSpec& h : spec.heads) {
+    if (spec.heads.size() < 2) break;
+    s.heads.push_back(absl::StrCat(h.name, ": ", h.kind,
+                                   h.kind == "softmax" ? absl::StrCat(" of ", h.classes, " classes")
+                                   : h.kind == "regression" ? absl::StrCat(", ", h.loss, " loss")
+                                                            : "",
+                                   " on ", h.input, " (label ", h.label, ", weight ", h.weight,
+                                   ")"));
+  }
   s.sparse_features = model.sparse_features();
   std::set<std::string> counted;  // shared tables counted once
   // The model's layers of each spec layer: in order, one or more (a layer
@@ -121,16 +130,17 @@ std::string FormatModelSummary(const ModelSummary& s) {
   constexpr size_t kLayer = 34, kShape = 22, kParams = 12;
   const std::string rule(kLayer + kShape + kParams + 24, '=');
   const std::string thin(rule.size(), '_');
-  std::string out =
-      absl::StrCat("Model: \"", s.name, "\" (input ", BatchShape(s.input_shape), ", ",
-                   s.binary ? "binary head: one logit, sigmoid"
-                   : !s.regression_loss.empty()
-                       ? absl::StrCat("regression head: one value, ", s.regression_loss, " loss")
-                       : absl::StrCat(s.num_classes, " classes, softmax"),
-                   s.sparse_features.empty()
-                       ? ""
-                       : absl::StrCat("; sparse features ", absl::StrJoin(s.sparse_features, ", ")),
-                   ")\n", thin, "\n");
+  std::string out = absl::StrCat(
+      "Model: \"", s.name, "\" (input ", BatchShape(s.input_shape), ", ",
+      !s.heads.empty() ? absl::StrCat(s.heads.size(), " heads: ", absl::StrJoin(s.heads, "; "))
+      : s.binary       ? "binary head: one logit, sigmoid"
+      : !s.regression_loss.empty()
+          ? absl::StrCat("regression head: one value, ", s.regression_loss, " loss")
+          : absl::StrCat(s.num_classes, " classes, softmax"),
+      s.sparse_features.empty()
+          ? ""
+          : absl::StrCat("; sparse features ", absl::StrJoin(s.sparse_features, ", ")),
+      ")\n", thin, "\n");
   absl::StrAppend(&out, " ", Padded("Layer (type)", kLayer), Padded("Output Shape", kShape),
                   Padded("Param #", kParams), "Takes\n", rule, "\n");
   for (const LayerSummary& l : s.layers) {

@@ -44,6 +44,9 @@ struct ModelSummary {
   // One value, the label's, with the spec's loss ("mse", "mae" or "huber");
   // empty for the heads with classes.
   std::string regression_loss;
+  // A multi-task model's heads, each "name: kind on layer (label, weight)";
+  // empty for a model of one head.
+  std::vector<std::string> heads;
   std::vector<std::string> sparse_features;
   std::vector<LayerSummary> layers;
   int64_t trainable = 0;

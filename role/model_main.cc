@@ -85,10 +85,12 @@ int Describe(const std::string& path, bool as_yaml) {
     std::fputs(pstrain::FormatModelSummary(*table).c_str(), stdout);
   }
   const pstrain::Model& m = **model;
-  std::string summary = absl::StrCat(
-      path, ": ", spec->layers.size(), " layers, input [", absl::StrJoin(spec->input, ", "), "], ",
-      spec->classes, " classes, ", m.num_params(), " trainable parameters, ", m.num_state(),
-      " state values in ", m.variables().size(), " variables");
+  std::string summary = absl::StrCat(path, ": ", spec->layers.size(), " layers, input [",
+                                     absl::StrJoin(spec->input, ", "), "], ",
+                                     m.multi_head() ? absl::StrCat(m.heads().size(), " heads")
+                                                    : absl::StrCat(spec->classes, " classes"),
+                                     ", ", m.num_params(), " trainable parameters, ", m.num_state(),
+                                     " state values in ", m.variables().size(), " variables");
   if (absl::EndsWith(path, ".onnx")) {
     absl::StrAppend(&summary, " (", weights, " starting values from the file)");
   }

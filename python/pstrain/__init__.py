@@ -194,8 +194,9 @@ class Predictor:
     A click model takes a dict of features, columnar ({"dense": [N, n]
     array, "user": [ids of each example], ...}) or a list of instance dicts,
     exactly as pstrain-serve reads its requests; its outputs add "logistic".
-    A regression head's output is "predictions", its values. The outputs
-    equal pstrain-predict's. The computation runs without the GIL.
+    A regression head's output is "predictions", its values; a multi-task
+    model's (heads:) an array per head, by its name. The outputs equal
+    pstrain-predict's. The computation runs without the GIL.
     """
 
     def __init__(self, export_dir):
@@ -240,7 +241,10 @@ class Predictor:
         Returns:
           A dict of arrays: "classes" int64 [N], "probabilities" float32
           [N, classes], and for a binary head "logistic" float32 [N]; for a
-          regression head "predictions" float32 [N] alone.
+          regression head "predictions" float32 [N] alone; for a multi-task
+          model one array per head, by its name (a binary head's
+          probabilities [N], a regression head's values [N], a softmax
+          head's probabilities [N, classes]).
 
         Raises:
           ValueError: a batch that does not fit the model (what and where).
