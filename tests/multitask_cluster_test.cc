@@ -266,7 +266,8 @@ TEST_F(MultitaskClusterTest, TwoHeadsTrainFromCsvAndExamplesAndTheirExportAnswer
 }
 
 // The MMoE example (examples/models/shop_mmoe.yaml with its CSV schema) on
-// the same kind of rows: both heads' AUCs near the planted models'.
+// the same kind of rows, from CSV and from Examples: both heads' AUCs near
+// the planted models'.
 TEST_F(MultitaskClusterTest, TheMmoeExampleLearnsClickAndPurchase) {
   const Planted planted = MakeData();
   const std::string csv = dir_ + "/csv";
@@ -284,6 +285,24 @@ TEST_F(MultitaskClusterTest, TheMmoeExampleLearnsClickAndPurchase) {
       m.at("click/auc"), planted.click_auc, m.at("convert/auc"), planted.convert_auc);
   EXPECT_GT(m.at("click/auc"), planted.click_auc - 0.06);
   EXPECT_GT(m.at("convert/auc"), planted.convert_auc - 0.06);
+  // The same rows as Examples (a feature per label) train it the same.
+  for (const std::string name : {"train", "test"}) {
+    ProcessResult converted = RunProcess(
+        {kBin + "/pstrain-data", "convert", csv + "/" + name + ".csv", "--out",
+         dir_ + "/examples/" + name, "--csv_schema", kSource + "/examples/models/shop_csv.yaml"},
+        120);
+    ASSERT_EQ(converted.exit_code, 0) << converted.output;
+  }
+  ProcessResult examples_run = Train(
+      kSource + "/examples/models/shop_mmoe.yaml",
+      {"--train_files=" + dir_ + "/examples/train*", "--eval_files=" + dir_ + "/examples/test*"},
+      dir_ + "/job_mmoe_examples", 4000);
+  ASSERT_EQ(examples_run.exit_code, 0) << examples_run.output;
+  const std::map<std::string, double> e = LastEvaluation(examples_run.output);
+  std::printf("the same from Examples: click auc %.4f, convert auc %.4f\n", e.at("click/auc"),
+              e.at("convert/auc"));
+  EXPECT_NEAR(e.at("click/auc"), m.at("click/auc"), 0.02);
+  EXPECT_NEAR(e.at("convert/auc"), m.at("convert/auc"), 0.02);
   ProcessResult p = RunProcess({kBin + "/pstrain-predict", "--model_dir=" + dir_ + "/job_mmoe",
                                 "--csv_instances=" + csv + "/test.csv", "--format=json"},
                                120);
