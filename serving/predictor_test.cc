@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "data/feature_hash.h"
 #include "data/formats/csv_format.h"
+#include "data/formats/example_writer.h"
+#include "data/formats/tabular_examples.h"
 #include "export/export.h"
 #include "gtest/gtest.h"
 #include "io/png.h"
@@ -387,6 +389,26 @@ TEST(PredictorRawRowsTest, RawRowsPredictExactlyAsTheTrainingPipelinesExamples) 
   }
   // The rows differ, so equal answers are not a constant's.
   EXPECT_NE((*want)[0].logistic, (*want)[1].logistic);
+
+  // A job from Examples (the rows converted by pstrain-data convert
+  // --csv_schema, read back by the training's Example parser) with that
+  // schema: its raw rows predict exactly as its Examples too.
+  TabularFeatures features;
+  features.num_dense = 3;
+  features.sparse = {"country", "tags", "age"};
+  TabularExampleParser from_examples(features);
+  for (int64_t i = 0; i < examples.size(); ++i) {
+    absl::StatusOr<std::string> record = EncodeTabularExample(examples, i);
+    ASSERT_TRUE(record.ok()) << record.status();
+    ASSERT_TRUE(from_examples.AppendRecord(*record, absl::StrCat("record ", i)).ok());
+  }
+  const ClickRequest of_examples = ClickRequestOfExamples(from_examples.Take(), p->click_inputs());
+  absl::StatusOr<std::vector<Prediction>> examples_want = p->PredictClicks(of_examples);
+  ASSERT_TRUE(examples_want.ok()) << examples_want.status();
+  ASSERT_EQ(examples_want->size(), want->size());
+  for (size_t i = 0; i < want->size(); ++i) {
+    EXPECT_EQ((*examples_want)[i].logistic, (*want)[i].logistic) << "example " << i;
+  }
 
   // The id form keeps working (an instance with a list is one).
   ClickRequest ids;

@@ -166,7 +166,10 @@ TEST_F(MultitaskClusterTest, TwoHeadsTrainFromCsvAndExamplesAndTheirExportAnswer
   }
   ProcessResult from_examples_run = Train(
       dir_ + "/click_dwell.yaml",
-      {"--train_files=" + dir_ + "/examples/train*", "--eval_files=" + dir_ + "/examples/test*"},
+      {"--train_files=" + dir_ + "/examples/train*", "--eval_files=" + dir_ + "/examples/test*",
+       // The schema the rows were converted with: the export keeps it and
+       // takes raw rows.
+       "--csv_schema=" + dir_ + "/schema.yaml"},
       dir_ + "/job_examples", 3000);
   ASSERT_EQ(from_examples_run.exit_code, 0) << from_examples_run.output;
   const std::map<std::string, double> from_examples = LastEvaluation(from_examples_run.output);
@@ -204,6 +207,16 @@ TEST_F(MultitaskClusterTest, TwoHeadsTrainFromCsvAndExamplesAndTheirExportAnswer
     ASSERT_EQ(answers.back().size(), 200u);
   }
   EXPECT_EQ(answers[0], answers[1]);
+  // The job from Examples with that schema answers raw rows too.
+  ProcessResult examples_raw =
+      RunProcess({kBin + "/pstrain-predict", "--model_dir=" + dir_ + "/job_examples",
+                  "--csv_instances=" + dir_ + "/few.csv", "--format=json"},
+                 120);
+  ASSERT_EQ(examples_raw.exit_code, 0) << examples_raw.output;
+  EXPECT_EQ(json::parse(examples_raw.output.substr(
+                examples_raw.output.rfind("{\"predictions\"")))["predictions"]
+                .size(),
+            200u);
   const json& first = answers[0][0];
   ASSERT_TRUE(first.is_object() && first.contains("click") && first.contains("dwell")) << first;
   EXPECT_GT(first["click"].get<double>(), 0.0);
