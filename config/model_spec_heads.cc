@@ -181,6 +181,12 @@ absl::Status ParseHeads(const Source& source, const YAML::Node& node,
     }
     heads->push_back(std::move(head));
   }
+  if (heads->size() < 2) {
+    return ErrorAt(source, node,
+                   "heads is for a model of two heads or more; a model of one gives head: "
+                   "(softmax with classes:, binary, or regression with loss:) and its label is "
+                   "the data's");
+  }
   return absl::OkStatus();
 }
 

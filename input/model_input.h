@@ -36,10 +36,12 @@ inline absl::Status CheckModelInput(const Model& model, const Dataset& data,
   }
   const size_t width = model.heads().size();
   if (data.label_width != static_cast<int>(width)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, " holds ", data.label_width, " label", data.label_width == 1 ? "" : "s",
-                     " per example, but model ", model.name(), " has ", width, " head",
-                     width == 1 ? "" : "s", "; give each head its label"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, " holds ", data.label_width, " label", data.label_width == 1 ? "" : "s",
+        " per example, but model ", model.name(), " has ", width, " head", width == 1 ? "" : "s",
+        data.tabular ? "; give each head its label (CSV labels:, an Example feature per head)"
+                     : "; images carry one label: a model of several heads reads tabular "
+                       "data"));
   }
   for (size_t i = 0; i < data.labels.size(); ++i) {
     const float label = data.labels[i];

@@ -35,10 +35,14 @@ constexpr char kFormat[] = "pstrain-export";
 // (TFRecord-framed, io/row_checkpoint.h), which readers of 2 and 3 cannot
 // read: they refuse the export as newer than theirs; 5: a regression head
 // (one value, no classes), which readers of 4 and before cannot serve.
+// 6: a multi-task model (heads:, an output per head), which readers of 5
+// and before cannot build.
 // Exports without tables are still written as 1, which every earlier reader
-// takes; click models' (full or delta) as 4; regression models' as 5.
-constexpr int kFormatVersion = 5;
+// takes; click models' (full or delta) as 4; regression models' as 5;
+// multi-task models' as 6.
+constexpr int kFormatVersion = 6;
 constexpr int kRegressionFormatVersion = 5;
+constexpr int kMultiHeadFormatVersion = 6;
 constexpr char kNoOptimizer[] = "none";  // the export's rows carry no slots
 
 bool AllDigits(const std::string& s) {
@@ -98,6 +102,8 @@ nlohmann::json Manifest(const Model& model, const ModelOptions& options, int64_t
                     {"logistic", "float32 [1]: the sigmoid of the logit"}};
   }
   if (model.multi_head()) {
+    // Readers before heads refuse it as newer than they read.
+    m["format_version"] = kMultiHeadFormatVersion;
     nlohmann::json outputs = nlohmann::json::object();
     for (const ModelHead& h : model.heads()) {
       outputs[h.name] = h.kind == Head::kRegression ? "float32: the predicted value"

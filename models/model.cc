@@ -81,8 +81,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(std::string name, Shape inp
 absl::StatusOr<std::unique_ptr<Model>> Model::CreateWithHeads(
     std::string name, Shape input_shape, std::vector<ModelHead> heads,
     std::vector<std::unique_ptr<Layer>> layers, std::vector<std::vector<int>> inputs) {
-  if (heads.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", name, " has no head"));
+  if (heads.size() < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", name, " has ", heads.size(), " heads; Create makes a model of one"));
+  }
+  for (const ModelHead& head : heads) {
+    if (head.name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model ", name, ": each of its heads needs a name"));
+    }
   }
   return Build(std::move(name), std::move(input_shape), std::move(heads), std::move(layers),
                std::move(inputs));

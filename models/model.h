@@ -106,7 +106,7 @@ class Model {
                                                        std::vector<std::vector<int>> inputs,
                                                        Head head = Head::kSoftmax,
                                                        RegressionLossOptions regression = {});
-  // A model of several heads (or one, at any layer): each head's activation
+  // A model of several heads: each head's activation
   // must have its logits' shape, be no other head's, and every layer's
   // output be taken by a later layer or a head. Examples then carry a label
   // per head, in this order (labels [batch, heads().size()]); the model's

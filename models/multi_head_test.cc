@@ -177,8 +177,9 @@ TEST(MultiHeadModelTest, WhatCannotBeBuiltIsRefusedByName) {
        "head y (regression, line 4) takes layer b, which gives [2]"},
       {"  - {name: x, kind: binary, input: a}\n  - {name: y, kind: binary, input: a}\n", layers,
        "takes the output of layer a, as head x does"},
-      {"  - {name: x, kind: binary, input: a}\n", layers,
-       "the output of the last layer, b (line 7), is no head's input"},
+      {"  - {name: x, kind: binary, input: a}\n  - {name: y, kind: binary, input: shared}\n",
+       layers, "the output of the last layer, b (line 8), is no head's input"},
+      {"  - {name: x, kind: binary, input: a}\n", layers, "heads is for a model of two heads"},
       {"  - {name: x, kind: binary, input: nope}\n  - {name: y, kind: softmax, classes: 2, "
        "input: b}\n",
        layers, "takes input: \"nope\", which is no layer's name"},
@@ -204,8 +205,9 @@ TEST(MultiHeadModelTest, WhatCannotBeBuiltIsRefusedByName) {
   }
   // head: (and classes, loss) with heads: is one too many.
   absl::StatusOr<std::unique_ptr<Model>> both = BuildModelFromSpecText(
-      "input: [3]\nhead: binary\nheads:\n  - {name: x, kind: binary, input: a}\nlayers:\n"
-      "  - dense: {units: 1, name: a}\n",
+      "input: [3]\nhead: binary\nheads:\n  - {name: x, kind: binary, input: a}\n"
+      "  - {name: y, kind: binary, input: b}\nlayers:\n"
+      "  - dense: {units: 1, name: a}\n  - dense: {input: input, units: 1, name: b}\n",
       "heads.yaml");
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("head is a single head's; with heads: each head says"),

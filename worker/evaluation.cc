@@ -30,9 +30,9 @@ absl::Status Evaluator::Add(const Dataset& data) {
   if (data.size() == 0) return absl::OkStatus();
   const size_t num_heads = model_->heads().size();
   if (data.label_width != static_cast<int>(num_heads)) {
-    return absl::InvalidArgumentError(absl::StrCat("the evaluation data has ", data.label_width,
-                                                   " labels per example, model ", model_->name(),
-                                                   " ", num_heads, " heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the evaluation data has ", data.label_width, " label(s) per example; model ",
+                     model_->name(), " has ", num_heads, " head(s), each with its label"));
   }
   images_.resize(static_cast<size_t>(batch_size_) * data.example_size());
   labels_.resize(static_cast<size_t>(batch_size_) * num_heads);

@@ -208,7 +208,12 @@ absl::Status StreamedBatches::NextBatch(float* images, float* labels, SparseBatc
   waiting_ = IsWaitingForInput(read);
   PSTRAIN_RETURN_IF_ERROR(read);
   const size_t width = static_cast<size_t>(batch_.label_width);
-  if (label_classes_.size() == width) {
+  if (!label_classes_.empty() && label_classes_.size() != width) {
+    return absl::InvalidArgumentError(absl::StrCat("the input files hold ", width,
+                                                   " labels per example, but the model has ",
+                                                   label_classes_.size(), " heads"));
+  }
+  if (!label_classes_.empty()) {
     for (size_t i = 0; i < batch_.labels.size(); ++i) {
       const int classes = label_classes_[i % width];
       if (classes > 0 && (batch_.labels[i] < 0 || batch_.labels[i] >= classes)) {

@@ -88,8 +88,11 @@ absl::StatusOr<MultitaskQuality> WriteSyntheticMultitaskCsv(Env* env, const std:
   PSTRAIN_RETURN_IF_ERROR(env->WriteFileAtomic(path, text));
   MultitaskQuality q;
   q.examples = examples;
-  PSTRAIN_ASSIGN_OR_RETURN(q.click_auc, BinaryAuc(click_scores, clicks));
-  PSTRAIN_ASSIGN_OR_RETURN(q.convert_auc, BinaryAuc(convert_scores, converts));
+  // NaN when the rows hold one class only (a handful of rows).
+  const absl::StatusOr<double> click_auc = BinaryAuc(click_scores, clicks);
+  const absl::StatusOr<double> convert_auc = BinaryAuc(convert_scores, converts);
+  q.click_auc = click_auc.ok() ? *click_auc : std::nan("");
+  q.convert_auc = convert_auc.ok() ? *convert_auc : std::nan("");
   q.dwell_rmse = std::sqrt(squared / examples);
   q.click_rate = click_sum / examples;
   q.convert_rate = convert_sum / examples;

@@ -139,6 +139,13 @@ int ConvertExamples(Env* env, std::span<const std::string> args) {
     while (true) {
       absl::Status s = (*stream)->Next(&batch);
       if (absl::IsOutOfRange(s)) break;
+      if (!s.ok() && schema->labels.size() > 1 && !float_labels) {
+        // A multi-task table's labels: a regression head's are numbers.
+        return Fail(
+            absl::Status(s.code(), absl::StrCat(s.message(),
+                                                " (labels are written as int64 class ids; for a "
+                                                "regression head's, --label_type=float)")));
+      }
       if (!s.ok()) return Fail(s);
       for (int64_t i = 0; i < batch.size(); ++i) {
         absl::StatusOr<std::string> example =

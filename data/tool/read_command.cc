@@ -43,7 +43,14 @@ int RunRead(Env* env, std::span<const std::string> args) {
   flags.Int("--batch_size", &batch_size, 0);
   flags.Int("--shuffle_buffer", &o.shuffle_buffer, 0);
   flags.Int("--num_dense", &o.features.num_dense, 0);
+  // A multi-task model's Examples: a label feature per head.
+  std::vector<std::string> labels;
+  flags.List("--labels", &labels);
   if (!flags.Parse(args.subspan(1))) return Usage();
+  if (!labels.empty()) {
+    o.features.labels.clear();
+    for (const std::string& label : labels) o.features.labels.push_back({label, 0});
+  }
   o.batch_size = static_cast<int>(batch_size);
   absl::StatusOr<std::unique_ptr<ExampleStream>> stream = ExampleStream::Create(env, o);
   if (!stream.ok()) return Fail(stream.status());

@@ -59,7 +59,7 @@ int Usage() {
                "         DIR/test.csv (columns user,item,price,hour,click,convert,dwell),\n"
                "         and the planted models' AUCs and RMSE on the test rows\n"
                "       pstrain-data read PATTERN [--batch_size N] [--shuffle_buffer N]\n"
-               "           [--num_dense N] [--sparse a,b,...]\n"
+               "           [--num_dense N] [--sparse a,b,...] [--labels a,b,...]\n"
                "         streams the files once as a training replica does (TFRecord\n"
                "         Examples, or Criteo TSV for .tsv/.tsv.gz; gzip by .gz) and prints\n"
                "         the input pipeline's rate alone: MB/s of the files and of their\n"
