@@ -6,10 +6,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "chief/model_graph.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/model_options.h"
 #include "ps/optimizer_config.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 namespace {
@@ -68,6 +70,21 @@ absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(
       EventWriter::Create(env, job.training.job_dir, absl::Seconds(job.training.flush_secs)));
   PSTRAIN_RETURN_IF_ERROR(
       events->WriteSessionStart(RunHParams(job), job.training.job_dir, absl::Now()));
+  // The model's graph, once per file (a restarted chief's new file has its
+  // own): TensorBoard's GRAPHS tab.
+  if (model != nullptr && model->spec() != nullptr) {
+    ModelGraphOptions graph_options;
+    graph_options.optimizer = EffectiveOptimizer(job.training);
+    graph_options.embedding_optimizer = job.training.embedding_optimizer;
+    graph_options.num_ps = static_cast<int>(job.cluster.ps.size());
+    const ShardLayout layout = ComputeShardLayout(*model, std::max(graph_options.num_ps, 1));
+    absl::StatusOr<tensorboard::GraphDef> graph = ModelGraph(*model, layout, graph_options);
+    if (graph.ok()) {
+      PSTRAIN_RETURN_IF_ERROR(events->WriteGraph(*graph));
+    } else {
+      LOG(WARNING) << "no graph for TensorBoard: " << graph.status();
+    }
+  }
   PSTRAIN_RETURN_IF_ERROR(events->Flush());
   return std::unique_ptr<TrainingSummaries>(new TrainingSummaries(
       job, model, std::move(servers), std::move(events), optimizer.learning_rate, start_step));

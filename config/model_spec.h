@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -235,6 +236,10 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view yaml, std::string_view
 // and huber_delta with huber), and of buckets and dynamic the one in use;
 // a multi-task spec writes its heads instead of head and classes.
 std::string ModelSpecToYaml(const ModelSpec& spec);
+
+// A layer's options as ModelSpecToYaml writes them, key and value text, in
+// its type's key order (name, input and inputs not among them).
+std::vector<std::pair<std::string, std::string>> LayerOptions(const LayerSpec& layer);
 
 // True when `a` and `b` are the same network: equal but for the lines their
 // layers were read at.

@@ -21,6 +21,17 @@ using model_spec_internal::TypeSpec;
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> LayerOptions(const LayerSpec& layer) {
+  std::vector<std::pair<std::string, std::string>> options;
+  const TypeSpec* type = FindType(layer.type);
+  if (type == nullptr) return options;
+  for (const KeySpec& k : type->keys) {
+    if (k.written != nullptr && !k.written(layer)) continue;
+    options.emplace_back(k.name, k.get(layer));
+  }
+  return options;
+}
+
 bool SameModelSpec(const ModelSpec& a, const ModelSpec& b) {
   if (a.layers.size() != b.layers.size()) return false;
   if (a.heads.size() != b.heads.size()) return false;

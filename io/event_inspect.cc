@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "common/status_macros.h"
 #include "io/png.h"
 #include "proto/event.pb.h"
+#include "proto/graph.pb.h"
 
 namespace pstrain {
 namespace {
@@ -114,6 +116,7 @@ absl::StatusOr<std::string> InspectEventDir(Env* env, const std::string& dir) {
     std::map<std::string, TagSummary> tags;
     int64_t records = 0;
     std::vector<std::string> notes;
+    std::vector<std::string> graphs;  // the GraphDefs it holds, described
     for (const std::string& path : files) {
       PSTRAIN_ASSIGN_OR_RETURN(const std::string contents, env->ReadFile(path));
       RecordReader reader(contents, path);
@@ -141,6 +144,19 @@ absl::StatusOr<std::string> InspectEventDir(Env* env, const std::string& dir) {
         }
         first = false;
         ++records;
+        if (event.what_case() == tensorboard::Event::kGraphDef) {
+          tensorboard::GraphDef graph;
+          if (!graph.ParseFromString(event.graph_def())) {
+            return absl::DataLossError(absl::StrCat(path, ": the record before offset ",
+                                                    reader.offset(),
+                                                    " holds a graph_def that does not parse"));
+          }
+          std::set<std::string> devices;
+          for (const tensorboard::NodeDef& node : graph.node()) devices.insert(node.device());
+          graphs.push_back(absl::StrFormat("  %-28s %-9s %5d nodes, %d devices, step %d\n",
+                                           "(the model)", "graph", graph.node_size(),
+                                           devices.size(), event.step()));
+        }
         for (const tensorboard::Summary::Value& v : event.summary().value()) {
           TagSummary& t = tags[v.tag()];
           PSTRAIN_RETURN_IF_ERROR(Describe(v, path, reader.offset(), &t));
@@ -153,6 +169,7 @@ absl::StatusOr<std::string> InspectEventDir(Env* env, const std::string& dir) {
     absl::StrAppend(&out, "run ", run, ": ", files.size(), " file(s), ", records,
                     " records, checksums OK\n");
     for (const std::string& note : notes) absl::StrAppend(&out, note);
+    for (const std::string& graph : graphs) absl::StrAppend(&out, graph);
     for (const auto& [tag, t] : tags) {
       absl::StrAppend(&out, absl::StrFormat("  %-28s %-9s %5d points, steps %d..%d", tag, t.kind,
                                             t.points, t.first_step, t.last_step));

@@ -108,6 +108,13 @@ absl::Status EventWriter::WriteHistogram(const std::string& tag, int64_t step,
   return WriteEvent(std::move(event));
 }
 
+absl::Status EventWriter::WriteGraph(const tensorboard::GraphDef& graph) {
+  tensorboard::Event event;
+  event.set_step(0);
+  event.set_graph_def(graph.SerializeAsString());
+  return WriteEvent(std::move(event));
+}
+
 absl::Status EventWriter::WritePrCurve(const std::string& tag, int64_t step,
                                        absl::Span<const float> curve, int num_thresholds) {
   if (num_thresholds < 2 || curve.size() != 6 * static_cast<size_t>(num_thresholds)) {

@@ -11,6 +11,7 @@
 #include "common/env.h"
 #include "common/record_writer.h"
 #include "proto/event.pb.h"
+#include "proto/graph.pb.h"
 
 namespace pstrain {
 
@@ -56,6 +57,9 @@ class EventWriter {
       const google::protobuf::Map<std::string, google::protobuf::Value>& hparams,
       const std::string& model_uri, absl::Time start);
   absl::Status WriteSessionEnd(tensorboard::SessionStatus status, absl::Time end);
+  // The model's graph for TensorBoard's GRAPHS tab (Event.graph_def, as
+  // tf.summary.FileWriter(graph=...) writes it), at step 0.
+  absl::Status WriteGraph(const tensorboard::GraphDef& graph);
   // Any event; wall_time is set to now if it is 0.
   absl::Status WriteEvent(tensorboard::Event event);
   absl::Status Flush();
