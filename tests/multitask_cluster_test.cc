@@ -287,7 +287,7 @@ TEST_F(MultitaskClusterTest, TheMmoeExampleLearnsClickAndPurchase) {
   ProcessResult r =
       Train(kSource + "/examples/models/shop_mmoe.yaml",
             {"--train_files=" + csv + "/train.csv", "--eval_files=" + csv + "/test.csv",
-             "--csv_schema=" + kSource + "/examples/models/shop_csv.yaml"},
+             "--csv_schema=" + kSource + "/examples/csv/shop_schema.yaml"},
             dir_ + "/job_mmoe", 4000);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::map<std::string, double> m = LastEvaluation(r.output);
@@ -302,7 +302,7 @@ TEST_F(MultitaskClusterTest, TheMmoeExampleLearnsClickAndPurchase) {
   for (const std::string name : {"train", "test"}) {
     ProcessResult converted = RunProcess(
         {kBin + "/pstrain-data", "convert", csv + "/" + name + ".csv", "--out",
-         dir_ + "/examples/" + name, "--csv_schema", kSource + "/examples/models/shop_csv.yaml"},
+         dir_ + "/examples/" + name, "--csv_schema", kSource + "/examples/csv/shop_schema.yaml"},
         120);
     ASSERT_EQ(converted.exit_code, 0) << converted.output;
   }
