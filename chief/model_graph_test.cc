@@ -27,7 +27,7 @@ namespace {
 using tensorboard::GraphDef;
 using tensorboard::NodeDef;
 
-std::unique_ptr<Model> Load(const std::string& what) {
+std::unique_ptr<Model> LoadGraphModel(const std::string& what) {
   absl::StatusOr<std::unique_ptr<Model>> model =
       absl::EndsWith(what, ".yaml")
           ? BuildModelFromSpecText(
@@ -38,7 +38,7 @@ std::unique_ptr<Model> Load(const std::string& what) {
   return model.ok() ? std::move(*model) : nullptr;
 }
 
-std::vector<int64_t> Dims(const tensorboard::TensorShapeProto& shape) {
+std::vector<int64_t> GraphDims(const tensorboard::TensorShapeProto& shape) {
   std::vector<int64_t> dims;
   for (const auto& d : shape.dim()) dims.push_back(d.size());
   return dims;
@@ -68,7 +68,7 @@ void ExpectGraphOf(const Model& model, const GraphDef& graph, int num_ps, const 
     std::vector<int64_t> want = {-1};
     want.insert(want.end(), l.output_shape.begin(), l.output_shape.end());
     ASSERT_TRUE(n.attr().contains("_output_shapes")) << l.name;
-    EXPECT_EQ(Dims(n.attr().at("_output_shapes").list().shape(0)), want) << l.name;
+    EXPECT_EQ(GraphDims(n.attr().at("_output_shapes").list().shape(0)), want) << l.name;
     for (const std::string& in : l.inputs) {
       EXPECT_NE(std::find(n.input().begin(), n.input().end(), in), n.input().end())
           << what << ": layer " << l.name << " does not take " << in;
@@ -88,7 +88,7 @@ void ExpectGraphOf(const Model& model, const GraphDef& graph, int num_ps, const 
     }
     tasks.insert(task);
     EXPECT_EQ(n.device(), absl::StrCat("/job:ps/replica:0/task:", task)) << v.name;
-    EXPECT_EQ(Dims(n.attr().at("shape").shape()),
+    EXPECT_EQ(GraphDims(n.attr().at("shape").shape()),
               std::vector<int64_t>(v.shape.begin(), v.shape.end()))
         << v.name;
     EXPECT_EQ(n.attr().at("dtype").type(), 1) << v.name;
@@ -120,7 +120,7 @@ void ExpectGraphOf(const Model& model, const GraphDef& graph, int num_ps, const 
 class ModelGraphTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(ModelGraphTest, HasANodePerLayerAndVariableWithTheirDevicesAndShapes) {
-  std::unique_ptr<Model> model = Load(GetParam());
+  std::unique_ptr<Model> model = LoadGraphModel(GetParam());
   ASSERT_NE(model, nullptr);
   for (int num_ps : {1, 2, 3}) {
     ModelGraphOptions options;
@@ -143,7 +143,7 @@ INSTANTIATE_TEST_SUITE_P(Models, ModelGraphTest,
                          });
 
 TEST(ModelGraphTest, NamesFoldIntoScopesAndTheHeadsHaveTheirLosses) {
-  std::unique_ptr<Model> model = Load("examples/models/shop_mmoe.yaml");
+  std::unique_ptr<Model> model = LoadGraphModel("examples/models/shop_mmoe.yaml");
   ASSERT_NE(model, nullptr);
   absl::StatusOr<GraphDef> graph = ModelGraph(*model, ComputeShardLayout(*model, 2), {});
   ASSERT_TRUE(graph.ok()) << graph.status();
@@ -171,7 +171,7 @@ TEST(ModelGraphTest, NamesFoldIntoScopesAndTheHeadsHaveTheirLosses) {
 }
 
 TEST(ModelGraphTest, AnEventFileCarriesItAsTensorFlowsGraphDef) {
-  std::unique_ptr<Model> model = Load("examples/models/wide_and_deep.yaml");
+  std::unique_ptr<Model> model = LoadGraphModel("examples/models/wide_and_deep.yaml");
   ASSERT_NE(model, nullptr);
   absl::StatusOr<GraphDef> graph = ModelGraph(*model, ComputeShardLayout(*model, 2), {});
   ASSERT_TRUE(graph.ok());

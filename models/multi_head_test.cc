@@ -28,13 +28,13 @@ layers:
   - dense: {input: shared, units: 3, name: segment_logits}
 )";
 
-struct Batch {
+struct HeadsBatch {
   std::vector<float> x, labels;  // labels [n, 3]: clicked, delay, segment
 };
 
-Batch MakeBatch(int n, uint64_t seed) {
+HeadsBatch MakeHeadsBatch(int n, uint64_t seed) {
   SplitMix64 rng(seed);
-  Batch b;
+  HeadsBatch b;
   for (int i = 0; i < n; ++i) {
     for (int k = 0; k < 3; ++k) b.x.push_back(rng.Uniform() * 2 - 1);
     b.labels.push_back(static_cast<float>(rng.Next() % 2));
@@ -44,14 +44,14 @@ Batch MakeBatch(int n, uint64_t seed) {
   return b;
 }
 
-std::unique_ptr<Model> Build(const std::string& text) {
+std::unique_ptr<Model> BuildHeads(const std::string& text) {
   absl::StatusOr<std::unique_ptr<Model>> model = BuildModelFromSpecText(text, "heads.yaml");
   EXPECT_TRUE(model.ok()) << model.status();
   return model.ok() ? std::move(*model) : nullptr;
 }
 
 TEST(MultiHeadModelTest, HeadsSitSideBySideWithTheirLabelsAndLosses) {
-  std::unique_ptr<Model> model = Build(kThreeHeads);
+  std::unique_ptr<Model> model = BuildHeads(kThreeHeads);
   ASSERT_NE(model, nullptr);
   ASSERT_TRUE(model->multi_head());
   ASSERT_EQ(model->heads().size(), 3u);
@@ -68,7 +68,7 @@ TEST(MultiHeadModelTest, HeadsSitSideBySideWithTheirLabelsAndLosses) {
   EXPECT_EQ(model->head(), Head::kBinary);
 
   constexpr int kBatch = 16;
-  const Batch b = MakeBatch(kBatch, 5);
+  const HeadsBatch b = MakeHeadsBatch(kBatch, 5);
   std::vector<float> params(model->num_params());
   model->InitializeVariables(3, params.data(), nullptr);
   const LossResult total =
@@ -107,10 +107,10 @@ TEST(MultiHeadModelTest, HeadsSitSideBySideWithTheirLabelsAndLosses) {
 // Evaluate's loss, for every parameter (the shared layer's take all three
 // heads' gradients).
 TEST(MultiHeadModelTest, TrainStepGradientIsTheWeightedSumsNumericGradient) {
-  std::unique_ptr<Model> model = Build(kThreeHeads);
+  std::unique_ptr<Model> model = BuildHeads(kThreeHeads);
   ASSERT_NE(model, nullptr);
   constexpr int kBatch = 8;
-  const Batch b = MakeBatch(kBatch, 11);
+  const HeadsBatch b = MakeHeadsBatch(kBatch, 11);
   std::vector<float> params(model->num_params()), grads(model->num_params());
   model->InitializeVariables(7, params.data(), nullptr);
   model->TrainStep(params.data(), nullptr, b.x.data(), b.labels.data(), kBatch, 1, grads.data(),
@@ -143,11 +143,11 @@ TEST(MultiHeadModelTest, TrainStepGradientIsTheWeightedSumsNumericGradient) {
 TEST(MultiHeadModelTest, AHeadsWeightScalesItsGradient) {
   std::string heavier = kThreeHeads;
   heavier.replace(heavier.find("weight: 0.25"), 12, "weight: 0.5");
-  std::unique_ptr<Model> a = Build(kThreeHeads), b2 = Build(heavier);
+  std::unique_ptr<Model> a = BuildHeads(kThreeHeads), b2 = BuildHeads(heavier);
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b2, nullptr);
   constexpr int kBatch = 8;
-  const Batch b = MakeBatch(kBatch, 13);
+  const HeadsBatch b = MakeHeadsBatch(kBatch, 13);
   std::vector<float> params(a->num_params()), ga(params.size()), gb(params.size());
   a->InitializeVariables(2, params.data(), nullptr);
   a->TrainStep(params.data(), nullptr, b.x.data(), b.labels.data(), kBatch, 1, ga.data(), nullptr);
