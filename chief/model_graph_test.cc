@@ -102,7 +102,9 @@ void ExpectGraphOf(const Model& model, const GraphDef& graph, int num_ps, const 
   }
   // The variables are spread over the ps (a variable split over several
   // is drawn on the one of its first value, so not every ps need show).
-  if (model.num_params() > 1000 && num_ps > 1) EXPECT_GE(tasks.size(), 2u) << what;
+  if (model.num_params() > 1000 && num_ps > 1) {
+    EXPECT_GE(tasks.size(), 2u) << what;
+  }
   for (const SparseTableInfo& t : model.sparse_tables()) {
     ASSERT_TRUE(nodes.contains(t.name)) << what << ": no node for table " << t.name;
     const NodeDef& n = *nodes[t.name];
