@@ -146,7 +146,7 @@ absl::StatusOr<GraphDef> ModelGraph(const Model& model, const ShardLayout& layou
     }
   }
   // The tables: rows on every ps, by id.
-  std::set<std::string> tables_drawn;
+  std::map<std::string, const SparseTableInfo*> tables;
   for (const SparseTableInfo& t : model.sparse_tables()) {
     NodeDef* node = AddNode(&graph, t.name, "EmbeddingTable", "/job:ps");
     SetInt(node, "dim", t.dim);
@@ -156,7 +156,7 @@ absl::StatusOr<GraphDef> ModelGraph(const Model& model, const ShardLayout& layou
     SetString(node, "partitioner", absl::StrCat("rows by id hash over ", options.num_ps, " ps"));
     (*node->mutable_attr())["dtype"].set_type(kFloat);
     SetOutputShape(node, ShapeOf({t.buckets > 0 ? t.buckets : -1, t.dim}, false));
-    tables_drawn.insert(t.name);
+    tables[t.name] = &t;
   }
   // The sparse features, fed like the input.
   std::map<std::string, std::string> feature_node;
@@ -173,14 +173,15 @@ absl::StatusOr<GraphDef> ModelGraph(const Model& model, const ShardLayout& layou
     for (const std::string& v : inputs_of[l.name]) node->add_input(v);
     std::set<std::string> features;
     for (const TableSummary& t : l.tables) {
-      if (tables_drawn.contains(t.name)) node->add_input(t.name);
-      // A cross's table ("a_X_b") is addressed by its features' values.
-      for (const std::string& f : model.sparse_features()) {
-        if (t.feature == f || absl::StartsWith(t.feature, f + "_X_") ||
-            absl::StrContains(t.feature, "_X_" + f + "_X_") ||
-            absl::EndsWith(t.feature, "_X_" + f)) {
-          features.insert(f);
-        }
+      const auto table = tables.find(t.name);
+      if (table == tables.end()) continue;
+      node->add_input(t.name);
+      // A crossed table is addressed by its features' values together; any
+      // other by the feature this layer reads it by.
+      if (table->second->cross.empty()) {
+        features.insert(t.feature);
+      } else {
+        for (int f : table->second->cross) features.insert(model.sparse_features()[f]);
       }
     }
     for (const std::string& f : features) node->add_input(feature_node[f]);
