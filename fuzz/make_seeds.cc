@@ -60,9 +60,9 @@ std::string Rpc(int method, const google::protobuf::Message& m) {
 }
 
 // row_checkpoint_fuzzer: row files of three tables (one without rows, the
-// others in blocks of two rows), of one row, and of no tables. (The v1_*
-// seeds beside them are the same files in format version 1, kept from before
-// version 2: this writer no longer makes them.)
+// others in blocks of two rows), of one row, and of no tables. (The v1_* and
+// v2_* seeds beside them are the same files in format versions 1 and 2, kept
+// from before versions 2 and 3: this writer no longer makes them.)
 bool WriteRowCheckpointSeeds() {
   using pstrain::RowFileWriter;
   pstrain::MemEnv env;
@@ -72,11 +72,11 @@ bool WriteRowCheckpointSeeds() {
                       /*block_bytes=*/100);
   for (int i = 0; i < 5; ++i) {
     const std::vector<float> values = {0.5f * i, -1.0f, 2.0f, 0.25f};
-    three.Add(0, 10 * i + 3, values, values, 100 + i);
-    if (i < 3) three.Add(1, -1 - i, {values.data(), 2}, values, 200 + i);
+    three.Add(0, 10 * i + 3, values, values, 100 + i, /*pushes=*/7 * i);
+    if (i < 3) three.Add(1, -1 - i, {values.data(), 2}, values, 200 + i, /*pushes=*/1);
   }
   RowFileWriter one({{"emb", 1, 0, "sgd"}});
-  one.Add(0, 7, std::vector<float>{1.5f}, {}, 9);
+  one.Add(0, 7, std::vector<float>{1.5f}, {}, 9, /*pushes=*/3);
   RowFileWriter none({});
   for (const auto& [name, writer] : {std::pair{"three_tables", &three}, std::pair{"one_row", &one},
                                      std::pair{"no_tables", &none}}) {

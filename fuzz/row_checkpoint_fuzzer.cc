@@ -18,6 +18,7 @@ struct RowKey {
   int table;
   int64_t id;
   int64_t last_step;
+  int64_t pushes;
 };
 
 // Every row a read visited, its floats in one vector.
@@ -26,8 +27,8 @@ struct Rows {
   std::vector<float> floats;
 
   absl::Status Add(int table, int64_t id, absl::Span<const float> weights,
-                   absl::Span<const float> slots, int64_t last_step) {
-    keys.push_back({table, id, last_step});
+                   absl::Span<const float> slots, int64_t last_step, int64_t pushes) {
+    keys.push_back({table, id, last_step, pushes});
     floats.insert(floats.end(), weights.begin(), weights.end());
     floats.insert(floats.end(), slots.begin(), slots.end());
     return absl::OkStatus();
@@ -38,7 +39,8 @@ absl::StatusOr<pstrain::RowFileContents> Parse(std::string_view bytes, Rows* row
   return pstrain::ParseRowFile(
       bytes, "/j/model.ckpt-1.rows-0-of-1",
       [rows](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-             int64_t last_step) { return rows->Add(table, id, weights, slots, last_step); });
+             int64_t last_step,
+             int64_t pushes) { return rows->Add(table, id, weights, slots, last_step, pushes); });
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -76,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const pstrain::RowTableHeader& t = contents->tables[key.table];
     const float* f = rows.floats.data() + offsets[r];
     writer.Add(key.table, key.id, absl::MakeConstSpan(f, t.dim),
-               absl::MakeConstSpan(f + t.dim, t.slot_floats), key.last_step);
+               absl::MakeConstSpan(f + t.dim, t.slot_floats), key.last_step, key.pushes);
   }
   pstrain::MemEnv env;
   if (!writer.Write(&env, "/j/again", contents->global_step).ok()) std::abort();
@@ -96,7 +98,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (size_t r = 0; r < rows.keys.size(); ++r) {
     const RowKey &a = rows.keys[r], &b = again.keys[r];
-    if (a.table != b.table || a.id != b.id || a.last_step != b.last_step) std::abort();
+    if (a.table != b.table || a.id != b.id || a.last_step != b.last_step || a.pushes != b.pushes) {
+      std::abort();
+    }
   }
   return 0;
 }

@@ -118,9 +118,8 @@ absl::StatusOr<std::string> InspectTables(Env* env, const std::string& dir,
     PSTRAIN_ASSIGN_OR_RETURN(
         RowFileContents file,
         ParseRowFile(contents, path,
-                     [](int, int64_t, absl::Span<const float>, absl::Span<const float>, int64_t) {
-                       return absl::OkStatus();
-                     }));
+                     [](int, int64_t, absl::Span<const float>, absl::Span<const float>, int64_t,
+                        int64_t) { return absl::OkStatus(); }));
     if (static_cast<int>(file.rows.size()) != n || entry.table_rows_size() != n ||
         entry.table_sum_squares_size() != n) {
       return absl::DataLossError(

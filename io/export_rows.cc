@@ -102,7 +102,7 @@ absl::Status ReadEmbeddings(Env* env, const std::string& dir, const nlohmann::js
   };
   return ReadCheckedRowFile(env, path, file.bytes, file.crc, on_tables,
                             [&](int table, int64_t id, absl::Span<const float> weights,
-                                absl::Span<const float>, int64_t) {
+                                absl::Span<const float>, int64_t, int64_t) {
                               return TakeRow(path, want[table].name, want[table].dim, id, weights,
                                              &e->tables[table]);
                             });
@@ -149,7 +149,7 @@ absl::StatusOr<std::vector<TrainedTableRows>> ReadCheckpointRows(Env* env,
     PSTRAIN_RETURN_IF_ERROR(ReadCheckedRowFile(
         env, path, shard.rows_size_bytes(), shard.rows_crc32c(), on_tables,
         [&](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float>,
-            int64_t) {
+            int64_t, int64_t) {
           const int t = to_model[table];
           return TakeRow(path, infos[t].name, infos[t].dim, id, weights, &tables[t]);
         }));

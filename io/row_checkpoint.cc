@@ -46,14 +46,14 @@ RowFileWriter::RowFileWriter(std::vector<RowTableHeader> tables, int64_t block_b
           h.slot_floats <= kMaxRowFloats - h.dim)
         << "table " << h.name << ": dim " << h.dim << ", slot_floats " << h.slot_floats;
     Table t;
-    t.row_bytes = RowBytes(h.dim, h.slot_floats);
+    t.row_bytes = RowBytes(h.dim, h.slot_floats, kVersion);
     t.rows_per_block = std::max<int64_t>(1, block_bytes / t.row_bytes);
     tables_.push_back(std::move(t));
   }
 }
 
 void RowFileWriter::Add(int table, int64_t id, absl::Span<const float> weights,
-                        absl::Span<const float> slots, int64_t last_step) {
+                        absl::Span<const float> slots, int64_t last_step, int64_t pushes) {
   CHECK(table >= 0 && static_cast<size_t>(table) < tables_.size()) << "no table " << table;
   const RowTableHeader& h = headers_[table];
   CHECK_EQ(static_cast<int64_t>(weights.size()), h.dim) << "weights of a row of " << h.name;
@@ -75,6 +75,7 @@ void RowFileWriter::Add(int table, int64_t id, absl::Span<const float> weights,
   char* p = block.bytes.data() + at;
   EncodeFixed64(p, static_cast<uint64_t>(id));
   EncodeFixed64(p + 8, static_cast<uint64_t>(last_step));
+  EncodeFixed64(p + 16, static_cast<uint64_t>(pushes));
   std::memcpy(p + kRowPrefixSize, weights.data(), weights.size() * sizeof(float));
   if (!slots.empty()) {  // memcpy from a null data() is undefined even for 0 bytes
     std::memcpy(p + kRowPrefixSize + weights.size() * sizeof(float), slots.data(),
@@ -153,15 +154,18 @@ absl::StatusOr<RowFileContents> ParseRowFile(std::string_view bytes, const std::
   std::vector<float> row;
   for (const row_file::CheckedBlock& block : blocks) {
     const RowTableHeader& table = contents.tables[block.table];
-    const size_t row_bytes = RowBytes(table.dim, table.slot_floats);
+    const size_t row_bytes = RowBytes(table.dim, table.slot_floats, contents.version);
+    const bool counted = contents.version >= kVersion;
+    const size_t prefix = counted ? kRowPrefixSize : row_file::kUncountedRowPrefixSize;
     row.resize(table.dim + table.slot_floats);
     const absl::Span<const float> weights(row.data(), table.dim);
     const absl::Span<const float> slots(row.data() + table.dim, table.slot_floats);
     const char* p = bytes.data() + block.offset;
     for (int64_t r = 0; r < block.rows; ++r, p += row_bytes) {
-      std::memcpy(row.data(), p + kRowPrefixSize, row.size() * sizeof(float));
+      std::memcpy(row.data(), p + prefix, row.size() * sizeof(float));
       PSTRAIN_RETURN_IF_ERROR(fn(block.table, static_cast<int64_t>(DecodeFixed64(p)), weights,
-                                 slots, static_cast<int64_t>(DecodeFixed64(p + 8))));
+                                 slots, static_cast<int64_t>(DecodeFixed64(p + 8)),
+                                 counted ? static_cast<int64_t>(DecodeFixed64(p + 16)) : 0));
     }
   }
   return contents;

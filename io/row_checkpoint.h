@@ -7,20 +7,25 @@
 // trained rows in an export. Every integer is little-endian, every float an
 // IEEE-754 binary32 little-endian.
 //
-// Version 2 (what RowFileWriter writes) is a sequence of TFRecord-framed
+// Version 3 (what RowFileWriter writes) is a sequence of TFRecord-framed
 // records (common/record_format.h), the framing of every other file pstrain
 // writes:
 //
-//   prelude  magic "PSTRROWS" (8 bytes), uint32 version (2)
+//   prelude  magic "PSTRROWS" (8 bytes), uint32 version (3)
 //   header   int64 global_step, uint32 num_tables, then for each table:
 //            uint32 name size, name, uint32 optimizer size, optimizer,
 //            int64 dim, int64 slot_floats, int64 rows
 //   blocks   each: uint32 table, uint64 count, then `count` rows
 //     row    int64 id, int64 last_step (0 for a table without eviction, which
-//            keeps none), float weights[dim], float slots[slot_floats]
+//            keeps none), int64 pushes (how often the row was trained: the
+//            pushes of its id; 0: not known), float weights[dim],
+//            float slots[slot_floats]
 //   trailer  uint32 0xffffffff (where a block's table index would be),
 //            uint64 total rows, uint64 blocks, uint32 masked_crc(the header)
 //   and nothing after the trailer's record.
+//
+// Version 2 (read, no longer written) is version 3 without a row's pushes
+// (read as 0).
 //
 // Version 1 (read, no longer written) had the same pieces in a framing of
 // its own: the prelude bare with its masked_crc, the header as a length with
@@ -50,13 +55,15 @@ namespace pstrain {
 namespace row_file {
 
 inline constexpr std::string_view kMagic = "PSTRROWS";
-constexpr uint32_t kVersion = 2;               // what RowFileWriter writes
-constexpr uint32_t kUnframedVersion = 1;       // read only
-constexpr size_t kPreludeSize = 12;            // magic, version
-constexpr size_t kBlockHeaderSize = 12;        // table, count
-constexpr size_t kRowPrefixSize = 16;          // id, last_step
-constexpr uint32_t kTrailerTag = 0xffffffffu;  // where a block's table index would be
-constexpr size_t kTrailerSize = 24;            // tag, rows, blocks, the header's CRC
+constexpr uint32_t kVersion = 3;                // what RowFileWriter writes
+constexpr uint32_t kUncountedVersion = 2;       // read only: rows without pushes
+constexpr uint32_t kUnframedVersion = 1;        // read only
+constexpr size_t kPreludeSize = 12;             // magic, version
+constexpr size_t kBlockHeaderSize = 12;         // table, count
+constexpr size_t kRowPrefixSize = 24;           // id, last_step, pushes
+constexpr size_t kUncountedRowPrefixSize = 16;  // versions 1 and 2: id, last_step
+constexpr uint32_t kTrailerTag = 0xffffffffu;   // where a block's table index would be
+constexpr size_t kTrailerSize = 24;             // tag, rows, blocks, the header's CRC
 // Bounds of dim + slot_floats: a table's row is at most 64 MiB.
 constexpr int64_t kMaxRowFloats = int64_t{1} << 24;
 constexpr uint32_t kMaxTables = uint32_t{1} << 20;
@@ -98,8 +105,9 @@ class RowFileWriter {
   // Appends one row of table `table` (an index into the constructor's
   // tables). CHECK-fails unless weights has dim floats and slots slot_floats.
   // Ids are not checked for repeats: ForEachRow of one table gives each once.
+  // `pushes`: how often the row was trained (0: not known).
   void Add(int table, int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-           int64_t last_step);
+           int64_t last_step, int64_t pushes = 0);
 
   const std::vector<RowTableHeader>& tables() const { return headers_; }
   int64_t rows(int table) const { return tables_[table].rows; }
@@ -135,6 +143,7 @@ class RowFileWriter {
 
 // What a row file holds besides its rows.
 struct RowFileContents {
+  uint32_t version = 0;  // the file's format version
   std::vector<RowTableHeader> tables;
   std::vector<int64_t> rows;  // per table
   int64_t global_step = 0;
@@ -142,11 +151,11 @@ struct RowFileContents {
 
 // Called for every row of a file: the table's index in the file's
 // RowFileContents::tables (the order of the writer's tables), and the row as
-// RowFileWriter::Add took it. The spans are valid only during the call. An
-// error stops the reading and is returned as it is.
-using RowFileVisitor =
-    absl::FunctionRef<absl::Status(int table, int64_t id, absl::Span<const float> weights,
-                                   absl::Span<const float> slots, int64_t last_step)>;
+// RowFileWriter::Add took it (`pushes` 0 in a file of a version before 3). The spans are valid only
+// during the call. An error stops the reading and is returned as it is.
+using RowFileVisitor = absl::FunctionRef<absl::Status(
+    int table, int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
+    int64_t last_step, int64_t pushes)>;
 // Called once, after the whole file is checked and before its first row: the
 // file's tables (to map them to the model's and check their optimizer before
 // any row is taken). An error stops the reading and is returned as it is.

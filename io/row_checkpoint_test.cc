@@ -26,6 +26,7 @@ struct Row {
   std::vector<float> weights;
   std::vector<float> slots;
   int64_t last_step = 0;
+  int64_t pushes = 0;
   bool operator==(const Row&) const = default;
 };
 
@@ -43,12 +44,16 @@ std::vector<float> Values(int table, int64_t id, int64_t n, float base) {
 }
 
 Row MakeRow(const std::vector<RowTableHeader>& tables, int table, int64_t id) {
-  return {table, id, Values(table, id, tables[table].dim, 1.0f),
-          Values(table, id, tables[table].slot_floats, 0.25f), 1000 + id};
+  return {table,
+          id,
+          Values(table, id, tables[table].dim, 1.0f),
+          Values(table, id, tables[table].slot_floats, 0.25f),
+          1000 + id,
+          2000 + 3 * id};
 }
 
 void AddRow(RowFileWriter& writer, const Row& row) {
-  writer.Add(row.table, row.id, row.weights, row.slots, row.last_step);
+  writer.Add(row.table, row.id, row.weights, row.slots, row.last_step, row.pushes);
 }
 
 // 5 rows of table 0 and 3 of table 1 added interleaved; table 2 has none.
@@ -81,16 +86,23 @@ struct Parsed {
   std::vector<Row> rows;
 };
 
+// A visitor that keeps every row it is handed in `rows`.
+auto Collect(std::vector<Row>* rows) {
+  return [rows](int table, int64_t id, absl::Span<const float> weights,
+                absl::Span<const float> slots, int64_t last_step, int64_t pushes) {
+    rows->push_back({table,
+                     id,
+                     {weights.begin(), weights.end()},
+                     {slots.begin(), slots.end()},
+                     last_step,
+                     pushes});
+    return absl::OkStatus();
+  };
+}
+
 Parsed Parse(std::string_view bytes) {
   Parsed p;
-  p.contents = ParseRowFile(
-      bytes, kPath,
-      [&](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-          int64_t last_step) {
-        p.rows.push_back(
-            {table, id, {weights.begin(), weights.end()}, {slots.begin(), slots.end()}, last_step});
-        return absl::OkStatus();
-      });
+  p.contents = ParseRowFile(bytes, kPath, Collect(&p.rows));
   return p;
 }
 
@@ -110,8 +122,9 @@ std::string U64(uint64_t v) {
 std::string Crc(const std::string& data) {
   return U32(crc32c::Mask(crc32c::Value(data.data(), data.size())));
 }
-// The pieces of a file of either version (row_checkpoint.h): version 1 has
-// its own framing, version 2 TFRecord's.
+// The pieces of a file of any version (row_checkpoint.h): version 1 has
+// its own framing, versions 2 and 3 TFRecord's; version 3's rows hold their
+// pushes.
 std::string Framed(const std::string& data) {
   return U64(data.size()) + Crc(U64(data.size())) + data + Crc(data);
 }
@@ -139,8 +152,8 @@ std::string Body(uint64_t global_step, const std::vector<HandTable>& tables,
 std::string Header(const std::string& body, int version = 2) {
   return version == 1 ? U64(body.size()) + Crc(U64(body.size())) + body + Crc(body) : Framed(body);
 }
-std::string EncodeRow(const Row& row) {
-  std::string s = U64(row.id) + U64(row.last_step);
+std::string EncodeRow(const Row& row, int version = 2) {
+  std::string s = U64(row.id) + U64(row.last_step) + (version >= 3 ? U64(row.pushes) : "");
   for (const auto* v : {&row.weights, &row.slots}) {
     for (float f : *v) {
       uint32_t bits;
@@ -159,23 +172,25 @@ std::string Trailer(uint64_t rows, uint64_t blocks, const std::string& body, int
   return version == 1 ? t + Crc(t) : Framed(t);
 }
 
-// SmallFile's rows as a version 1 file (what pstrain wrote before version 2).
-std::string SmallFileVersion1() {
+// SmallFile's rows as a file of version 1 (what pstrain wrote before
+// version 2) or 2 (before version 3).
+std::string SmallFileOfVersion(int version) {
   RowFileWriter writer(ThreeTables());
   const std::vector<Row> rows = AddRows(writer);  // 5 of table 0, then 3 of table 1
   const std::string body = Body(7, {{"emb_C1/embeddings", "adagrad", 4, 4, 5},
                                     {"emb_C2/embeddings", "ftrl", 2, 4, 3},
                                     {"emb_C3/embeddings", "adam", 3, 7, 0}});
-  std::string file = Prelude(1, 1) + Header(body, 1);
+  std::string file = Prelude(version, version) + Header(body, version);
   // Blocks of two rows, as SmallFile's 100 bytes give.
   for (size_t first : {0, 2, 4, 5, 7}) {
     const size_t end = first == 4 ? 5 : std::min<size_t>(first + 2, 8);
     std::string encoded;
     for (size_t r = first; r < end; ++r) encoded += EncodeRow(rows[r]);
-    file += Block(rows[first].table, end - first, encoded, 1);
+    file += Block(rows[first].table, end - first, encoded, version);
   }
-  return file + Trailer(8, 5, body, 1);
+  return file + Trailer(8, 5, body, version);
 }
+std::string SmallFileVersion1() { return SmallFileOfVersion(1); }
 
 TEST(RowCheckpointTest, RoundTripsThreeTablesOneWithoutRows) {
   RowFileWriter writer(ThreeTables());
@@ -202,14 +217,7 @@ TEST(RowCheckpointTest, RoundTripsThreeTablesOneWithoutRows) {
   EXPECT_EQ(summary->sum_squares[2], 0.0);
 
   std::vector<Row> got;
-  absl::StatusOr<RowFileContents> contents = ReadRowFile(
-      &env, kPath,
-      [&](int table, int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-          int64_t last_step) {
-        got.push_back(
-            {table, id, {weights.begin(), weights.end()}, {slots.begin(), slots.end()}, last_step});
-        return absl::OkStatus();
-      });
+  absl::StatusOr<RowFileContents> contents = ReadRowFile(&env, kPath, Collect(&got));
   ASSERT_TRUE(contents.ok()) << contents.status();
   EXPECT_EQ(contents->global_step, 7);
   EXPECT_THAT(contents->rows, ElementsAre(5, 3, 0));
@@ -242,19 +250,19 @@ TEST(RowCheckpointTest, SmallBlocksRoundTripAndAnotherStep) {
 
 TEST(RowCheckpointTest, BytesAreThoseOfTheFormatNote) {
   const std::vector<RowTableHeader> tables = {{"a", 1, 1, "adagrad"}, {"bb", 2, 0, "sgd"}};
-  RowFileWriter writer(tables, /*block_bytes=*/48);  // rows of 24 bytes: two a block
-  const std::vector<Row> rows = {{0, 5, {1.5f}, {0.25f}, 3},
-                                 {0, -6, {2.5f}, {0.5f}, 4},
-                                 {1, 1 << 30, {-1, 2}, {}, 9},
-                                 {0, 7, {3.5f}, {0.75f}, 5}};
+  RowFileWriter writer(tables, /*block_bytes=*/64);  // rows of 32 bytes: two a block
+  const std::vector<Row> rows = {{0, 5, {1.5f}, {0.25f}, 3, 11},
+                                 {0, -6, {2.5f}, {0.5f}, 4, 0},
+                                 {1, 1 << 30, {-1, 2}, {}, 9, int64_t{1} << 40},
+                                 {0, 7, {3.5f}, {0.75f}, 5, 1}};
   for (const Row& r : rows) AddRow(writer, r);
   MemEnv env;
   ASSERT_TRUE(writer.Write(&env, "/f", 42).ok());
 
   const std::string body = Body(42, {{"a", "adagrad", 1, 1, 3}, {"bb", "sgd", 2, 0, 1}});
   const std::string want =
-      Prelude(2) + Header(body) + Block(0, 2, EncodeRow(rows[0]) + EncodeRow(rows[1])) +
-      Block(0, 1, EncodeRow(rows[3])) + Block(1, 1, EncodeRow(rows[2])) + Trailer(4, 3, body);
+      Prelude(3) + Header(body) + Block(0, 2, EncodeRow(rows[0], 3) + EncodeRow(rows[1], 3)) +
+      Block(0, 1, EncodeRow(rows[3], 3)) + Block(1, 1, EncodeRow(rows[2], 3)) + Trailer(4, 3, body);
   EXPECT_EQ(*env.ReadFile("/f"), want);
 }
 
@@ -270,23 +278,29 @@ TEST(RowCheckpointTest, NoTablesAtAll) {
   EXPECT_TRUE(p.rows.empty());
 }
 
-TEST(RowCheckpointTest, VersionOneFilesReadAsBefore) {
+// Files of versions 1 and 2 read as before, their rows' pushes 0 (not known).
+TEST(RowCheckpointTest, VersionOneAndTwoFilesReadAsBefore) {
   RowFileWriter writer(ThreeTables());
-  const std::vector<Row> want = AddRows(writer);
-  const std::string v1 = SmallFileVersion1();
-  ASSERT_NE(v1, SmallFile());
-  Parsed p = Parse(v1);
-  ASSERT_TRUE(p.contents.ok()) << p.contents.status();
-  EXPECT_EQ(p.contents->global_step, 7);
-  EXPECT_THAT(p.contents->rows, ElementsAre(5, 3, 0));
-  ASSERT_EQ(p.contents->tables.size(), 3u);
-  EXPECT_EQ(p.contents->tables[2].optimizer, "adam");
-  EXPECT_EQ(p.contents->tables[2].slot_floats, 7);
-  EXPECT_EQ(p.rows, want);
+  std::vector<Row> want = AddRows(writer);
+  for (Row& row : want) row.pushes = 0;
+  for (int version : {1, 2}) {
+    const std::string old = SmallFileOfVersion(version);
+    ASSERT_NE(old, SmallFile());
+    Parsed p = Parse(old);
+    ASSERT_TRUE(p.contents.ok()) << p.contents.status();
+    EXPECT_EQ(p.contents->version, static_cast<uint32_t>(version));
+    EXPECT_EQ(p.contents->global_step, 7);
+    EXPECT_THAT(p.contents->rows, ElementsAre(5, 3, 0));
+    ASSERT_EQ(p.contents->tables.size(), 3u);
+    EXPECT_EQ(p.contents->tables[2].optimizer, "adam");
+    EXPECT_EQ(p.contents->tables[2].slot_floats, 7);
+    EXPECT_EQ(p.rows, want) << "version " << version;
+  }
+  EXPECT_EQ(Parse(SmallFile()).contents->version, 3u);
 }
 
 TEST(RowCheckpointTest, EveryTruncationIsDataLossAndVisitsNothing) {
-  for (const std::string& bytes : {SmallFile(), SmallFileVersion1()}) {
+  for (const std::string& bytes : {SmallFile(), SmallFileVersion1(), SmallFileOfVersion(2)}) {
     ASSERT_TRUE(Parse(bytes).contents.ok());
     for (size_t n = 0; n < bytes.size(); ++n) {
       Parsed p = Parse(std::string_view(bytes).substr(0, n));
@@ -316,16 +330,16 @@ TEST(RowCheckpointTest, EveryByteIsUnderACrc) {
 TEST(RowCheckpointTest, MessagesSayWhatAndWhere) {
   const std::string bytes = SmallFile();
   std::string damaged = bytes;
-  // Inside the rows of the last block (table 1's third row: 40 bytes, its
+  // Inside the rows of the last block (table 1's third row: 48 bytes, its
   // record's CRC, the trailer's 40-byte record).
-  const size_t last_block = bytes.size() - 40 - 4 - 40 - 12 - 12;
+  const size_t last_block = bytes.size() - 48 - 4 - 40 - 12 - 12;
   damaged[bytes.size() - 50] ^= 1;
   EXPECT_THAT(Message(Parse(damaged)),
               HasSubstr(absl::StrCat("record at offset ", last_block, " has corrupted data")));
   EXPECT_THAT(Message(Parse(bytes + "x")), HasSubstr("has 1 bytes after its trailer"));
   EXPECT_THAT(
       Message(Parse(bytes.substr(0, bytes.size() - 40))),
-      HasSubstr(absl::StrCat("ends at offset ", bytes.size() - 40, " before its block 5 at offset ",
+      HasSubstr(absl::StrCat("ends at offset ", bytes.size() - 40, " before its block 7 at offset ",
                              bytes.size() - 40, " or trailer (truncated)")));
   EXPECT_THAT(Message(Parse("hello")), HasSubstr("is not a row checkpoint file"));
   EXPECT_THAT(Message(Parse(RecordWriter::Frame("a TFRecord"))),
@@ -348,20 +362,23 @@ TEST(RowCheckpointTest, MessagesSayWhatAndWhere) {
 TEST(RowCheckpointTest, AnotherVersionIsInvalidArgument) {
   const std::string rest = SmallFile().substr(28);
   const std::string rest1 = SmallFileVersion1().substr(16);
-  for (uint32_t version : {0u, 3u, 0x01000001u}) {
+  for (uint32_t version : {0u, 4u, 0x01000001u}) {
     for (const std::string& file : {Prelude(version) + rest, Prelude(version, 1) + rest1}) {
       Parsed p = Parse(file);
       EXPECT_TRUE(absl::IsInvalidArgument(p.contents.status())) << p.contents.status();
       EXPECT_THAT(Message(p), HasSubstr(absl::StrCat("format version ", version,
-                                                     "; this pstrain reads versions 1 and 2")));
+                                                     "; this pstrain reads versions 1 to 3")));
       EXPECT_TRUE(p.rows.empty());
     }
   }
-  EXPECT_TRUE(Parse(Prelude(2) + rest).contents.ok());
+  EXPECT_TRUE(Parse(Prelude(3) + rest).contents.ok());
+  EXPECT_TRUE(Parse(Prelude(2) + SmallFileOfVersion(2).substr(28)).contents.ok());
   EXPECT_TRUE(Parse(Prelude(1, 1) + rest1).contents.ok());
-  // Version 2 unframed, or 1 framed, is no file pstrain wrote.
-  EXPECT_THAT(Message(Parse(Prelude(2, 1) + rest1)),
-              HasSubstr("its unframed prelude says version 2"));
+  // Version 2 or 3 unframed, or 1 framed, is no file pstrain wrote.
+  for (uint32_t framed : {2u, 3u}) {
+    EXPECT_THAT(Message(Parse(Prelude(framed, 1) + rest1)),
+                HasSubstr(absl::StrCat("its unframed prelude says version ", framed)));
+  }
   EXPECT_TRUE(absl::IsDataLoss(Parse(Prelude(1) + rest).contents.status()));
   EXPECT_THAT(Message(Parse(Prelude(1) + rest)), HasSubstr("its framed prelude says version 1"));
   // A damaged record says what the file holds there.
@@ -479,7 +496,7 @@ TEST(RowCheckpointTest, AVisitorErrorStopsTheReading) {
   const std::string bytes = SmallFile();
   int calls = 0;
   absl::StatusOr<RowFileContents> contents =
-      ParseRowFile(bytes, kPath, [&](int, int64_t, auto, auto, int64_t) {
+      ParseRowFile(bytes, kPath, [&](int, int64_t, auto, auto, int64_t, int64_t) {
         return ++calls == 2 ? absl::AlreadyExistsError("row 2 again") : absl::OkStatus();
       });
   EXPECT_EQ(contents.status(), absl::AlreadyExistsError("row 2 again"));
@@ -502,7 +519,7 @@ TEST(RowCheckpointTest, TheTablesComeBeforeTheFirstRow) {
         EXPECT_EQ(c.global_step, 7);
         return absl::OkStatus();
       },
-      [&](int, int64_t, auto, auto, int64_t) {
+      [&](int, int64_t, auto, auto, int64_t, int64_t) {
         ++rows;
         return absl::OkStatus();
       });
@@ -516,7 +533,7 @@ TEST(RowCheckpointTest, TheTablesComeBeforeTheFirstRow) {
   contents = ParseRowFile(
       bytes, kPath,
       [](const RowFileContents&) { return absl::InvalidArgumentError("adam, not ftrl"); },
-      [&](int, int64_t, auto, auto, int64_t) {
+      [&](int, int64_t, auto, auto, int64_t, int64_t) {
         ++rows;
         return absl::OkStatus();
       });
@@ -530,15 +547,16 @@ TEST(RowCheckpointTest, TheTablesComeBeforeTheFirstRow) {
         ++tables_calls;
         return absl::OkStatus();
       },
-      [](int, int64_t, auto, auto, int64_t) { return absl::OkStatus(); });
+      [](int, int64_t, auto, auto, int64_t, int64_t) { return absl::OkStatus(); });
   EXPECT_TRUE(absl::IsDataLoss(contents.status()));
   EXPECT_EQ(tables_calls, 1);
 }
 
 TEST(RowCheckpointTest, MissingFileIsNotFound) {
   MemEnv env;
-  absl::StatusOr<RowFileContents> contents = ReadRowFile(
-      &env, "/nothing", [](int, int64_t, auto, auto, int64_t) { return absl::OkStatus(); });
+  absl::StatusOr<RowFileContents> contents =
+      ReadRowFile(&env, "/nothing",
+                  [](int, int64_t, auto, auto, int64_t, int64_t) { return absl::OkStatus(); });
   EXPECT_TRUE(absl::IsNotFound(contents.status())) << contents.status();
 }
 

@@ -114,7 +114,7 @@ class BlockChecker {
   BlockChecker(const std::string& source, const RowFileContents& contents, uint32_t header_crc)
       : source_(source), contents_(contents), header_crc_(header_crc) {
     for (const RowTableHeader& t : contents.tables) {
-      row_bytes_.push_back(RowBytes(t.dim, t.slot_floats));
+      row_bytes_.push_back(RowBytes(t.dim, t.slot_floats, contents.version));
     }
     seen_.assign(contents.tables.size(), 0);
   }
@@ -212,7 +212,7 @@ class BlockChecker {
 absl::Status AnotherVersion(const std::string& source, uint32_t version) {
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": a row checkpoint file of format version ", version,
-                   "; this pstrain reads versions ", kUnframedVersion, " and ", kVersion,
+                   "; this pstrain reads versions ", kUnframedVersion, " to ", kVersion,
                    " (written by another pstrain release?)"));
 }
 
@@ -234,11 +234,12 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckUnframedFile(std::string_view byt
     return RowsDataLoss(source, "its prelude (magic and format version) is damaged: CRC mismatch");
   }
   const uint32_t version = DecodeFixed32(prelude.data() + kMagic.size());
-  if (version == kVersion) {
-    return RowsDataLoss(source, absl::StrCat("its unframed prelude says version ", kVersion,
+  if (version == kVersion || version == row_file::kUncountedVersion) {
+    return RowsDataLoss(source, absl::StrCat("its unframed prelude says version ", version,
                                              ", whose files are TFRecord-framed (damaged)"));
   }
   if (version != kUnframedVersion) return AnotherVersion(source, version);
+  contents->version = version;
 
   // The header.
   if (!in.Has(12)) {
@@ -374,7 +375,10 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFramedFile(std::string_view bytes
     return RowsDataLoss(source, absl::StrCat("its framed prelude says version ", version,
                                              ", whose files are not TFRecord-framed (damaged)"));
   }
-  if (version != kVersion) return AnotherVersion(source, version);
+  if (version != kVersion && version != row_file::kUncountedVersion) {
+    return AnotherVersion(source, version);
+  }
+  contents->version = version;
 
   PSTRAIN_ASSIGN_OR_RETURN(const std::string_view body, next("header"));
   PSTRAIN_RETURN_IF_ERROR(ParseHeaderBody(body, offset_of(body), source, contents));
@@ -423,8 +427,8 @@ absl::StatusOr<std::vector<CheckedBlock>> CheckFramedFile(std::string_view bytes
 
 }  // namespace
 
-int64_t RowBytes(int64_t dim, int64_t slot_floats) {
-  return static_cast<int64_t>(kRowPrefixSize) +
+int64_t RowBytes(int64_t dim, int64_t slot_floats, uint32_t version) {
+  return static_cast<int64_t>(version >= kVersion ? kRowPrefixSize : kUncountedRowPrefixSize) +
          static_cast<int64_t>(sizeof(float)) * (dim + slot_floats);
 }
 

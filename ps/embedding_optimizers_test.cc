@@ -79,7 +79,7 @@ TEST(EmbeddingOptimizersTest, AdagradMatchesHandComputedRule) {
   ExpectNear(Get(*table, 7), w);
   EXPECT_TRUE(table
                   ->ForEachRow([&](int64_t id, absl::Span<const float>,
-                                   absl::Span<const float> slots, int64_t last_step) {
+                                   absl::Span<const float> slots, int64_t last_step, int64_t) {
                     if (id == 7) {
                       EXPECT_EQ(last_step, 0);  // a table without eviction keeps none
                       for (int i = 0; i < kDim; ++i) EXPECT_NEAR(slots[i], acc[i], 1e-6);
@@ -133,7 +133,7 @@ TEST(EmbeddingOptimizersTest, FtrlMatchesAlgorithm1AndL1ZeroesSmallWeights) {
   // Slots are z then n.
   EXPECT_TRUE(table
                   ->ForEachRow([&](int64_t id, absl::Span<const float> weights,
-                                   absl::Span<const float> slots, int64_t) {
+                                   absl::Span<const float> slots, int64_t, int64_t) {
                     if (id == 7) {
                       EXPECT_EQ(weights[2], 0.0f);
                       for (int i = 0; i < kDim; ++i) {
@@ -189,7 +189,7 @@ TEST(EmbeddingOptimizersTest, LazyAdamCorrectsBiasByEachRowsOwnStepCount) {
   ExpectNear(Get(*table, 9), adam(init9, {kGrad9}));
   EXPECT_TRUE(table
                   ->ForEachRow([&](int64_t id, absl::Span<const float>,
-                                   absl::Span<const float> slots, int64_t) {
+                                   absl::Span<const float> slots, int64_t, int64_t) {
                     EXPECT_EQ(slots.size(), 2u * kDim + 1);
                     EXPECT_EQ(slots.back(), id == 7 ? 3.0f : 1.0f);
                     return absl::OkStatus();

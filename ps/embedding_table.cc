@@ -23,10 +23,13 @@ constexpr int64_t kMaxDim = 65536;
 // Records are allocated in chunks of at most this many bytes (a power of two
 // records, at least one), so a stripe wastes at most one chunk.
 constexpr int64_t kChunkBytes = 64 * 1024;
-// A record: [id: int64][last step: int64, only with ttl_steps > 0][weights]
-// [slots], in floats. Without eviction nothing reads the last step, and its
-// 8 bytes would be an eighth of a dim-8 Adagrad row.
+// A record: [id: int64][count: uint32][last step: int64, only with
+// ttl_steps > 0][weights][slots], in floats. Without eviction nothing reads
+// the last step, and its 8 bytes would be an eighth of a dim-8 Adagrad row.
+// The count (pushes applied to the row, saturating) is 4 bytes: the
+// projector's "most used rows" need an order, not an exact figure past 4e9.
 constexpr int64_t kIdFloats = 2;
+constexpr int64_t kCountFloats = 1;
 constexpr int64_t kLastStepFloats = 2;
 constexpr int kStripeBits = 6;
 static_assert(EmbeddingTable::kNumStripes == 1 << kStripeBits);
@@ -69,17 +72,30 @@ class RecordStore {
   RecordStore(int64_t stride_floats, int chunk_shift, bool last_step)
       : stride_(stride_floats),
         shift_(chunk_shift),
-        header_(kIdFloats + (last_step ? kLastStepFloats : 0)) {}
+        header_(kIdFloats + kCountFloats + (last_step ? kLastStepFloats : 0)) {}
 
   float* Record(uint32_t r) const {
     return chunks_[r >> shift_].get() + static_cast<int64_t>(r & ((1u << shift_) - 1)) * stride_;
   }
   int64_t IdOf(uint32_t r) const { return GetInt(r, 0); }
   // 0 for records without a last step.
-  int64_t LastStep(uint32_t r) const { return header_ > kIdFloats ? GetInt(r, kIdFloats) : 0; }
+  int64_t LastStep(uint32_t r) const { return header_ > kStepOffset ? GetInt(r, kStepOffset) : 0; }
   void SetId(uint32_t r, int64_t id) { SetInt(r, 0, id); }
   void SetLastStep(uint32_t r, int64_t step) {
-    if (header_ > kIdFloats) SetInt(r, kIdFloats, step);
+    if (header_ > kStepOffset) SetInt(r, kStepOffset, step);
+  }
+  uint32_t Count(uint32_t r) const {
+    uint32_t v;
+    std::memcpy(&v, Record(r) + kIdFloats, sizeof(v));
+    return v;
+  }
+  void SetCount(uint32_t r, uint32_t count) {
+    std::memcpy(Record(r) + kIdFloats, &count, sizeof(count));
+  }
+  // One more push applied, saturating.
+  void CountPush(uint32_t r) {
+    const uint32_t c = Count(r);
+    if (c != std::numeric_limits<uint32_t>::max()) SetCount(r, c + 1);
   }
   float* Data(uint32_t r) const { return Record(r) + header_; }
 
@@ -125,6 +141,8 @@ class RecordStore {
     return v;
   }
   void SetInt(uint32_t r, int offset, int64_t v) { std::memcpy(Record(r) + offset, &v, sizeof(v)); }
+
+  static constexpr int kStepOffset = kIdFloats + kCountFloats;
 
   const int64_t stride_;
   const int shift_;
@@ -237,7 +255,8 @@ EmbeddingTable::EmbeddingTable(const EmbeddingTableOptions& options)
       initializer_(options.name, options.initializer),
       optimizer_(options.optimizer, options.dim) {
   const bool last_step = options.ttl_steps > 0;
-  const int64_t stride = kIdFloats + (last_step ? kLastStepFloats : 0) + optimizer_.stored_floats();
+  const int64_t stride =
+      kIdFloats + kCountFloats + (last_step ? kLastStepFloats : 0) + optimizer_.stored_floats();
   const int64_t records = std::max<int64_t>(1, kChunkBytes / (stride * sizeof(float)));
   const int shift = std::bit_width(static_cast<uint64_t>(records)) - 1;
   for (auto& stripe : stripes_) stripe = std::make_unique<Stripe>(stride, shift, last_step);
@@ -340,6 +359,7 @@ absl::Status EmbeddingTable::ApplyGradients(absl::Span<const int64_t> ids,
         const uint32_t r = static_cast<uint32_t>(found);
         optimizer_.Apply(grad, stripe.store.Data(r));
         stripe.store.SetLastStep(r, std::max(step, stripe.store.LastStep(r)));
+        stripe.store.CountPush(r);
         continue;
       }
       if (min_count > 1) {
@@ -352,6 +372,9 @@ absl::Status EmbeddingTable::ApplyGradients(absl::Span<const int64_t> ids,
       const uint32_t r = stripe.store.Allocate();
       stripe.store.SetId(r, id);
       stripe.store.SetLastStep(r, step);
+      // Every push of the id counts, those before its admission too.
+      stripe.store.SetCount(r, static_cast<uint32_t>(std::clamp<int64_t>(
+                                   min_count, 1, std::numeric_limits<uint32_t>::max())));
       initializer_.Fill(id, absl::MakeSpan(initial));
       optimizer_.InitRow(initial.data(), stripe.store.Data(r));
       optimizer_.Apply(grad, stripe.store.Data(r));
@@ -442,7 +465,7 @@ absl::Status EmbeddingTable::ForEachRow(RowVisitor fn) const {
       optimizer_.ReadWeights(data, weights.data());
       absl::Status status =
           fn(id, weights, absl::MakeConstSpan(data + weight_floats, slot_floats()),
-             stripe.store.LastStep(r));
+             stripe.store.LastStep(r), stripe.store.Count(r));
       if (!status.ok()) return status;
     }
   }
@@ -450,7 +473,8 @@ absl::Status EmbeddingTable::ForEachRow(RowVisitor fn) const {
 }
 
 absl::Status EmbeddingTable::InsertRow(int64_t id, absl::Span<const float> weights,
-                                       absl::Span<const float> slots, int64_t last_step) {
+                                       absl::Span<const float> slots, int64_t last_step,
+                                       int64_t count) {
   absl::Status status = CheckId(id);
   if (!status.ok()) return status;
   if (static_cast<int64_t>(weights.size()) != options_.dim ||
@@ -474,6 +498,8 @@ absl::Status EmbeddingTable::InsertRow(int64_t id, absl::Span<const float> weigh
   const uint32_t r = stripe.store.Allocate();
   stripe.store.SetId(r, id);
   stripe.store.SetLastStep(r, last_step);
+  stripe.store.SetCount(r, static_cast<uint32_t>(std::clamp<int64_t>(
+                               count, 0, std::numeric_limits<uint32_t>::max())));
   optimizer_.RestoreRow(weights, slots, stripe.store.Data(r));
   stripe.index.insert(r);
   ++stripe.rows;

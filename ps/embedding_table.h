@@ -40,8 +40,9 @@ struct EmbeddingTableOptions {
 // one) without storing it, so pulls never grow the table.
 //
 // Storage: 64 stripes chosen by a mix of the id. Each stripe has its own
-// absl::Mutex, an array of fixed-size chunks holding records of [id, last
-// step (only when ttl_steps > 0: nothing else reads it), weights, slots], and a flat_hash_set of
+// absl::Mutex, an array of fixed-size chunks holding records of [id, count
+// (pushes applied to the row, 4 bytes, saturating), last step (only when
+// ttl_steps > 0: nothing else reads it), weights, slots], and a flat_hash_set of
 // record indices looked up by id (its hash and equality read the id from the record, so the index
 // costs 4 bytes + 1 control byte per slot rather than the 16 + 1 of a map from id). Evicted records
 // go on a free list threaded through their id field and are reused before the chunks grow. Chunks
@@ -109,24 +110,25 @@ class EmbeddingTable {
   int64_t slot_floats() const;
 
   // Calls fn for every row: its id, weights (dim floats; for FTRL computed
-  // from z and n), slots and last step (0 in a table without eviction, which
-  // keeps none), stripe by stripe in no particular
+  // from z and n), slots, last step (0 in a table without eviction, which
+  // keeps none) and count (the pushes of its id, those before its admission
+  // included; a restored row keeps its saved count), stripe by stripe in no particular
   // order, and stops at the first error fn returns. Each stripe is
   // read-locked while fn runs on its rows: fn must not call into this table.
   // The spans are valid only during the call.
-  using RowVisitor =
-      absl::FunctionRef<absl::Status(int64_t id, absl::Span<const float> weights,
-                                     absl::Span<const float> slots, int64_t last_step)>;
+  using RowVisitor = absl::FunctionRef<absl::Status(int64_t id, absl::Span<const float> weights,
+                                                    absl::Span<const float> slots,
+                                                    int64_t last_step, int64_t count)>;
   absl::Status ForEachRow(RowVisitor fn) const;
 
   // Restores one row as ForEachRow gave it (for a checkpoint restore, onto
   // any number of ps). Bypasses admission. A table without eviction ignores
-  // `last_step`. For FTRL `weights` must have dim
+  // `last_step`; `count` is clamped to [0, 2^32 - 1]. For FTRL `weights` must have dim
   // floats but is not used: z and n define the row. InvalidArgument for a
   // bad id, wrong sizes, a non-finite value or a slot out of its domain;
   // AlreadyExists if the id has a row.
   absl::Status InsertRow(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
-                         int64_t last_step);
+                         int64_t last_step, int64_t count = 0);
 
  private:
   struct Stripe;

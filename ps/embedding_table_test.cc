@@ -205,22 +205,24 @@ TEST(EmbeddingTableTest, EvictDropsStaleRowsAndTheirStorageIsReused) {
 uint64_t Checksum(const std::vector<const EmbeddingTable*>& tables, int64_t* rows) {
   std::map<int64_t, uint64_t> per_row;
   for (const EmbeddingTable* table : tables) {
-    EXPECT_TRUE(table
-                    ->ForEachRow([&](int64_t id, absl::Span<const float> weights,
-                                     absl::Span<const float> slots, int64_t last_step) {
-                      uint64_t h = 1469598103934665603ULL ^ static_cast<uint64_t>(id);
-                      auto add = [&h](const void* p, size_t n) {
-                        for (size_t i = 0; i < n; ++i) {
-                          h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
-                        }
-                      };
-                      add(weights.data(), weights.size() * sizeof(float));
-                      add(slots.data(), slots.size() * sizeof(float));
-                      add(&last_step, sizeof(last_step));
-                      EXPECT_TRUE(per_row.emplace(id, h).second) << "row " << id << " twice";
-                      return absl::OkStatus();
-                    })
-                    .ok());
+    EXPECT_TRUE(
+        table
+            ->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                             absl::Span<const float> slots, int64_t last_step, int64_t count) {
+              uint64_t h = 1469598103934665603ULL ^ static_cast<uint64_t>(id);
+              auto add = [&h](const void* p, size_t n) {
+                for (size_t i = 0; i < n; ++i) {
+                  h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ULL;
+                }
+              };
+              add(weights.data(), weights.size() * sizeof(float));
+              add(slots.data(), slots.size() * sizeof(float));
+              add(&last_step, sizeof(last_step));
+              add(&count, sizeof(count));
+              EXPECT_TRUE(per_row.emplace(id, h).second) << "row " << id << " twice";
+              return absl::OkStatus();
+            })
+            .ok());
   }
   uint64_t sum = 0;
   for (const auto& [id, h] : per_row) sum = sum * 31 + h;
@@ -247,11 +249,12 @@ TEST_P(RoundTripTest, ForEachRowThenInsertRowOntoTwoTablesRestoresEveryRowExactl
   for (int64_t step = 1; step <= 4; ++step) push(*source, step);
   // "Restore onto 2 ps": rows split by id parity.
   auto even = Make(options), odd = Make(options);
-  absl::Status status = source->ForEachRow([&](int64_t id, absl::Span<const float> weights,
-                                               absl::Span<const float> slots, int64_t last) {
-    EXPECT_EQ(slots.size(), static_cast<size_t>(source->slot_floats()));
-    return (id % 2 ? odd : even)->InsertRow(id, weights, slots, last);
-  });
+  absl::Status status =
+      source->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                             absl::Span<const float> slots, int64_t last, int64_t count) {
+        EXPECT_EQ(slots.size(), static_cast<size_t>(source->slot_floats()));
+        return (id % 2 ? odd : even)->InsertRow(id, weights, slots, last, count);
+      });
   ASSERT_TRUE(status.ok()) << status;
   int64_t rows = 0, restored_rows = 0;
   const uint64_t sum = Checksum({source.get()}, &rows);
@@ -373,15 +376,17 @@ TEST(EmbeddingTableTest, ConcurrentPushesMatchSequentialOnesAndOverlapSafely) {
   EXPECT_EQ(shared->size(), 300);
   float accum = 0.1f;
   for (int i = 0; i < kThreads * kSteps; ++i) accum += 0.25f;
-  EXPECT_TRUE(shared
-                  ->ForEachRow([&](int64_t, absl::Span<const float> weights,
-                                   absl::Span<const float> slots, int64_t last_step) {
-                    for (float x : weights) EXPECT_TRUE(std::isfinite(x));
-                    for (float x : slots) EXPECT_EQ(x, accum);
-                    EXPECT_EQ(last_step, kSteps - 1);
-                    return absl::OkStatus();
-                  })
-                  .ok());
+  EXPECT_TRUE(
+      shared
+          ->ForEachRow([&](int64_t, absl::Span<const float> weights, absl::Span<const float> slots,
+                           int64_t last_step, int64_t count) {
+            for (float x : weights) EXPECT_TRUE(std::isfinite(x));
+            for (float x : slots) EXPECT_EQ(x, accum);
+            EXPECT_EQ(last_step, kSteps - 1);
+            EXPECT_EQ(count, kThreads * kSteps);
+            return absl::OkStatus();
+          })
+          .ok());
 }
 
 // The goal: ps memory per row at most 1.3x the row + slot bytes. A
@@ -430,7 +435,7 @@ TEST(EmbeddingTableTest, OnlyATableThatEvictsStoresTheLastStep) {
     std::set<int64_t> steps;
     EXPECT_TRUE(table
                     .ForEachRow([&](int64_t, absl::Span<const float>, absl::Span<const float>,
-                                    int64_t last_step) {
+                                    int64_t last_step, int64_t) {
                       steps.insert(last_step);
                       return absl::OkStatus();
                     })
@@ -441,6 +446,40 @@ TEST(EmbeddingTableTest, OnlyATableThatEvictsStoresTheLastStep) {
   EXPECT_EQ(last_steps(*ttl), std::set<int64_t>{7});
   EXPECT_EQ(ttl->Evict(17), kRows);
   EXPECT_EQ(plain->Evict(17), 0);
+}
+
+// A row's count is how often it was trained: every push of its id, those
+// before its admission too; a restored row keeps its count, clamped to the
+// 32 bits a record holds, and a saturated count stays there.
+TEST(EmbeddingTableTest, RowsCountTheirPushes) {
+  EmbeddingTableOptions options = Options("counted", 2);
+  options.min_count = 3;
+  auto table = Make(options);
+  auto counts = [&] {
+    std::map<int64_t, int64_t> c;
+    EXPECT_TRUE(table
+                    ->ForEachRow([&](int64_t id, absl::Span<const float>, absl::Span<const float>,
+                                     int64_t, int64_t count) {
+                      c[id] = count;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    return c;
+  };
+  for (int step = 1; step <= 5; ++step) {
+    std::vector<int64_t> ids = {1};
+    if (step % 2 == 1) ids.push_back(2);  // id 2 in pushes 1, 3, 5
+    ASSERT_TRUE(table->ApplyGradients(ids, Grads(ids.size(), 2, 0.1f), step).ok());
+  }
+  EXPECT_EQ(counts(), (std::map<int64_t, int64_t>{{1, 5}, {2, 3}}));
+
+  const std::vector<float> w = {0.5f, 0.5f}, slots = {0.1f, 0.1f};
+  ASSERT_TRUE(table->InsertRow(7, w, slots, 1, int64_t{1} << 40).ok());
+  ASSERT_TRUE(table->InsertRow(8, w, slots, 1, 41).ok());
+  ASSERT_TRUE(table->ApplyGradients({7, 8}, Grads(2, 2, 0.1f), 6).ok());
+  const std::map<int64_t, int64_t> after = counts();
+  EXPECT_EQ(after.at(7), int64_t{0xffffffff});
+  EXPECT_EQ(after.at(8), 42);
 }
 
 }  // namespace

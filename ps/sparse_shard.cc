@@ -318,13 +318,13 @@ absl::StatusOr<SparseShard::Snapshot> SparseShard::CopyLocked() const {
   for (size_t t = 0; t < tables_.size(); ++t) {
     uint64_t& sum = snapshot.checksum[t];
     RowFileWriter* writer = snapshot.writer.get();
-    PSTRAIN_RETURN_IF_ERROR(
-        tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
-                                   absl::Span<const float> slots, int64_t last_step) {
-          writer->Add(static_cast<int>(t), id, weights, slots, last_step);
-          sum += RowChecksum(id, weights, slots, last_step);
-          return absl::OkStatus();
-        }));
+    PSTRAIN_RETURN_IF_ERROR(tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                                                       absl::Span<const float> slots,
+                                                       int64_t last_step, int64_t count) {
+      writer->Add(static_cast<int>(t), id, weights, slots, last_step, count);
+      sum += RowChecksum(id, weights, slots, last_step);
+      return absl::OkStatus();
+    }));
   }
   return snapshot;
 }
@@ -444,7 +444,8 @@ absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std:
     return absl::OkStatus();
   };
   auto on_row = [&](int table, int64_t id, absl::Span<const float> weights,
-                    absl::Span<const float> slots, int64_t last_step) -> absl::Status {
+                    absl::Span<const float> slots, int64_t last_step,
+                    int64_t count) -> absl::Status {
     const int t = of[table];
     if (t < 0 || RowOwner(layout_[t].key, id, options_.num_ps) != options_.ps_index) {
       return absl::OkStatus();
@@ -453,7 +454,7 @@ absl::Status SparseShard::RestoreFile(Env* env, const RowsFile& file, const std:
     // as updated at the checkpoint's step, so turning eviction on does not
     // drop them all at once.
     PSTRAIN_RETURN_IF_ERROR(
-        tables_[t]->InsertRow(id, weights, slots, last_step > 0 ? last_step : step));
+        tables_[t]->InsertRow(id, weights, slots, last_step > 0 ? last_step : step, count));
     restored->checksum[t] += RowChecksum(id, weights, slots, last_step);
     ++restored->rows;
     return absl::OkStatus();
