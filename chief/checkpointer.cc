@@ -295,6 +295,7 @@ absl::Status Checkpointer::Commit(int64_t step, const std::vector<ShardSaved>& s
     t->set_name(table.name);
     t->set_dim(table.dim);
     t->set_buckets(table.buckets);
+    if (table.cross.empty()) t->set_feature(model_->sparse_features()[table.feature]);
   }
   if (model_->has_sparse()) index.set_table_optimizer(t.embedding_optimizer);
   index.set_hparams_yaml(JobConfigToYaml(job_));

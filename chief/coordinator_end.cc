@@ -5,12 +5,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "chief/coordinator_internal.h"
 #include "common/status_macros.h"
 #include "export/export.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "io/export_format.h"
+#include "io/projector.h"
 #include "models/model_options.h"
 
 namespace pstrain {
@@ -102,6 +104,37 @@ absl::Status Chief::ExportCheckpointAt(const std::string& path) {
   return absl::OkStatus();
 }
 
+void Chief::WriteProjectorAt(const std::string& path) {
+  absl::MutexLock lock(&projector_mu_);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ProjectorSummary> written = [&]() -> absl::StatusOr<ProjectorSummary> {
+    PSTRAIN_ASSIGN_OR_RETURN(const std::string index, ResolveCheckpointIndex(deps_.env, path));
+    ProjectorOptions options;
+    options.rows = t_.projector_rows;
+    if (row_namer_ != nullptr) {
+      options.name_rows = [this](std::vector<RowsToName>* rows) {
+        projector_mu_.AssertHeld();
+        row_namer_->Name(rows);
+      };
+    }
+    return WriteProjector(deps_.env, index, t_.job_dir, options);
+  }();
+  if (!written.ok()) {
+    LOG(WARNING) << "cannot write the projector's rows (TensorBoard's PROJECTOR tab) from " << path
+                 << ": " << written.status();
+    return;
+  }
+  std::vector<std::string> tables;
+  for (const ProjectorTable& t : written->tables) {
+    tables.push_back(absl::StrCat(t.name, " ", t.rows, " of ", t.rows_in_checkpoint, " rows",
+                                  t.named > 0 ? absl::StrCat(" (", t.named, " named)") : ""));
+  }
+  if (tables.empty()) return;
+  LOG(INFO) << "Wrote the projector's rows at global step " << written->global_step << " to "
+            << JoinPath(t_.job_dir, kProjectorConfigFile) << ": " << absl::StrJoin(tables, ", ")
+            << "; " << written->bytes << " bytes in " << absl::FormatDuration(absl::Now() - start);
+}
+
 absl::Status Chief::EndJob() {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<PsStatus> final_statuses, WaitForFinalStep());
   PSTRAIN_ASSIGN_OR_RETURN(ParameterView final_view, servers_->Read());
@@ -110,6 +143,7 @@ absl::Status Chief::EndJob() {
   // replicas have finished and would not be there to train them again).
   PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                            checkpointer_->SaveNow(absl::ZeroDuration()));
+  if (model_->has_sparse() && t_.projector_rows > 0) WriteProjectorAt(final_checkpoint);
   // An evaluation that fails (a ps read) does not cost the job's end.
   const absl::StatusOr<EvalMetrics> evaluated = Evaluate(final_view);
   if (!evaluated.ok()) {

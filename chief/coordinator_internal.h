@@ -14,10 +14,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chief/checkpointer.h"
 #include "chief/coordinator.h"
 #include "chief/summaries.h"
+#include "data/formats/csv_id_text.h"
 #include "data/stream/file_list.h"
 #include "export/export.h"
 #include "input/eval_input.h"
@@ -111,6 +113,10 @@ class Chief {
   // job dir: its newest), and the versions beyond exports_to_keep deleted.
   absl::Status ExportCheckpointAt(const std::string& path);
 
+  // TensorBoard's projector files (io/projector.h) in the job dir from the
+  // checkpoint `path` names; a failure is logged, never the job's.
+  void WriteProjectorAt(const std::string& path);
+
   // The final evaluation and checkpoint, the completion marker, the end of
   // the job on every ps.
   absl::Status EndJob();
@@ -129,6 +135,11 @@ class Chief {
   // checkpointer, whose thread exports, so that it outlives it).
   ExportHistory export_history_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  // One projector write at a time: the checkpoint thread's after each save,
+  // and the final one.
+  absl::Mutex projector_mu_;
+  // CSV input: names the projector's rows by their raw values (null: unnamed).
+  std::unique_ptr<CsvRowNamer> row_namer_ ABSL_PT_GUARDED_BY(projector_mu_);
   std::unique_ptr<FileListFollower> follower_;  // follow: new files listed while training
   std::shared_ptr<TrainingSummaries> summaries_;
   std::unique_ptr<EventWriter> eval_events_;

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "data/formats/csv_format.h"
 #include "data/stream/file_list.h"
+#include "data/stream/file_pattern.h"
 #include "export/export.h"
 #include "glog/logging.h"
 #include "input/job_input.h"
@@ -28,8 +29,16 @@ absl::Status Chief::Prepare() {
     // The schema travels with the job: exports keep this copy, which the
     // chief and pstrain-export find in the job dir (JobCsvSchemaPath).
     PSTRAIN_ASSIGN_OR_RETURN(const std::string text, deps_.env->ReadFile(t_.csv_schema));
-    PSTRAIN_RETURN_IF_ERROR(ParseCsvSchemaText(text, t_.csv_schema).status());
+    PSTRAIN_ASSIGN_OR_RETURN(CsvSchema schema, ParseCsvSchemaText(text, t_.csv_schema));
     PSTRAIN_RETURN_IF_ERROR(deps_.env->WriteFileAtomic(JobCsvSchemaPath(t_.job_dir), text));
+    if (model_->has_sparse() && t_.projector_rows > 0 && !t_.train_files.empty()) {
+      // The projector's rows named by the CSV text their ids came from.
+      absl::StatusOr<std::vector<std::string>> files =
+          ExpandFilePatterns(deps_.env, t_.train_files, "training.train_files");
+      if (files.ok()) {
+        row_namer_ = std::make_unique<CsvRowNamer>(deps_.env, std::move(schema), *files);
+      }
+    }
   }
   PSTRAIN_ASSIGN_OR_RETURN(eval_, EvalInput::Open(deps_.env, t_, *model_));
   if (t_.follow) {
@@ -89,28 +98,33 @@ absl::Status Chief::StartJob() {
     }
   }
   if (replica_ < 0) train_.reset();
-  if (t_.exports_to_keep > 0 && (t_.export_steps > 0 || t_.export_secs > 0)) {
+  const bool exports = t_.exports_to_keep > 0 && (t_.export_steps > 0 || t_.export_secs > 0);
+  const bool projector = model_->has_sparse() && t_.projector_rows > 0;
+  if (exports || projector) {
     // Exports while training, from the checkpoints (on the checkpoint
     // thread: the replicas train on), which come at least as often
-    // (CheckpointCadenceOf).
-    if (const std::string note = CheckpointCadenceOf(t_).exports_note; !note.empty()) {
+    // (CheckpointCadenceOf); the projector's rows from each.
+    if (const std::string note = CheckpointCadenceOf(t_).exports_note; exports && !note.empty()) {
       LOG(INFO) << note;
     }
-    checkpointer_->SetSavedObserver([this, last_step = start_step_, last_time = absl::Now()](
-                                        int64_t step, const std::string& prefix) mutable {
-      // Due at the first checkpoint past each multiple of export_steps
-      // (checkpoints land a poll past theirs).
-      const bool due =
-          (t_.export_steps > 0 && step / t_.export_steps > last_step / t_.export_steps) ||
-          (t_.export_secs > 0 && absl::Now() - last_time >= absl::Seconds(t_.export_secs));
-      if (!due) return;
-      last_step = step;
-      last_time = absl::Now();
-      if (absl::Status s = ExportCheckpointAt(prefix); !s.ok()) {
-        LOG(WARNING) << "the export at global step " << step << " failed (tried again at "
-                     << "the next): " << s;
-      }
-    });
+    checkpointer_->SetSavedObserver(
+        [this, exports, projector, last_step = start_step_, last_time = absl::Now()](
+            int64_t step, const std::string& prefix) mutable {
+          if (projector) WriteProjectorAt(prefix);
+          if (!exports) return;
+          // Due at the first checkpoint past each multiple of export_steps
+          // (checkpoints land a poll past theirs).
+          const bool due =
+              (t_.export_steps > 0 && step / t_.export_steps > last_step / t_.export_steps) ||
+              (t_.export_secs > 0 && absl::Now() - last_time >= absl::Seconds(t_.export_secs));
+          if (!due) return;
+          last_step = step;
+          last_time = absl::Now();
+          if (absl::Status s = ExportCheckpointAt(prefix); !s.ok()) {
+            LOG(WARNING) << "the export at global step " << step << " failed (tried again at "
+                         << "the next): " << s;
+          }
+        });
   }
   checkpointer_->Start(start_step_);
   if (t_.follow) {

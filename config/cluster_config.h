@@ -258,6 +258,10 @@ struct TrainingSpec {
   int64_t save_summary_steps = 100;
   int64_t histogram_steps = 1000;
   double flush_secs = 30;
+  // TensorBoard's PROJECTOR tab (io/projector.h): at each checkpoint, each
+  // embedding table's this many most trained rows, with their raw values
+  // where the input is CSV (0: none; at most kMaxProjectorRows).
+  int64_t projector_rows = 10000;
   int threads = 0;  // compute threads per process, 0 = all cores
   // Encoding of gradients and pulled parameters on the wire: bf16 (half the
   // bytes; the ps keep float32 masters and optimizer state), or float32.

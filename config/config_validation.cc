@@ -364,6 +364,11 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.exports_to_keep = ", t.exports_to_keep,
                                 " must be 0 (no export) or more"));
   }
+  if (t.projector_rows < 0 || t.projector_rows > 100000) {
+    return Invalid(absl::StrCat("training.projector_rows = ", t.projector_rows,
+                                " must be in [0, 100000] (0: no projector): TensorBoard's "
+                                "projector works on rows in a browser tab"));
+  }
   if (t.save_summary_steps < 0 || t.histogram_steps < 0) {
     return Invalid(absl::StrCat("training.save_summary_steps = ", t.save_summary_steps,
                                 " and training.histogram_steps = ", t.histogram_steps,

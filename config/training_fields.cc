@@ -76,6 +76,7 @@ const Field kFields[] = {
     {"shutdown_grace_secs", &TrainingSpec::shutdown_grace_secs},
     {"save_summary_steps", &TrainingSpec::save_summary_steps},
     {"histogram_steps", &TrainingSpec::histogram_steps},
+    {"projector_rows", &TrainingSpec::projector_rows},
     {"flush_secs", &TrainingSpec::flush_secs},
     {"threads", &TrainingSpec::threads},
     {"wire_format", &TrainingSpec::wire_format},

@@ -115,7 +115,7 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 69u);
+  ASSERT_EQ(names.size(), 70u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
   // The streamed input's fields follow data_dir.
@@ -131,6 +131,11 @@ TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   ASSERT_LT(exports + 3, names.end());
   EXPECT_EQ(std::vector<std::string>(exports + 1, exports + 4),
             (std::vector<std::string>{"export_steps", "export_secs", "full_export_every"}));
+  // TensorBoard's: summaries, then the projector's rows.
+  const auto summaries = std::find(names.begin(), names.end(), "save_summary_steps");
+  ASSERT_LT(summaries + 2, names.end());
+  EXPECT_EQ(std::vector<std::string>(summaries + 1, summaries + 3),
+            (std::vector<std::string>{"histogram_steps", "projector_rows"}));
   // The embedding tables' fields follow the dense optimizer's, together.
   const auto at = std::find(names.begin(), names.end(), "weight_decay_exclusions");
   ASSERT_NE(at, names.end());

@@ -7,7 +7,9 @@
 // wants, so every input reaches the records. Lines are joined into records
 // as CsvRecordComplete says. Checks: no crash; every error is
 // InvalidArgument; after every record the Dataset is whole (the columns agree
-// on its size), its ids are within their buckets, its dense features finite.
+// on its size), its ids are within their buckets, its dense features finite;
+// the same bytes as a file whose ids NameCsvIds names: every name is the
+// text whose hash (or bucket) is the id.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -15,7 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env.h"
+#include "data/feature_hash.h"
 #include "data/formats/csv_format.h"
+#include "data/formats/csv_id_text.h"
 
 namespace {
 
@@ -154,5 +159,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (++taken % 4 == 0) CheckDataset(parser->Take(), labels);
   }
   CheckDataset(parser->Take(), labels);
+
+  // The same bytes as a file whose ids are named by their text (the
+  // projector's metadata, csv_id_text.h): every id named is its text's hash,
+  // or its bucket's range.
+  pstrain::MemEnv env;
+  if (!env.WriteFileAtomic("/f.csv", text).ok()) std::abort();
+  pstrain::CsvIdsWanted wanted;
+  for (int64_t id = 0; id < kBuckets[0]; ++id) wanted["c"].insert(id);
+  for (int64_t id = 0; id < kBuckets[1]; id += 7) wanted["d"].insert(id);
+  for (int64_t id = 0; id < kBuckets[2]; ++id) wanted["b"].insert(id);
+  absl::StatusOr<pstrain::CsvIdTextResult> named =
+      pstrain::NameCsvIds(&env, schema, {"/f.csv"}, wanted, {.max_records = 10000});
+  if (!named.ok()) {
+    if (!absl::IsDataLoss(named.status())) std::abort();  // a line over the stream's bound
+    return 0;
+  }
+  for (const auto& [column, texts] : named->texts) {
+    for (const auto& [id, name] : texts) {
+      if (!wanted[column].contains(id)) std::abort();
+      if (column == "b") {
+        if (name != pstrain::BucketText(schema.categorical[2].boundaries, id)) std::abort();
+      } else if (pstrain::HashBucketFast(name, column == "c" ? kBuckets[0] : kBuckets[1]) != id ||
+                 name.empty()) {
+        std::abort();
+      }
+    }
+  }
   return 0;
 }

@@ -1,26 +1,86 @@
 // pstrain-ckpt: what a checkpoint holds, and whether its files are whole
 // (TensorFlow's inspect_checkpoint for pstrain's files).
 //   pstrain-ckpt <job_dir | path/to/model.ckpt-N[.index]> [--all_checkpoints]
+//   pstrain-ckpt <job_dir | checkpoint> --projector_dir=DIR [--projector_rows=N]
+//       [--csv_schema=FILE --train_files=PATTERNS]
+// The second form writes the checkpoint's TensorBoard projector files
+// (io/projector.h) into DIR, its rows named by the CSV files' text.
 // Exits 0 if every file checked out, 1 on a missing or damaged file (the
 // error names it), 2 on bad usage.
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
+#include "data/formats/csv_format.h"
+#include "data/formats/csv_id_text.h"
+#include "data/stream/file_pattern.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "io/checkpoint_inspect.h"
+#include "io/projector.h"
 
 DEFINE_bool(all_checkpoints, false,
             "Given a job dir, inspect every checkpoint in it (newest first), not just the newest.");
+DEFINE_string(projector_dir, "",
+              "Write the checkpoint's embedding rows for TensorBoard's PROJECTOR tab into this "
+              "directory (a run's: projector_config.pbtxt and projector/<step>/*.tsv).");
+DEFINE_int64(projector_rows, 10000, "With --projector_dir: the most trained rows per table.");
+DEFINE_string(csv_schema, "",
+              "With --projector_dir: the job's CSV schema, to name rows by their raw values.");
+DEFINE_string(train_files, "",
+              "With --projector_dir and --csv_schema: the CSV files whose text names the rows.");
 
 namespace {
 
 constexpr char kUsage[] =
-    "usage: pstrain-ckpt <job_dir | path/to/model.ckpt-N[.index]> [--all_checkpoints]";
+    "usage: pstrain-ckpt <job_dir | path/to/model.ckpt-N[.index]> [--all_checkpoints]\n"
+    "       pstrain-ckpt <job_dir | path/to/model.ckpt-N[.index]> --projector_dir=DIR "
+    "[--projector_rows=N] [--csv_schema=FILE --train_files=PATTERNS]";
+
+// The second form: the projector's files for the checkpoint at `index`.
+int WriteProjectorFiles(pstrain::Env* env, const std::string& index) {
+  pstrain::ProjectorOptions options;
+  options.rows = FLAGS_projector_rows;
+  std::unique_ptr<pstrain::CsvRowNamer> namer;
+  if (!FLAGS_csv_schema.empty()) {
+    absl::StatusOr<pstrain::CsvSchema> schema = pstrain::LoadCsvSchema(env, FLAGS_csv_schema);
+    absl::StatusOr<std::vector<std::string>> files =
+        FLAGS_train_files.empty()
+            ? absl::InvalidArgumentError("--csv_schema names rows from --train_files: give them")
+            : pstrain::ExpandFilePatterns(env, FLAGS_train_files, "--train_files");
+    if (!schema.ok() || !files.ok()) {
+      std::fprintf(stderr, "pstrain-ckpt: %s\n",
+                   std::string((schema.ok() ? files.status() : schema.status()).message()).c_str());
+      return 2;
+    }
+    namer = std::make_unique<pstrain::CsvRowNamer>(env, *std::move(schema), *std::move(files));
+    options.name_rows = [&namer](std::vector<pstrain::RowsToName>* rows) { namer->Name(rows); };
+  }
+  absl::StatusOr<pstrain::ProjectorSummary> written =
+      pstrain::WriteProjector(env, index, FLAGS_projector_dir, options);
+  if (!written.ok()) {
+    std::fprintf(stderr, "pstrain-ckpt: %s\n", written.status().ToString().c_str());
+    return absl::IsInvalidArgument(written.status()) ? 2 : 1;
+  }
+  if (written->tables.empty()) {
+    std::printf("%s: no embedding table with rows; nothing written\n", index.c_str());
+    return 0;
+  }
+  std::printf("global step %lld: %s\n", static_cast<long long>(written->global_step),
+              pstrain::JoinPath(FLAGS_projector_dir, pstrain::kProjectorConfigFile).c_str());
+  for (const pstrain::ProjectorTable& t : written->tables) {
+    std::printf("  %s: %lld of %lld rows (pushes %lld to %lld), %lld named, %s\n", t.name.c_str(),
+                static_cast<long long>(t.rows), static_cast<long long>(t.rows_in_checkpoint),
+                static_cast<long long>(t.max_pushes), static_cast<long long>(t.min_pushes),
+                static_cast<long long>(t.named), t.tensor_path.c_str());
+  }
+  std::printf("%llu bytes\n", static_cast<unsigned long long>(written->bytes));
+  return 0;
+}
 
 // Whether argv names a flag gflags does not know (gflags would exit 1 on it;
 // bad usage exits 2 here).
@@ -65,6 +125,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pstrain-ckpt: %s\n", std::string(paths.status().message()).c_str());
     return 1;
   }
+  if (!FLAGS_projector_dir.empty()) return WriteProjectorFiles(env, paths->front());
   int exit_code = 0;
   for (size_t i = 0; i < paths->size(); ++i) {
     if (i > 0) std::printf("\n");

@@ -127,6 +127,9 @@ DEFINE_double(shutdown_grace_secs, 25,
 DEFINE_int64(save_summary_steps, 100,
              "Global steps between TensorBoard training scalars (0: none).");
 DEFINE_int64(histogram_steps, 1000, "Global steps between variable histograms (0: none).");
+DEFINE_int64(projector_rows, 10000,
+             "At each checkpoint, each embedding table's this many most trained rows for "
+             "TensorBoard's projector (0: none).");
 DEFINE_double(flush_secs, 30, "Event files are flushed at least this often (seconds).");
 DEFINE_int32(threads, 0, "Compute threads per process; 0 uses every core.");
 DEFINE_string(wire_format, "bf16",

@@ -58,6 +58,7 @@ const char* WhyNotLocal(std::string_view key) {
       {"full_export_every", "exports no model"},
       {"save_summary_steps", "writes no training summaries"},
       {"histogram_steps", "writes no training summaries"},
+      {"projector_rows", "writes no checkpoints"},
       {"flush_secs", "writes no training summaries"},
       {"eval_steps", "evaluates once, when training ends"},
       {"follow", "follows no new files (the chief keeps an online job's file list)"},

@@ -6,6 +6,7 @@
 // defined in csv_format.cc: fields and quotes, numbers, transforms, and how a
 // value is shown in a message.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,24 @@ const char* Transform(const CsvNumericColumn& column, double x, float* out);
 const char* SplitFields(std::string_view line, char delimiter,
                         std::vector<std::string_view>* fields, std::string* unescaped,
                         size_t* bad_field);
+
+// Calls fn(token) for each token of a categorical field's text: the whole
+// text, or its pieces between `separator`s, empty ones skipped; none for an
+// empty field.
+template <class Fn>
+void ForEachToken(std::string_view text, std::optional<char> separator, Fn fn) {
+  if (!separator) {
+    if (!text.empty()) fn(text);
+    return;
+  }
+  while (!text.empty()) {
+    const size_t at = text.find(*separator);
+    const std::string_view token = text.substr(0, at);
+    if (!token.empty()) fn(token);
+    if (at == std::string_view::npos) break;
+    text.remove_prefix(at + 1);
+  }
+}
 
 }  // namespace csv_internal
 }  // namespace pstrain

@@ -334,20 +334,10 @@ absl::Status CsvParser::AppendRecord(int64_t line_number) {
     std::string_view text = fields_[categorical_fields_[c]];
     if (column.bucketized()) {
       if (!text.empty()) out.values.push_back(static_cast<uint64_t>(bucket_ids_[c]));
-    } else if (!column.separator) {
-      if (!text.empty()) {
-        out.values.push_back(static_cast<uint64_t>(HashBucketFast(text, column.hash_buckets)));
-      }
     } else {
-      while (!text.empty()) {
-        const size_t at = text.find(*column.separator);
-        const std::string_view token = text.substr(0, at);
-        if (!token.empty()) {
-          out.values.push_back(static_cast<uint64_t>(HashBucketFast(token, column.hash_buckets)));
-        }
-        if (at == std::string_view::npos) break;
-        text.remove_prefix(at + 1);
-      }
+      csv_internal::ForEachToken(text, column.separator, [&](std::string_view token) {
+        out.values.push_back(static_cast<uint64_t>(HashBucketFast(token, column.hash_buckets)));
+      });
     }
     out.offsets.push_back(static_cast<int64_t>(out.values.size()));
   }
