@@ -15,6 +15,7 @@
 #include "common/record_reader.h"
 #include "gtest/gtest.h"
 #include "proto/event.pb.h"
+#include "testing/job_dir_checks.h"
 #include "tests/test_cluster_util.h"
 
 namespace pstrain {
@@ -130,6 +131,8 @@ TEST_F(ClusterTest, SyncTwoPsTwoWorkersLearns) {
                                 R"(model=mnist_cnn .*num_ps=2 num_replicas=3 .*update=sync)")))
       << events.output;
   EXPECT_NE(events.output.find("STATUS_SUCCESS"), std::string::npos) << events.output;
+  // The GRAPHS tab: mnist_cnn as a TF graph, its variables on the ps that hold them.
+  EXPECT_GT(testutil::ExpectJobGraph(Env::Default(), job_dir()), 10);
 }
 
 // The CIFAR-10 ResNet (its smallest depth) from TFRecord files made by
@@ -168,6 +171,8 @@ TEST_F(ClusterTest, Cifar10ResNetFromConvertedTfRecordsLearns) {
   EXPECT_LT(losses.back(), 0.7 * losses.front()) << r.output;
   // Evaluated with the moving statistics the ps kept: better than chance (0.25).
   EXPECT_GT(FinalAccuracy(r.output, 60), 0.6) << r.output;
+  // The GRAPHS tab: every block's layers and variables.
+  EXPECT_GT(testutil::ExpectJobGraph(Env::Default(), JoinPath(dir_, "cifar-job")), 40);
   // The tutorial's GPU flags are refused with what to do instead.
   ProcessResult gpus = RunProcess({kBin + "/pstrain-launch", "--config=" + config,
                                    "--job-dir=" + JoinPath(dir_, "gpu-job"), "--num-gpus=1"},

@@ -20,6 +20,7 @@
 #include "models/random.h"
 #include "nlohmann/json.hpp"
 #include "proto/example.pb.h"
+#include "testing/job_dir_checks.h"
 #include "tests/ctr_cluster_util.h"
 #include "tests/test_cluster_util.h"
 
@@ -127,6 +128,8 @@ TEST_F(SequenceClusterTest, DinAndBstReachThePlantedAucWhereWideAndDeepCannot) {
     ASSERT_EQ(r.exit_code, 0) << m.name << "\n" << r.output;
     m.eval = LastEval(r.output);
     ASSERT_EQ(m.eval.step, m.steps) << r.output;
+    // The GRAPHS tab: its layers, variables and tables with their devices.
+    EXPECT_GT(testutil::ExpectJobGraph(env, dir_ + "/job_" + m.name.substr(0, 3)), 10) << m.name;
   }
   std::printf(
       "synthetic-seq, 300000 examples, 2 ps x 2 workers: test AUC planted %.4f, DIN %.4f, BST "

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/data_test_util.h"
+#include "testing/job_dir_checks.h"
 #include "tests/ctr_cluster_util.h"
 #include "tests/test_cluster_util.h"
 
@@ -109,6 +110,12 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
   EXPECT_TRUE(std::regex_search(events.output,
                                 std::regex(absl::StrCat(R"(\n  auc +scalar +)", evaluations))))
       << events.output;
+  // The same read through the protos, as TensorBoard reads them: a curve
+  // per evaluation; the graph, its variables split over the 2 ps; a
+  // projector tensor per table with rows (integer ids: no raw values).
+  EXPECT_EQ(testutil::CountPrCurves(Env::Default(), job_dir()), static_cast<int64_t>(evaluations));
+  EXPECT_GT(testutil::ExpectJobGraph(Env::Default(), job_dir()), 10);
+  EXPECT_EQ(testutil::ExpectJobProjector(Env::Default(), job_dir(), 10000), 0);
 
   // The same job on 3 ps: every ps reads both rows files and keeps its rows.
   const std::string three =
@@ -138,6 +145,23 @@ TEST_F(SparseClusterTest, WideAndDeepOnTwoPsReachesThePlantedAucAndRestoresExact
             std::string::npos)
       << ckpt.output;
   EXPECT_NE(ckpt.output.find("checksums: 3 rows files OK"), std::string::npos) << ckpt.output;
+  // The restarted chief's events file has the graph too, once; the
+  // projector's rows come from the newest checkpoint, which 3 ps wrote, the
+  // rows' pushes restored and counted on; pstrain-ckpt writes the same for
+  // any checkpoint.
+  EXPECT_GT(testutil::ExpectJobGraph(Env::Default(), job_dir()), 10);
+  EXPECT_EQ(testutil::ExpectJobProjector(Env::Default(), job_dir(), 10000), 0);
+  const std::string projector = dir_ + "/projector";
+  ProcessResult rows = RunProcess(
+      {kBin + "/pstrain-ckpt", job_dir(), "--projector_dir=" + projector, "--projector_rows=30"},
+      60);
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  EXPECT_TRUE(
+      std::regex_search(rows.output, std::regex(R"(global step 2100: .*projector_config\.pbtxt)")))
+      << rows.output;
+  EXPECT_NE(rows.output.find("emb_C1/embeddings: 30 of 100 rows"), std::string::npos)
+      << rows.output;
+  EXPECT_TRUE(Env::Default()->FileExists(projector + "/projector/2100/emb_C1_embeddings.tsv"));
 
   const Eval resumed_eval = LastEval(resumed.output);
   EXPECT_EQ(resumed_eval.step, 2100);
@@ -679,6 +703,16 @@ TEST_F(SparseClusterTest, CsvShardsWithASchemaTrainWideAndDeep) {
   // TFRecords, 0.8075 (fewer steps): both 0.02 or more over the bound.
   EXPECT_GT(eval.auc, planted_.auc - 0.05) << r.output;
   EXPECT_NE(r.output.find("every replica's input ended"), std::string::npos) << r.output;
+  // The PROJECTOR tab: each table's rows named by the CSV's hex text, whose
+  // hash is the row's id.
+  const int64_t named = testutil::ExpectJobProjector(env, job_dir(), 10000, 1000000);
+  std::printf("CSV: %lld projector rows named by their CSV text\n", static_cast<long long>(named));
+  EXPECT_GT(named, 1000);
+  EXPECT_TRUE(std::regex_search(
+      r.output,
+      std::regex(
+          R"(Wrote the projector's rows at global step [0-9]+ to .*projector_config\.pbtxt: emb_C1/embeddings [0-9]+ of [0-9]+ rows \([0-9]+ named\))")))
+      << r.output;
 
   // pstrain-data convert: the CSV shards as 3 gzip'd TFRecord shards of
   // Examples, which describe reads and a job trains on as well.
