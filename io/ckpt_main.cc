@@ -4,7 +4,8 @@
 //   pstrain-ckpt <job_dir | checkpoint> --projector_dir=DIR [--projector_rows=N]
 //       [--csv_schema=FILE --train_files=PATTERNS]
 // The second form writes the checkpoint's TensorBoard projector files
-// (io/projector.h) into DIR, its rows named by the CSV files' text.
+// (io/projector.h) into DIR, its rows named by the CSV files' text (by
+// default the job's schema and train_files, as its checkpoint recorded them).
 // Exits 0 if every file checked out, 1 on a missing or damaged file (the
 // error names it), 2 on bad usage.
 #include <cstdio>
@@ -15,11 +16,13 @@
 #include "cloud/gcs_env.h"
 #include "common/env.h"
 #include "common/version.h"
+#include "config/cluster_config.h"
 #include "data/formats/csv_format.h"
 #include "data/formats/csv_id_text.h"
 #include "data/stream/file_pattern.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
+#include "io/checkpoint.h"
 #include "io/checkpoint_inspect.h"
 #include "io/projector.h"
 
@@ -30,9 +33,11 @@ DEFINE_string(projector_dir, "",
               "directory (a run's: projector_config.pbtxt and projector/<step>/*.tsv).");
 DEFINE_int64(projector_rows, 10000, "With --projector_dir: the most trained rows per table.");
 DEFINE_string(csv_schema, "",
-              "With --projector_dir: the job's CSV schema, to name rows by their raw values.");
+              "With --projector_dir: a CSV schema, to name rows by their raw values (default: "
+              "the job's, when its file is still there).");
 DEFINE_string(train_files, "",
-              "With --projector_dir and --csv_schema: the CSV files whose text names the rows.");
+              "With --projector_dir: the CSV files whose text names the rows (default: the "
+              "job's train_files when the schema is the job's).");
 
 namespace {
 
@@ -46,12 +51,26 @@ int WriteProjectorFiles(pstrain::Env* env, const std::string& index) {
   pstrain::ProjectorOptions options;
   options.rows = FLAGS_projector_rows;
   std::unique_ptr<pstrain::CsvRowNamer> namer;
-  if (!FLAGS_csv_schema.empty()) {
-    absl::StatusOr<pstrain::CsvSchema> schema = pstrain::LoadCsvSchema(env, FLAGS_csv_schema);
+  std::string schema_path = FLAGS_csv_schema, train_files = FLAGS_train_files;
+  if (schema_path.empty()) {
+    // The job's own, as its checkpoint recorded them: a CSV job's rows are
+    // named from its schema and files when they are still there.
+    absl::StatusOr<pstrain::CheckpointIndex> read = pstrain::ReadCheckpointIndex(env, index);
+    absl::StatusOr<pstrain::JobConfig> job =
+        read.ok() ? pstrain::ParseJobConfig(read->hparams_yaml(), index)
+                  : absl::StatusOr<pstrain::JobConfig>(read.status());
+    if (job.ok() && !job->training.csv_schema.empty() &&
+        env->FileExists(job->training.csv_schema)) {
+      schema_path = job->training.csv_schema;
+      if (train_files.empty()) train_files = job->training.train_files;
+    }
+  }
+  if (!schema_path.empty()) {
+    absl::StatusOr<pstrain::CsvSchema> schema = pstrain::LoadCsvSchema(env, schema_path);
     absl::StatusOr<std::vector<std::string>> files =
-        FLAGS_train_files.empty()
+        train_files.empty()
             ? absl::InvalidArgumentError("--csv_schema names rows from --train_files: give them")
-            : pstrain::ExpandFilePatterns(env, FLAGS_train_files, "--train_files");
+            : pstrain::ExpandFilePatterns(env, train_files, "--train_files");
     if (!schema.ok() || !files.ok()) {
       std::fprintf(stderr, "pstrain-ckpt: %s\n",
                    std::string((schema.ok() ? files.status() : schema.status()).message()).c_str());

@@ -713,6 +713,15 @@ TEST_F(SparseClusterTest, CsvShardsWithASchemaTrainWideAndDeep) {
       std::regex(
           R"(Wrote the projector's rows at global step [0-9]+ to .*projector_config\.pbtxt: emb_C1/embeddings [0-9]+ of [0-9]+ rows \([0-9]+ named\))")))
       << r.output;
+  // pstrain-ckpt names them the same from the job's own schema and files.
+  ProcessResult rows =
+      RunProcess({kBin + "/pstrain-ckpt", job_dir(), "--projector_dir=" + dir_ + "/csv_projector",
+                  "--projector_rows=20"},
+                 60);
+  ASSERT_EQ(rows.exit_code, 0) << rows.output;
+  EXPECT_TRUE(std::regex_search(rows.output,
+                                std::regex(R"(emb_C1/embeddings: 20 of [0-9]+ rows .*, 20 named)")))
+      << rows.output;
 
   // pstrain-data convert: the CSV shards as 3 gzip'd TFRecord shards of
   // Examples, which describe reads and a job trains on as well.
