@@ -165,6 +165,10 @@ absl::StatusOr<PushResult> ParameterShard::Read(std::string* params, std::string
 
 void ParameterShard::ApplyLocked(const float* grads, const float* stats) {
   ScopedTraceEvent event(options_.trace, "ps", "apply");
+  if (observer_) {
+    last_grads_.assign(grads, grads + params_.size());
+    last_stats_.assign(stats, stats + state_.size());
+  }
   if (!optimizer_->LeavesParamsUnchanged(grads)) ++params_version_;
   optimizer_->Apply(barrier_.step_locked(), grads, params_.data());
   if (options_.state_decays.empty()) {
@@ -201,6 +205,48 @@ void ParameterShard::AdvancedLocked(int64_t step) {
 }
 
 void ParameterShard::SnapshotLocked() { snapshot_ = CopyLocked(); }
+
+void ParameterShard::AppliedLocked(const AppliedPushes& applied) {
+  if (!observer_) return;
+  ChunkUpdate update;
+  update.applied = applied;
+  update.grads = std::move(last_grads_);
+  update.stats = std::move(last_stats_);
+  last_grads_.clear();
+  last_stats_.clear();
+  observer_(std::move(update));
+}
+
+void ParameterShard::SetUpdateObserver(UpdateObserver observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::move(observer);
+  last_grads_.clear();
+  last_stats_.clear();
+  barrier_.SetRecordAppliesLocked(observer_ != nullptr);
+}
+
+absl::Status ParameterShard::ApplyReplicated(const ChunkUpdate& update) {
+  absl::MutexLock lock(&mu_);
+  PSTRAIN_RETURN_IF_ERROR(barrier_.CheckFollowLocked(update.applied));
+  const bool moved_only = update.grads.empty() && update.stats.empty();
+  if (!moved_only && (static_cast<int64_t>(update.grads.size()) != size() ||
+                      static_cast<int64_t>(update.stats.size()) != options_.num_state)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an update of ", update.grads.size(), " gradients and ", update.stats.size(),
+                     " statistics for chunk ", options_.chunk, ", which holds ", size(), " and ",
+                     options_.num_state));
+  }
+  if (!moved_only) {
+    if (options_.rule.sync) {
+      prev_params_ = params_;
+      prev_state_ = state_;
+      prev_step_ = barrier_.step_locked();
+    }
+    ApplyLocked(update.grads.data(), update.stats.data());
+  }
+  barrier_.FollowLocked(update.applied);
+  return absl::OkStatus();
+}
 
 ShardSnapshot ParameterShard::CopyLocked() const {
   ScopedTraceEvent event(options_.trace, "checkpoint", "copy chunk for checkpoint");

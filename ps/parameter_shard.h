@@ -51,6 +51,18 @@ struct ShardSnapshot {
   std::vector<std::vector<float>> slots;  // the optimizer's, in slot order
 };
 
+// One update of a chunk as its backups apply it again (a replicated ps,
+// issue 55): what its barrier counted (AppliedPushes) and what its
+// optimizer took: a sync step's averaged gradient, or an async push's; and
+// the batch statistics with it. Applied in sequence to a copy of the chunk
+// (ApplyReplicated), the updates leave it bit for bit as the primary's:
+// values, slots, Adam's step, the step and which pushes were applied.
+struct ChunkUpdate {
+  AppliedPushes applied;
+  std::vector<float> grads;  // empty for a move of the step with nothing applied
+  std::vector<float> stats;
+};
+
 // One chunk of the flat parameter vector, its optimizer and batch-norm
 // state: a storage-and-apply engine under the ps's step rule
 // (ps/step_barrier.h: async, sync with backup workers and timeouts, ssp).
@@ -130,6 +142,20 @@ class ParameterShard final : private StepEngine {
   void Push(int replica, int64_t step, absl::Span<const float> grads,
             absl::Span<const float> batch_stats, PushCallback done, int64_t generation = 0);
 
+  // A replicated ps (issue 55), the primary's side: every update applied
+  // from now on is handed to `observer`, in the order applied, under the
+  // shard's lock (it must not call into the shard: it queues the update for
+  // the backups). Null stops it.
+  using UpdateObserver = std::function<void(ChunkUpdate)>;
+  void SetUpdateObserver(UpdateObserver observer);
+
+  // A backup's side: applies the primary's next update, as the primary did
+  // (a sync step keeps the values before it for Read's at_step). The
+  // errors of StepBarrier::CheckFollowLocked, InvalidArgument for sizes
+  // other than the chunk's; then nothing changed. With an observer set, the
+  // update goes on to it (a chain of backups).
+  absl::Status ApplyReplicated(const ChunkUpdate& update);
+
   Stats GetStats() const { return barrier_.GetStats(); }
   // The generation of its values (Initialize and restores make new ones).
   int64_t generation() const { return barrier_.generation(); }
@@ -160,6 +186,7 @@ class ParameterShard final : private StepEngine {
   void DiscardPendingLocked() override;
   void AdvancedLocked(int64_t step) override;
   void SnapshotLocked() override;
+  void AppliedLocked(const AppliedPushes& applied) override;
 
   // Initialize's work; pending sync pushes of the old run go to `abandoned`.
   absl::Status InitializeLocked(absl::Span<const float> params, absl::Span<const float> state,
@@ -186,6 +213,11 @@ class ParameterShard final : private StepEngine {
   // Sync: the pending step's sums.
   std::vector<float> grad_sum_ ABSL_GUARDED_BY(mu_);
   std::vector<float> stats_sum_ ABSL_GUARDED_BY(mu_);
+  // A replicated ps: the observer of applied updates, and the last update's
+  // values, kept for it by ApplyLocked.
+  UpdateObserver observer_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> last_grads_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> last_stats_ ABSL_GUARDED_BY(mu_);
   // The copy RequestSnapshot asked for, once taken.
   ShardSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   // Last: stopped first (its timer calls into the members above).

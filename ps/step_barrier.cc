@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -96,6 +97,7 @@ int64_t StepBarrier::ResetLocked(int64_t step, int64_t generation, std::vector<D
   // counts.
   std::fill(last_async_step_.begin(), last_async_step_.end(), -1);
   std::fill(last_sync_step_.begin(), last_sync_step_.end(), -1);
+  sequence_ = 0;
   live_.clear();
   for (int r = 0; r < rule_.total_replicas; ++r) live_.insert(r);
   contributors_.clear();
@@ -128,10 +130,72 @@ void StepBarrier::AdvancedLocked() {
 void StepBarrier::CompleteStepLocked() {
   absl::Status applied = engine_->ApplyPendingLocked(static_cast<int>(contributors_.size()));
   if (!applied.ok()) LOG(ERROR) << name_ << ": applying step " << step_ << " failed: " << applied;
+  std::vector<std::pair<int, int64_t>> pushes;
+  if (record_applies_) {
+    for (int r : contributors_) pushes.emplace_back(r, step_);
+  }
   contributors_.clear();
   ++applied_;
   ++step_;
   AdvancedLocked();
+  RecordLocked(step_ - 1, std::move(pushes));
+}
+
+void StepBarrier::RecordLocked(int64_t step_before, std::vector<std::pair<int, int64_t>> pushes) {
+  if (!record_applies_) return;
+  AppliedPushes applied;
+  applied.sequence = ++sequence_;
+  applied.generation = generation_;
+  applied.step_before = step_before;
+  applied.step_after = step_;
+  applied.pushes = std::move(pushes);
+  engine_->AppliedLocked(applied);
+}
+
+absl::Status StepBarrier::CheckFollowLocked(const AppliedPushes& applied) const {
+  PSTRAIN_RETURN_IF_ERROR(ReadyLocked());
+  if (applied.generation != generation_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, " holds generation ", generation_,
+                     "; the update to follow was applied to generation ", applied.generation,
+                     ": this replica needs the values copied again"));
+  }
+  if (applied.sequence != sequence_ + 1) {
+    return absl::OutOfRangeError(absl::StrCat(name_, " followed ", sequence_,
+                                              " updates; the next to follow is ", sequence_ + 1,
+                                              ", not ", applied.sequence));
+  }
+  if (applied.step_before != step_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, " is at step ", step_, "; update ", applied.sequence, " was applied at step ",
+        applied.step_before, ": this replica needs the values copied again"));
+  }
+  if (applied.step_after < applied.step_before) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": an update to follow moves the step back from ", applied.step_before,
+                     " to ", applied.step_after));
+  }
+  for (const auto& [replica, step] : applied.pushes) {
+    if (replica < 0 || replica >= rule_.total_replicas || step < 0 || step > kMaxStep) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": an update to follow counts replica ", replica, " at step ", step));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void StepBarrier::FollowLocked(const AppliedPushes& applied) {
+  for (const auto& [replica, step] : applied.pushes) {
+    if (rule_.sync) {
+      last_sync_step_[replica] = step;
+    } else {
+      last_async_step_[replica] = std::max(last_async_step_[replica], step);
+    }
+  }
+  ++applied_;
+  sequence_ = applied.sequence;
+  if (applied.step_after != step_) MoveToLocked(applied.step_after);
+  if (record_applies_) engine_->AppliedLocked(applied);
 }
 
 void StepBarrier::MoveToLocked(int64_t step) {
@@ -173,8 +237,10 @@ void StepBarrier::Push(int replica, int64_t step, int64_t generation,
         if (error.ok()) {
           last_async_step_[replica] = step;
           ++applied_;
+          const int64_t before = step_;
           const int64_t next = rule_.follows_pushed_steps ? std::max(step_, step + 1) : step_ + 1;
           if (next > step_) MoveToLocked(next);
+          RecordLocked(before, {{replica, step}});
           if (ssp_ != nullptr) {
             const int64_t clock = ssp_->Tick(replica, absl::Now());
             if (hold_until_applied && !ssp_->MayProceed(clock) && !DoneLocked()) {
@@ -191,7 +257,11 @@ void StepBarrier::Push(int replica, int64_t step, int64_t generation,
         // (follows_pushed_steps) The job's step moved on without this ps
         // hearing of it: what is pending belongs to the past.
         if (!contributors_.empty()) CompleteStepLocked();
-        if (step > step_) MoveToLocked(step);
+        if (step > step_) {
+          const int64_t before = step_;
+          MoveToLocked(step);
+          RecordLocked(before, {});  // a move with nothing applied, followed as one
+        }
       }
       // Any push shows the replica is alive: wait for it again.
       live_.insert(replica);
@@ -380,7 +450,11 @@ void StepBarrier::TimerLocked() {
                << "; applying the " << contributors_.size()
                << " pushes pending and moving on to step " << latest;
   if (!contributors_.empty()) CompleteStepLocked();
-  if (latest > step_) MoveToLocked(latest);
+  if (latest > step_) {
+    const int64_t before = step_;
+    MoveToLocked(latest);
+    RecordLocked(before, {});
+  }
 }
 
 void StepBarrier::TimerLoop() {

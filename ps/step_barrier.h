@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -71,6 +72,19 @@ struct StepStats {
   bool job_done = false;  // train_steps reached, or shutting down.
 };
 
+// An update an engine applied, as its backups apply it again (a replicated
+// ps, issue 55): which pushes it counted, at which step, in which order.
+// The engine adds its values (ParameterShard: the gradient its optimizer
+// took).
+struct AppliedPushes {
+  int64_t sequence = 0;    // 1, 2, ... since the engine's last start (ResetLocked)
+  int64_t generation = 0;  // of the values it was applied to
+  int64_t step_before = 0;
+  int64_t step_after = 0;
+  std::vector<std::pair<int, int64_t>> pushes;  // (replica, step) of each push it counted
+  bool operator==(const AppliedPushes&) const = default;
+};
+
 // What an engine does when the barrier says so. Every method is called with
 // the barrier's mutex held (the engine's values are guarded by it too).
 class StepEngine {
@@ -85,6 +99,10 @@ class StepEngine {
   virtual void AdvancedLocked(int64_t /*step*/) {}
   // Copy the values for a checkpoint now (RequestSnapshot's step came).
   virtual void SnapshotLocked() = 0;
+  // With applies recorded (StepBarrier::RecordApplies): the update just
+  // applied (async: a push; sync: a step), or followed (FollowLocked), so
+  // that the engine hands it on to its backups in this order.
+  virtual void AppliedLocked(const AppliedPushes& /*applied*/) {}
 };
 
 // The step rule of one engine on a ps: who is required, liveness,
@@ -205,6 +223,24 @@ class StepBarrier {
   int64_t generation_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return generation_; }
   // The result fields the barrier knows (step, generation, job done).
   PushResult ResultLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
+  // A replicated ps (issue 55). With applies recorded, every apply (an
+  // async push, a sync step, a move of the step with nothing applied) is
+  // numbered and handed to the engine's AppliedLocked, under `mu`, in the
+  // order applied.
+  void SetRecordAppliesLocked(bool on) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { record_applies_ = on; }
+  // A backup follows its primary's applies, in order: OK when `applied` is
+  // the next one for it (the generation it holds, the sequence after the
+  // last followed, applied at its step); FailedPrecondition for another
+  // generation or step (the backup needs the chunk copied again), OutOfRange
+  // for a sequence that is not the next (one was lost, or is repeated).
+  absl::Status CheckFollowLocked(const AppliedPushes& applied) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
+  // Takes a checked `applied` as its own, the engine having applied its
+  // values: its pushes count as applied here (a retry of one is applied
+  // once; a sync retry is no stale push), the step moves to step_after, and
+  // with applies recorded it goes on to the engine's AppliedLocked (a chain).
+  void FollowLocked(const AppliedPushes& applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
+  int64_t sequence_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return sequence_; }
 
   const StepRule& rule() const { return rule_; }
   const std::string& name() const { return name_; }
@@ -223,6 +259,10 @@ class StepBarrier {
   void CompleteStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   // Moves the step to `step` (> step_) without an apply of its own.
   void MoveToLocked(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
+  // With applies recorded: numbers the apply that moved the step from
+  // `step_before` and hands it to the engine.
+  void RecordLocked(int64_t step_before, std::vector<std::pair<int, int64_t>> pushes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   void AdvancedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   int RequiredLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   // The waiters that may go on now (all once the job is done).
@@ -241,6 +281,8 @@ class StepBarrier {
   bool stopping_ ABSL_GUARDED_BY(*mu_) = false;
   int64_t step_ ABSL_GUARDED_BY(*mu_) = 0;
   int64_t generation_ ABSL_GUARDED_BY(*mu_) = 0;  // 0 before the first start
+  bool record_applies_ ABSL_GUARDED_BY(*mu_) = false;
+  int64_t sequence_ ABSL_GUARDED_BY(*mu_) = 0;  // applies recorded or followed since the start
   std::mt19937_64 random_ ABSL_GUARDED_BY(*mu_){std::random_device{}()};
   int64_t applied_ ABSL_GUARDED_BY(*mu_) = 0;
   int64_t stale_ ABSL_GUARDED_BY(*mu_) = 0;
