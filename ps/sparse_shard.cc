@@ -233,6 +233,7 @@ absl::StatusOr<PushResult> SparseShard::Push(int replica, int64_t step, int64_t 
     for (const ConstRowsRef& part : parts) {
       PSTRAIN_RETURN_IF_ERROR(tables_[part.table]->ApplyGradients(part.ids, part.values, step));
     }
+    KeepAppliedLocked(parts, step);
     return absl::OkStatus();
   };
   absl::StatusOr<PushResult> result;
@@ -268,19 +269,34 @@ void SparseShard::AccumulateLocked(absl::Span<const ConstRowsRef> parts) {
 
 absl::Status SparseShard::ApplyPendingLocked(int contributors) {
   const float scale = 1.0f / static_cast<float>(std::max(1, contributors));
+  for (Accumulator& a : accum_) {
+    for (float& v : a.sums) v *= scale;
+  }
+  if (observer_) {
+    last_ = RowsUpdate();
+    last_.apply_step = barrier_.step_locked();
+    for (size_t t = 0; t < accum_.size(); ++t) {
+      if (!accum_[t].ids.empty()) {
+        last_.tables.push_back({static_cast<int>(t), accum_[t].ids, accum_[t].sums});
+      }
+    }
+  }
+  return ApplyStepLocked(accum_);
+}
+
+absl::Status SparseShard::ApplyStepLocked(std::vector<Accumulator>& rows) {
   const int64_t step = barrier_.step_locked();
   // The rows this step changes, as they are before it (Pull).
   auto undo = std::make_shared<StepUndo>();
   undo->step = step;
-  undo->tables.resize(accum_.size());
+  undo->tables.resize(rows.size());
   absl::Status status;
-  for (size_t t = 0; t < accum_.size(); ++t) {
-    Accumulator& a = accum_[t];
+  for (size_t t = 0; t < rows.size(); ++t) {
+    Accumulator& a = rows[t];
     StepUndo::Table& before = undo->tables[t];
     if (!a.ids.empty()) {
       before.weights.resize(a.sums.size());
       absl::Status s = tables_[t]->Lookup(a.ids, absl::MakeSpan(before.weights));
-      for (float& v : a.sums) v *= scale;
       if (s.ok()) s = tables_[t]->ApplyGradients(a.ids, a.sums, step);
       if (status.ok()) status = s;
     }
@@ -289,6 +305,65 @@ absl::Status SparseShard::ApplyPendingLocked(int contributors) {
   }
   undo_ = std::move(undo);
   return status;
+}
+
+void SparseShard::KeepAppliedLocked(absl::Span<const ConstRowsRef> parts, int64_t step) {
+  if (!observer_) return;
+  last_ = RowsUpdate();
+  last_.apply_step = step;
+  for (const ConstRowsRef& part : parts) {
+    last_.tables.push_back(
+        {part.table, {part.ids.begin(), part.ids.end()}, {part.values.begin(), part.values.end()}});
+  }
+}
+
+void SparseShard::AppliedLocked(const AppliedPushes& applied) {
+  if (!observer_) return;
+  RowsUpdate update = std::move(last_);
+  last_ = RowsUpdate();
+  update.applied = applied;
+  observer_(std::move(update));
+}
+
+void SparseShard::SetUpdateObserver(UpdateObserver observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::move(observer);
+  last_ = RowsUpdate();
+  barrier_.SetRecordAppliesLocked(observer_ != nullptr);
+}
+
+absl::Status SparseShard::ApplyReplicated(const RowsUpdate& update) {
+  std::vector<ConstRowsRef> parts;
+  for (const RowsUpdate::Table& t : update.tables) parts.push_back({t.table, t.ids, t.grads});
+  if (absl::Status s = CheckParts(parts); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(), "; nothing of this update was applied"));
+  }
+  absl::MutexLock lock(&mu_);
+  PSTRAIN_RETURN_IF_ERROR(barrier_.CheckFollowLocked(update.applied));
+  if (!parts.empty()) {
+    if (options_.rule.sync) {
+      std::vector<Accumulator> rows(tables_.size());
+      for (const RowsUpdate::Table& t : update.tables) {
+        Accumulator& a = rows[t.table];
+        for (int64_t id : t.ids) {
+          a.index.emplace(id, static_cast<int64_t>(a.ids.size()));
+          a.ids.push_back(id);
+        }
+        a.sums.insert(a.sums.end(), t.grads.begin(), t.grads.end());
+      }
+      if (observer_) last_ = update;
+      PSTRAIN_RETURN_IF_ERROR(ApplyStepLocked(rows));
+    } else {
+      for (const ConstRowsRef& part : parts) {
+        PSTRAIN_RETURN_IF_ERROR(
+            tables_[part.table]->ApplyGradients(part.ids, part.values, update.apply_step));
+      }
+      KeepAppliedLocked(parts, update.apply_step);
+    }
+  }
+  barrier_.FollowLocked(update.applied);
+  return absl::OkStatus();
 }
 
 void SparseShard::DiscardPendingLocked() {

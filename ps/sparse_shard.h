@@ -52,6 +52,24 @@ struct ConstRowsRef {
 uint64_t RowChecksum(int64_t id, absl::Span<const float> weights, absl::Span<const float> slots,
                      int64_t last_step);
 
+// One update of a ps task's rows as its backups apply it again (a
+// replicated ps, issue 55): what its barrier counted, and per table the
+// distinct ids and the gradients EmbeddingTable::ApplyGradients took (an
+// async push's, at the push's step; a sync step's averages, at the step).
+// Applied in sequence to a copy of the rows (SparseShard::ApplyReplicated),
+// the updates leave it as the primary's: weights, slots, last steps, counts
+// and admissions, evictions, and the rows before the last sync step.
+struct RowsUpdate {
+  AppliedPushes applied;
+  struct Table {
+    int table = 0;
+    std::vector<int64_t> ids;
+    std::vector<float> grads;  // ids x dim
+  };
+  std::vector<Table> tables;  // empty for a move of the step with nothing applied
+  int64_t apply_step = 0;     // the step ApplyGradients took
+};
+
 // One ps task's rows of every embedding table of the model: those whose
 // RowOwner is this task, as EmbeddingTables: a storage-and-apply engine
 // under the ps's step rule (ps/step_barrier.h), as ParameterShard is for the
@@ -110,6 +128,18 @@ class SparseShard final : private StepEngine {
 
   // Replica `replica` left the job: sync steps stop waiting for it.
   void ReplicaLeft(int replica) { barrier_.ReplicaLeft(replica); }
+
+  // A replicated ps (issue 55), the primary's side: every update applied
+  // from now on is handed to `observer`, in the order applied, under the
+  // shard's lock (it must not call into the shard: it queues the update).
+  // Null stops it.
+  using UpdateObserver = std::function<void(RowsUpdate)>;
+  void SetUpdateObserver(UpdateObserver observer);
+  // A backup's side: applies the primary's next update as the primary did.
+  // The errors of StepBarrier::CheckFollowLocked; InvalidArgument for a
+  // table, size or id the rows refuse (as Push's); then nothing changed.
+  // With an observer set, the update goes on to it (a chain of backups).
+  absl::Status ApplyReplicated(const RowsUpdate& update);
 
   // A checkpoint of the rows at `step`: sync, a copy taken the moment the
   // rows reach `step` (step - 1's pushes applied, none of step's), waiting
@@ -183,6 +213,7 @@ class SparseShard final : private StepEngine {
   void DiscardPendingLocked() override;
   void AdvancedLocked(int64_t step) override;
   void SnapshotLocked() override;
+  void AppliedLocked(const AppliedPushes& applied) override;
 
   // A snapshot of every row (Save).
   struct Snapshot {
@@ -195,6 +226,13 @@ class SparseShard final : private StepEngine {
   absl::Status Check(int table, absl::Span<const int64_t> ids, size_t values) const;
   // Adds a sync push's rows to the pending step's sums.
   void AccumulateLocked(absl::Span<const ConstRowsRef> parts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Accumulator;
+  // Sync: applies a step's averaged rows at the barrier's step, keeping the
+  // rows as they were before it for Pull; `rows` is consumed.
+  absl::Status ApplyStepLocked(std::vector<Accumulator>& rows) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With an observer: keeps what was just applied for AppliedLocked.
+  void KeepAppliedLocked(absl::Span<const ConstRowsRef> parts, int64_t step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Clears rows and sums for a new start.
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Snapshot> CopyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -221,6 +259,10 @@ class SparseShard final : private StepEngine {
     std::vector<float> sums;
   };
   std::vector<Accumulator> accum_ ABSL_GUARDED_BY(mu_);
+  // A replicated ps: the observer of applied updates, and the last update's
+  // rows, kept for it.
+  UpdateObserver observer_ ABSL_GUARDED_BY(mu_);
+  RowsUpdate last_ ABSL_GUARDED_BY(mu_);
   // Sync: the rows the last applied step changed, as they were before it
   // (Pull for that step). Immutable once made: pulls read it unlocked.
   struct StepUndo {
