@@ -1,0 +1,202 @@
+#ifndef PSTRAIN_PS_UPDATE_STREAM_H_
+#define PSTRAIN_PS_UPDATE_STREAM_H_
+
+// A replicated ps (issue 55): a primary's updates of one engine (a chunk's
+// ChunkUpdates, the rows' RowsUpdates) sent to its backups in the order
+// applied, and the primary's answers held until every live backup holds
+// the update they depend on: an acknowledged push is never lost with the
+// primary.
+//
+// Primary-backup rather than a chain: the primary sends each update to every
+// backup itself, so a backup's death costs one link, never the order of the
+// others, and a failover needs no chain to be mended. A backup whose link
+// fails is dropped from the stream (logged) and no longer waited for: it
+// rejoins with a fresh copy of the engine (the generation and sequence
+// checks of StepBarrier::CheckFollowLocked refuse anything else).
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+// Sends updates of type `Update` (with an `applied.sequence`) to backups.
+// Thread-safe.
+template <class Update>
+class UpdateStream {
+ public:
+  // Sends one update to one backup and returns once the backup holds it (OK)
+  // or cannot (the backup is then dropped). Called on the stream's thread
+  // for that backup, in sequence.
+  using Link = std::function<absl::Status(const Update&)>;
+
+  // `name` ("chunk 3") appears in logs; `links` are the backups'.
+  UpdateStream(std::string name, std::vector<Link> links) : name_(std::move(name)) {
+    for (size_t b = 0; b < links.size(); ++b) {
+      backups_.push_back(std::make_unique<Backup>());
+      backups_.back()->link = std::move(links[b]);
+    }
+    for (size_t b = 0; b < backups_.size(); ++b) {
+      backups_[b]->thread = std::thread([this, b] { SendLoop(b); });
+    }
+  }
+  ~UpdateStream() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    for (auto& b : backups_) b->thread.join();
+    // Answers still held: their updates may be lost with this primary. The
+    // callers' own shutdown (the job's end) makes that moot; say so.
+    std::vector<std::function<void()>> held;
+    {
+      absl::MutexLock lock(&mu_);
+      for (Waiter& w : waiters_) held.push_back(std::move(w.fn));
+      waiters_.clear();
+    }
+    if (!held.empty()) {
+      LOG(WARNING) << name_ << ": " << held.size()
+                   << " answers released unacknowledged as the stream stops";
+    }
+    for (auto& fn : held) fn();
+  }
+  UpdateStream(const UpdateStream&) = delete;
+  UpdateStream& operator=(const UpdateStream&) = delete;
+
+  // Queues `update` for every live backup (cheap: called under the
+  // engine's lock, in the order applied).
+  void Enqueue(Update update) {
+    absl::MutexLock lock(&mu_);
+    enqueued_ = update.applied.sequence;
+    bool any = false;
+    for (const auto& b : backups_) any = any || b->live;
+    if (any) queue_.push_back(std::make_shared<const Update>(std::move(update)));
+  }
+
+  // Calls `fn` once every update enqueued so far is held by every live
+  // backup (at once when it already is), on this thread or a sender's.
+  void WhenAcknowledged(std::function<void()> fn) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (AcknowledgedLocked() < enqueued_) {
+        waiters_.push_back({enqueued_, std::move(fn)});
+        return;
+      }
+    }
+    fn();
+  }
+
+  // Backups still in the stream.
+  int live_backups() const {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& b : backups_) n += b->live;
+    return n;
+  }
+  // The highest sequence every live backup holds.
+  int64_t acknowledged() const {
+    absl::MutexLock lock(&mu_);
+    return AcknowledgedLocked();
+  }
+
+ private:
+  struct Backup {
+    Link link;
+    std::thread thread;
+    int64_t acked = 0;  // sequence
+    size_t next = 0;    // index into queue_ (from queue_base_) of the next to send
+    bool live = true;
+  };
+  struct Waiter {
+    int64_t sequence;
+    std::function<void()> fn;
+  };
+
+  int64_t AcknowledgedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    int64_t acked = enqueued_;
+    for (const auto& b : backups_) {
+      if (b->live) acked = std::min(acked, b->acked);
+    }
+    return acked;
+  }
+
+  // Releases the waiters whose updates are acknowledged, and the queue's
+  // front every live backup has sent.
+  std::vector<std::function<void()>> ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t acked = AcknowledgedLocked();
+    std::vector<std::function<void()>> ready;
+    std::deque<Waiter> waiting;
+    for (Waiter& w : waiters_) {
+      if (w.sequence <= acked) {
+        ready.push_back(std::move(w.fn));
+      } else {
+        waiting.push_back(std::move(w));
+      }
+    }
+    waiters_ = std::move(waiting);
+    size_t sent = queue_.size();
+    for (const auto& b : backups_) {
+      if (b->live) sent = std::min(sent, b->next);
+    }
+    for (size_t k = 0; k < sent; ++k) queue_.pop_front();
+    for (auto& b : backups_) b->next = b->next >= sent ? b->next - sent : 0;
+    return ready;
+  }
+
+  void SendLoop(size_t index) {
+    Backup& b = *backups_[index];
+    for (;;) {
+      std::shared_ptr<const Update> update;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this, &b]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return stopping_ || b.next < queue_.size();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (stopping_) return;
+        update = queue_[b.next];
+      }
+      const absl::Status sent = b.link(*update);
+      std::vector<std::function<void()>> ready;
+      {
+        absl::MutexLock lock(&mu_);
+        if (sent.ok()) {
+          b.acked = update->applied.sequence;
+          ++b.next;
+        } else {
+          LOG(WARNING) << name_ << ": backup " << index << " did not take update "
+                       << update->applied.sequence << " (" << sent
+                       << "); it leaves the stream until it rejoins with a fresh copy";
+          b.live = false;
+        }
+        ready = ReleaseLocked();
+      }
+      for (auto& fn : ready) fn();
+      if (!sent.ok()) return;
+    }
+  }
+
+  const std::string name_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Backup>> backups_;  // fixed after construction; fields under mu_
+  std::deque<std::shared_ptr<const Update>> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_PS_UPDATE_STREAM_H_

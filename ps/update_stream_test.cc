@@ -1,0 +1,168 @@
+// A primary's updates streamed to its backups (issue 55): in order, and the
+// primary's answers held until every live backup holds what they depend on;
+// a backup whose link fails leaves the stream without holding the others up.
+#include "ps/update_stream.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "ps/parameter_shard.h"
+
+namespace pstrain {
+namespace {
+
+ShardOptions StreamedOptions() {
+  ShardOptions o;
+  o.begin = 0;
+  o.end = 32;
+  o.segments = {{"w", 0, 32}};
+  o.optimizer.type = OptimizerType::kAdam;
+  o.optimizer.learning_rate = *LearningRateSchedule::Constant(0.01f);
+  o.rule.sync = false;
+  o.rule.replicas_to_aggregate = 1;
+  o.rule.total_replicas = 3;
+  return o;
+}
+
+std::unique_ptr<ParameterShard> StreamedShard() {
+  absl::StatusOr<std::unique_ptr<ParameterShard>> shard = ParameterShard::Create(StreamedOptions());
+  EXPECT_TRUE(shard.ok()) << shard.status();
+  EXPECT_TRUE((*shard)->Initialize(std::vector<float>(32, 0.5f), {}, 0, {}, 0, 11).ok());
+  return std::move(*shard);
+}
+
+std::vector<float> ValuesOf(ParameterShard& shard) {
+  absl::StatusOr<ShardSnapshot> s = shard.Snapshot(-1, absl::ZeroDuration());
+  EXPECT_TRUE(s.ok());
+  std::vector<float> all = s->params;
+  for (const auto& slot : s->slots) all.insert(all.end(), slot.begin(), slot.end());
+  return all;
+}
+
+// A push whose answer the stream holds until the backups have its update,
+// as the ps's service will wrap it.
+void PushThroughStream(ParameterShard& primary, UpdateStream<ChunkUpdate>& stream, int replica,
+                       int64_t step, const std::vector<float>& grads,
+                       std::function<void(absl::Status)> answered) {
+  primary.Push(replica, step, grads, {},
+               [&stream, answered = std::move(answered)](absl::Status s, PushResult) {
+                 stream.WhenAcknowledged([s, answered] { answered(s); });
+               });
+}
+
+TEST(UpdateStreamTest, BackupsGetEveryUpdateInOrderAndAnswersWaitForThem) {
+  auto primary = StreamedShard();
+  auto backup_a = StreamedShard(), backup_b = StreamedShard();
+  // Backup b's link is held shut until released: no answer may come first.
+  absl::Notification open;
+  std::atomic<int> sent_to_b{0};
+  UpdateStream<ChunkUpdate> stream(
+      "chunk 0", {[&](const ChunkUpdate& u) { return backup_a->ApplyReplicated(u); },
+                  [&](const ChunkUpdate& u) {
+                    open.WaitForNotification();
+                    ++sent_to_b;
+                    return backup_b->ApplyReplicated(u);
+                  }});
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+
+  std::atomic<int> answers{0};
+  absl::Notification first;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> g(32);
+  for (float& x : g) x = normal(rng);
+  PushThroughStream(*primary, stream, 0, 0, g, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    ++answers;
+    first.Notify();
+  });
+  EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "answered before backup b held the update";
+  EXPECT_EQ(answers, 0);
+  open.Notify();
+  ASSERT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(30)));
+
+  // 3 replicas pushing at once: every answer comes, after its update is on
+  // both backups, and the backups end as the primary.
+  std::vector<std::thread> threads;
+  constexpr int kPushes = 100;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 local(r);
+      std::normal_distribution<float> n;
+      for (int64_t step = 1; step <= kPushes; ++step) {
+        std::vector<float> grads(32);
+        for (float& x : grads) x = n(local);
+        absl::Notification done;
+        PushThroughStream(*primary, stream, r, step, grads, [&](absl::Status s) {
+          EXPECT_TRUE(s.ok()) << s;
+          EXPECT_GE(stream.acknowledged(), 1);
+          ++answers;
+          done.Notify();
+        });
+        done.WaitForNotification();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(answers, 1 + 3 * kPushes);
+  EXPECT_EQ(stream.acknowledged(), 1 + 3 * kPushes);
+  EXPECT_EQ(sent_to_b, 1 + 3 * kPushes);
+  EXPECT_EQ(ValuesOf(*backup_a), ValuesOf(*primary));
+  EXPECT_EQ(ValuesOf(*backup_b), ValuesOf(*primary));
+  EXPECT_EQ(stream.live_backups(), 2);
+}
+
+TEST(UpdateStreamTest, ABackupThatFailsLeavesTheStreamAndHoldsNothingUp) {
+  auto primary = StreamedShard();
+  auto backup_a = StreamedShard(), backup_b = StreamedShard();
+  int to_b = 0;
+  UpdateStream<ChunkUpdate> stream(
+      "chunk 0", {[&](const ChunkUpdate& u) { return backup_a->ApplyReplicated(u); },
+                  [&](const ChunkUpdate& u) {
+                    if (++to_b == 5) return absl::UnavailableError("ps 2 is gone");
+                    return backup_b->ApplyReplicated(u);
+                  }});
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+  std::vector<float> g(32, 0.25f);
+  for (int64_t step = 0; step < 20; ++step) {
+    absl::Notification done;
+    PushThroughStream(*primary, stream, 1, step, g, [&](absl::Status s) {
+      EXPECT_TRUE(s.ok());
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30))) << step;
+  }
+  EXPECT_EQ(stream.live_backups(), 1);
+  EXPECT_EQ(stream.acknowledged(), 20);
+  EXPECT_EQ(to_b, 5);
+  EXPECT_EQ(ValuesOf(*backup_a), ValuesOf(*primary));
+  EXPECT_EQ(backup_b->GetStats().applied_updates, 4);
+}
+
+TEST(UpdateStreamTest, AStreamThatStopsReleasesWhatItHeld) {
+  auto primary = StreamedShard();
+  absl::Notification never;
+  std::atomic<bool> answered{false};
+  {
+    UpdateStream<ChunkUpdate> stream(
+        "chunk 0", {[&](const ChunkUpdate&) {
+          never.WaitForNotificationWithTimeout(absl::Milliseconds(300));
+          return absl::UnavailableError("stopping");
+        }});
+    primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+    PushThroughStream(*primary, stream, 0, 0, std::vector<float>(32, 1.0f),
+                      [&](absl::Status) { answered = true; });
+    primary->SetUpdateObserver(nullptr);
+  }
+  EXPECT_TRUE(answered);
+}
+
+}  // namespace
+}  // namespace pstrain
