@@ -35,17 +35,26 @@ StepRule StepRuleOf(const JobConfig& job) {
 }
 
 absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, const Model& model,
-                                                       int ps_index, Env* env,
-                                                       TraceRecorder* trace) {
+                                                       int ps_index, Env* env, TraceRecorder* trace,
+                                                       PsReplication replication) {
   const int num_ps = static_cast<int>(job.cluster.ps.size());
+  if (replication.copies < 1 || replication.copies > num_ps ||
+      (replication.copies > 1 && replication.links == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ps_replication = ", replication.copies, " must be in [1, ", num_ps,
+        "] (the number of ps tasks)", replication.copies > 1 ? " with links to the backups" : ""));
+  }
   const ShardLayout layout = ComputeShardLayout(model, num_ps);
   PSTRAIN_ASSIGN_OR_RETURN(OptimizerConfig optimizer,
                            OptimizerConfigFromSpec(job.training, NumTrainingReplicas(job)));
   const StepRule rule = StepRuleOf(job);
-  std::vector<std::unique_ptr<ParameterShard>> shards;
+  std::vector<std::unique_ptr<ParameterShard>> shards, backups;
+  std::vector<std::vector<int>> backups_of(layout.chunks.size());
   for (size_t c = 0; c < layout.chunks.size(); ++c) {
     const Chunk& chunk = layout.chunks[c];
-    if (chunk.ps != ps_index) continue;
+    const std::vector<int> holders = ReplicaTasks(chunk.ps, num_ps, replication.copies);
+    backups_of[c].assign(holders.begin() + 1, holders.end());
+    if (std::find(holders.begin(), holders.end(), ps_index) == holders.end()) continue;
     ShardOptions options;
     options.chunk = static_cast<int>(c);
     options.num_chunks = static_cast<int>(layout.chunks.size());
@@ -62,7 +71,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     if (chunk.state > 0) options.state_decays = StateDecays(model, options.state_decay);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterShard> shard,
                              ParameterShard::Create(options));
-    shards.push_back(std::move(shard));
+    (chunk.ps == ps_index ? shards : backups).push_back(std::move(shard));
   }
   if (shards.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("ps task ", ps_index, " of ", num_ps,
@@ -74,7 +83,8 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
   identity.num_ps = num_ps;
   identity.num_params = layout.num_params;
   identity.job_dir = job.training.job_dir;
-  auto task = std::make_unique<PsTask>(identity, std::move(shards), env);
+  auto task = std::make_unique<PsTask>(identity, std::move(shards), env, std::move(backups));
+  if (replication.copies > 1) task->StartStreams(replication.links, backups_of);
   if (model.has_sparse()) {
     PSTRAIN_ASSIGN_OR_RETURN(SparseTableRules rules, SparseTableRulesOf(job.training));
     SparseShardOptions options;
@@ -89,14 +99,40 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
 }
 
 PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards,
-               Env* env)
+               Env* env, std::vector<std::unique_ptr<ParameterShard>> backups)
     : identity_(identity),
       shards_(std::move(shards)),
       shard_ptrs_(Pointers(shards_)),
+      backups_(std::move(backups)),
       env_(env),
       told_done_(shards_.front()->options().rule.total_replicas, false),
       input_ended_(told_done_.size(), false) {
   for (ParameterShard* shard : shard_ptrs_) barriers_.push_back(&shard->barrier());
+  for (const auto& backup : backups_) barriers_.push_back(&backup->barrier());
+}
+
+PsTask::~PsTask() {
+  // The streams go before the shards whose observers feed them.
+  for (ParameterShard* shard : shard_ptrs_) shard->SetUpdateObserver(nullptr);
+  streams_.clear();
+}
+
+void PsTask::StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of) {
+  for (ParameterShard* shard : shard_ptrs_) {
+    const int chunk = shard->options().chunk;
+    std::vector<UpdateStream<ChunkUpdate>::Link> to;
+    for (int task : tasks_of[chunk]) {
+      to.push_back([links, task, chunk](const ChunkUpdate& update) {
+        return links->SendChunkUpdate(task, chunk, update);
+      });
+    }
+    if (to.empty()) continue;
+    auto stream = std::make_unique<UpdateStream<ChunkUpdate>>(
+        absl::StrCat("ps ", identity_.ps_index, " chunk ", chunk), std::move(to));
+    UpdateStream<ChunkUpdate>* s = stream.get();
+    streams_[chunk] = std::move(stream);
+    shard->SetUpdateObserver([s](ChunkUpdate update) { s->Enqueue(std::move(update)); });
+  }
 }
 
 void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
@@ -105,9 +141,23 @@ void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optim
   barriers_.push_back(&sparse_->barrier());
 }
 
+absl::StatusOr<ParameterShard*> PsTask::FindOwnShard(int chunk) const {
+  for (const auto& b : backups_) {
+    if (b->options().chunk == chunk) {
+      return absl::FailedPreconditionError(absl::StrCat("ps task ", identity_.ps_index,
+                                                        " holds a backup of chunk ", chunk,
+                                                        "; pushes and reads go to its primary"));
+    }
+  }
+  return FindShard(chunk);
+}
+
 absl::StatusOr<ParameterShard*> PsTask::FindShard(int chunk) const {
   for (ParameterShard* s : shard_ptrs_) {
     if (s->options().chunk == chunk) return s;
+  }
+  for (const auto& b : backups_) {
+    if (b->options().chunk == chunk) return b.get();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "request for chunk ", chunk, " reached ps task ", identity_.ps_index, ", which holds chunks ",
@@ -128,6 +178,11 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
                                                    " parameters reached a ps whose model has ",
                                                    identity_.num_params));
   }
+  if (generation == 0 && (!backups_.empty() || !streams_.empty())) {
+    return absl::InvalidArgumentError(
+        "a replicated ps needs the chief's generation with every initialization (0 was given): "
+        "the primary and its backups must hold the same one");
+  }
   PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step, {}, 0, generation));
   if (chunk == shard_ptrs_.front()->options().chunk) {
     if (sparse_ != nullptr) sparse_->Reset(global_step, shard->generation());
@@ -139,7 +194,7 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
 absl::StatusOr<PushResult> PsTask::Read(int chunk, std::string* params, std::string* state,
                                         bool bf16, int64_t have_generation, int64_t have_version,
                                         int64_t at_step, int replica) const {
-  PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindShard(chunk));
+  PSTRAIN_ASSIGN_OR_RETURN(ParameterShard * shard, FindOwnShard(chunk));
   return shard->Read(params, state, bf16, have_generation, have_version, at_step, replica);
 }
 
@@ -162,7 +217,7 @@ int64_t CountNonFinite(absl::Span<const float> values) {
 void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
                   absl::Span<const float> grads, absl::Span<const float> batch_stats,
                   const Progress& progress, ParameterShard::PushCallback done) {
-  absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
+  absl::StatusOr<ParameterShard*> shard = FindOwnShard(chunk);
   if (!shard.ok()) {
     done(shard.status(), {});
     return;
@@ -190,19 +245,49 @@ void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
     return;
   }
   // The progress counts once the shard took the push (a refused one trained
-  // nothing the job keeps).
+  // nothing the job keeps). A replicated chunk answers once its backups
+  // hold what the answer reports.
+  const auto stream = streams_.find(chunk);
+  UpdateStream<ChunkUpdate>* backups = stream == streams_.end() ? nullptr : stream->second.get();
   (*shard)->Push(
       replica, step, grads, batch_stats,
-      [this, progress, done = std::move(done)](absl::Status s, PushResult r) {
+      [this, progress, backups, done = std::move(done)](absl::Status s, PushResult r) mutable {
         if (s.ok() && (progress.loss_batches > 0 || progress.examples > 0)) {
           absl::MutexLock lock(&mu_);
           loss_sum_ += progress.loss_sum;
           loss_batches_ += progress.loss_batches;
           examples_ += progress.examples;
         }
-        done(s, r);
+        if (backups == nullptr) {
+          done(s, r);
+        } else {
+          backups->WhenAcknowledged([s, r, done = std::move(done)] { done(s, r); });
+        }
       },
       generation);
+}
+
+absl::Status PsTask::FollowChunk(int chunk, const ChunkUpdate& update) {
+  for (const auto& b : backups_) {
+    if (b->options().chunk == chunk) return b->ApplyReplicated(update);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("ps task ", identity_.ps_index,
+                                                 " holds no backup of chunk ", chunk,
+                                                 "; check that every process uses the same "
+                                                 "cluster, model and ps_replication"));
+}
+
+ParameterShard* PsTask::backup(int chunk) const {
+  for (const auto& b : backups_) {
+    if (b->options().chunk == chunk) return b.get();
+  }
+  return nullptr;
+}
+
+std::vector<int> PsTask::backup_chunks() const {
+  std::vector<int> chunks;
+  for (const auto& b : backups_) chunks.push_back(b->options().chunk);
+  return chunks;
 }
 
 void PsTask::NoteDone(int replica, bool job_done) {
@@ -313,14 +398,25 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
     return absl::InvalidArgumentError(
         absl::StrCat("Restore needs a checkpoint step >= 0, got ", step, " (nothing was read)"));
   }
+  if (generation == 0 && (!backups_.empty() || !streams_.empty())) {
+    return absl::InvalidArgumentError(
+        "a replicated ps needs the chief's generation with every restore (0 was given): the "
+        "primary and its backups must hold the same one");
+  }
   PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/true));
   absl::MutexLock file_lock(&file_mu_);
-  return Checkpoint().Restore(path, generation, [this] {
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t restored, Checkpoint().Restore(path, generation, [this] {
     // Rolled back: every replica trains from the restored step again, or
     // says again that its input ended.
     absl::MutexLock lock(&mu_);
     std::fill(input_ended_.begin(), input_ended_.end(), false);
-  });
+  }));
+  if (!backups_.empty()) {
+    // The backups as their primaries: the same values and generation.
+    PSTRAIN_RETURN_IF_ERROR(
+        RestoreShards(env_, identity_, Pointers(backups_), path, generation).status());
+  }
+  return restored;
 }
 
 TaskCheckpoint PsTask::Checkpoint() const {

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,12 +18,30 @@
 #include "ps/parameter_shard.h"
 #include "ps/sparse_shard.h"
 #include "ps/task_checkpoint.h"
+#include "ps/update_stream.h"
 #include "ps_protocol/ps_status.h"
 
 namespace pstrain {
 
 // The step rule a job's training section gives every engine on a ps.
 StepRule StepRuleOf(const JobConfig& job);
+
+// A replicated ps (issue 55): how a primary's updates reach its backups on
+// other ps tasks (the gRPC adapter, or the tasks of one process in tests).
+class ReplicaLinks {
+ public:
+  virtual ~ReplicaLinks() = default;
+  // Sends chunk `chunk`'s update to ps task `task`, which holds a backup of
+  // it; returns once that task holds it (OK) or cannot.
+  virtual absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) = 0;
+};
+
+// How many copies of every chunk the job keeps, and where a primary's
+// updates go.
+struct PsReplication {
+  int copies = 1;                 // the primary and copies - 1 backups, in [1, num_ps]
+  ReplicaLinks* links = nullptr;  // needed when copies > 1; must outlive the task
+};
 
 // One ps task's logic, free of gRPC: the ParameterShards of the layout
 // chunks in its range, for a model with embedding tables the SparseShard of
@@ -41,11 +60,23 @@ class PsTask {
   // update rule every role derives from the same job). `env` holds the job
   // dir and must outlive the task; `trace` (may be null) records applies,
   // waits and checkpoint copies.
+  //
+  // With `replication.copies` > 1, the task also holds a backup of every
+  // chunk whose primary's ReplicaTasks include it: the chief initializes
+  // and restores it as the primary's, it follows the primary's updates
+  // (FollowChunk), and it refuses the replicas' pushes and reads (for now:
+  // a failover's promotion comes next). Each of its own chunks sends its
+  // updates to its backups, and answers a push once they hold it. Status,
+  // Save and shards() are of its own chunks.
   static absl::StatusOr<std::unique_ptr<PsTask>> Create(const JobConfig& job, const Model& model,
                                                         int ps_index, Env* env,
-                                                        TraceRecorder* trace = nullptr);
-  // Over shards made by hand (tests): `shards` are this task's, in flat order.
-  PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards, Env* env);
+                                                        TraceRecorder* trace = nullptr,
+                                                        PsReplication replication = {});
+  // Over shards made by hand (tests): `shards` are this task's, in flat
+  // order; `backups` (optional) the chunks it holds backups of.
+  PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<ParameterShard>> shards, Env* env,
+         std::vector<std::unique_ptr<ParameterShard>> backups = {});
+  ~PsTask();
 
   // Sets chunk `chunk`'s values; `model` and `num_params` must be the task's.
   absl::Status Initialize(int chunk, const std::string& model, int64_t num_params,
@@ -69,6 +100,15 @@ class PsTask {
   void Push(int chunk, int replica, int64_t step, int64_t generation, absl::Span<const float> grads,
             absl::Span<const float> batch_stats, const Progress& progress,
             ParameterShard::PushCallback done);
+  // A backup's side: applies the primary's next update of chunk `chunk`
+  // (ParameterShard::ApplyReplicated). InvalidArgument for a chunk this
+  // task holds no backup of.
+  absl::Status FollowChunk(int chunk, const ChunkUpdate& update);
+  // The chunks this task holds backups of, in flat order, and one of them
+  // (null for a chunk it holds no backup of).
+  std::vector<int> backup_chunks() const;
+  ParameterShard* backup(int chunk) const;
+
   // Notes that `replica` was answered with `job_done` (after a Push or a
   // PushPull's read), so the task can exit once every replica knows.
   void NoteDone(int replica, bool job_done);
@@ -125,7 +165,13 @@ class PsTask {
   int64_t ChunkSize(int chunk) const;
 
  private:
+  // A chunk this task holds, its own or a backup.
   absl::StatusOr<ParameterShard*> FindShard(int chunk) const;
+  // One of its own: FailedPrecondition for a backup (the replicas' pushes
+  // and reads go to the primary).
+  absl::StatusOr<ParameterShard*> FindOwnShard(int chunk) const;
+  // Sends each own chunk's updates to its backups on `tasks_of[chunk]`.
+  void StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of);
   // The task's checkpoint (its chunks and rows), for one save or restore.
   TaskCheckpoint Checkpoint() const;
   // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
@@ -135,6 +181,9 @@ class PsTask {
   const PsIdentity identity_;
   const std::vector<std::unique_ptr<ParameterShard>> shards_;
   const std::vector<ParameterShard*> shard_ptrs_;
+  const std::vector<std::unique_ptr<ParameterShard>> backups_;
+  // Own chunk -> the stream of its updates to its backups (copies > 1).
+  std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_;
   // Every engine's step rule: the chunks', then the rows' (if any).
   std::vector<StepBarrier*> barriers_;
   Env* const env_;

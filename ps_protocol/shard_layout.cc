@@ -79,6 +79,13 @@ ShardLayout ComputeShardLayout(const Model& model, int num_ps) {
   return layout;
 }
 
+std::vector<int> ReplicaTasks(int owner, int num_ps, int replication) {
+  const int k = std::clamp(replication, 1, std::max(1, num_ps));
+  std::vector<int> tasks;
+  for (int i = 0; i < k; ++i) tasks.push_back((owner + i) % num_ps);
+  return tasks;
+}
+
 int RowOwner(uint64_t table_key, int64_t id, int num_ps) {
   const uint64_t h = MixBits64(table_key ^ MixBits64(static_cast<uint64_t>(id)));
   return static_cast<int>(h % static_cast<uint64_t>(num_ps));

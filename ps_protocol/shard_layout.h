@@ -55,6 +55,12 @@ struct ShardLayout {
 // each row by this same rule.
 int RowOwner(uint64_t table_key, int64_t id, int num_ps);
 
+// A replicated ps (issue 55): the tasks that hold a copy of what task
+// `owner` owns (its chunks, and its part of every table's rows), `owner`
+// (the primary) first, then the next `replication` - 1 tasks of the ring.
+// `replication` is clamped to [1, num_ps].
+std::vector<int> ReplicaTasks(int owner, int num_ps, int replication);
+
 ShardLayout ComputeShardLayout(const Model& model, int num_ps);
 
 // The same from explicit layer boundaries (offsets where a layer's variables

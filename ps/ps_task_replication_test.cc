@@ -1,0 +1,205 @@
+// Replicated ps tasks (issue 55), the ps's side, over tasks in this
+// process: with 2 copies on 3 ps, every task holds its own chunks and a
+// backup of its ring neighbour's; the chief initializes and restores every
+// copy; a push is answered once the backup holds it; backups end as their
+// primaries, refuse the replicas' pushes and reads, and checkpoints stay
+// the primaries'.
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/env.h"
+#include "gtest/gtest.h"
+#include "io/checkpoint.h"
+#include "models/dense.h"
+#include "models/flatten.h"
+#include "proto/checkpoint.pb.h"
+#include "ps/ps_task.h"
+#include "ps_protocol/shard_layout.h"
+
+namespace pstrain {
+namespace {
+
+// A 4x4 input, 3 classes: 51 parameters over 3 ps.
+std::unique_ptr<Model> ReplicatedTinyModel() {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Flatten>("flatten"));
+  DenseOptions dense;
+  dense.units = 3;
+  layers.push_back(std::make_unique<Dense>("dense", dense));
+  return *Model::Create("tiny", {4, 4, 1}, 3, std::move(layers));
+}
+
+// The tasks of this process, as each other's backups see them.
+class TaskLinks : public ReplicaLinks {
+ public:
+  absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) override {
+    return tasks[task]->FollowChunk(chunk, update);
+  }
+  std::vector<PsTask*> tasks;
+};
+
+class PsTaskReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = ReplicatedTinyModel();
+    job_.training.model = "tiny";
+    job_.training.update = UpdateMode::kSync;
+    job_.training.optimizer = "adam";
+    job_.training.learning_rate = 0.01f;
+    job_.training.job_dir = "/job";
+    job_.cluster.ps = {"ps:1", "ps:2", "ps:3"};
+    job_.cluster.worker = {"w:1"};
+    job_.training.chief_trains = false;
+    layout_ = ComputeShardLayout(*model_, 3);
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<std::unique_ptr<PsTask>> task =
+          PsTask::Create(job_, *model_, i, &env_, nullptr, {.copies = 2, .links = &links_});
+      ASSERT_TRUE(task.ok()) << task.status();
+      tasks_.push_back(std::move(*task));
+      links_.tasks.push_back(tasks_.back().get());
+    }
+  }
+
+  // The chief's initialization: every copy of every chunk.
+  void InitializeAll(int64_t generation) {
+    std::vector<float> params(layout_.num_params);
+    for (size_t i = 0; i < params.size(); ++i) params[i] = 0.01f * static_cast<float>(i % 7);
+    for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+      const Chunk& chunk = layout_.chunks[c];
+      for (int t : ReplicaTasks(chunk.ps, 3, 2)) {
+        ASSERT_TRUE(tasks_[t]
+                        ->Initialize(static_cast<int>(c), "tiny", layout_.num_params,
+                                     absl::MakeConstSpan(params).subspan(chunk.begin,
+                                                                         chunk.end - chunk.begin),
+                                     {}, 0, generation)
+                        .ok());
+      }
+    }
+  }
+
+  // One sync step: both replicas push every chunk to its primary.
+  void Step(int64_t step) {
+    const int replicas = EffectiveTotalReplicas(job_);
+    std::vector<std::unique_ptr<absl::Notification>> answered;
+    for (int r = 0; r < replicas; ++r) {
+      for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+        const Chunk& chunk = layout_.chunks[c];
+        std::vector<float> g(chunk.end - chunk.begin, 0.1f * (r + 1) - 0.01f * step);
+        answered.push_back(std::make_unique<absl::Notification>());
+        absl::Notification* done = answered.back().get();
+        tasks_[chunk.ps]->Push(static_cast<int>(c), r, step, 0, g, {}, {},
+                               [done](absl::Status s, PushResult) {
+                                 EXPECT_TRUE(s.ok()) << s;
+                                 done->Notify();
+                               });
+      }
+    }
+    for (auto& n : answered) ASSERT_TRUE(n->WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+
+  void ExpectBackupsAreTheirPrimaries() {
+    for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+      const Chunk& chunk = layout_.chunks[c];
+      const int backup_task = ReplicaTasks(chunk.ps, 3, 2)[1];
+      ParameterShard* backup = tasks_[backup_task]->backup(static_cast<int>(c));
+      ASSERT_NE(backup, nullptr) << c;
+      ParameterShard* primary = nullptr;
+      for (ParameterShard* s : tasks_[chunk.ps]->shards()) {
+        if (s->options().chunk == static_cast<int>(c)) primary = s;
+      }
+      ASSERT_NE(primary, nullptr);
+      absl::StatusOr<ShardSnapshot> a = primary->Snapshot(-1, absl::ZeroDuration());
+      absl::StatusOr<ShardSnapshot> b = backup->Snapshot(-1, absl::ZeroDuration());
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(a->params, b->params) << "chunk " << c;
+      EXPECT_EQ(a->slots, b->slots) << "chunk " << c;
+      EXPECT_EQ(a->step, b->step) << "chunk " << c;
+    }
+  }
+
+  MemEnv env_;
+  JobConfig job_;
+  std::unique_ptr<Model> model_;
+  ShardLayout layout_;
+  TaskLinks links_;
+  std::vector<std::unique_ptr<PsTask>> tasks_;
+};
+
+TEST_F(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimary) {
+  for (int t = 0; t < 3; ++t) {
+    std::vector<int> want;
+    for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+      if (layout_.chunks[c].ps == (t + 2) % 3) want.push_back(static_cast<int>(c));
+    }
+    EXPECT_EQ(tasks_[t]->backup_chunks(), want) << "task " << t;
+    EXPECT_FALSE(want.empty());
+  }
+  // A replicated chunk is initialized with the chief's generation only.
+  EXPECT_TRUE(absl::IsInvalidArgument(tasks_[0]->Initialize(
+      0, "tiny", layout_.num_params, std::vector<float>(layout_.chunks[0].end), {}, 0, 0)));
+  InitializeAll(/*generation=*/31);
+  for (int64_t step = 0; step < 20; ++step) Step(step);
+  ExpectBackupsAreTheirPrimaries();
+  EXPECT_EQ(tasks_[0]->Status().global_step, 20);
+
+  // The replicas' pushes and reads go to the primary: a backup refuses them.
+  const int chunk = tasks_[1]->backup_chunks().front();
+  absl::Status pushed;
+  tasks_[1]->Push(chunk, 0, 20, 0, std::vector<float>(tasks_[1]->ChunkSize(chunk), 1.0f), {}, {},
+                  [&](absl::Status s, PushResult) { pushed = s; });
+  EXPECT_TRUE(absl::IsFailedPrecondition(pushed)) << pushed;
+  std::string params, state;
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[1]->Read(chunk, &params, &state).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      tasks_[1]->FollowChunk(tasks_[1]->shards()[0]->options().chunk, ChunkUpdate())));
+}
+
+TEST_F(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
+  InitializeAll(/*generation=*/5);
+  for (int64_t step = 0; step < 6; ++step) Step(step);
+  // The chief's index over the tasks' files: the primaries' only, as
+  // without replication.
+  CheckpointIndex index;
+  index.set_model("tiny");
+  index.set_global_step(6);
+  index.set_num_params(layout_.num_params);
+  for (const auto& task : tasks_) {
+    absl::StatusOr<ShardSaved> saved = task->Save(6, 6, absl::Seconds(5));
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    EXPECT_EQ(saved->begin, task->shards().front()->options().begin);
+    EXPECT_EQ(saved->end, task->shards().back()->options().end);
+    index.set_optimizer(saved->optimizer);
+    index.clear_slot_names();
+    for (const std::string& name : saved->slot_names) index.add_slot_names(name);
+    CheckpointShardFile* shard = index.add_shards();
+    shard->set_file(saved->file);
+    shard->set_begin(saved->begin);
+    shard->set_end(saved->end);
+    shard->set_size_bytes(saved->size_bytes);
+    shard->set_crc32c(saved->crc32c);
+  }
+  ASSERT_TRUE(WriteCheckpointIndex(&env_, "/job/model.ckpt-6.index", index).ok());
+  absl::StatusOr<std::vector<std::string>> files = env_.ListDir("/job");
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->size(), 4u);  // 3 shard files and the index
+
+  // Trained on, then rolled back: every copy restored, with one generation,
+  // and the backups follow their primaries on from there.
+  for (int64_t step = 6; step < 9; ++step) Step(step);
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(tasks_[0]->Restore("tiny", layout_.num_params, 6, 0).status()));
+  for (const auto& task : tasks_) {
+    absl::StatusOr<int64_t> restored = task->Restore("tiny", layout_.num_params, 6, 44);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    EXPECT_EQ(*restored, 6);
+  }
+  ExpectBackupsAreTheirPrimaries();
+  for (int64_t step = 6; step < 12; ++step) Step(step);
+  ExpectBackupsAreTheirPrimaries();
+  EXPECT_EQ(tasks_[2]->Status().global_step, 12);
+}
+
+}  // namespace
+}  // namespace pstrain
