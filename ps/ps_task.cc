@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
@@ -84,7 +85,7 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
   identity.num_params = layout.num_params;
   identity.job_dir = job.training.job_dir;
   auto task = std::make_unique<PsTask>(identity, std::move(shards), env, std::move(backups));
-  if (replication.copies > 1) task->StartStreams(replication.links, backups_of);
+  std::vector<int> row_backups;
   if (model.has_sparse()) {
     PSTRAIN_ASSIGN_OR_RETURN(SparseTableRules rules, SparseTableRulesOf(job.training));
     SparseShardOptions options;
@@ -94,7 +95,19 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SparseShard> sparse,
                              SparseShard::Create(model, rules, options));
     task->AttachSparse(std::move(sparse), job.training.embedding_optimizer);
+    for (int partition = 0; partition < num_ps; ++partition) {
+      const std::vector<int> holders = ReplicaTasks(partition, num_ps, replication.copies);
+      if (partition == ps_index) {
+        row_backups.assign(holders.begin() + 1, holders.end());
+      } else if (std::find(holders.begin(), holders.end(), ps_index) != holders.end()) {
+        options.ps_index = partition;  // the rows that task owns
+        PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SparseShard> rows,
+                                 SparseShard::Create(model, rules, options));
+        task->AttachBackupRows(partition, std::move(rows));
+      }
+    }
   }
+  if (replication.copies > 1) task->StartStreams(replication.links, backups_of, row_backups);
   return task;
 }
 
@@ -114,10 +127,31 @@ PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<Parameter
 PsTask::~PsTask() {
   // The streams go before the shards whose observers feed them.
   for (ParameterShard* shard : shard_ptrs_) shard->SetUpdateObserver(nullptr);
+  if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
   streams_.clear();
+  rows_stream_.reset();
 }
 
-void PsTask::StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of) {
+void PsTask::AttachBackupRows(int partition, std::unique_ptr<SparseShard> rows) {
+  barriers_.push_back(&rows->barrier());
+  backup_rows_[partition] = std::move(rows);
+}
+
+void PsTask::StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of,
+                          const std::vector<int>& row_tasks) {
+  if (sparse_ != nullptr && !row_tasks.empty()) {
+    std::vector<UpdateStream<RowsUpdate>::Link> to;
+    const int partition = identity_.ps_index;
+    for (int task : row_tasks) {
+      to.push_back([links, task, partition](const RowsUpdate& update) {
+        return links->SendRowsUpdate(task, partition, update);
+      });
+    }
+    rows_stream_ = std::make_unique<UpdateStream<RowsUpdate>>(
+        absl::StrCat("ps ", identity_.ps_index, " rows"), std::move(to));
+    UpdateStream<RowsUpdate>* s = rows_stream_.get();
+    sparse_->SetUpdateObserver([s](RowsUpdate update) { s->Enqueue(std::move(update)); });
+  }
   for (ParameterShard* shard : shard_ptrs_) {
     const int chunk = shard->options().chunk;
     std::vector<UpdateStream<ChunkUpdate>::Link> to;
@@ -186,6 +220,9 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
   PSTRAIN_RETURN_IF_ERROR(shard->Initialize(params, state, global_step, {}, 0, generation));
   if (chunk == shard_ptrs_.front()->options().chunk) {
     if (sparse_ != nullptr) sparse_->Reset(global_step, shard->generation());
+    // The backups of other tasks' rows start alike (one generation: the
+    // chief's, the same for every task).
+    for (auto& [partition, rows] : backup_rows_) rows->Reset(global_step, shard->generation());
     LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
   }
   return absl::OkStatus();
@@ -284,6 +321,28 @@ ParameterShard* PsTask::backup(int chunk) const {
   return nullptr;
 }
 
+absl::Status PsTask::FollowRows(int partition, const RowsUpdate& update) {
+  const auto it = backup_rows_.find(partition);
+  if (it == backup_rows_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ps task ", identity_.ps_index, " holds no backup of the rows of task ", partition,
+        "; check that every process uses "
+        "the same cluster, model and ps_replication"));
+  }
+  return it->second->ApplyReplicated(update);
+}
+
+std::vector<int> PsTask::backup_partitions() const {
+  std::vector<int> partitions;
+  for (const auto& [partition, rows] : backup_rows_) partitions.push_back(partition);
+  return partitions;
+}
+
+SparseShard* PsTask::backup_rows(int partition) const {
+  const auto it = backup_rows_.find(partition);
+  return it == backup_rows_.end() ? nullptr : it->second.get();
+}
+
 std::vector<int> PsTask::backup_chunks() const {
   std::vector<int> chunks;
   for (const auto& b : backups_) chunks.push_back(b->options().chunk);
@@ -373,7 +432,14 @@ absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t g
     return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                       identity_.model, " has no embedding tables"));
   }
-  return sparse_->Push(replica, step, generation, parts);
+  absl::StatusOr<PushResult> pushed = sparse_->Push(replica, step, generation, parts);
+  if (rows_stream_ != nullptr && pushed.ok()) {
+    // Answered once the backups hold it.
+    absl::Notification held;
+    rows_stream_->WhenAcknowledged([&held] { held.Notify(); });
+    held.WaitForNotification();
+  }
+  return pushed;
 }
 
 absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl::Duration wait) {
@@ -415,6 +481,11 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
     // The backups as their primaries: the same values and generation.
     PSTRAIN_RETURN_IF_ERROR(
         RestoreShards(env_, identity_, Pointers(backups_), path, generation).status());
+  }
+  for (auto& [partition, rows] : backup_rows_) {
+    PSTRAIN_RETURN_IF_ERROR(
+        TaskCheckpoint(env_, identity_, shard_ptrs_, rows.get(), embedding_optimizer_)
+            .RestoreRows(path, restored));
   }
   return restored;
 }

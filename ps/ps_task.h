@@ -34,6 +34,8 @@ class ReplicaLinks {
   // Sends chunk `chunk`'s update to ps task `task`, which holds a backup of
   // it; returns once that task holds it (OK) or cannot.
   virtual absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) = 0;
+  // The same for the rows task `partition` owns (RowOwner).
+  virtual absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) = 0;
 };
 
 // How many copies of every chunk the job keeps, and where a primary's
@@ -108,6 +110,10 @@ class PsTask {
   // (null for a chunk it holds no backup of).
   std::vector<int> backup_chunks() const;
   ParameterShard* backup(int chunk) const;
+  // The same for the rows of task `partition` (a model with tables).
+  absl::Status FollowRows(int partition, const RowsUpdate& update);
+  std::vector<int> backup_partitions() const;
+  SparseShard* backup_rows(int partition) const;
 
   // Notes that `replica` was answered with `job_done` (after a Push or a
   // PushPull's read), so the task can exit once every replica knows.
@@ -138,6 +144,8 @@ class PsTask {
   // Gives a task made by hand (tests) the rows of a model's embedding
   // tables; `optimizer` names their slots in checkpoints.
   void AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer);
+  // A replicated ps: a backup of task `partition`'s rows.
+  void AttachBackupRows(int partition, std::unique_ptr<SparseShard> rows);
   // This task's rows (null for a model without embedding tables).
   SparseShard* sparse() const { return sparse_.get(); }
 
@@ -170,8 +178,10 @@ class PsTask {
   // One of its own: FailedPrecondition for a backup (the replicas' pushes
   // and reads go to the primary).
   absl::StatusOr<ParameterShard*> FindOwnShard(int chunk) const;
-  // Sends each own chunk's updates to its backups on `tasks_of[chunk]`.
-  void StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of);
+  // Sends each own chunk's updates to its backups on `tasks_of[chunk]`, and
+  // the rows' to `row_tasks`.
+  void StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of,
+                    const std::vector<int>& row_tasks);
   // The task's checkpoint (its chunks and rows), for one save or restore.
   TaskCheckpoint Checkpoint() const;
   // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
@@ -184,6 +194,10 @@ class PsTask {
   const std::vector<std::unique_ptr<ParameterShard>> backups_;
   // Own chunk -> the stream of its updates to its backups (copies > 1).
   std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_;
+  // A model with tables: the backups of other tasks' rows by partition, and
+  // the stream of this task's rows to their backups.
+  std::map<int, std::unique_ptr<SparseShard>> backup_rows_;
+  std::unique_ptr<UpdateStream<RowsUpdate>> rows_stream_;
   // Every engine's step rule: the chunks', then the rows' (if any).
   std::vector<StepBarrier*> barriers_;
   Env* const env_;

@@ -4,6 +4,8 @@
 // copy; a push is answered once the backup holds it; backups end as their
 // primaries, refuse the replicas' pushes and reads, and checkpoints stay
 // the primaries'.
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -13,7 +15,9 @@
 #include "gtest/gtest.h"
 #include "io/checkpoint.h"
 #include "models/dense.h"
+#include "models/embedding.h"
 #include "models/flatten.h"
+#include "models/merge.h"
 #include "proto/checkpoint.pb.h"
 #include "ps/ps_task.h"
 #include "ps_protocol/shard_layout.h"
@@ -37,14 +41,32 @@ class TaskLinks : public ReplicaLinks {
   absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) override {
     return tasks[task]->FollowChunk(chunk, update);
   }
+  absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) override {
+    return tasks[task]->FollowRows(partition, update);
+  }
   std::vector<PsTask*> tasks;
 };
 
-class PsTaskReplicationTest : public ::testing::Test {
+// A click model: an embedding of dim 4 under a dense layer, beside a
+// linear table of 1000 buckets, both over feature f.
+std::unique_ptr<Model> ReplicatedClickModel() {
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::make_unique<Embedding>(
+      "emb", EmbeddingOptions{"f", 4, 0, Combiner::kSum, {TableInitializer::kUniform, 0.05f}}));
+  DenseOptions dense;
+  dense.units = 1;
+  layers.push_back(std::make_unique<Dense>("dense", dense));
+  layers.push_back(std::make_unique<Linear>("lin", LinearOptions{{"f"}, 1000, false}));
+  layers.push_back(std::make_unique<Add>("add"));
+  return *Model::Create("click", {1}, 2, std::move(layers), {{0}, {1}, {0}, {2, 3}}, Head::kBinary);
+}
+
+class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    model_ = ReplicatedTinyModel();
-    job_.training.model = "tiny";
+    model_ = GetParam() ? ReplicatedClickModel() : ReplicatedTinyModel();
+    model_name_ = GetParam() ? "click" : "tiny";
+    job_.training.model = model_name_;
     job_.training.update = UpdateMode::kSync;
     job_.training.optimizer = "adam";
     job_.training.learning_rate = 0.01f;
@@ -70,7 +92,7 @@ class PsTaskReplicationTest : public ::testing::Test {
       const Chunk& chunk = layout_.chunks[c];
       for (int t : ReplicaTasks(chunk.ps, 3, 2)) {
         ASSERT_TRUE(tasks_[t]
-                        ->Initialize(static_cast<int>(c), "tiny", layout_.num_params,
+                        ->Initialize(static_cast<int>(c), model_name_, layout_.num_params,
                                      absl::MakeConstSpan(params).subspan(chunk.begin,
                                                                          chunk.end - chunk.begin),
                                      {}, 0, generation)
@@ -97,9 +119,64 @@ class PsTaskReplicationTest : public ::testing::Test {
       }
     }
     for (auto& n : answered) ASSERT_TRUE(n->WaitForNotificationWithTimeout(absl::Seconds(30)));
+    if (!model_->has_sparse()) return;
+    // Each replica's rows: ids of both tables to the tasks that own them.
+    for (int r = 0; r < replicas; ++r) {
+      for (int task = 0; task < 3; ++task) {
+        std::vector<std::vector<int64_t>> ids(2);
+        std::vector<std::vector<float>> grads(2);
+        for (int t = 0; t < 2; ++t) {
+          for (int64_t id = step * 7 + r; id < step * 7 + r + 60; ++id) {
+            const int64_t row = t == 1 ? id % 1000 : id;
+            if (RowOwner(layout_.tables[t].key, row, 3) != task ||
+                std::find(ids[t].begin(), ids[t].end(), row) != ids[t].end()) {
+              continue;
+            }
+            ids[t].push_back(row);
+            for (int d = 0; d < layout_.tables[t].dim; ++d) {
+              grads[t].push_back(0.01f * static_cast<float>((row + d + r) % 11) - 0.05f);
+            }
+          }
+        }
+        std::vector<ConstRowsRef> parts = {{0, ids[0], grads[0]}, {1, ids[1], grads[1]}};
+        absl::StatusOr<PushResult> pushed = tasks_[task]->PushRows(r, step, 0, parts);
+        ASSERT_TRUE(pushed.ok()) << pushed.status();
+      }
+    }
+  }
+
+  static std::map<std::pair<int, int64_t>, std::vector<float>> RowsOf(const SparseShard& shard) {
+    std::map<std::pair<int, int64_t>, std::vector<float>> rows;
+    for (size_t t = 0; t < shard.tables().size(); ++t) {
+      EXPECT_TRUE(shard.tables()[t]
+                      ->ForEachRow([&](int64_t id, absl::Span<const float> w,
+                                       absl::Span<const float> s, int64_t, int64_t count) {
+                        std::vector<float> v(w.begin(), w.end());
+                        v.insert(v.end(), s.begin(), s.end());
+                        v.push_back(static_cast<float>(count));
+                        rows[{static_cast<int>(t), id}] = v;
+                        return absl::OkStatus();
+                      })
+                      .ok());
+    }
+    return rows;
+  }
+
+  void ExpectBackupRowsAreTheirPrimaries() {
+    if (!model_->has_sparse()) return;
+    for (int owner = 0; owner < 3; ++owner) {
+      const int backup_task = ReplicaTasks(owner, 3, 2)[1];
+      SparseShard* backup = tasks_[backup_task]->backup_rows(owner);
+      ASSERT_NE(backup, nullptr);
+      const auto want = RowsOf(*tasks_[owner]->sparse());
+      EXPECT_GT(want.size(), 20u);
+      EXPECT_EQ(RowsOf(*backup), want) << "the rows of task " << owner;
+      EXPECT_EQ(backup->step(), tasks_[owner]->sparse()->step());
+    }
   }
 
   void ExpectBackupsAreTheirPrimaries() {
+    ExpectBackupRowsAreTheirPrimaries();
     for (size_t c = 0; c < layout_.chunks.size(); ++c) {
       const Chunk& chunk = layout_.chunks[c];
       const int backup_task = ReplicaTasks(chunk.ps, 3, 2)[1];
@@ -120,6 +197,7 @@ class PsTaskReplicationTest : public ::testing::Test {
   }
 
   MemEnv env_;
+  std::string model_name_;
   JobConfig job_;
   std::unique_ptr<Model> model_;
   ShardLayout layout_;
@@ -127,7 +205,7 @@ class PsTaskReplicationTest : public ::testing::Test {
   std::vector<std::unique_ptr<PsTask>> tasks_;
 };
 
-TEST_F(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimary) {
+TEST_P(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimary) {
   for (int t = 0; t < 3; ++t) {
     std::vector<int> want;
     for (size_t c = 0; c < layout_.chunks.size(); ++c) {
@@ -138,7 +216,7 @@ TEST_F(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimar
   }
   // A replicated chunk is initialized with the chief's generation only.
   EXPECT_TRUE(absl::IsInvalidArgument(tasks_[0]->Initialize(
-      0, "tiny", layout_.num_params, std::vector<float>(layout_.chunks[0].end), {}, 0, 0)));
+      0, model_name_, layout_.num_params, std::vector<float>(layout_.chunks[0].end), {}, 0, 0)));
   InitializeAll(/*generation=*/31);
   for (int64_t step = 0; step < 20; ++step) Step(step);
   ExpectBackupsAreTheirPrimaries();
@@ -156,13 +234,13 @@ TEST_F(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimar
       tasks_[1]->FollowChunk(tasks_[1]->shards()[0]->options().chunk, ChunkUpdate())));
 }
 
-TEST_F(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
+TEST_P(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
   InitializeAll(/*generation=*/5);
   for (int64_t step = 0; step < 6; ++step) Step(step);
   // The chief's index over the tasks' files: the primaries' only, as
   // without replication.
   CheckpointIndex index;
-  index.set_model("tiny");
+  index.set_model(model_name_);
   index.set_global_step(6);
   index.set_num_params(layout_.num_params);
   for (const auto& task : tasks_) {
@@ -179,19 +257,30 @@ TEST_F(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
     shard->set_end(saved->end);
     shard->set_size_bytes(saved->size_bytes);
     shard->set_crc32c(saved->crc32c);
+    shard->set_rows_file(saved->rows_file);
+    shard->set_rows_size_bytes(saved->rows_size_bytes);
+    shard->set_rows_crc32c(saved->rows_crc32c);
+  }
+  for (const SparseTableInfo& t : model_->sparse_tables()) {
+    CheckpointTable* table = index.add_tables();
+    table->set_name(t.name);
+    table->set_dim(t.dim);
+    table->set_buckets(t.buckets);
+    index.set_table_optimizer(job_.training.embedding_optimizer);
   }
   ASSERT_TRUE(WriteCheckpointIndex(&env_, "/job/model.ckpt-6.index", index).ok());
   absl::StatusOr<std::vector<std::string>> files = env_.ListDir("/job");
   ASSERT_TRUE(files.ok());
-  EXPECT_EQ(files->size(), 4u);  // 3 shard files and the index
+  // 3 shard files (and 3 rows files) and the index.
+  EXPECT_EQ(files->size(), model_->has_sparse() ? 7u : 4u);
 
   // Trained on, then rolled back: every copy restored, with one generation,
   // and the backups follow their primaries on from there.
   for (int64_t step = 6; step < 9; ++step) Step(step);
   EXPECT_TRUE(
-      absl::IsInvalidArgument(tasks_[0]->Restore("tiny", layout_.num_params, 6, 0).status()));
+      absl::IsInvalidArgument(tasks_[0]->Restore(model_name_, layout_.num_params, 6, 0).status()));
   for (const auto& task : tasks_) {
-    absl::StatusOr<int64_t> restored = task->Restore("tiny", layout_.num_params, 6, 44);
+    absl::StatusOr<int64_t> restored = task->Restore(model_name_, layout_.num_params, 6, 44);
     ASSERT_TRUE(restored.ok()) << restored.status();
     EXPECT_EQ(*restored, 6);
   }
@@ -200,6 +289,11 @@ TEST_F(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
   ExpectBackupsAreTheirPrimaries();
   EXPECT_EQ(tasks_[2]->Status().global_step, 12);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, PsTaskReplicationTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool>& info) {
+                           return info.param ? "WithTables" : "Dense";
+                         });
 
 }  // namespace
 }  // namespace pstrain

@@ -95,11 +95,13 @@ class TaskCheckpoint {
   absl::StatusOr<int64_t> Restore(const std::string& index_path, int64_t generation,
                                   absl::FunctionRef<void()> rolled_back) const;
 
- private:
-  // The rows of every rows file the index names, at `step`: InvalidArgument
-  // if they were trained with another embedding optimizer.
+  // The rows of every rows file the index names, at `step`, with the
+  // generation of the first chunk (restored before): those `sparse` keeps,
+  // its partition's (a replicated ps's backup of another task's rows too).
+  // InvalidArgument if they were trained with another embedding optimizer.
   absl::Status RestoreRows(const std::string& index_path, int64_t step) const;
 
+ private:
   Env* const env_;
   const PsIdentity& ps_;
   const std::vector<ParameterShard*>& shards_;

@@ -32,8 +32,7 @@
 
 namespace pstrain {
 
-// Sends updates of type `Update` (with an `applied.sequence`) to backups.
-// Thread-safe.
+// Sends updates of type `Update` to backups. Thread-safe.
 template <class Update>
 class UpdateStream {
  public:
@@ -79,7 +78,7 @@ class UpdateStream {
   // engine's lock, in the order applied).
   void Enqueue(Update update) {
     absl::MutexLock lock(&mu_);
-    enqueued_ = update.applied.sequence;
+    ++enqueued_;
     bool any = false;
     for (const auto& b : backups_) any = any || b->live;
     if (any) queue_.push_back(std::make_shared<const Update>(std::move(update)));
@@ -105,7 +104,9 @@ class UpdateStream {
     for (const auto& b : backups_) n += b->live;
     return n;
   }
-  // The highest sequence every live backup holds.
+  // How many of the updates enqueued every live backup holds. (The stream
+  // counts them itself: an engine's sequence starts again at every
+  // initialization or restore.)
   int64_t acknowledged() const {
     absl::MutexLock lock(&mu_);
     return AcknowledgedLocked();
@@ -115,7 +116,7 @@ class UpdateStream {
   struct Backup {
     Link link;
     std::thread thread;
-    int64_t acked = 0;  // sequence
+    int64_t acked = 0;  // updates held, counted from the stream's start
     size_t next = 0;    // index into queue_ (from queue_base_) of the next to send
     bool live = true;
   };
@@ -173,7 +174,7 @@ class UpdateStream {
       {
         absl::MutexLock lock(&mu_);
         if (sent.ok()) {
-          b.acked = update->applied.sequence;
+          ++b.acked;
           ++b.next;
         } else {
           LOG(WARNING) << name_ << ": backup " << index << " did not take update "
@@ -192,7 +193,7 @@ class UpdateStream {
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Backup>> backups_;  // fixed after construction; fields under mu_
   std::deque<std::shared_ptr<const Update>> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // updates, counted from the stream's start
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
