@@ -353,4 +353,66 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
   return Finish(context, pushed.status());
 }
 
+namespace {
+
+// A replicated update's floats: any whole number of them.
+absl::Status DecodeAllFloats(const std::string& bytes, const char* what,
+                             std::vector<float>* values) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", bytes.size(), " bytes are no whole number of float32 values"));
+  }
+  return DecodeFloats(bytes, bytes.size() / sizeof(float), what, values);
+}
+
+absl::StatusOr<AppliedPushes> FromProto(const UpdateApplied& p) {
+  if (p.replicas_size() != p.replica_steps_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an update names ", p.replicas_size(), " replicas and ", p.replica_steps_size(), " steps"));
+  }
+  AppliedPushes a;
+  a.sequence = p.sequence();
+  a.generation = p.generation();
+  a.step_before = p.step_before();
+  a.step_after = p.step_after();
+  for (int i = 0; i < p.replicas_size(); ++i) {
+    a.pushes.emplace_back(p.replicas(i), p.replica_steps(i));
+  }
+  return a;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* ParameterServerService::Replicate(grpc::CallbackServerContext* context,
+                                                            const ReplicateRequest* request,
+                                                            ReplicateResponse* /*response*/) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  absl::StatusOr<AppliedPushes> applied = FromProto(request->applied());
+  if (!applied.ok()) return Finish(context, applied.status());
+  if (request->chunk() >= 0) {
+    ChunkUpdate update;
+    update.applied = *std::move(applied);
+    absl::Status s = DecodeAllFloats(request->grads(), "grads", &update.grads);
+    if (s.ok()) s = DecodeAllFloats(request->stats(), "stats", &update.stats);
+    if (s.ok()) s = task_->FollowChunk(request->chunk(), update);
+    return Finish(context, s);
+  }
+  SparseShard* rows = task_->backup_rows(request->partition());
+  if (rows == nullptr) {
+    return Finish(context, task_->FollowRows(request->partition(), RowsUpdate()));
+  }
+  DecodedRows decoded;
+  if (absl::Status s = DecodeRows(request->tables(), *rows, true, &decoded); !s.ok()) {
+    return Finish(context, s);
+  }
+  RowsUpdate update;
+  update.applied = *std::move(applied);
+  update.apply_step = request->apply_step();
+  for (size_t i = 0; i < decoded.tables.size(); ++i) {
+    update.tables.push_back(
+        {decoded.tables[i], std::move(decoded.ids[i]), std::move(decoded.values[i])});
+  }
+  return Finish(context, task_->FollowRows(request->partition(), update));
+}
+
 }  // namespace pstrain

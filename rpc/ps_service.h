@@ -56,6 +56,9 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* PushRows(grpc::CallbackServerContext* context,
                                      const PushRowsRequest* request,
                                      PushRowsResponse* response) override;
+  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
+                                      const ReplicateRequest* request,
+                                      ReplicateResponse* response) override;
 
  private:
   // Decodes a push and hands it to the task; `done` gets the outcome.

@@ -1,0 +1,68 @@
+#include "rpc/grpc_replica_links.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "ps_protocol/row_wire.h"
+#include "rpc/grpc_util.h"
+
+namespace pstrain {
+namespace {
+
+void ToProto(const AppliedPushes& a, UpdateApplied* p) {
+  p->set_sequence(a.sequence);
+  p->set_generation(a.generation);
+  p->set_step_before(a.step_before);
+  p->set_step_after(a.step_after);
+  for (const auto& [replica, step] : a.pushes) {
+    p->add_replicas(replica);
+    p->add_replica_steps(step);
+  }
+}
+
+}  // namespace
+
+GrpcReplicaLinks::GrpcReplicaLinks(std::vector<std::string> addresses, absl::Duration deadline,
+                                   const WireSecurity& wire)
+    : connections_(std::move(addresses), deadline, /*retry_budget=*/absl::ZeroDuration(), wire) {}
+
+absl::Status GrpcReplicaLinks::SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) {
+  ReplicateRequest request;
+  ToProto(update.applied, request.mutable_applied());
+  request.set_chunk(chunk);
+  EncodeFloats(update.grads, request.mutable_grads());
+  EncodeFloats(update.stats, request.mutable_stats());
+  return Send(task, request);
+}
+
+absl::Status GrpcReplicaLinks::SendRowsUpdate(int task, int partition, const RowsUpdate& update) {
+  ReplicateRequest request;
+  ToProto(update.applied, request.mutable_applied());
+  request.set_chunk(-1);
+  request.set_partition(partition);
+  request.set_apply_step(update.apply_step);
+  for (const RowsUpdate::Table& t : update.tables) {
+    TableRows* rows = request.add_tables();
+    rows->set_table(t.table);
+    EncodeIds(t.ids, rows->mutable_ids());
+    EncodeFloats(t.grads, rows->mutable_values());
+  }
+  return Send(task, request);
+}
+
+absl::Status GrpcReplicaLinks::Send(int task, const ReplicateRequest& request) {
+  if (task < 0 || task >= connections_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", task));
+  }
+  grpc::ClientContext context;
+  connections_.Prepare(&context);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + connections_.rpc_timeout()));
+  ReplicateResponse response;
+  const grpc::Status s = connections_.stub(task)->Replicate(&context, request, &response);
+  if (s.ok()) return absl::OkStatus();
+  const absl::Status status = FromGrpcStatus(s);
+  return absl::Status(status.code(), absl::StrCat("replicating to ", connections_.TaskName(task),
+                                                  ": ", status.message()));
+}
+
+}  // namespace pstrain

@@ -1,0 +1,38 @@
+#ifndef PSTRAIN_RPC_GRPC_REPLICA_LINKS_H_
+#define PSTRAIN_RPC_GRPC_REPLICA_LINKS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "config/wire_security.h"
+#include "ps/ps_task.h"
+#include "rpc/ps_connections.h"
+
+namespace pstrain {
+
+// A replicated ps (issue 55): a primary task's updates to the tasks that
+// hold its backups, over gRPC (ParameterServer.Replicate), each call with
+// the job's credentials and token and a deadline of `deadline`: a backup
+// that does not answer in time leaves the primary's stream (it rejoins with
+// a fresh copy), so the primary's answers never wait longer than that.
+// Thread-safe.
+class GrpcReplicaLinks final : public ReplicaLinks {
+ public:
+  // `addresses`: every ps task's, in task order.
+  GrpcReplicaLinks(std::vector<std::string> addresses, absl::Duration deadline,
+                   const WireSecurity& wire = WireSecurity());
+
+  absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) override;
+  absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) override;
+
+ private:
+  absl::Status Send(int task, const ReplicateRequest& request);
+
+  PsConnections connections_;
+};
+
+}  // namespace pstrain
+
+#endif  // PSTRAIN_RPC_GRPC_REPLICA_LINKS_H_
