@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -107,7 +108,17 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
       }
     }
   }
-  if (replication.copies > 1) task->StartStreams(replication.links, backups_of, row_backups);
+  task->links_ = replication.links;
+  task->copies_ = replication.copies;
+  for (size_t c = 0; c < layout.chunks.size(); ++c) {
+    if (task->backup(static_cast<int>(c)) != nullptr) {
+      task->owner_of_[static_cast<int>(c)] = layout.chunks[c].ps;
+    }
+  }
+  if (replication.copies > 1) {
+    absl::MutexLock lock(&task->roles_mu_);
+    task->StartStreams(ps_index, /*epoch=*/1, backups_of, row_backups);
+  }
   return task;
 }
 
@@ -127,9 +138,18 @@ PsTask::PsTask(const PsIdentity& identity, std::vector<std::unique_ptr<Parameter
 PsTask::~PsTask() {
   // The streams go before the shards whose observers feed them.
   for (ParameterShard* shard : shard_ptrs_) shard->SetUpdateObserver(nullptr);
+  for (const auto& backup : backups_) backup->SetUpdateObserver(nullptr);
   if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
+  for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
+  absl::MutexLock lock(&roles_mu_);
   streams_.clear();
-  rows_stream_.reset();
+  rows_streams_.clear();
+}
+
+void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
+  sparse_ = std::move(sparse);
+  embedding_optimizer_ = std::move(optimizer);
+  barriers_.push_back(&sparse_->barrier());
 }
 
 void PsTask::AttachBackupRows(int partition, std::unique_ptr<SparseShard> rows) {
@@ -137,27 +157,37 @@ void PsTask::AttachBackupRows(int partition, std::unique_ptr<SparseShard> rows) 
   backup_rows_[partition] = std::move(rows);
 }
 
-void PsTask::StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of,
+void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vector<int>>& tasks_of,
                           const std::vector<int>& row_tasks) {
-  if (sparse_ != nullptr && !row_tasks.empty()) {
+  ReplicaLinks* links = links_;
+  SparseShard* rows = owner == identity_.ps_index ? sparse_.get() : backup_rows(owner);
+  if (rows != nullptr && !row_tasks.empty()) {
     std::vector<UpdateStream<RowsUpdate>::Link> to;
-    const int partition = identity_.ps_index;
     for (int task : row_tasks) {
-      to.push_back([links, task, partition](const RowsUpdate& update) {
-        return links->SendRowsUpdate(task, partition, update);
+      to.push_back([links, task, owner, epoch](const RowsUpdate& update) {
+        return links->SendRowsUpdate(task, owner, epoch, update);
       });
     }
-    rows_stream_ = std::make_unique<UpdateStream<RowsUpdate>>(
-        absl::StrCat("ps ", identity_.ps_index, " rows"), std::move(to));
-    UpdateStream<RowsUpdate>* s = rows_stream_.get();
-    sparse_->SetUpdateObserver([s](RowsUpdate update) { s->Enqueue(std::move(update)); });
+    auto stream = std::make_unique<UpdateStream<RowsUpdate>>(
+        absl::StrCat("ps ", identity_.ps_index, " rows of task ", owner), std::move(to));
+    UpdateStream<RowsUpdate>* s = stream.get();
+    rows_streams_[owner] = std::move(stream);
+    rows->SetUpdateObserver([s](RowsUpdate update) { s->Enqueue(std::move(update)); });
   }
-  for (ParameterShard* shard : shard_ptrs_) {
+  std::vector<ParameterShard*> served;
+  if (owner == identity_.ps_index) {
+    served = shard_ptrs_;
+  } else {
+    for (const auto& b : backups_) {
+      if (owner_of_.at(b->options().chunk) == owner) served.push_back(b.get());
+    }
+  }
+  for (ParameterShard* shard : served) {
     const int chunk = shard->options().chunk;
     std::vector<UpdateStream<ChunkUpdate>::Link> to;
     for (int task : tasks_of[chunk]) {
-      to.push_back([links, task, chunk](const ChunkUpdate& update) {
-        return links->SendChunkUpdate(task, chunk, update);
+      to.push_back([links, task, chunk, epoch](const ChunkUpdate& update) {
+        return links->SendChunkUpdate(task, chunk, epoch, update);
       });
     }
     if (to.empty()) continue;
@@ -169,19 +199,71 @@ void PsTask::StartStreams(ReplicaLinks* links, const std::vector<std::vector<int
   }
 }
 
-void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
-  sparse_ = std::move(sparse);
-  embedding_optimizer_ = std::move(optimizer);
-  barriers_.push_back(&sparse_->barrier());
+absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& backups) {
+  bool holds = backup_rows_.contains(owner);
+  std::vector<std::vector<int>> tasks_of;
+  for (const auto& [chunk, of] : owner_of_) {
+    if (of != owner) continue;
+    holds = true;
+    if (static_cast<int>(tasks_of.size()) <= chunk) tasks_of.resize(chunk + 1);
+    tasks_of[chunk] = backups;
+  }
+  if (!holds) {
+    return absl::InvalidArgumentError(absl::StrCat("ps task ", identity_.ps_index,
+                                                   " holds no backup of task ", owner,
+                                                   "'s chunks or rows to serve"));
+  }
+  absl::MutexLock lock(&roles_mu_);
+  const auto known = epochs_.find(owner);
+  const int64_t current = known == epochs_.end() ? 1 : known->second;
+  if (epoch < current || (epoch == current && !promoted_.contains(owner))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ps task ", identity_.ps_index, " knows task ", owner, "'s chunks at epoch ",
+                     current, "; a promotion needs a later one, not ", epoch));
+  }
+  if (promoted_.contains(owner) && epoch == current) return absl::OkStatus();
+  epochs_[owner] = epoch;
+  promoted_.insert(owner);
+  if (links_ != nullptr && !backups.empty()) StartStreams(owner, epoch, tasks_of, backups);
+  LOG(WARNING) << "ps " << identity_.ps_index << " serves the chunks and rows of ps " << owner
+               << " from epoch " << epoch << " (a failover)"
+               << (backups.empty()
+                       ? "; they have no other copy until one rejoins"
+                       : absl::StrCat("; their updates go to ", absl::StrJoin(backups, ", ")));
+  return absl::OkStatus();
+}
+
+int64_t PsTask::epoch(int owner) const {
+  absl::ReaderMutexLock lock(&roles_mu_);
+  const auto it = epochs_.find(owner);
+  return it == epochs_.end() ? 1 : it->second;
+}
+
+bool PsTask::serves(int owner) const {
+  if (owner == identity_.ps_index) return true;
+  absl::ReaderMutexLock lock(&roles_mu_);
+  return promoted_.contains(owner);
+}
+
+absl::Status PsTask::CheckSender(int owner, int64_t epoch) const {
+  absl::ReaderMutexLock lock(&roles_mu_);
+  const auto it = epochs_.find(owner);
+  const int64_t current = it == epochs_.end() ? 1 : it->second;
+  if (promoted_.contains(owner) || epoch < current) {
+    return absl::AbortedError(
+        absl::StrCat("fenced: ps ", identity_.ps_index, " serves the chunks and rows of ps ", owner,
+                     " since epoch ", current, "; an update of epoch ", epoch, " is not taken"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ParameterShard*> PsTask::FindOwnShard(int chunk) const {
   for (const auto& b : backups_) {
-    if (b->options().chunk == chunk) {
-      return absl::FailedPreconditionError(absl::StrCat("ps task ", identity_.ps_index,
-                                                        " holds a backup of chunk ", chunk,
-                                                        "; pushes and reads go to its primary"));
-    }
+    if (b->options().chunk != chunk) continue;
+    if (serves(owner_of_.at(chunk))) return b.get();
+    return absl::FailedPreconditionError(absl::StrCat("ps task ", identity_.ps_index,
+                                                      " holds a backup of chunk ", chunk,
+                                                      "; pushes and reads go to its primary"));
   }
   return FindShard(chunk);
 }
@@ -212,7 +294,7 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
                                                    " parameters reached a ps whose model has ",
                                                    identity_.num_params));
   }
-  if (generation == 0 && (!backups_.empty() || !streams_.empty())) {
+  if (generation == 0 && copies_ > 1) {
     return absl::InvalidArgumentError(
         "a replicated ps needs the chief's generation with every initialization (0 was given): "
         "the primary and its backups must hold the same one");
@@ -284,8 +366,19 @@ void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
   // The progress counts once the shard took the push (a refused one trained
   // nothing the job keeps). A replicated chunk answers once its backups
   // hold what the answer reports.
-  const auto stream = streams_.find(chunk);
-  UpdateStream<ChunkUpdate>* backups = stream == streams_.end() ? nullptr : stream->second.get();
+  UpdateStream<ChunkUpdate>* backups = nullptr;
+  {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    const auto stream = streams_.find(chunk);
+    if (stream != streams_.end()) backups = stream->second.get();
+  }
+  if (backups != nullptr) {
+    // A fenced primary takes nothing more: a failover moved the chunk.
+    if (absl::Status fenced = backups->fenced(); !fenced.ok()) {
+      done(fenced, {});
+      return;
+    }
+  }
   (*shard)->Push(
       replica, step, grads, batch_stats,
       [this, progress, backups, done = std::move(done)](absl::Status s, PushResult r) mutable {
@@ -298,15 +391,19 @@ void PsTask::Push(int chunk, int replica, int64_t step, int64_t generation,
         if (backups == nullptr) {
           done(s, r);
         } else {
-          backups->WhenAcknowledged([s, r, done = std::move(done)] { done(s, r); });
+          backups->WhenAcknowledged([s, r, done = std::move(done)](absl::Status fenced) {
+            done(fenced.ok() ? s : fenced, r);
+          });
         }
       },
       generation);
 }
 
-absl::Status PsTask::FollowChunk(int chunk, const ChunkUpdate& update) {
+absl::Status PsTask::FollowChunk(int chunk, const ChunkUpdate& update, int64_t epoch) {
   for (const auto& b : backups_) {
-    if (b->options().chunk == chunk) return b->ApplyReplicated(update);
+    if (b->options().chunk != chunk) continue;
+    PSTRAIN_RETURN_IF_ERROR(CheckSender(owner_of_.at(chunk), epoch));
+    return b->ApplyReplicated(update);
   }
   return absl::InvalidArgumentError(absl::StrCat("ps task ", identity_.ps_index,
                                                  " holds no backup of chunk ", chunk,
@@ -321,7 +418,7 @@ ParameterShard* PsTask::backup(int chunk) const {
   return nullptr;
 }
 
-absl::Status PsTask::FollowRows(int partition, const RowsUpdate& update) {
+absl::Status PsTask::FollowRows(int partition, const RowsUpdate& update, int64_t epoch) {
   const auto it = backup_rows_.find(partition);
   if (it == backup_rows_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -329,6 +426,7 @@ absl::Status PsTask::FollowRows(int partition, const RowsUpdate& update) {
         "; check that every process uses "
         "the same cluster, model and ps_replication"));
   }
+  PSTRAIN_RETURN_IF_ERROR(CheckSender(partition, epoch));
   return it->second->ApplyReplicated(update);
 }
 
@@ -423,7 +521,29 @@ void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector
         absl::StrCat("replica ", replica, " is not in [-1, ", total_replicas(), ")")));
     return;
   }
-  sparse_->Pull(replica, step, std::move(parts), std::move(done), generation);
+  absl::StatusOr<SparseShard*> rows =
+      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table);
+  if (!rows.ok()) {
+    done(rows.status());
+    return;
+  }
+  (*rows)->Pull(replica, step, std::move(parts), std::move(done), generation);
+}
+
+absl::StatusOr<SparseShard*> PsTask::ServingRows(absl::Span<const int64_t> ids, int table) const {
+  if (ids.empty() || table < 0 || table >= static_cast<int>(sparse_->layout().size())) {
+    return sparse_.get();  // its own: they refuse what is wrong
+  }
+  const int owner = RowOwner(sparse_->layout()[table].key, ids.front(), identity_.num_ps);
+  if (owner == identity_.ps_index) return sparse_.get();
+  const auto it = backup_rows_.find(owner);
+  if (it != backup_rows_.end() && serves(owner)) return it->second.get();
+  if (it != backup_rows_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat("ps task ", identity_.ps_index,
+                                                      " holds a backup of the rows of ps ", owner,
+                                                      "; pulls and pushes go to their primary"));
+  }
+  return sparse_.get();  // not its rows: refused there, naming the id
 }
 
 absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,
@@ -432,12 +552,32 @@ absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t g
     return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                       identity_.model, " has no embedding tables"));
   }
-  absl::StatusOr<PushResult> pushed = sparse_->Push(replica, step, generation, parts);
-  if (rows_stream_ != nullptr && pushed.ok()) {
-    // Answered once the backups hold it.
+  PSTRAIN_ASSIGN_OR_RETURN(
+      SparseShard * rows,
+      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table));
+  UpdateStream<RowsUpdate>* backups = nullptr;
+  {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    for (auto& [partition, stream] : rows_streams_) {
+      SparseShard* served =
+          partition == identity_.ps_index ? sparse_.get() : backup_rows_.at(partition).get();
+      if (served == rows) backups = stream.get();
+    }
+  }
+  if (backups != nullptr) {
+    if (absl::Status fenced = backups->fenced(); !fenced.ok()) return fenced;
+  }
+  absl::StatusOr<PushResult> pushed = rows->Push(replica, step, generation, parts);
+  if (backups != nullptr && pushed.ok()) {
+    // Answered once the backups hold it (or failed: this primary was fenced).
     absl::Notification held;
-    rows_stream_->WhenAcknowledged([&held] { held.Notify(); });
+    absl::Status fenced;
+    backups->WhenAcknowledged([&](absl::Status s) {
+      fenced = s;
+      held.Notify();
+    });
     held.WaitForNotification();
+    if (!fenced.ok()) return fenced;
   }
   return pushed;
 }
@@ -464,7 +604,7 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
     return absl::InvalidArgumentError(
         absl::StrCat("Restore needs a checkpoint step >= 0, got ", step, " (nothing was read)"));
   }
-  if (generation == 0 && (!backups_.empty() || !streams_.empty())) {
+  if (generation == 0 && copies_ > 1) {
     return absl::InvalidArgumentError(
         "a replicated ps needs the chief's generation with every restore (0 was given): the "
         "primary and its backups must hold the same one");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,15 @@ StepRule StepRuleOf(const JobConfig& job);
 class ReplicaLinks {
  public:
   virtual ~ReplicaLinks() = default;
-  // Sends chunk `chunk`'s update to ps task `task`, which holds a backup of
-  // it; returns once that task holds it (OK) or cannot.
-  virtual absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) = 0;
+  // Sends chunk `chunk`'s update, by its primary of `epoch`, to ps task
+  // `task`, which holds a backup of it; returns once that task holds it
+  // (OK), or the task's refusal (ABORTED: it serves the chunk now, the
+  // sender is fenced), or why it cannot be reached.
+  virtual absl::Status SendChunkUpdate(int task, int chunk, int64_t epoch,
+                                       const ChunkUpdate& update) = 0;
   // The same for the rows task `partition` owns (RowOwner).
-  virtual absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) = 0;
+  virtual absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
+                                      const RowsUpdate& update) = 0;
 };
 
 // How many copies of every chunk the job keeps, and where a primary's
@@ -102,16 +107,31 @@ class PsTask {
   void Push(int chunk, int replica, int64_t step, int64_t generation, absl::Span<const float> grads,
             absl::Span<const float> batch_stats, const Progress& progress,
             ParameterShard::PushCallback done);
-  // A backup's side: applies the primary's next update of chunk `chunk`
-  // (ParameterShard::ApplyReplicated). InvalidArgument for a chunk this
-  // task holds no backup of.
-  absl::Status FollowChunk(int chunk, const ChunkUpdate& update);
+  // A backup's side: applies the next update of chunk `chunk` from its
+  // primary of `epoch` (ParameterShard::ApplyReplicated). InvalidArgument
+  // for a chunk this task holds no backup of; ABORTED for a sender this
+  // task was promoted over, or of an older epoch (it is fenced).
+  absl::Status FollowChunk(int chunk, const ChunkUpdate& update, int64_t epoch = 1);
+
+  // A failover (issue 55): from now on this task serves the chunks and rows
+  // of task `owner`, whose backups it holds, at `epoch` (past every epoch
+  // it knew for them): the replicas' pushes and reads of them are taken
+  // here, and what the old primary still sends is refused (it is fenced).
+  // Their updates go to `backups` (the other copies still in step; none
+  // with 2 copies). Idempotent for the same epoch. InvalidArgument for an
+  // owner whose backups it does not hold; FailedPrecondition for an older
+  // epoch.
+  absl::Status Promote(int owner, int64_t epoch, const std::vector<int>& backups = {});
+  // The epoch this task knows for `owner`'s chunks and rows (1 before any
+  // failover), and whether it serves them.
+  int64_t epoch(int owner) const;
+  bool serves(int owner) const;
   // The chunks this task holds backups of, in flat order, and one of them
   // (null for a chunk it holds no backup of).
   std::vector<int> backup_chunks() const;
   ParameterShard* backup(int chunk) const;
   // The same for the rows of task `partition` (a model with tables).
-  absl::Status FollowRows(int partition, const RowsUpdate& update);
+  absl::Status FollowRows(int partition, const RowsUpdate& update, int64_t epoch = 1);
   std::vector<int> backup_partitions() const;
   SparseShard* backup_rows(int partition) const;
 
@@ -178,10 +198,16 @@ class PsTask {
   // One of its own: FailedPrecondition for a backup (the replicas' pushes
   // and reads go to the primary).
   absl::StatusOr<ParameterShard*> FindOwnShard(int chunk) const;
-  // Sends each own chunk's updates to its backups on `tasks_of[chunk]`, and
-  // the rows' to `row_tasks`.
-  void StartStreams(ReplicaLinks* links, const std::vector<std::vector<int>>& tasks_of,
-                    const std::vector<int>& row_tasks);
+  // Sends the updates of `owner`'s chunks this task serves (its own, or
+  // promoted backups) to their backups on `tasks_of[chunk]`, and the rows'
+  // to `row_tasks`, carrying `epoch`.
+  void StartStreams(int owner, int64_t epoch, const std::vector<std::vector<int>>& tasks_of,
+                    const std::vector<int>& row_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+  // The rows of `ids`' owner this task serves: its own, or a promoted
+  // backup's; FailedPrecondition otherwise.
+  absl::StatusOr<SparseShard*> ServingRows(absl::Span<const int64_t> ids, int table) const;
+  // Refusal of a sender of `owner`'s updates at `epoch`: OK to follow.
+  absl::Status CheckSender(int owner, int64_t epoch) const;
   // The task's checkpoint (its chunks and rows), for one save or restore.
   TaskCheckpoint Checkpoint() const;
   // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
@@ -192,12 +218,19 @@ class PsTask {
   const std::vector<std::unique_ptr<ParameterShard>> shards_;
   const std::vector<ParameterShard*> shard_ptrs_;
   const std::vector<std::unique_ptr<ParameterShard>> backups_;
-  // Own chunk -> the stream of its updates to its backups (copies > 1).
-  std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_;
-  // A model with tables: the backups of other tasks' rows by partition, and
-  // the stream of this task's rows to their backups.
+  std::map<int, int> owner_of_;  // backup chunk -> the task that owns it
+  // A model with tables: the backups of other tasks' rows by partition.
   std::map<int, std::unique_ptr<SparseShard>> backup_rows_;
-  std::unique_ptr<UpdateStream<RowsUpdate>> rows_stream_;
+  ReplicaLinks* links_ = nullptr;
+  int copies_ = 1;
+  // Who serves what (failovers), and the streams of what this task serves.
+  mutable absl::Mutex roles_mu_;
+  std::map<int, int64_t> epochs_ ABSL_GUARDED_BY(roles_mu_);  // owner -> epoch (absent: 1)
+  std::set<int> promoted_ ABSL_GUARDED_BY(roles_mu_);         // owners served here
+  // Served chunk -> the stream of its updates to its backups (copies > 1).
+  std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_ ABSL_GUARDED_BY(roles_mu_);
+  // Served partition -> the stream of its rows' updates.
+  std::map<int, std::unique_ptr<UpdateStream<RowsUpdate>>> rows_streams_ ABSL_GUARDED_BY(roles_mu_);
   // Every engine's step rule: the chunks', then the rows' (if any).
   std::vector<StepBarrier*> barriers_;
   Env* const env_;

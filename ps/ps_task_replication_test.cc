@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -38,12 +39,17 @@ std::unique_ptr<Model> ReplicatedTinyModel() {
 // The tasks of this process, as each other's backups see them.
 class TaskLinks : public ReplicaLinks {
  public:
-  absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) override {
-    return tasks[task]->FollowChunk(chunk, update);
+  absl::Status SendChunkUpdate(int task, int chunk, int64_t epoch,
+                               const ChunkUpdate& update) override {
+    if (gone.contains(task)) return absl::UnavailableError("gone");
+    return tasks[task]->FollowChunk(chunk, update, epoch);
   }
-  absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) override {
-    return tasks[task]->FollowRows(partition, update);
+  absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
+                              const RowsUpdate& update) override {
+    if (gone.contains(task)) return absl::UnavailableError("gone");
+    return tasks[task]->FollowRows(partition, update, epoch);
   }
+  std::set<int> gone;  // tasks whose links fail (a dead ps)
   std::vector<PsTask*> tasks;
 };
 
@@ -288,6 +294,86 @@ TEST_P(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
   for (int64_t step = 6; step < 12; ++step) Step(step);
   ExpectBackupsAreTheirPrimaries();
   EXPECT_EQ(tasks_[2]->Status().global_step, 12);
+}
+
+// A failover at the ps's side: ps 0 dies; ps 1, which holds its backups,
+// is promoted (epoch 2) and serves its chunks and rows with every
+// acknowledged update, a retry of one applied once; ps 0 comes back and
+// its next push is refused there (fenced by ps 1), and so is every later one.
+TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
+  InitializeAll(/*generation=*/9);
+  for (int64_t step = 0; step < 5; ++step) Step(step);
+  std::vector<int> chunks_of_0;
+  std::map<int, std::vector<float>> before;
+  for (ParameterShard* s : tasks_[0]->shards()) {
+    chunks_of_0.push_back(s->options().chunk);
+    before[s->options().chunk] = s->Snapshot(-1, absl::ZeroDuration())->params;
+  }
+  // ps 0 is gone: nothing reaches it.
+  links_.gone.insert(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(tasks_[2]->Promote(0, 2)));  // holds no copy of ps 0's
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[1]->Promote(0, 1)));
+  ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());
+  ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());  // again: the same
+  EXPECT_TRUE(tasks_[1]->serves(0));
+  EXPECT_EQ(tasks_[1]->epoch(0), 2);
+  for (int chunk : chunks_of_0) {
+    // Every update ps 0 acknowledged is there.
+    EXPECT_EQ(tasks_[1]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->params, before[chunk]);
+    // A retry of the last step's push, counted before the failover: taken
+    // as counted, not applied again; the next step's push is served.
+    const int64_t size = tasks_[1]->ChunkSize(chunk);
+    absl::Status retried, pushed;
+    PushResult retry;
+    tasks_[1]->Push(chunk, 0, 4, 0, std::vector<float>(size, 5.0f), {}, {},
+                    [&](absl::Status s, PushResult r) {
+                      retried = s;
+                      retry = r;
+                    });
+    EXPECT_TRUE(retried.ok()) << retried;
+    EXPECT_FALSE(retry.stale);
+    EXPECT_EQ(tasks_[1]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->params, before[chunk]);
+    absl::Notification done;
+    tasks_[1]->Push(chunk, 0, 5, 0, std::vector<float>(size, 0.5f), {}, {},
+                    [&](absl::Status s, PushResult) {
+                      pushed = s;
+                      done.Notify();
+                    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_TRUE(pushed.ok()) << pushed;
+    EXPECT_NE(tasks_[1]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->params, before[chunk]);
+  }
+  if (model_->has_sparse()) {
+    // ps 0's rows are pushed to ps 1 now.
+    std::vector<int64_t> ids;
+    for (int64_t id = 0; ids.size() < 5; ++id) {
+      if (RowOwner(layout_.tables[0].key, id, 3) == 0) ids.push_back(id);
+    }
+    std::vector<float> grads(ids.size() * layout_.tables[0].dim, 0.1f);
+    absl::StatusOr<PushResult> rows = tasks_[1]->PushRows(0, 5, 0, {{0, ids, grads}});
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    // ps 0, back, pushes its own rows: fenced by ps 1.
+    absl::StatusOr<PushResult> stale = tasks_[0]->PushRows(0, 5, 0, {{0, ids, grads}});
+    EXPECT_TRUE(absl::IsAborted(stale.status())) << stale.status();
+  }
+  // ps 0 comes back and takes a push of its chunk: its update is refused by
+  // ps 1, so the push fails, and so does every later one.
+  links_.gone.clear();
+  const int chunk = chunks_of_0.front();
+  absl::Status old_push;
+  absl::Notification answered;
+  tasks_[0]->Push(chunk, 0, 5, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 1.0f), {}, {},
+                  [&](absl::Status s, PushResult) {
+                    old_push = s;
+                    answered.Notify();
+                  });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsAborted(old_push)) << old_push;
+  EXPECT_NE(old_push.message().find("fenced"), std::string::npos) << old_push;
+  absl::Status later;
+  tasks_[0]->Push(chunk, 0, 6, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 1.0f), {}, {},
+                  [&](absl::Status s, PushResult) { later = s; });
+  EXPECT_TRUE(absl::IsAborted(later)) << later;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PsTaskReplicationTest, testing::Values(false, true),

@@ -12,7 +12,9 @@
 // others, and a failover needs no chain to be mended. A backup whose link
 // fails is dropped from the stream (logged) and no longer waited for: it
 // rejoins with a fresh copy of the engine (the generation and sequence
-// checks of StepBarrier::CheckFollowLocked refuse anything else).
+// checks of StepBarrier::CheckFollowLocked refuse anything else). A backup
+// that answers ABORTED was promoted in this primary's place (a failover):
+// the stream is fenced, and every answer it holds or is asked for fails.
 
 #include <algorithm>
 #include <cstdint>
@@ -59,7 +61,7 @@ class UpdateStream {
     for (auto& b : backups_) b->thread.join();
     // Answers still held: their updates may be lost with this primary. The
     // callers' own shutdown (the job's end) makes that moot; say so.
-    std::vector<std::function<void()>> held;
+    std::vector<Answer> held;
     {
       absl::MutexLock lock(&mu_);
       for (Waiter& w : waiters_) held.push_back(std::move(w.fn));
@@ -69,7 +71,7 @@ class UpdateStream {
       LOG(WARNING) << name_ << ": " << held.size()
                    << " answers released unacknowledged as the stream stops";
     }
-    for (auto& fn : held) fn();
+    for (auto& fn : held) fn(absl::OkStatus());
   }
   UpdateStream(const UpdateStream&) = delete;
   UpdateStream& operator=(const UpdateStream&) = delete;
@@ -84,17 +86,29 @@ class UpdateStream {
     if (any) queue_.push_back(std::make_shared<const Update>(std::move(update)));
   }
 
-  // Calls `fn` once every update enqueued so far is held by every live
-  // backup (at once when it already is), on this thread or a sender's.
-  void WhenAcknowledged(std::function<void()> fn) {
+  // Calls `fn` with OK once every update enqueued so far is held by every
+  // live backup (at once when it already is), on this thread or a sender's;
+  // with the Aborted error of a backup that fenced this primary (it serves
+  // the engine now: what it does not hold must not be acknowledged), at
+  // once or when that happens.
+  using Answer = std::function<void(absl::Status)>;
+  void WhenAcknowledged(Answer fn) {
+    absl::Status fenced;
     {
       absl::MutexLock lock(&mu_);
-      if (AcknowledgedLocked() < enqueued_) {
+      fenced = fenced_;
+      if (fenced.ok() && AcknowledgedLocked() < enqueued_) {
         waiters_.push_back({enqueued_, std::move(fn)});
         return;
       }
     }
-    fn();
+    fn(fenced);
+  }
+
+  // OK, or the Aborted error of the backup that fenced this primary.
+  absl::Status fenced() const {
+    absl::MutexLock lock(&mu_);
+    return fenced_;
   }
 
   // Backups still in the stream.
@@ -122,7 +136,7 @@ class UpdateStream {
   };
   struct Waiter {
     int64_t sequence;
-    std::function<void()> fn;
+    Answer fn;
   };
 
   int64_t AcknowledgedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -133,14 +147,14 @@ class UpdateStream {
     return acked;
   }
 
-  // Releases the waiters whose updates are acknowledged, and the queue's
-  // front every live backup has sent.
-  std::vector<std::function<void()>> ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Releases the waiters whose updates are acknowledged (all of them, to
+  // fail, once fenced), and the queue's front every live backup has sent.
+  std::vector<Answer> ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const int64_t acked = AcknowledgedLocked();
-    std::vector<std::function<void()>> ready;
+    std::vector<Answer> ready;
     std::deque<Waiter> waiting;
     for (Waiter& w : waiters_) {
-      if (w.sequence <= acked) {
+      if (!fenced_.ok() || w.sequence <= acked) {
         ready.push_back(std::move(w.fn));
       } else {
         waiting.push_back(std::move(w));
@@ -170,12 +184,18 @@ class UpdateStream {
         update = queue_[b.next];
       }
       const absl::Status sent = b.link(*update);
-      std::vector<std::function<void()>> ready;
+      std::vector<Answer> ready;
+      absl::Status answer;
       {
         absl::MutexLock lock(&mu_);
         if (sent.ok()) {
           ++b.acked;
           ++b.next;
+        } else if (absl::IsAborted(sent)) {
+          LOG(WARNING) << name_ << ": fenced by backup " << index << " (" << sent
+                       << "): this primary no longer serves it; its unacknowledged answers fail";
+          if (fenced_.ok()) fenced_ = sent;
+          b.live = false;
         } else {
           LOG(WARNING) << name_ << ": backup " << index << " did not take update "
                        << update->applied.sequence << " (" << sent
@@ -183,8 +203,9 @@ class UpdateStream {
           b.live = false;
         }
         ready = ReleaseLocked();
+        answer = fenced_;
       }
-      for (auto& fn : ready) fn();
+      for (auto& fn : ready) fn(answer);
       if (!sent.ok()) return;
     }
   }
@@ -196,6 +217,7 @@ class UpdateStream {
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // updates, counted from the stream's start
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status fenced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

@@ -52,7 +52,8 @@ void PushThroughStream(ParameterShard& primary, UpdateStream<ChunkUpdate>& strea
                        std::function<void(absl::Status)> answered) {
   primary.Push(replica, step, grads, {},
                [&stream, answered = std::move(answered)](absl::Status s, PushResult) {
-                 stream.WhenAcknowledged([s, answered] { answered(s); });
+                 stream.WhenAcknowledged(
+                     [s, answered](absl::Status fenced) { answered(fenced.ok() ? s : fenced); });
                });
 }
 

@@ -26,8 +26,10 @@ GrpcReplicaLinks::GrpcReplicaLinks(std::vector<std::string> addresses, absl::Dur
                                    const WireSecurity& wire)
     : connections_(std::move(addresses), deadline, /*retry_budget=*/absl::ZeroDuration(), wire) {}
 
-absl::Status GrpcReplicaLinks::SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) {
+absl::Status GrpcReplicaLinks::SendChunkUpdate(int task, int chunk, int64_t epoch,
+                                               const ChunkUpdate& update) {
   ReplicateRequest request;
+  request.set_epoch(epoch);
   ToProto(update.applied, request.mutable_applied());
   request.set_chunk(chunk);
   EncodeFloats(update.grads, request.mutable_grads());
@@ -35,8 +37,10 @@ absl::Status GrpcReplicaLinks::SendChunkUpdate(int task, int chunk, const ChunkU
   return Send(task, request);
 }
 
-absl::Status GrpcReplicaLinks::SendRowsUpdate(int task, int partition, const RowsUpdate& update) {
+absl::Status GrpcReplicaLinks::SendRowsUpdate(int task, int partition, int64_t epoch,
+                                              const RowsUpdate& update) {
   ReplicateRequest request;
+  request.set_epoch(epoch);
   ToProto(update.applied, request.mutable_applied());
   request.set_chunk(-1);
   request.set_partition(partition);

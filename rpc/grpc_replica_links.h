@@ -24,8 +24,10 @@ class GrpcReplicaLinks final : public ReplicaLinks {
   GrpcReplicaLinks(std::vector<std::string> addresses, absl::Duration deadline,
                    const WireSecurity& wire = WireSecurity());
 
-  absl::Status SendChunkUpdate(int task, int chunk, const ChunkUpdate& update) override;
-  absl::Status SendRowsUpdate(int task, int partition, const RowsUpdate& update) override;
+  absl::Status SendChunkUpdate(int task, int chunk, int64_t epoch,
+                               const ChunkUpdate& update) override;
+  absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
+                              const RowsUpdate& update) override;
 
  private:
   absl::Status Send(int task, const ReplicateRequest& request);

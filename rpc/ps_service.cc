@@ -394,12 +394,12 @@ grpc::ServerUnaryReactor* ParameterServerService::Replicate(grpc::CallbackServer
     update.applied = *std::move(applied);
     absl::Status s = DecodeAllFloats(request->grads(), "grads", &update.grads);
     if (s.ok()) s = DecodeAllFloats(request->stats(), "stats", &update.stats);
-    if (s.ok()) s = task_->FollowChunk(request->chunk(), update);
+    if (s.ok()) s = task_->FollowChunk(request->chunk(), update, request->epoch());
     return Finish(context, s);
   }
   SparseShard* rows = task_->backup_rows(request->partition());
   if (rows == nullptr) {
-    return Finish(context, task_->FollowRows(request->partition(), RowsUpdate()));
+    return Finish(context, task_->FollowRows(request->partition(), RowsUpdate(), request->epoch()));
   }
   DecodedRows decoded;
   if (absl::Status s = DecodeRows(request->tables(), *rows, true, &decoded); !s.ok()) {
@@ -412,7 +412,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Replicate(grpc::CallbackServer
     update.tables.push_back(
         {decoded.tables[i], std::move(decoded.ids[i]), std::move(decoded.values[i])});
   }
-  return Finish(context, task_->FollowRows(request->partition(), update));
+  return Finish(context, task_->FollowRows(request->partition(), update, request->epoch()));
 }
 
 }  // namespace pstrain
