@@ -22,6 +22,7 @@
 #include "proto/checkpoint.pb.h"
 #include "ps/ps_task.h"
 #include "ps_protocol/shard_layout.h"
+#include "testing/replicated_ps_util.h"
 
 namespace pstrain {
 namespace {
@@ -53,24 +54,10 @@ class TaskLinks : public ReplicaLinks {
   std::vector<PsTask*> tasks;
 };
 
-// A click model: an embedding of dim 4 under a dense layer, beside a
-// linear table of 1000 buckets, both over feature f.
-std::unique_ptr<Model> ReplicatedClickModel() {
-  std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<Embedding>(
-      "emb", EmbeddingOptions{"f", 4, 0, Combiner::kSum, {TableInitializer::kUniform, 0.05f}}));
-  DenseOptions dense;
-  dense.units = 1;
-  layers.push_back(std::make_unique<Dense>("dense", dense));
-  layers.push_back(std::make_unique<Linear>("lin", LinearOptions{{"f"}, 1000, false}));
-  layers.push_back(std::make_unique<Add>("add"));
-  return *Model::Create("click", {1}, 2, std::move(layers), {{0}, {1}, {0}, {2, 3}}, Head::kBinary);
-}
-
 class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    model_ = GetParam() ? ReplicatedClickModel() : ReplicatedTinyModel();
+    model_ = GetParam() ? testing_util::ReplicatedClickModel() : ReplicatedTinyModel();
     model_name_ = GetParam() ? "click" : "tiny";
     job_.training.model = model_name_;
     job_.training.update = UpdateMode::kSync;
@@ -151,32 +138,15 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
     }
   }
 
-  static std::map<std::pair<int, int64_t>, std::vector<float>> RowsOf(const SparseShard& shard) {
-    std::map<std::pair<int, int64_t>, std::vector<float>> rows;
-    for (size_t t = 0; t < shard.tables().size(); ++t) {
-      EXPECT_TRUE(shard.tables()[t]
-                      ->ForEachRow([&](int64_t id, absl::Span<const float> w,
-                                       absl::Span<const float> s, int64_t, int64_t count) {
-                        std::vector<float> v(w.begin(), w.end());
-                        v.insert(v.end(), s.begin(), s.end());
-                        v.push_back(static_cast<float>(count));
-                        rows[{static_cast<int>(t), id}] = v;
-                        return absl::OkStatus();
-                      })
-                      .ok());
-    }
-    return rows;
-  }
-
   void ExpectBackupRowsAreTheirPrimaries() {
     if (!model_->has_sparse()) return;
     for (int owner = 0; owner < 3; ++owner) {
       const int backup_task = ReplicaTasks(owner, 3, 2)[1];
       SparseShard* backup = tasks_[backup_task]->backup_rows(owner);
       ASSERT_NE(backup, nullptr);
-      const auto want = RowsOf(*tasks_[owner]->sparse());
+      const auto want = testing_util::AllRowsOf(*tasks_[owner]->sparse());
       EXPECT_GT(want.size(), 20u);
-      EXPECT_EQ(RowsOf(*backup), want) << "the rows of task " << owner;
+      EXPECT_EQ(testing_util::AllRowsOf(*backup), want) << "the rows of task " << owner;
       EXPECT_EQ(backup->step(), tasks_[owner]->sparse()->step());
     }
   }

@@ -24,6 +24,7 @@
 #include "ps_protocol/shard_layout.h"
 #include "rpc/grpc_replica_links.h"
 #include "rpc/ps_server.h"
+#include "testing/replicated_ps_util.h"
 
 namespace pstrain {
 namespace {
@@ -41,22 +42,10 @@ std::string FreeLoopbackAddress() {
   return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
 }
 
-std::unique_ptr<Model> RpcClickModel() {
-  std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<Embedding>(
-      "emb", EmbeddingOptions{"f", 4, 0, Combiner::kSum, {TableInitializer::kUniform, 0.05f}}));
-  DenseOptions dense;
-  dense.units = 1;
-  layers.push_back(std::make_unique<Dense>("dense", dense));
-  layers.push_back(std::make_unique<Linear>("lin", LinearOptions{{"f"}, 1000, false}));
-  layers.push_back(std::make_unique<Add>("add"));
-  return *Model::Create("click", {1}, 2, std::move(layers), {{0}, {1}, {0}, {2, 3}}, Head::kBinary);
-}
-
 class PsReplicationRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = RpcClickModel();
+    model_ = testing_util::ReplicatedClickModel();
     job_.training.model = "click";
     job_.training.update = UpdateMode::kAsync;
     job_.training.optimizer = "adam";
@@ -121,23 +110,6 @@ class PsReplicationRpcTest : public ::testing::Test {
     }
   }
 
-  static std::map<std::pair<int, int64_t>, std::vector<float>> RowsOf(const SparseShard& shard) {
-    std::map<std::pair<int, int64_t>, std::vector<float>> rows;
-    for (size_t t = 0; t < shard.tables().size(); ++t) {
-      EXPECT_TRUE(shard.tables()[t]
-                      ->ForEachRow([&](int64_t id, absl::Span<const float> w,
-                                       absl::Span<const float> s, int64_t, int64_t count) {
-                        std::vector<float> v(w.begin(), w.end());
-                        v.insert(v.end(), s.begin(), s.end());
-                        v.push_back(static_cast<float>(count));
-                        rows[{static_cast<int>(t), id}] = v;
-                        return absl::OkStatus();
-                      })
-                      .ok());
-    }
-    return rows;
-  }
-
   MemEnv env_;
   JobConfig job_;
   std::unique_ptr<Model> model_;
@@ -169,9 +141,9 @@ TEST_F(PsReplicationRpcTest, BackupsOverGrpcEndAsTheirPrimaries) {
   for (int owner = 0; owner < 2; ++owner) {
     SparseShard* backup = tasks_[1 - owner]->backup_rows(owner);
     ASSERT_NE(backup, nullptr);
-    const auto want = RowsOf(*tasks_[owner]->sparse());
+    const auto want = testing_util::AllRowsOf(*tasks_[owner]->sparse());
     EXPECT_GT(want.size(), 30u);
-    EXPECT_EQ(RowsOf(*backup), want) << "rows of task " << owner;
+    EXPECT_EQ(testing_util::AllRowsOf(*backup), want) << "rows of task " << owner;
   }
 }
 
