@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "ps/parameter_shard.h"
+#include "ps/update_stream.h"
 
 namespace pstrain {
 namespace {
@@ -233,6 +234,75 @@ TEST(ChunkReplicationTest, AnUpdateOutOfSequenceOrOfAnotherGenerationChangesNoth
   for (const ChunkUpdate& u : updates) ASSERT_TRUE(fourth->ApplyReplicated(u).ok());
   for (const ChunkUpdate& u : chained.Take()) ASSERT_TRUE(third->ApplyReplicated(u).ok());
   ExpectSameBits(*primary, *third);
+}
+
+// A rejoin: while 4 threads push, a new backup takes a copy of the chunk
+// (values, slots, the barrier's progress) and joins the update stream at
+// that very point; it ends as the primary, bit for bit, and a retry of a
+// push counted before its copy is not applied again.
+TEST(ChunkReplicationTest, ABackupThatRejoinsMidStreamFollowsOnBitForBit) {
+  const ShardOptions options = ReplicaOptions(/*sync=*/false, 4);
+  auto primary = MakeReplica(options, 7), backup = MakeReplica(options, 7);
+  absl::StatusOr<std::unique_ptr<ParameterShard>> fresh = ParameterShard::Create(options);
+  ASSERT_TRUE(fresh.ok());
+  std::unique_ptr<ParameterShard> rejoined = std::move(*fresh);
+  UpdateStream<ChunkUpdate> stream(
+      "chunk 0", {[&](const ChunkUpdate& u) { return backup->ApplyReplicated(u); }});
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+  std::atomic<int> pushed{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(70 + r);
+      for (int64_t step = 0; step < 150; ++step) {
+        absl::Notification done;
+        primary->Push(r, step, Grads(rng, 64), {0.5f * r, 1.0f}, [&](absl::Status s, PushResult) {
+          EXPECT_TRUE(s.ok()) << s;
+          stream.WhenAcknowledged([&](absl::Status) { done.Notify(); });
+        });
+        done.WaitForNotification();
+        ++pushed;
+      }
+    });
+  }
+  while (pushed < 200) std::this_thread::yield();
+  // The copy goes to the new backup before any update after it does.
+  absl::Notification installed;
+  absl::StatusOr<ParameterShard::BackupCopy> copy = primary->CopyForBackup([&] {
+    stream.AddBackup([&](const ChunkUpdate& u) {
+      installed.WaitForNotification();
+      return rejoined->ApplyReplicated(u);
+    });
+  });
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_GT(copy->progress.sequence, 150);
+  ASSERT_TRUE(rejoined->InstallCopy(*copy).ok());
+  installed.Notify();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(pushed, 600);
+  ExpectSameBits(*primary, *backup);
+  ExpectSameBits(*primary, *rejoined);
+  // A push counted before the copy, retried at the rejoined backup (were
+  // it promoted): applied once, already.
+  int replica = -1;
+  int64_t step = -1;
+  for (int r = 0; r < 4 && replica < 0; ++r) {
+    if (copy->progress.last_async_step[r] >= 0) {
+      replica = r;
+      step = copy->progress.last_async_step[r];
+    }
+  }
+  ASSERT_GE(replica, 0);
+  const int64_t applied = rejoined->GetStats().applied_updates;
+  absl::Status s;
+  std::mt19937 rng(5);
+  PushNow(*rejoined, replica, step, Grads(rng, 64), {0, 0}, &s);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(rejoined->GetStats().applied_updates, applied);
+  // A copy that does not fit is refused.
+  ParameterShard::BackupCopy wrong = *copy;
+  wrong.values.params.pop_back();
+  EXPECT_TRUE(absl::IsInvalidArgument(rejoined->InstallCopy(wrong)));
 }
 
 }  // namespace

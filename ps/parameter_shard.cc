@@ -225,6 +225,45 @@ void ParameterShard::SetUpdateObserver(UpdateObserver observer) {
   barrier_.SetRecordAppliesLocked(observer_ != nullptr);
 }
 
+absl::StatusOr<ParameterShard::BackupCopy> ParameterShard::CopyForBackup(
+    absl::FunctionRef<void()> then) {
+  absl::MutexLock lock(&mu_);
+  PSTRAIN_RETURN_IF_ERROR(barrier_.ReadyLocked());
+  BackupCopy copy;
+  copy.values = CopyLocked();
+  copy.progress = barrier_.ProgressLocked();
+  copy.prev_params = prev_params_;
+  copy.prev_state = prev_state_;
+  copy.prev_step = prev_step_;
+  then();
+  return copy;
+}
+
+absl::Status ParameterShard::InstallCopy(const BackupCopy& copy) {
+  const ShardSnapshot& v = copy.values;
+  const bool prev_fits = copy.prev_step < 0 || (copy.prev_params.size() == params_.size() &&
+                                                copy.prev_state.size() == state_.size());
+  if (v.params.size() != params_.size() || v.state.size() != state_.size() || !prev_fits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a copy of ", v.params.size(), " parameters and ", v.state.size(),
+                     " state values for chunk ", options_.chunk, ", which holds ", params_.size(),
+                     " and ", state_.size()));
+  }
+  std::vector<absl::Span<const float>> slots(v.slots.begin(), v.slots.end());
+  std::vector<PushCallback> abandoned;
+  absl::Status status = InitializeLocked(v.params, v.state, v.step, slots, v.optimizer_step,
+                                         copy.progress.generation, abandoned);
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    status = barrier_.ResumeLocked(copy.progress, &abandoned);
+    prev_params_ = copy.prev_params;
+    prev_state_ = copy.prev_state;
+    prev_step_ = copy.prev_step;
+  }
+  for (auto& cb : abandoned) cb(absl::AbortedError("the chunk was copied from its primary"), {});
+  return status;
+}
+
 absl::Status ParameterShard::ApplyReplicated(const ChunkUpdate& update) {
   absl::MutexLock lock(&mu_);
   PSTRAIN_RETURN_IF_ERROR(barrier_.CheckFollowLocked(update.applied));

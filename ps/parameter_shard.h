@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -155,6 +156,24 @@ class ParameterShard final : private StepEngine {
   // other than the chunk's; then nothing changed. With an observer set, the
   // update goes on to it (a chain of backups).
   absl::Status ApplyReplicated(const ChunkUpdate& update);
+
+  // A rejoin (a replicated ps): everything a new backup needs to follow
+  // this chunk from here (its values, slots, state, the values before the
+  // last sync step, the barrier's progress). `then` is called under the
+  // shard's lock right after the copy, before any later update: it adds the
+  // new backup to the update stream there. FailedPrecondition before
+  // initialization.
+  struct BackupCopy {
+    ShardSnapshot values;
+    BarrierProgress progress;
+    std::vector<float> prev_params, prev_state;
+    int64_t prev_step = -1;
+  };
+  absl::StatusOr<BackupCopy> CopyForBackup(absl::FunctionRef<void()> then);
+  // The new backup's side: takes the copy as its own, to follow on with the
+  // primary's later updates (ApplyReplicated). InvalidArgument for a copy
+  // that does not fit the chunk; pending pushes of a previous run fail.
+  absl::Status InstallCopy(const BackupCopy& copy);
 
   Stats GetStats() const { return barrier_.GetStats(); }
   // The generation of its values (Initialize and restores make new ones).

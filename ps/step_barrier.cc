@@ -110,6 +110,35 @@ int64_t StepBarrier::ResetLocked(int64_t step, int64_t generation, std::vector<D
 
 void StepBarrier::SetRestoringLocked(bool restoring) { restoring_ = restoring; }
 
+BarrierProgress StepBarrier::ProgressLocked() const {
+  BarrierProgress p;
+  p.step = step_;
+  p.generation = generation_;
+  p.sequence = sequence_;
+  p.applied = applied_;
+  p.last_async_step = last_async_step_;
+  p.last_sync_step = last_sync_step_;
+  return p;
+}
+
+absl::Status StepBarrier::ResumeLocked(const BarrierProgress& progress,
+                                       std::vector<Done>* abandoned) {
+  if (progress.last_async_step.size() != last_async_step_.size() ||
+      progress.last_sync_step.size() != last_sync_step_.size() || progress.generation == 0 ||
+      progress.step < 0 || progress.sequence < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, ": a copy's progress for ", progress.last_async_step.size(),
+                     " replicas at step ", progress.step, " (generation ", progress.generation,
+                     ") does not fit ", last_async_step_.size(), " replicas"));
+  }
+  ResetLocked(progress.step, progress.generation, abandoned);
+  sequence_ = progress.sequence;
+  applied_ = progress.applied;
+  last_async_step_ = progress.last_async_step;
+  last_sync_step_ = progress.last_sync_step;
+  return absl::OkStatus();
+}
+
 void StepBarrier::UninitializeLocked(std::vector<Done>* abandoned) {
   initialized_ = false;
   restoring_ = false;

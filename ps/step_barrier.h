@@ -85,6 +85,18 @@ struct AppliedPushes {
   bool operator==(const AppliedPushes&) const = default;
 };
 
+// Where a barrier is, as a copy of its engine must be to follow on from it
+// (a replicated ps's rejoin): the step, generation and sequence, and which
+// pushes count as applied.
+struct BarrierProgress {
+  int64_t step = 0;
+  int64_t generation = 0;
+  int64_t sequence = 0;
+  int64_t applied = 0;
+  std::vector<int64_t> last_async_step;  // per replica
+  std::vector<int64_t> last_sync_step;
+};
+
 // What an engine does when the barrier says so. Every method is called with
 // the barrier's mutex held (the engine's values are guarded by it too).
 class StepEngine {
@@ -241,6 +253,13 @@ class StepBarrier {
   // with applies recorded it goes on to the engine's AppliedLocked (a chain).
   void FollowLocked(const AppliedPushes& applied) ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
   int64_t sequence_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_) { return sequence_; }
+  // A rejoin: the primary's progress, and a copy starting from it (a new
+  // start at its step and generation whose sequence and applied pushes go
+  // on from the primary's; the callbacks of the previous run go to
+  // `abandoned`). InvalidArgument for another number of replicas.
+  BarrierProgress ProgressLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
+  absl::Status ResumeLocked(const BarrierProgress& progress, std::vector<Done>* abandoned)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(*mu_);
 
   const StepRule& rule() const { return rule_; }
   const std::string& name() const { return name_; }

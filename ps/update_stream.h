@@ -45,20 +45,26 @@ class UpdateStream {
 
   // `name` ("chunk 3") appears in logs; `links` are the backups'.
   UpdateStream(std::string name, std::vector<Link> links) : name_(std::move(name)) {
-    for (size_t b = 0; b < links.size(); ++b) {
-      backups_.push_back(std::make_unique<Backup>());
-      backups_.back()->link = std::move(links[b]);
-    }
-    for (size_t b = 0; b < backups_.size(); ++b) {
-      backups_[b]->thread = std::thread([this, b] { SendLoop(b); });
-    }
+    absl::MutexLock lock(&mu_);
+    for (Link& link : links) AddBackupLocked(std::move(link));
+  }
+
+  // A backup that joins now (a rejoin: it holds a copy of the engine taken
+  // under the engine's lock, from which this is called, so no update
+  // slips between the copy and the join): it gets every update enqueued
+  // from here on, and answers wait for it as for the others.
+  void AddBackup(Link link) {
+    absl::MutexLock lock(&mu_);
+    AddBackupLocked(std::move(link));
   }
   ~UpdateStream() {
+    std::vector<std::thread*> threads;
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
+      for (auto& b : backups_) threads.push_back(&b->thread);
     }
-    for (auto& b : backups_) b->thread.join();
+    for (std::thread* t : threads) t->join();
     // Answers still held: their updates may be lost with this primary. The
     // callers' own shutdown (the job's end) makes that moot; say so.
     std::vector<Answer> held;
@@ -130,6 +136,7 @@ class UpdateStream {
   struct Backup {
     Link link;
     std::thread thread;
+    int index = 0;      // for logs
     int64_t acked = 0;  // updates held, counted from the stream's start
     size_t next = 0;    // index into queue_ (from queue_base_) of the next to send
     bool live = true;
@@ -170,8 +177,19 @@ class UpdateStream {
     return ready;
   }
 
-  void SendLoop(size_t index) {
-    Backup& b = *backups_[index];
+  void AddBackupLocked(Link link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto backup = std::make_unique<Backup>();
+    Backup* b = backup.get();
+    b->link = std::move(link);
+    b->index = static_cast<int>(backups_.size());
+    b->acked = enqueued_;
+    b->next = queue_.size();
+    backups_.push_back(std::move(backup));
+    b->thread = std::thread([this, b] { SendLoop(*b); });
+  }
+
+  void SendLoop(Backup& b) {
+    const int index = b.index;
     for (;;) {
       std::shared_ptr<const Update> update;
       {
@@ -212,7 +230,9 @@ class UpdateStream {
 
   const std::string name_;
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Backup>> backups_;  // fixed after construction; fields under mu_
+  // The Backups stay where they are; the vector and their fields are under
+  // mu_ (a sender reads its own link, which never changes, without it).
+  std::vector<std::unique_ptr<Backup>> backups_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<const Update>> queue_ ABSL_GUARDED_BY(mu_);
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // updates, counted from the stream's start
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
