@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/hash.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -424,6 +425,25 @@ int64_t EmbeddingTable::size() const {
     total += stripe->rows;
   }
   return total;
+}
+
+void EmbeddingTable::ForEachPending(PendingVisitor fn) const {
+  for (const auto& stripe : stripes_) {
+    absl::ReaderMutexLock lock(&stripe->mu);
+    for (const auto& [id, pending] : stripe->pending) fn(id, pending.count, pending.last_step);
+  }
+}
+
+absl::Status EmbeddingTable::InsertPending(int64_t id, int64_t count, int64_t last_step) {
+  PSTRAIN_RETURN_IF_ERROR(CheckId(id));
+  if (count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("embedding table '", options_.name, "': id ", id,
+                                                   " pending with count ", count));
+  }
+  Stripe& stripe = *stripes_[StripeOf(id)];
+  absl::MutexLock lock(&stripe.mu);
+  stripe.pending[id] = Pending{count, last_step};
+  return absl::OkStatus();
 }
 
 int64_t EmbeddingTable::pending_admissions() const {

@@ -121,6 +121,14 @@ class EmbeddingTable {
                                                     int64_t last_step, int64_t count)>;
   absl::Status ForEachRow(RowVisitor fn) const;
 
+  // The ids counted but not yet admitted (min_count): each with its count
+  // and the last step it was pushed at, stripe by stripe (fn must not call
+  // into this table); and one put back (a replicated ps's copy), replacing
+  // what the id had. InvalidArgument for a bad id or a count < 1.
+  using PendingVisitor = absl::FunctionRef<void(int64_t id, int64_t count, int64_t last_step)>;
+  void ForEachPending(PendingVisitor fn) const;
+  absl::Status InsertPending(int64_t id, int64_t count, int64_t last_step);
+
   // Restores one row as ForEachRow gave it (for a checkpoint restore, onto
   // any number of ps). Bypasses admission. A table without eviction ignores
   // `last_step`; `count` is clamped to [0, 2^32 - 1]. For FTRL `weights` must have dim

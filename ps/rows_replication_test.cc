@@ -4,6 +4,7 @@
 // sequence holds the primary's rows exactly: weights, slots, last steps,
 // counts, admissions and evictions, and the rows before the last sync step.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -13,10 +14,12 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "models/embedding.h"
 #include "models/merge.h"
 #include "ps/sparse_shard.h"
+#include "ps/update_stream.h"
 
 namespace pstrain {
 namespace {
@@ -175,6 +178,73 @@ TEST_P(RowsReplicationTest, ABackupReplayingTheUpdatesHoldsThePrimarysRows) {
   bad.tables.push_back({1, {5000}, {1.0f}});  // beyond the table's 1000 buckets
   EXPECT_TRUE(absl::IsInvalidArgument(backup->ApplyReplicated(bad)));
   EXPECT_EQ(AllRows(*backup), want);
+}
+
+// A rejoin: while 3 replicas push, a new backup takes a copy of the rows
+// (with their pending admissions, the rows before the last sync step and
+// the barrier's progress) and joins the update stream at that point; it
+// ends with the primary's rows.
+TEST_P(RowsReplicationTest, ABackupThatRejoinsMidStreamEndsWithThePrimarysRows) {
+  const bool sync = GetParam();
+  auto model = ReplicatedRowsModel();
+  SparseTableRules rules;
+  rules.optimizer.type = EmbeddingOptimizerType::kAdagrad;
+  rules.optimizer.learning_rate = 0.05f;
+  rules.min_count = 2;
+  rules.ttl_steps = 40;
+  auto primary = StartedReplica(*model, rules, sync, 3);
+  absl::StatusOr<std::unique_ptr<SparseShard>> fresh = SparseShard::Create(*model, rules, [&] {
+    SparseShardOptions o;
+    o.rule.sync = sync;
+    o.rule.replicas_to_aggregate = 3;
+    o.rule.total_replicas = 3;
+    o.rule.sync_timeout = absl::Seconds(60);
+    return o;
+  }());
+  ASSERT_TRUE(fresh.ok());
+  std::unique_ptr<SparseShard> rejoined = std::move(*fresh);
+  UpdateStream<RowsUpdate> stream("rows", {});
+  primary->SetUpdateObserver([&stream](RowsUpdate u) { stream.Enqueue(std::move(u)); });
+  std::atomic<int> pushed{0};
+  constexpr int64_t kSteps = 120;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(80 + r);
+      for (int64_t step = 0; step < kSteps; ++step) {
+        std::vector<int64_t> probe = {1};
+        std::vector<float> value(1);
+        ASSERT_TRUE(primary->PullAndWait(r, step, {{0, probe, absl::MakeSpan(value)}}).ok());
+        const PushRows emb = MakePushRows(rng, 300, 1, 20), lin = MakePushRows(rng, 1000, 1, 20);
+        ASSERT_TRUE(
+            primary->Push(r, step, 0, {{0, emb.ids, emb.grads}, {1, lin.ids, lin.grads}}).ok());
+        absl::Notification held;
+        stream.WhenAcknowledged([&](absl::Status) { held.Notify(); });
+        held.WaitForNotification();
+        ++pushed;
+      }
+    });
+  }
+  while (pushed < 150) std::this_thread::yield();
+  absl::Notification installed;
+  absl::StatusOr<SparseShard::BackupCopy> copy = primary->CopyForBackup([&] {
+    stream.AddBackup([&](const RowsUpdate& u) {
+      installed.WaitForNotification();
+      return rejoined->ApplyReplicated(u);
+    });
+  });
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_FALSE(copy->pending.empty());
+  ASSERT_TRUE(rejoined->InstallCopy(*copy).ok());
+  installed.Notify();
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(stream.live_backups(), 1);
+  EXPECT_EQ(AllRows(*rejoined), AllRows(*primary));
+  EXPECT_EQ(rejoined->step(), primary->step());
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_EQ(rejoined->tables()[t]->pending_admissions(),
+              primary->tables()[t]->pending_admissions());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, RowsReplicationTest, testing::Values(false, true),

@@ -332,6 +332,89 @@ void SparseShard::SetUpdateObserver(UpdateObserver observer) {
   barrier_.SetRecordAppliesLocked(observer_ != nullptr);
 }
 
+absl::StatusOr<SparseShard::BackupCopy> SparseShard::CopyForBackup(absl::FunctionRef<void()> then) {
+  absl::MutexLock lock(&mu_);
+  PSTRAIN_RETURN_IF_ERROR(barrier_.ReadyLocked());
+  BackupCopy copy;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const int table = static_cast<int>(t);
+    PSTRAIN_RETURN_IF_ERROR(tables_[t]->ForEachRow([&](int64_t id, absl::Span<const float> weights,
+                                                       absl::Span<const float> slots,
+                                                       int64_t last_step, int64_t count) {
+      copy.rows.push_back({table,
+                           id,
+                           {weights.begin(), weights.end()},
+                           {slots.begin(), slots.end()},
+                           last_step,
+                           count});
+      return absl::OkStatus();
+    }));
+    tables_[t]->ForEachPending([&](int64_t id, int64_t count, int64_t last_step) {
+      copy.pending.push_back({table, id, count, last_step});
+    });
+  }
+  copy.progress = barrier_.ProgressLocked();
+  copy.last_evict = last_evict_;
+  if (undo_ != nullptr) {
+    copy.undo_step = undo_->step;
+    for (const StepUndo::Table& t : undo_->tables) {
+      std::vector<int64_t> ids(t.index.size());
+      for (const auto& [id, row] : t.index) ids[row] = id;
+      copy.undo_ids.push_back(std::move(ids));
+      copy.undo_weights.push_back(t.weights);
+    }
+  }
+  then();
+  return copy;
+}
+
+absl::Status SparseShard::InstallCopy(const BackupCopy& copy) {
+  std::vector<StepBarrier::Done> waiting;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    ClearLocked();
+    status = barrier_.ResumeLocked(copy.progress, &waiting);
+    for (size_t k = 0; status.ok() && k < copy.rows.size(); ++k) {
+      const BackupCopy::Row& r = copy.rows[k];
+      if (r.table < 0 || r.table >= static_cast<int>(tables_.size())) {
+        status = absl::InvalidArgumentError(absl::StrCat("a copied row of table ", r.table));
+        break;
+      }
+      status = tables_[r.table]->InsertRow(r.id, r.weights, r.slots, r.last_step, r.count);
+    }
+    for (size_t k = 0; status.ok() && k < copy.pending.size(); ++k) {
+      const BackupCopy::PendingId& p = copy.pending[k];
+      if (p.table < 0 || p.table >= static_cast<int>(tables_.size())) {
+        status = absl::InvalidArgumentError(absl::StrCat("a copied id of table ", p.table));
+        break;
+      }
+      status = tables_[p.table]->InsertPending(p.id, p.count, p.last_step);
+    }
+    if (status.ok() && copy.undo_step >= 0) {
+      auto undo = std::make_shared<StepUndo>();
+      undo->step = copy.undo_step;
+      for (size_t t = 0; t < copy.undo_ids.size(); ++t) {
+        StepUndo::Table table;
+        for (size_t k = 0; k < copy.undo_ids[t].size(); ++k) {
+          table.index.emplace(copy.undo_ids[t][k], static_cast<int64_t>(k));
+        }
+        table.weights = copy.undo_weights[t];
+        undo->tables.push_back(std::move(table));
+      }
+      undo_ = std::move(undo);
+    }
+    last_evict_ = copy.last_evict;
+    if (!status.ok()) {
+      ClearLocked();
+      barrier_.UninitializeLocked(&waiting);
+    }
+  }
+  AnswerAll(waiting, status.ok() ? absl::OkStatus()
+                                 : absl::UnavailableError("the rows could not be copied"));
+  return status;
+}
+
 absl::Status SparseShard::ApplyReplicated(const RowsUpdate& update) {
   std::vector<ConstRowsRef> parts;
   for (const RowsUpdate::Table& t : update.tables) parts.push_back({t.table, t.ids, t.grads});

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -135,6 +136,41 @@ class SparseShard final : private StepEngine {
   // Null stops it.
   using UpdateObserver = std::function<void(RowsUpdate)>;
   void SetUpdateObserver(UpdateObserver observer);
+  // A rejoin: every row (weights, slots, last step, count), every pending
+  // admission, the rows before the last sync step and the barrier's
+  // progress, copied under the shard's lock; `then` is called under it
+  // right after (to add the new backup to the update stream there, whose
+  // link must deliver nothing before the copy is installed). The copy is
+  // about the size of the rows. FailedPrecondition before the rows start.
+  struct BackupCopy {
+    struct Row {
+      int table = 0;
+      int64_t id = 0;
+      std::vector<float> weights, slots;
+      int64_t last_step = 0;
+      int64_t count = 0;
+    };
+    struct PendingId {
+      int table = 0;
+      int64_t id = 0;
+      int64_t count = 0;
+      int64_t last_step = 0;
+    };
+    std::vector<Row> rows;
+    std::vector<PendingId> pending;
+    BarrierProgress progress;
+    int64_t last_evict = 0;
+    // The rows before the last sync step (Pull), per table: ids, weights.
+    int64_t undo_step = -1;  // -1: none
+    std::vector<std::vector<int64_t>> undo_ids;
+    std::vector<std::vector<float>> undo_weights;
+  };
+  absl::StatusOr<BackupCopy> CopyForBackup(absl::FunctionRef<void()> then);
+  // The new backup's side: forgets its rows and takes the copy's, to
+  // follow the primary's later updates. InvalidArgument for rows the tables
+  // refuse (then the rows are uninitialized until a reset).
+  absl::Status InstallCopy(const BackupCopy& copy);
+
   // A backup's side: applies the primary's next update as the primary did.
   // The errors of StepBarrier::CheckFollowLocked; InvalidArgument for a
   // table, size or id the rows refuse (as Push's); then nothing changed.
