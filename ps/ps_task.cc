@@ -546,40 +546,60 @@ absl::StatusOr<SparseShard*> PsTask::ServingRows(absl::Span<const int64_t> ids, 
   return sparse_.get();  // not its rows: refused there, naming the id
 }
 
-absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,
-                                            absl::Span<const ConstRowsRef> parts) {
+void PsTask::PushRows(int replica, int64_t step, int64_t generation,
+                      absl::Span<const ConstRowsRef> parts, RowsPushDone done) {
   if (sparse_ == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
-                                                      identity_.model, " has no embedding tables"));
+    done(absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
+                                                    identity_.model, " has no embedding tables")));
+    return;
   }
-  PSTRAIN_ASSIGN_OR_RETURN(
-      SparseShard * rows,
-      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table));
+  absl::StatusOr<SparseShard*> rows =
+      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table);
+  if (!rows.ok()) {
+    done(rows.status());
+    return;
+  }
   UpdateStream<RowsUpdate>* backups = nullptr;
   {
     absl::ReaderMutexLock lock(&roles_mu_);
     for (auto& [partition, stream] : rows_streams_) {
       SparseShard* served =
           partition == identity_.ps_index ? sparse_.get() : backup_rows_.at(partition).get();
-      if (served == rows) backups = stream.get();
+      if (served == *rows) backups = stream.get();
     }
   }
   if (backups != nullptr) {
-    if (absl::Status fenced = backups->fenced(); !fenced.ok()) return fenced;
+    // A fenced primary takes nothing more: a failover moved the rows.
+    if (absl::Status fenced = backups->fenced(); !fenced.ok()) {
+      done(fenced);
+      return;
+    }
   }
-  absl::StatusOr<PushResult> pushed = rows->Push(replica, step, generation, parts);
-  if (backups != nullptr && pushed.ok()) {
-    // Answered once the backups hold it (or failed: this primary was fenced).
-    absl::Notification held;
-    absl::Status fenced;
-    backups->WhenAcknowledged([&](absl::Status s) {
-      fenced = s;
-      held.Notify();
-    });
-    held.WaitForNotification();
-    if (!fenced.ok()) return fenced;
+  absl::StatusOr<PushResult> pushed = (*rows)->Push(replica, step, generation, parts);
+  if (backups == nullptr || !pushed.ok()) {
+    done(pushed);
+    return;
   }
-  return pushed;
+  // Answered once the backups hold it (or failed: this primary was fenced).
+  backups->WhenAcknowledged([pushed, done = std::move(done)](absl::Status fenced) {
+    if (fenced.ok()) {
+      done(pushed);
+    } else {
+      done(fenced);
+    }
+  });
+}
+
+absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,
+                                            absl::Span<const ConstRowsRef> parts) {
+  absl::Notification answered;
+  absl::StatusOr<PushResult> result;
+  PushRows(replica, step, generation, parts, [&](absl::StatusOr<PushResult> r) {
+    result = std::move(r);
+    answered.Notify();
+  });
+  answered.WaitForNotification();
+  return result;
 }
 
 absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl::Duration wait) {

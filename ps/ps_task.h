@@ -159,6 +159,12 @@ class PsTask {
   // model without tables.
   void PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,
                 SparseShard::PullDone done);
+  // The push is applied at once (`parts` are not kept); `done` gets the
+  // answer, with copies once the backups hold it (on a sender's thread).
+  using RowsPushDone = std::function<void(absl::StatusOr<PushResult>)>;
+  void PushRows(int replica, int64_t step, int64_t generation, absl::Span<const ConstRowsRef> parts,
+                RowsPushDone done);
+  // The same, waiting for the answer.
   absl::StatusOr<PushResult> PushRows(int replica, int64_t step, int64_t generation,
                                       absl::Span<const ConstRowsRef> parts);
   // Gives a task made by hand (tests) the rows of a model's embedding

@@ -344,13 +344,18 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
   for (size_t i = 0; i < rows.tables.size(); ++i) {
     parts.push_back({rows.tables[i], rows.ids[i], rows.values[i]});
   }
-  absl::StatusOr<PushResult> pushed =
-      task_->PushRows(request->replica(), request->step(), request->generation(), parts);
-  if (pushed.ok()) {
-    response->set_stale(pushed->stale);
-    response->set_step(pushed->global_step);
-  }
-  return Finish(context, pushed.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Applied before PushRows returns (the parts are not kept); answered
+  // once a replicated ps's backups hold it.
+  task_->PushRows(request->replica(), request->step(), request->generation(), parts,
+                  [reactor, response](absl::StatusOr<PushResult> pushed) {
+                    if (pushed.ok()) {
+                      response->set_stale(pushed->stale);
+                      response->set_step(pushed->global_step);
+                    }
+                    reactor->Finish(ToGrpcStatus(pushed.status()));
+                  });
+  return reactor;
 }
 
 namespace {
