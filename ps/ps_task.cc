@@ -501,6 +501,13 @@ PsStatus PsTask::Status() const {
   status.inputs_ended =
       static_cast<int>(std::count(input_ended_.begin(), input_ended_.end(), true));
   status.unix_micros = absl::ToUnixMicros(absl::Now());
+  {
+    absl::ReaderMutexLock roles(&roles_mu_);
+    for (int owner : promoted_) {
+      status.serves.push_back(owner);
+      status.serves_epochs.push_back(epochs_.at(owner));
+    }
+  }
   return status;
 }
 

@@ -287,6 +287,10 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
   ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());  // again: the same
   EXPECT_TRUE(tasks_[1]->serves(0));
   EXPECT_EQ(tasks_[1]->epoch(0), 2);
+  // Its status says so, for the clients to find ps 0's chunks and rows.
+  EXPECT_EQ(tasks_[1]->Status().serves, std::vector<int>{0});
+  EXPECT_EQ(tasks_[1]->Status().serves_epochs, std::vector<int64_t>{2});
+  EXPECT_TRUE(tasks_[2]->Status().serves.empty());
   for (int chunk : chunks_of_0) {
     // Every update ps 0 acknowledged is there.
     EXPECT_EQ(tasks_[1]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->params, before[chunk]);

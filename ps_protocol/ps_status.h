@@ -31,6 +31,11 @@ struct PsStatus {
   int64_t loss_batches = 0;
   int64_t examples = 0;
   int64_t unix_micros = 0;  // the task's clock when it answered
+  // A replicated ps (issue 55): the other tasks whose chunks and rows this
+  // task serves after a failover, each with its epoch, so a client finds
+  // where they went.
+  std::vector<int> serves;
+  std::vector<int64_t> serves_epochs;
 };
 
 // The lowest step among the tasks (each reports its lowest chunk step): where

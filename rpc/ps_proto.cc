@@ -23,6 +23,8 @@ void ToProto(const PsStatus& s, StatusResponse* r) {
   r->set_loss_batches(s.loss_batches);
   r->set_examples(s.examples);
   r->set_unix_micros(s.unix_micros);
+  for (int owner : s.serves) r->add_serves(owner);
+  for (int64_t epoch : s.serves_epochs) r->add_serves_epochs(epoch);
 }
 
 PsStatus FromProto(const StatusResponse& r) {
@@ -45,6 +47,8 @@ PsStatus FromProto(const StatusResponse& r) {
   s.loss_batches = r.loss_batches();
   s.examples = r.examples();
   s.unix_micros = r.unix_micros();
+  s.serves.assign(r.serves().begin(), r.serves().end());
+  s.serves_epochs.assign(r.serves_epochs().begin(), r.serves_epochs().end());
   return s;
 }
 

@@ -39,6 +39,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   s.loss_batches = 4;
   s.examples = 400;
   s.unix_micros = 123456789;
+  s.serves = {0, 2};
+  s.serves_epochs = {3, 2};
   StatusResponse r;
   ToProto(s, &r);
   ExpectEveryFieldSet(r);
@@ -61,6 +63,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   EXPECT_EQ(back.loss_batches, s.loss_batches);
   EXPECT_EQ(back.examples, s.examples);
   EXPECT_EQ(back.unix_micros, s.unix_micros);
+  EXPECT_EQ(back.serves, s.serves);
+  EXPECT_EQ(back.serves_epochs, s.serves_epochs);
 }
 
 TEST(PsProtoTest, SavedShardRoundTripsEveryField) {
