@@ -620,6 +620,31 @@ absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl:
   return Checkpoint().Save(path, step, global_step, wait);
 }
 
+absl::StatusOr<ShardSaved> PsTask::SaveFor(int owner, int64_t step, int64_t global_step,
+                                           absl::Duration wait) {
+  if (owner == identity_.ps_index) return Save(step, global_step, wait);
+  if (!serves(owner)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps ", identity_.ps_index, " does not serve the chunks of ps ", owner,
+        " (no failover moved them here): ask that ps to save them (nothing was written)"));
+  }
+  if (step < 0 || wait < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Save needs a checkpoint step >= 0 and wait_ms >= 0, got step ", step,
+                     " and wait_ms ", absl::ToInt64Milliseconds(wait), " (nothing was written)"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/false));
+  PsIdentity as_owner = identity_;
+  as_owner.ps_index = owner;
+  std::vector<ParameterShard*> shards;
+  for (const auto& b : backups_) {
+    if (owner_of_.at(b->options().chunk) == owner) shards.push_back(b.get());
+  }
+  absl::MutexLock file_lock(&file_mu_);
+  return TaskCheckpoint(env_, as_owner, shards, backup_rows(owner), embedding_optimizer_)
+      .Save(path, step, global_step, wait);
+}
+
 absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_params, int64_t step,
                                         int64_t generation) {
   if (model != identity_.model || num_params != identity_.num_params) {

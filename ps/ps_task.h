@@ -146,6 +146,12 @@ class PsTask {
   // dir, and its rows (if any) beside it (TaskCheckpoint::Save); the files
   // record `global_step`.
   absl::StatusOr<ShardSaved> Save(int64_t step, int64_t global_step, absl::Duration wait);
+  // The same for the chunks and rows of ps `owner`, which this task serves
+  // after a failover, under `owner`'s file names: a checkpoint during a
+  // failover is the same files as one without. FailedPrecondition if it
+  // does not serve them.
+  absl::StatusOr<ShardSaved> SaveFor(int owner, int64_t step, int64_t global_step,
+                                     absl::Duration wait);
   // Loads the task's chunks, and its rows (if any), from the checkpoint
   // model.ckpt-<step> in its job dir (TaskCheckpoint::Restore); `model` and
   // `num_params` must be the task's. Returns the restored global step.

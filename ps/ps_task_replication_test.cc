@@ -330,6 +330,18 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
     absl::StatusOr<PushResult> stale = tasks_[0]->PushRows(0, 5, 0, {{0, ids, grads}});
     EXPECT_TRUE(absl::IsAborted(stale.status())) << stale.status();
   }
+  // A checkpoint now: ps 1 saves ps 0's chunks and rows under ps 0's file
+  // names; ps 2 refuses to (it does not serve them).
+  absl::StatusOr<ShardSaved> for_0 = tasks_[1]->SaveFor(0, 6, 6, absl::Seconds(5));
+  ASSERT_TRUE(for_0.ok()) << for_0.status();
+  EXPECT_EQ(for_0->file, ShardFileName(CheckpointPrefix(6), 0, 3));
+  EXPECT_EQ(for_0->begin, layout_.ranges[0].first);
+  EXPECT_EQ(for_0->end, layout_.ranges[0].second);
+  if (model_->has_sparse()) {
+    EXPECT_EQ(for_0->rows_file, RowsFileName(CheckpointPrefix(6), 0, 3));
+    EXPECT_GT(for_0->table_rows[0], 0);
+  }
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[2]->SaveFor(0, 6, 6, absl::Seconds(5)).status()));
   // ps 0 comes back and takes a push of its chunk: its update is refused by
   // ps 1, so the push fails, and so does every later one.
   links_.gone.clear();
