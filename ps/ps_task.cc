@@ -23,6 +23,22 @@ std::vector<ParameterShard*> Pointers(const std::vector<std::unique_ptr<Paramete
   return out;
 }
 
+// An update of a generation the engine no longer holds (a restore or an
+// initialization came after it, on the backups too) is not sent, and a
+// backup's refusal of it once the engine moved on (the backup is at the new
+// generation already) is no failure: the backup stays in the stream.
+// `generation` reads the engine's now; `send` sends the update.
+template <class Update>
+absl::Status SendUnlessObsolete(const Update& update, absl::FunctionRef<int64_t()> generation,
+                                absl::FunctionRef<absl::Status()> send) {
+  if (update.applied.generation != generation()) return absl::OkStatus();
+  absl::Status sent = send();
+  if (absl::IsFailedPrecondition(sent) && update.applied.generation != generation()) {
+    return absl::OkStatus();
+  }
+  return sent;
+}
+
 }  // namespace
 
 StepRule StepRuleOf(const JobConfig& job) {
@@ -164,8 +180,10 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
   if (rows != nullptr && !row_tasks.empty()) {
     std::vector<UpdateStream<RowsUpdate>::Link> to;
     for (int task : row_tasks) {
-      to.push_back([links, task, owner, epoch](const RowsUpdate& update) {
-        return links->SendRowsUpdate(task, owner, epoch, update);
+      to.push_back([links, task, owner, epoch, rows](const RowsUpdate& update) {
+        return SendUnlessObsolete(
+            update, [rows] { return rows->barrier().generation(); },
+            [&] { return links->SendRowsUpdate(task, owner, epoch, update); });
       });
     }
     auto stream = std::make_unique<UpdateStream<RowsUpdate>>(
@@ -186,8 +204,10 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
     const int chunk = shard->options().chunk;
     std::vector<UpdateStream<ChunkUpdate>::Link> to;
     for (int task : tasks_of[chunk]) {
-      to.push_back([links, task, chunk, epoch](const ChunkUpdate& update) {
-        return links->SendChunkUpdate(task, chunk, epoch, update);
+      to.push_back([links, task, chunk, epoch, shard](const ChunkUpdate& update) {
+        return SendUnlessObsolete(
+            update, [shard] { return shard->generation(); },
+            [&] { return links->SendChunkUpdate(task, chunk, epoch, update); });
       });
     }
     if (to.empty()) continue;

@@ -42,6 +42,7 @@ class TaskLinks : public ReplicaLinks {
  public:
   absl::Status SendChunkUpdate(int task, int chunk, int64_t epoch,
                                const ChunkUpdate& update) override {
+    if (hold != nullptr) hold->WaitForNotification();
     if (gone.contains(task)) return absl::UnavailableError("gone");
     return tasks[task]->FollowChunk(chunk, update, epoch);
   }
@@ -51,6 +52,8 @@ class TaskLinks : public ReplicaLinks {
     return tasks[task]->FollowRows(partition, update, epoch);
   }
   std::set<int> gone;  // tasks whose links fail (a dead ps)
+  // Set: chunk updates wait for it before they are delivered.
+  absl::Notification* hold = nullptr;
   std::vector<PsTask*> tasks;
 };
 
@@ -151,6 +154,44 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
     }
   }
 
+  // Every task saves its own chunks and rows at `step`, and the chief's
+  // index over their files is written: the primaries' files only, as
+  // without replication.
+  void SaveCheckpoint(int64_t step) {
+    CheckpointIndex index;
+    index.set_model(model_name_);
+    index.set_global_step(step);
+    index.set_num_params(layout_.num_params);
+    for (const auto& task : tasks_) {
+      absl::StatusOr<ShardSaved> saved = task->Save(step, step, absl::Seconds(5));
+      ASSERT_TRUE(saved.ok()) << saved.status();
+      EXPECT_EQ(saved->begin, task->shards().front()->options().begin);
+      EXPECT_EQ(saved->end, task->shards().back()->options().end);
+      index.set_optimizer(saved->optimizer);
+      index.clear_slot_names();
+      for (const std::string& name : saved->slot_names) index.add_slot_names(name);
+      CheckpointShardFile* shard = index.add_shards();
+      shard->set_file(saved->file);
+      shard->set_begin(saved->begin);
+      shard->set_end(saved->end);
+      shard->set_size_bytes(saved->size_bytes);
+      shard->set_crc32c(saved->crc32c);
+      shard->set_rows_file(saved->rows_file);
+      shard->set_rows_size_bytes(saved->rows_size_bytes);
+      shard->set_rows_crc32c(saved->rows_crc32c);
+    }
+    for (const SparseTableInfo& t : model_->sparse_tables()) {
+      CheckpointTable* table = index.add_tables();
+      table->set_name(t.name);
+      table->set_dim(t.dim);
+      table->set_buckets(t.buckets);
+      index.set_table_optimizer(job_.training.embedding_optimizer);
+    }
+    ASSERT_TRUE(
+        WriteCheckpointIndex(&env_, JoinPath("/job", IndexFileName(CheckpointPrefix(step))), index)
+            .ok());
+  }
+
   void ExpectBackupsAreTheirPrimaries() {
     ExpectBackupRowsAreTheirPrimaries();
     for (size_t c = 0; c < layout_.chunks.size(); ++c) {
@@ -213,38 +254,7 @@ TEST_P(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimar
 TEST_P(PsTaskReplicationTest, ACheckpointIsThePrimariesAndRestoresEveryCopy) {
   InitializeAll(/*generation=*/5);
   for (int64_t step = 0; step < 6; ++step) Step(step);
-  // The chief's index over the tasks' files: the primaries' only, as
-  // without replication.
-  CheckpointIndex index;
-  index.set_model(model_name_);
-  index.set_global_step(6);
-  index.set_num_params(layout_.num_params);
-  for (const auto& task : tasks_) {
-    absl::StatusOr<ShardSaved> saved = task->Save(6, 6, absl::Seconds(5));
-    ASSERT_TRUE(saved.ok()) << saved.status();
-    EXPECT_EQ(saved->begin, task->shards().front()->options().begin);
-    EXPECT_EQ(saved->end, task->shards().back()->options().end);
-    index.set_optimizer(saved->optimizer);
-    index.clear_slot_names();
-    for (const std::string& name : saved->slot_names) index.add_slot_names(name);
-    CheckpointShardFile* shard = index.add_shards();
-    shard->set_file(saved->file);
-    shard->set_begin(saved->begin);
-    shard->set_end(saved->end);
-    shard->set_size_bytes(saved->size_bytes);
-    shard->set_crc32c(saved->crc32c);
-    shard->set_rows_file(saved->rows_file);
-    shard->set_rows_size_bytes(saved->rows_size_bytes);
-    shard->set_rows_crc32c(saved->rows_crc32c);
-  }
-  for (const SparseTableInfo& t : model_->sparse_tables()) {
-    CheckpointTable* table = index.add_tables();
-    table->set_name(t.name);
-    table->set_dim(t.dim);
-    table->set_buckets(t.buckets);
-    index.set_table_optimizer(job_.training.embedding_optimizer);
-  }
-  ASSERT_TRUE(WriteCheckpointIndex(&env_, "/job/model.ckpt-6.index", index).ok());
+  SaveCheckpoint(6);
   absl::StatusOr<std::vector<std::string>> files = env_.ListDir("/job");
   ASSERT_TRUE(files.ok());
   // 3 shard files (and 3 rows files) and the index.
@@ -360,6 +370,34 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
   tasks_[0]->Push(chunk, 0, 6, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 1.0f), {}, {},
                   [&](absl::Status s, PushResult) { later = s; });
   EXPECT_TRUE(absl::IsAborted(later)) << later;
+}
+
+// An update still on its way to a backup when a restore comes (the job
+// rolled back) is obsolete: it is not applied there, and the backup stays
+// in its primary's stream and follows on from the restored values.
+TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
+  InitializeAll(/*generation=*/21);
+  Step(0);
+  SaveCheckpoint(1);
+  absl::Notification gate;
+  links_.hold = &gate;
+  const int chunk = tasks_[0]->shards().front()->options().chunk;
+  absl::Notification answered;
+  tasks_[0]->Push(chunk, 0, 1, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 0.5f), {}, {},
+                  [&](absl::Status s, PushResult) {
+                    EXPECT_TRUE(s.ok()) << s;
+                    answered.Notify();
+                  });
+  EXPECT_FALSE(answered.HasBeenNotified());  // its backup does not hold it yet
+  for (const auto& task : tasks_) {
+    ASSERT_TRUE(task->Restore(model_name_, layout_.num_params, 1, 46).ok());
+  }
+  gate.Notify();
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  links_.hold = nullptr;
+  ExpectBackupsAreTheirPrimaries();
+  for (int64_t step = 1; step < 5; ++step) Step(step);
+  ExpectBackupsAreTheirPrimaries();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PsTaskReplicationTest, testing::Values(false, true),
