@@ -143,7 +143,12 @@ absl::Status Chief::EndJob() {
   // replicas have finished and would not be there to train them again).
   PSTRAIN_ASSIGN_OR_RETURN(std::string final_checkpoint,
                            checkpointer_->SaveNow(absl::ZeroDuration()));
-  if (model_->has_sparse() && t_.projector_rows > 0) WriteProjectorAt(final_checkpoint);
+  if (projector_writer_ != nullptr) {
+    // The newest rows (on the writer's thread, which may still be writing an
+    // earlier checkpoint's).
+    projector_writer_->Queue(final_checkpoint);
+    projector_writer_->Drain();
+  }
   // An evaluation that fails (a ps read) does not cost the job's end.
   const absl::StatusOr<EvalMetrics> evaluated = Evaluate(final_view);
   if (!evaluated.ok()) {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "chief/checkpointer.h"
 #include "chief/coordinator.h"
+#include "chief/projector_writer.h"
 #include "chief/summaries.h"
 #include "data/formats/csv_id_text.h"
 #include "data/stream/file_list.h"
@@ -134,12 +135,15 @@ class Chief {
   // A click model's exports: deltas between full versions (before the
   // checkpointer, whose thread exports, so that it outlives it).
   ExportHistory export_history_;
-  std::unique_ptr<Checkpointer> checkpointer_;
-  // One projector write at a time: the checkpoint thread's after each save,
-  // and the final one.
+  // The projector's files from each checkpoint, on a thread of their own
+  // (before the checkpointer, whose thread queues them, so that they
+  // outlive it; the writer's thread runs WriteProjectorAt). One write at a
+  // time: the writer's, and the final one.
   absl::Mutex projector_mu_;
   // CSV input: names the projector's rows by their raw values (null: unnamed).
   std::unique_ptr<CsvRowNamer> row_namer_ ABSL_PT_GUARDED_BY(projector_mu_);
+  std::unique_ptr<ProjectorWriter> projector_writer_;
+  std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<FileListFollower> follower_;  // follow: new files listed while training
   std::shared_ptr<TrainingSummaries> summaries_;
   std::unique_ptr<EventWriter> eval_events_;

@@ -107,10 +107,14 @@ absl::Status Chief::StartJob() {
     if (const std::string note = CheckpointCadenceOf(t_).exports_note; exports && !note.empty()) {
       LOG(INFO) << note;
     }
+    if (projector) {
+      projector_writer_ = std::make_unique<ProjectorWriter>(
+          [this](const std::string& checkpoint) { WriteProjectorAt(checkpoint); });
+    }
     checkpointer_->SetSavedObserver(
         [this, exports, projector, last_step = start_step_, last_time = absl::Now()](
             int64_t step, const std::string& prefix) mutable {
-          if (projector) WriteProjectorAt(prefix);
+          if (projector) projector_writer_->Queue(prefix);
           if (!exports) return;
           // Due at the first checkpoint past each multiple of export_steps
           // (checkpoints land a poll past theirs).
