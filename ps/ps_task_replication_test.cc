@@ -5,12 +5,14 @@
 // primaries, refuse the replicas' pushes and reads, and checkpoints stay
 // the primaries'.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/env.h"
 #include "gtest/gtest.h"
@@ -42,18 +44,28 @@ class TaskLinks : public ReplicaLinks {
  public:
   absl::Status SendChunkUpdate(int task, int chunk, int64_t epoch,
                                const ChunkUpdate& update) override {
-    if (hold != nullptr) hold->WaitForNotification();
-    if (gone.contains(task)) return absl::UnavailableError("gone");
+    if (absl::Notification* gate = hold.load(); gate != nullptr) gate->WaitForNotification();
+    if (Gone(task)) return absl::UnavailableError("gone");
     return tasks[task]->FollowChunk(chunk, update, epoch);
   }
   absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                               const RowsUpdate& update) override {
-    if (gone.contains(task)) return absl::UnavailableError("gone");
+    if (Gone(task)) return absl::UnavailableError("gone");
     return tasks[task]->FollowRows(partition, update, epoch);
   }
-  std::set<int> gone;  // tasks whose links fail (a dead ps)
+  // Tasks whose links fail (a dead ps); the senders' threads read it.
+  void SetGone(std::set<int> tasks_gone) {
+    absl::MutexLock lock(&mu);
+    gone = std::move(tasks_gone);
+  }
+  bool Gone(int task) {
+    absl::MutexLock lock(&mu);
+    return gone.contains(task);
+  }
+  absl::Mutex mu;
+  std::set<int> gone ABSL_GUARDED_BY(mu);
   // Set: chunk updates wait for it before they are delivered.
-  absl::Notification* hold = nullptr;
+  std::atomic<absl::Notification*> hold{nullptr};
   std::vector<PsTask*> tasks;
 };
 
@@ -290,7 +302,7 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
     before[s->options().chunk] = s->Snapshot(-1, absl::ZeroDuration())->params;
   }
   // ps 0 is gone: nothing reaches it.
-  links_.gone.insert(0);
+  links_.SetGone({0});
   EXPECT_TRUE(absl::IsInvalidArgument(tasks_[2]->Promote(0, 2)));  // holds no copy of ps 0's
   EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[1]->Promote(0, 1)));
   ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());
@@ -354,7 +366,7 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
   EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[2]->SaveFor(0, 6, 6, absl::Seconds(5)).status()));
   // ps 0 comes back and takes a push of its chunk: its update is refused by
   // ps 1, so the push fails, and so does every later one.
-  links_.gone.clear();
+  links_.SetGone({});
   const int chunk = chunks_of_0.front();
   absl::Status old_push;
   absl::Notification answered;
@@ -380,7 +392,7 @@ TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
   Step(0);
   SaveCheckpoint(1);
   absl::Notification gate;
-  links_.hold = &gate;
+  links_.hold.store(&gate);
   const int chunk = tasks_[0]->shards().front()->options().chunk;
   absl::Notification answered;
   tasks_[0]->Push(chunk, 0, 1, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 0.5f), {}, {},
@@ -394,7 +406,7 @@ TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
   }
   gate.Notify();
   ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  links_.hold = nullptr;
+  links_.hold.store(nullptr);
   ExpectBackupsAreTheirPrimaries();
   for (int64_t step = 1; step < 5; ++step) Step(step);
   ExpectBackupsAreTheirPrimaries();
