@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -348,17 +349,44 @@ absl::Status Checkpointer::background_status() const {
   return background_status_;
 }
 
+void Checkpointer::RequestRollBack(std::string why, std::function<void()> restored) {
+  absl::MutexLock lock(&mu_);
+  rollback_why_ = std::move(why);
+  rollback_done_ = std::move(restored);
+}
+
 void Checkpointer::Loop(int64_t start_step) {
   auto monitor = std::make_unique<JobMonitor>(job_.training, start_step, stop_, absl::Now());
+  int64_t highest = start_step;  // the highest step seen, for a requested rollback's log line
   while (true) {
+    std::string rollback_why;
     {
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stop_requested_), absl::Milliseconds(100))) return;
+      rollback_why = rollback_why_;
+    }
+    if (!rollback_why.empty()) {
+      absl::StatusOr<int64_t> step = RollBack(rollback_why, highest);
+      if (!step.ok()) {
+        LOG(ERROR) << "the rollback failed (tried again at the next poll): "
+                   << step.status().message();
+        continue;
+      }
+      monitor = std::make_unique<JobMonitor>(job_.training, *step, stop_, absl::Now());
+      std::function<void()> done;
+      {
+        absl::MutexLock lock(&mu_);
+        rollback_why_.clear();
+        done = std::exchange(rollback_done_, nullptr);
+      }
+      if (done) done();
+      continue;
     }
     absl::StatusOr<std::vector<PsStatus>> statuses = servers_->Statuses();
     if (!statuses.ok()) continue;  // The main loop reports a ps that is gone.
     if (observer_) observer_(*statuses);
     const JobObservation o = monitor->Observe(*statuses, absl::Now());
+    highest = std::max(highest, o.highest_step);
     switch (o.event) {
       case JobEvent::kNothing:
         break;

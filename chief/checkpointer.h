@@ -64,6 +64,11 @@ class Checkpointer {
   // step the job had reached) is for the log line. Returns the step.
   absl::StatusOr<int64_t> RollBack(const std::string& why, int64_t from_step);
 
+  // Asks the checkpoint thread to roll the job back (RollBack) at its next
+  // poll, for `why`; `restored` is called once that succeeded. A replicated
+  // job's failover watch calls it when some chunks lost every copy.
+  void RequestRollBack(std::string why, std::function<void()> restored);
+
   // Called with every ps's Status at each poll of the checkpoint thread
   // (training summaries); set before Start.
   void SetStatusObserver(std::function<void(const std::vector<PsStatus>&)> observer) {
@@ -121,6 +126,8 @@ class Checkpointer {
 
   mutable absl::Mutex mu_;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  std::string rollback_why_ ABSL_GUARDED_BY(mu_);  // RequestRollBack's, until done
+  std::function<void()> rollback_done_ ABSL_GUARDED_BY(mu_);
   absl::Status background_status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopped_early_{false};
   std::function<void(const std::vector<PsStatus>&)> observer_;

@@ -138,6 +138,16 @@ class CheckpointerTest : public ::testing::Test {
       return Now()->Leave(replica, reason, input_ended, budget);
     }
     absl::StatusOr<ParameterView> Read() override { return Now()->Read(); }
+    std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) override {
+      return Now()->Probe(deadline);
+    }
+    absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
+                         absl::Duration deadline) override {
+      return Now()->Promote(task, owner, epoch, backups, deadline);
+    }
+    absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override {
+      return Now()->Fence(task, epoch, deadline);
+    }
 
    private:
     // The tasks stay alive while the call runs.

@@ -33,7 +33,12 @@ absl::Status Chief::Run() {
   }
   checkpointer_->Stop();
   follower_.reset();
-  if (checkpointer_->stopped_early()) return StoppedEarly();
+  if (checkpointer_->stopped_early()) {
+    failover_watch_.reset();  // the ps are leaving
+    return StoppedEarly();
+  }
+  // (The failover watch goes on through the final step, checkpoint and
+  // evaluation; EndJob stops it before the ps are told to leave.)
   return EndJob();
 }
 

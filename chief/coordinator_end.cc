@@ -42,7 +42,8 @@ absl::StatusOr<std::vector<PsStatus>> Chief::WaitForFinalStep() {
     PSTRAIN_ASSIGN_OR_RETURN(statuses, servers_->Statuses());
     bool all = AllInputsEnded(statuses, NumTrainingReplicas(job_));
     for (const PsStatus& s : statuses) {
-      if (!s.initialized && !s.shutting_down) {
+      // (A replicated job's is the failover watch's: it moves them.)
+      if (!s.initialized && !s.shutting_down && t_.ps_replication <= 1) {
         // Restarted while the job was ending: a restarted chief restores
         // the last checkpoint and finishes the job.
         return absl::UnavailableError(
@@ -184,6 +185,7 @@ absl::Status Chief::EndJob() {
                  << "; not marked complete, a restart resumes it";
   }
   const std::string reason = absl::StrCat("training finished at global step ", metrics.global_step);
+  failover_watch_.reset();  // the ps leave now: no failover
   if (!finished) {
     PSTRAIN_RETURN_IF_ERROR(servers_->Shutdown(reason));
   } else if (absl::Status s = ShutdownQuickly(reason); !s.ok()) {

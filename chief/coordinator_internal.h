@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "chief/checkpointer.h"
 #include "chief/coordinator.h"
+#include "chief/failover.h"
 #include "chief/projector_writer.h"
 #include "chief/summaries.h"
 #include "data/formats/csv_id_text.h"
@@ -144,6 +145,9 @@ class Chief {
   std::unique_ptr<CsvRowNamer> row_namer_ ABSL_PT_GUARDED_BY(projector_mu_);
   std::unique_ptr<ProjectorWriter> projector_writer_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  // A replicated job (ps_replication > 1): the failovers (after the
+  // checkpointer, whose rollback it may ask for, so that it goes first).
+  std::unique_ptr<FailoverWatch> failover_watch_;
   std::unique_ptr<FileListFollower> follower_;  // follow: new files listed while training
   std::shared_ptr<TrainingSummaries> summaries_;
   std::unique_ptr<EventWriter> eval_events_;

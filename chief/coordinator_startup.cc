@@ -131,6 +131,19 @@ absl::Status Chief::StartJob() {
         });
   }
   checkpointer_->Start(start_step_);
+  if (t_.ps_replication > 1) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ParameterServers> watch_servers,
+                             deps_.connect(layout_, Patient(absl::Seconds(1))));
+    Checkpointer* checkpointer = checkpointer_.get();
+    failover_watch_ = std::make_unique<FailoverWatch>(
+        std::move(watch_servers), t_.ps_replication, absl::Seconds(t_.failover_secs),
+        [checkpointer](const std::string& why, std::function<void()> restored) {
+          checkpointer->RequestRollBack(why, std::move(restored));
+        });
+    LOG(INFO) << "ps_replication " << t_.ps_replication << ": every chunk and table partition "
+              << "has " << t_.ps_replication - 1 << " backup(s); a ps silent for "
+              << t_.failover_secs << " s fails over to the next copy";
+  }
   if (t_.follow) {
     follower_ = std::make_unique<FileListFollower>(deps_.env, FileListPath(t_.job_dir),
                                                    t_.train_files, t_.poll_secs);

@@ -44,7 +44,9 @@ JobMonitor::JobMonitor(const TrainingSpec& spec, int64_t start_step, const Termi
 std::string JobMonitor::RollBackReason(const std::vector<PsStatus>& statuses, absl::Time now) {
   int64_t progress = 0;
   for (const PsStatus& s : statuses) {
-    if (!s.initialized) {
+    // A replicated job: a ps without its parameters is the failover
+    // watch's to handle (a backup takes over, or the job rolls back).
+    if (!s.initialized && spec_.ps_replication <= 1) {
       return absl::StrCat("ps ", s.ps_task,
                           " holds no parameters (it was restarted after the job started)");
     }

@@ -131,6 +131,19 @@ TEST(JobMonitorTest, APsWithoutParametersCallsForARollBack) {
   EXPECT_EQ(monitor.Observe({At(25), restarted}, absl::Now()).event, JobEvent::kStopRequested);
 }
 
+TEST(JobMonitorTest, APsWithoutParametersInAReplicatedJobIsTheFailoverWatchs) {
+  TrainingSpec t;
+  t.checkpoint_steps = 10;
+  t.ps_replication = 2;
+  ManualTerminationNotice stop;
+  JobMonitor monitor(t, 0, &stop, absl::Now());
+  PsStatus restarted;
+  restarted.ps_task = 1;
+  // Its chunks fail over to their copy (FailoverWatch), or the watch asks
+  // for the rollback: no rollback here.
+  EXPECT_NE(monitor.Observe({At(25), restarted}, absl::Now()).event, JobEvent::kRollBack);
+}
+
 TEST(JobMonitorTest, WatchdogFiresAfterWatchdogSecsWithoutProgress) {
   TrainingSpec t;
   t.checkpoint_steps = 0;

@@ -230,6 +230,14 @@ struct TrainingSpec {
   // job runs -> a log line saying so and a rollback to the last checkpoint
   // (0: off). More than sync_timeout, which a step may wait by design.
   double watchdog_secs = 600;
+  // Copies of every dense chunk and table partition (issue 55): a primary
+  // and ps_replication - 1 backups on the next ps tasks of the ring, which
+  // hold every acknowledged update; when a primary dies, the next copy
+  // serves in its place within failover_secs, with no rollback. 1: no
+  // backups (a ps that dies rolls the job back to its last checkpoint).
+  int ps_replication = 1;
+  // Seconds a primary may go unanswered before the chief promotes a backup.
+  double failover_secs = 2;
   // Checkpoints (the chief): every checkpoint_steps global steps and/or
   // checkpoint_secs seconds (0 turns either off), and at the end; the newest
   // keep_checkpoint_max are kept (0 keeps all).

@@ -333,6 +333,10 @@ absl::Status ValidateSchedule(const TrainingSpec& t) {
     return Invalid(absl::StrCat("training.ps_retry_secs = ", FormatScalar(t.ps_retry_secs),
                                 " must be positive (seconds)"));
   }
+  if (!(t.failover_secs > 0)) {
+    return Invalid(absl::StrCat("training.failover_secs = ", FormatScalar(t.failover_secs),
+                                " must be positive (seconds)"));
+  }
   if (!(t.watchdog_secs == 0 || t.watchdog_secs > t.sync_timeout)) {
     return Invalid(absl::StrCat(
         "training.watchdog_secs = ", FormatScalar(t.watchdog_secs),
@@ -410,6 +414,12 @@ absl::Status ValidateJobConfig(const JobConfig& config) {
         "add workers or set training.chief_trains: true");
   }
   if (config.training.update == UpdateMode::kSync) PSTRAIN_RETURN_IF_ERROR(ValidateSync(config));
+  const int num_ps = config.cluster.num_tasks("ps");
+  if (config.training.ps_replication < 1 || config.training.ps_replication > num_ps) {
+    return Invalid(absl::StrCat(
+        "training.ps_replication = ", config.training.ps_replication, " must be in [1, ", num_ps,
+        "]: copies of every chunk, each on its own ps task (cluster.ps has ", num_ps, ")"));
+  }
   return absl::OkStatus();
 }
 

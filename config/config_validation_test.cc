@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "config/cluster_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,6 +107,7 @@ TEST(ValidateJobConfigTest, TrainingRanges) {
       {"ps_retry_secs", "0", "training.ps_retry_secs = 0 must be positive"},
       {"watchdog_secs", "20", "training.watchdog_secs = 20 must be 0 (off) or more than"},
       {"watchdog_secs", "-1", "training.watchdog_secs = -1 must be 0 (off)"},
+      {"failover_secs", "0", "training.failover_secs = 0 must be positive"},
       {"threads", "-2", "training.threads = -2"},
       {"embedding_optimizer", "sgd",
        "training.embedding_optimizer = \"sgd\": use adagrad, ftrl (FTRL-Proximal) or adam"},
@@ -198,6 +200,19 @@ TEST(ValidateJobConfigTest, NeedsATrainingReplica) {
   EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);  // the chief trains
   config.training.chief_trains = false;
   ExpectInvalid(ValidateJobConfig(config), {"no training replicas", "training.chief_trains"});
+}
+
+TEST(ValidateJobConfigTest, PsReplicationIsOneToTheNumberOfPs) {
+  JobConfig config = GoodConfig();
+  const int num_ps = static_cast<int>(config.cluster.ps.size());
+  config.training.ps_replication = num_ps;
+  EXPECT_TRUE(ValidateJobConfig(config).ok()) << ValidateJobConfig(config);
+  config.training.ps_replication = num_ps + 1;
+  ExpectInvalid(ValidateJobConfig(config), {absl::StrCat("training.ps_replication = ", num_ps + 1,
+                                                         " must be in [1, ", num_ps, "]"),
+                                            "each on its own ps task"});
+  config.training.ps_replication = 0;
+  ExpectInvalid(ValidateJobConfig(config), {"training.ps_replication = 0 must be in [1, "});
 }
 
 TEST(ValidateJobConfigTest, SyncReplicaCounts) {

@@ -66,6 +66,8 @@ const Field kFields[] = {
     {"startup_timeout", &TrainingSpec::startup_timeout},
     {"ps_retry_secs", &TrainingSpec::ps_retry_secs},
     {"watchdog_secs", &TrainingSpec::watchdog_secs},
+    {"ps_replication", &TrainingSpec::ps_replication},
+    {"failover_secs", &TrainingSpec::failover_secs},
     {"checkpoint_steps", &TrainingSpec::checkpoint_steps},
     {"checkpoint_secs", &TrainingSpec::checkpoint_secs},
     {"keep_checkpoint_max", &TrainingSpec::keep_checkpoint_max},

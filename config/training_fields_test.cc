@@ -115,7 +115,7 @@ TEST(GetTrainingFieldTest, ReadsBackWhatWasSet) {
 
 TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   const std::vector<std::string> names = TrainingFieldNames();
-  ASSERT_EQ(names.size(), 70u);
+  ASSERT_EQ(names.size(), 72u);
   EXPECT_EQ(names.front(), "model");
   EXPECT_EQ(names.back(), "insecure");
   // The streamed input's fields follow data_dir.
@@ -131,6 +131,11 @@ TEST(TrainingFieldNamesTest, AllFieldsInOrder) {
   ASSERT_LT(exports + 3, names.end());
   EXPECT_EQ(std::vector<std::string>(exports + 1, exports + 4),
             (std::vector<std::string>{"export_steps", "export_secs", "full_export_every"}));
+  // The replicated ps' follow the ps watchdog.
+  const auto watchdog = std::find(names.begin(), names.end(), "watchdog_secs");
+  ASSERT_LT(watchdog + 2, names.end());
+  EXPECT_EQ(std::vector<std::string>(watchdog + 1, watchdog + 3),
+            (std::vector<std::string>{"ps_replication", "failover_secs"}));
   // TensorBoard's: summaries, then the projector's rows.
   const auto summaries = std::find(names.begin(), names.end(), "save_summary_steps");
   ASSERT_LT(summaries + 2, names.end());

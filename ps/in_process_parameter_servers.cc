@@ -123,4 +123,28 @@ absl::StatusOr<ParameterView> InProcessParameterServers::Read() {
   return view;
 }
 
+std::vector<absl::StatusOr<PsStatus>> InProcessParameterServers::Probe(
+    absl::Duration /*deadline*/) {
+  std::vector<absl::StatusOr<PsStatus>> statuses;
+  for (PsTask* task : tasks_) statuses.push_back(task->Status());
+  return statuses;
+}
+
+absl::Status InProcessParameterServers::Promote(int task, int owner, int64_t epoch,
+                                                const std::vector<int>& backups,
+                                                absl::Duration /*deadline*/) {
+  if (task < 0 || task >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", task, " to promote"));
+  }
+  return tasks_[task]->Promote(owner, epoch, backups);
+}
+
+absl::Status InProcessParameterServers::Fence(int task, int64_t epoch,
+                                              absl::Duration /*deadline*/) {
+  if (task < 0 || task >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", task, " to fence"));
+  }
+  return tasks_[task]->Fence(epoch);
+}
+
 }  // namespace pstrain

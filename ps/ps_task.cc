@@ -115,6 +115,8 @@ absl::StatusOr<std::unique_ptr<PsTask>> PsTask::Create(const JobConfig& job, con
       task->owner_of_[static_cast<int>(c)] = layout.chunks[c].ps;
     }
   }
+  task->own_backups_of_ = backups_of;
+  task->own_row_backups_ = row_backups;
   if (replication.copies > 1) {
     absl::MutexLock lock(&task->roles_mu_);
     task->StartStreams(ps_index, /*epoch=*/1, backups_of, row_backups);
@@ -144,6 +146,8 @@ PsTask::~PsTask() {
   absl::MutexLock lock(&roles_mu_);
   streams_.clear();
   rows_streams_.clear();
+  retired_streams_.clear();
+  retired_rows_streams_.clear();
 }
 
 void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
@@ -158,6 +162,10 @@ void PsTask::AttachBackupRows(int partition, std::unique_ptr<SparseShard> rows) 
 }
 
 absl::StatusOr<ParameterShard*> PsTask::FindOwnShard(int chunk) const {
+  if (copies_ > 1 && OwnerOf(chunk) == identity_.ps_index) {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    PSTRAIN_RETURN_IF_ERROR(FencedLocked());
+  }
   for (const auto& b : backups_) {
     if (b->options().chunk != chunk) continue;
     if (serves(owner_of_.at(chunk))) return b.get();
@@ -205,6 +213,9 @@ absl::Status PsTask::Initialize(int chunk, const std::string& model, int64_t num
     // The backups of other tasks' rows start alike (one generation: the
     // chief's, the same for every task).
     for (auto& [partition, rows] : backup_rows_) rows->Reset(global_step, shard->generation());
+    // A replicated job initialized again (a rollback without a checkpoint):
+    // the roles start over, as after a restore.
+    if (copies_ > 1) ResetRoles();
     LOG(INFO) << "ps " << identity_.ps_index << " initialized at global step " << global_step;
   }
   return absl::OkStatus();
@@ -314,17 +325,58 @@ int PsTask::replicas_told_done() const {
 }
 
 PsStatus PsTask::Status() const {
+  PsStatus status = StatusOf(identity_.ps_index, shard_ptrs_, sparse_.get());
+  // A replicated task is ready once the copies it holds are too: no update
+  // reaches a backup before its initialization.
+  for (const auto& b : backups_) {
+    status.initialized = status.initialized && b->GetStats().initialized;
+  }
+  absl::ReaderMutexLock roles(&roles_mu_);
+  // Fenced (a failover moved its chunks while it did not answer): it holds
+  // nothing in step, as a restarted task.
+  if (copies_ > 1 && !FencedLocked().ok()) status.initialized = false;
+  for (int owner : promoted_) {
+    status.serves.push_back(owner);
+    status.serves_epochs.push_back(epochs_.at(owner));
+  }
+  return status;
+}
+
+absl::StatusOr<PsStatus> PsTask::StatusFor(int owner) const {
+  if (owner == identity_.ps_index) {
+    {
+      absl::ReaderMutexLock lock(&roles_mu_);
+      PSTRAIN_RETURN_IF_ERROR(FencedLocked());
+    }
+    return Status();
+  }
+  if (!serves(owner)) {
+    return absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index,
+                                                      " does not serve the chunks of ps ", owner,
+                                                      " (no failover moved them here)"));
+  }
+  std::vector<ParameterShard*> shards;
+  for (const auto& b : backups_) {
+    if (owner_of_.at(b->options().chunk) == owner) shards.push_back(b.get());
+  }
+  return StatusOf(owner, shards, backup_rows(owner));
+}
+
+PsStatus PsTask::StatusOf(int owner, const std::vector<ParameterShard*>& shards,
+                          const SparseShard* rows) const {
   // The task as a whole: the lowest step of its chunks (they step together
   // in sync mode; in async mode a push may have reached some chunks first),
   // initialized once every chunk is.
-  const ParameterShard::Stats first = shard_ptrs_.front()->GetStats();
+  const ParameterShard::Stats first = shards.front()->GetStats();
   PsStatus status;
-  status.ps_task = identity_.ps_index;
+  status.ps_task = owner;
+  status.served_by = identity_.ps_index;
+  status.epoch = epoch(owner);
   status.model = identity_.model;
   status.initialized = true;
   status.global_step = first.global_step;
   status.max_global_step = first.global_step;
-  for (ParameterShard* shard : shard_ptrs_) {
+  for (ParameterShard* shard : shards) {
     const ParameterShard::Stats stats = shard->GetStats();
     status.initialized = status.initialized && stats.initialized;
     status.stale_pushes += stats.stale_pushes;
@@ -332,16 +384,16 @@ PsStatus PsTask::Status() const {
     status.max_global_step = std::max(status.max_global_step, stats.global_step);
     status.job_done = status.job_done || stats.job_done;
   }
-  if (sparse_ != nullptr && shard_ptrs_.front()->options().rule.sync) {
+  if (rows != nullptr && shards.front()->options().rule.sync) {
     // Sync: the rows step with the chunks, each once every replica pushed;
     // a replica that starts now begins at the lower of the two, which
     // still waits for its push.
-    const int64_t rows_step = sparse_->step();
+    const int64_t rows_step = rows->step();
     status.global_step = std::min(status.global_step, rows_step);
     status.max_global_step = std::max(status.max_global_step, rows_step);
   }
-  status.begin = shard_ptrs_.front()->options().begin;
-  status.end = shard_ptrs_.back()->options().end;
+  status.begin = shards.front()->options().begin;
+  status.end = shards.back()->options().end;
   status.applied_updates = first.applied_updates;
   status.shutting_down = first.shutting_down;
   status.preempting = preempting_;
@@ -353,13 +405,6 @@ PsStatus PsTask::Status() const {
   status.inputs_ended =
       static_cast<int>(std::count(input_ended_.begin(), input_ended_.end(), true));
   status.unix_micros = absl::ToUnixMicros(absl::Now());
-  {
-    absl::ReaderMutexLock roles(&roles_mu_);
-    for (int owner : promoted_) {
-      status.serves.push_back(owner);
-      status.serves_epochs.push_back(epochs_.at(owner));
-    }
-  }
   return status;
 }
 
@@ -369,7 +414,7 @@ void PsTask::Shutdown(const std::string& reason) {
 }
 
 void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,
-                      SparseShard::PullDone done) {
+                      SparseShard::PullDone done, int owner) {
   if (sparse_ == nullptr) {
     done(absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                     identity_.model, " has no embedding tables")));
@@ -380,8 +425,10 @@ void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector
         absl::StrCat("replica ", replica, " is not in [-1, ", total_replicas(), ")")));
     return;
   }
-  absl::StatusOr<SparseShard*> rows =
-      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table);
+  absl::StatusOr<SparseShard*> rows = owner >= 0 ? RowsOf(owner)
+                                      : parts.empty()
+                                          ? sparse_.get()
+                                          : ServingRows(parts.front().ids, parts.front().table);
   if (!rows.ok()) {
     done(rows.status());
     return;
@@ -389,12 +436,31 @@ void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector
   (*rows)->Pull(replica, step, std::move(parts), std::move(done), generation);
 }
 
+absl::StatusOr<SparseShard*> PsTask::RowsOf(int owner) const {
+  if (owner == identity_.ps_index) {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    PSTRAIN_RETURN_IF_ERROR(FencedLocked());
+    return sparse_.get();
+  }
+  const auto it = backup_rows_.find(owner);
+  if (it == backup_rows_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps task ", identity_.ps_index, " holds no copy of the rows of ps ", owner));
+  }
+  if (!serves(owner)) {
+    return absl::FailedPreconditionError(absl::StrCat("ps task ", identity_.ps_index,
+                                                      " holds a backup of the rows of ps ", owner,
+                                                      "; pulls and pushes go to their primary"));
+  }
+  return it->second.get();
+}
+
 absl::StatusOr<SparseShard*> PsTask::ServingRows(absl::Span<const int64_t> ids, int table) const {
   if (ids.empty() || table < 0 || table >= static_cast<int>(sparse_->layout().size())) {
     return sparse_.get();  // its own: they refuse what is wrong
   }
   const int owner = RowOwner(sparse_->layout()[table].key, ids.front(), identity_.num_ps);
-  if (owner == identity_.ps_index) return sparse_.get();
+  if (owner == identity_.ps_index) return RowsOf(owner);
   const auto it = backup_rows_.find(owner);
   if (it != backup_rows_.end() && serves(owner)) return it->second.get();
   if (it != backup_rows_.end()) {
@@ -406,14 +472,16 @@ absl::StatusOr<SparseShard*> PsTask::ServingRows(absl::Span<const int64_t> ids, 
 }
 
 void PsTask::PushRows(int replica, int64_t step, int64_t generation,
-                      absl::Span<const ConstRowsRef> parts, RowsPushDone done) {
+                      absl::Span<const ConstRowsRef> parts, RowsPushDone done, int owner) {
   if (sparse_ == nullptr) {
     done(absl::FailedPreconditionError(absl::StrCat("ps ", identity_.ps_index, ": model ",
                                                     identity_.model, " has no embedding tables")));
     return;
   }
-  absl::StatusOr<SparseShard*> rows =
-      parts.empty() ? sparse_.get() : ServingRows(parts.front().ids, parts.front().table);
+  absl::StatusOr<SparseShard*> rows = owner >= 0 ? RowsOf(owner)
+                                      : parts.empty()
+                                          ? sparse_.get()
+                                          : ServingRows(parts.front().ids, parts.front().table);
   if (!rows.ok()) {
     done(rows.status());
     return;
@@ -506,6 +574,7 @@ absl::StatusOr<int64_t> PsTask::Restore(const std::string& model, int64_t num_pa
         TaskCheckpoint(env_, identity_, shard_ptrs_, rows.get(), embedding_optimizer_)
             .RestoreRows(path, restored));
   }
+  if (copies_ > 1) ResetRoles();
   return restored;
 }
 

@@ -41,6 +41,9 @@ class ReplicaLinks {
   // The same for the rows task `partition` owns (RowOwner).
   virtual absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                                       const RowsUpdate& update) = 0;
+  // Every copy was restored alike (a rollback): tasks a link gave up on are
+  // tried again.
+  virtual void Reset() {}
 };
 
 // How many copies of every chunk the job keeps, and where a primary's
@@ -122,6 +125,12 @@ class PsTask {
   // owner whose backups it does not hold; FailedPrecondition for an older
   // epoch.
   absl::Status Promote(int owner, int64_t epoch, const std::vector<int>& backups = {});
+  // The chief's word to a primary that was failed over while it did not
+  // answer (stopped, not gone): its chunks and rows are served elsewhere
+  // since `epoch`; from now on it serves none of them (Aborted "fenced",
+  // which sends the clients on), and its Status says it holds no
+  // parameters in step. Until a restore.
+  absl::Status Fence(int64_t epoch);
   // The epoch this task knows for `owner`'s chunks and rows (1 before any
   // failover), and whether it serves them.
   int64_t epoch(int owner) const;
@@ -140,6 +149,10 @@ class PsTask {
   void NoteDone(int replica, bool job_done);
 
   PsStatus Status() const;
+  // The status of task `owner`'s chunks and rows as this task holds them:
+  // its own (Status), or a failed primary's it serves (ps_task is `owner`,
+  // served_by this task). FailedPrecondition if it does not serve them.
+  absl::StatusOr<PsStatus> StatusFor(int owner) const;
   // Ends the job on this task: later pushes answer job_done. Logs `reason`.
   void Shutdown(const std::string& reason);
   // Writes the task's range to model.ckpt-<step>.shard-<i>-of-<P> in its job
@@ -163,13 +176,15 @@ class PsTask {
   // called when answered; a replica of -1 is a read that never waits) and
   // a replica's gradient rows (SparseShard::Push). FailedPrecondition for a
   // model without tables.
+  // `owner` (>= 0): the task whose rows they are (a replicated job routes
+  // them to the task that serves them); -1: the ids' owner.
   void PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,
-                SparseShard::PullDone done);
+                SparseShard::PullDone done, int owner = -1);
   // The push is applied at once (`parts` are not kept); `done` gets the
   // answer, with copies once the backups hold it (on a sender's thread).
   using RowsPushDone = std::function<void(absl::StatusOr<PushResult>)>;
   void PushRows(int replica, int64_t step, int64_t generation, absl::Span<const ConstRowsRef> parts,
-                RowsPushDone done);
+                RowsPushDone done, int owner = -1);
   // The same, waiting for the answer.
   absl::StatusOr<PushResult> PushRows(int replica, int64_t step, int64_t generation,
                                       absl::Span<const ConstRowsRef> parts);
@@ -210,6 +225,10 @@ class PsTask {
   // One of its own: FailedPrecondition for a backup (the replicas' pushes
   // and reads go to the primary).
   absl::StatusOr<ParameterShard*> FindOwnShard(int chunk) const;
+  // After a restore (every copy restored alike): each task serves its own
+  // chunks again at epoch 1, with every backup in its streams; streams
+  // before it fail their held answers as rolled back.
+  void ResetRoles();
   // Sends the updates of `owner`'s chunks this task serves (its own, or
   // promoted backups) to their backups on `tasks_of[chunk]`, and the rows'
   // to `row_tasks`, carrying `epoch`.
@@ -217,9 +236,23 @@ class PsTask {
                     const std::vector<int>& row_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
   // The rows of `ids`' owner this task serves: its own, or a promoted
   // backup's; FailedPrecondition otherwise.
+  // The rows of task `owner` if this task serves them: its own, or a
+  // promoted backup's.
+  absl::StatusOr<SparseShard*> RowsOf(int owner) const;
   absl::StatusOr<SparseShard*> ServingRows(absl::Span<const int64_t> ids, int table) const;
+  // Aborted "fenced" once this task no longer serves its own
+  // chunks (Fence, or a stream a promoted backup refused).
+  absl::Status FencedLocked() const ABSL_SHARED_LOCKS_REQUIRED(roles_mu_);
+  // The task that owns chunk `chunk` (the layout's).
+  int OwnerOf(int chunk) const {
+    const auto it = owner_of_.find(chunk);
+    return it == owner_of_.end() ? identity_.ps_index : it->second;
+  }
   // Refusal of a sender of `owner`'s updates at `epoch`: OK to follow.
   absl::Status CheckSender(int owner, int64_t epoch) const;
+  // The status of `owner`'s `shards` and `rows` (may be null) here.
+  PsStatus StatusOf(int owner, const std::vector<ParameterShard*>& shards,
+                    const SparseShard* rows) const;
   // The task's checkpoint (its chunks and rows), for one save or restore.
   TaskCheckpoint Checkpoint() const;
   // The path of checkpoint model.ckpt-<step> (its index file's if `index`)
@@ -239,10 +272,21 @@ class PsTask {
   mutable absl::Mutex roles_mu_;
   std::map<int, int64_t> epochs_ ABSL_GUARDED_BY(roles_mu_);  // owner -> epoch (absent: 1)
   std::set<int> promoted_ ABSL_GUARDED_BY(roles_mu_);         // owners served here
+  int64_t fenced_epoch_ ABSL_GUARDED_BY(roles_mu_) = 0;       // Fence's (0: not fenced)
   // Served chunk -> the stream of its updates to its backups (copies > 1).
   std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_ ABSL_GUARDED_BY(roles_mu_);
   // Served partition -> the stream of its rows' updates.
   std::map<int, std::unique_ptr<UpdateStream<RowsUpdate>>> rows_streams_ ABSL_GUARDED_BY(roles_mu_);
+  // Streams of the roles before the last restore: no longer fed, kept
+  // until the task ends (a push may still hold one).
+  std::vector<std::unique_ptr<UpdateStream<ChunkUpdate>>> retired_streams_
+      ABSL_GUARDED_BY(roles_mu_);
+  std::vector<std::unique_ptr<UpdateStream<RowsUpdate>>> retired_rows_streams_
+      ABSL_GUARDED_BY(roles_mu_);
+  // Where this task's own chunks' (by chunk) and rows' updates go when no
+  // failover happened.
+  std::vector<std::vector<int>> own_backups_of_;
+  std::vector<int> own_row_backups_;
   // Every engine's step rule: the chunks', then the rows' (if any).
   std::vector<StepBarrier*> barriers_;
   Env* const env_;

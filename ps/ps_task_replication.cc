@@ -76,6 +76,38 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
   }
 }
 
+void PsTask::ResetRoles() {
+  std::vector<ParameterShard*> all = shard_ptrs_;
+  for (const auto& b : backups_) all.push_back(b.get());
+  absl::MutexLock lock(&roles_mu_);
+  // No update reaches the old streams from here on.
+  for (ParameterShard* shard : all) shard->SetUpdateObserver(nullptr);
+  if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
+  for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
+  const absl::Status rolled_back =
+      absl::AbortedError(absl::StrCat("ps ", identity_.ps_index,
+                                      " was restored from a checkpoint: the update "
+                                      "was rolled back"));
+  for (auto& [chunk, stream] : streams_) {
+    stream->Retire(rolled_back);
+    retired_streams_.push_back(std::move(stream));
+  }
+  for (auto& [partition, stream] : rows_streams_) {
+    stream->Retire(rolled_back);
+    retired_rows_streams_.push_back(std::move(stream));
+  }
+  streams_.clear();
+  rows_streams_.clear();
+  if (!promoted_.empty()) {
+    LOG(INFO) << "ps " << identity_.ps_index << " serves only its own chunks again (restored)";
+  }
+  promoted_.clear();
+  epochs_.clear();
+  fenced_epoch_ = 0;
+  if (links_ != nullptr) links_->Reset();
+  StartStreams(identity_.ps_index, /*epoch=*/1, own_backups_of_, own_row_backups_);
+}
+
 absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& backups) {
   bool holds = backup_rows_.contains(owner);
   std::vector<std::vector<int>> tasks_of;
@@ -84,6 +116,13 @@ absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& b
     holds = true;
     if (static_cast<int>(tasks_of.size()) <= chunk) tasks_of.resize(chunk + 1);
     tasks_of[chunk] = backups;
+  }
+  for (int task : backups) {
+    if (task < 0 || task >= identity_.num_ps || task == identity_.ps_index || task == owner) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a promotion's backups must be other ps tasks in [0, ", identity_.num_ps,
+                       "), not ", task, " (ps ", identity_.ps_index, ", owner ", owner, ")"));
+    }
   }
   if (!holds) {
     return absl::InvalidArgumentError(absl::StrCat("ps task ", identity_.ps_index,
@@ -117,9 +156,49 @@ int64_t PsTask::epoch(int owner) const {
 }
 
 bool PsTask::serves(int owner) const {
-  if (owner == identity_.ps_index) return true;
   absl::ReaderMutexLock lock(&roles_mu_);
+  if (owner == identity_.ps_index) return FencedLocked().ok();
   return promoted_.contains(owner);
+}
+
+absl::Status PsTask::FencedLocked() const {
+  if (fenced_epoch_ > 0) {
+    return absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
+                                           "'s chunks and rows are served by another ps since "
+                                           "epoch ",
+                                           fenced_epoch_, " (a failover); ask there"));
+  }
+  for (const auto& [chunk, stream] : streams_) {
+    if (owner_of_.contains(chunk)) continue;  // a promoted backup's
+    if (absl::Status f = stream->fenced(); !f.ok()) {
+      return absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
+                                             " no longer serves its chunks (", f.message(),
+                                             "); ask the ps that does"));
+    }
+  }
+  if (const auto rows = rows_streams_.find(identity_.ps_index); rows != rows_streams_.end()) {
+    if (absl::Status f = rows->second->fenced(); !f.ok()) {
+      return absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
+                                             " no longer serves its rows (", f.message(),
+                                             "); ask the ps that does"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsTask::Fence(int64_t epoch) {
+  if (epoch < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a fence needs the epoch of the failover (2 or more), not ", epoch));
+  }
+  absl::MutexLock lock(&roles_mu_);
+  if (fenced_epoch_ == 0) {
+    LOG(WARNING) << "ps " << identity_.ps_index << " is fenced: its chunks and rows are served by "
+                 << "another ps since epoch " << epoch
+                 << " (a failover while it did not answer); it serves nothing until a restore";
+  }
+  fenced_epoch_ = std::max(fenced_epoch_, epoch);
+  return absl::OkStatus();
 }
 
 absl::Status PsTask::CheckSender(int owner, int64_t epoch) const {

@@ -385,8 +385,9 @@ TEST_P(PsTaskReplicationTest, APromotedBackupServesOnAndFencesTheOldPrimary) {
 }
 
 // An update still on its way to a backup when a restore comes (the job
-// rolled back) is obsolete: it is not applied there, and the backup stays
-// in its primary's stream and follows on from the restored values.
+// rolled back) is obsolete: it is not applied there, its answer says it was
+// rolled back, and the backup stays in its primary's stream and follows on
+// from the restored values.
 TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
   InitializeAll(/*generation=*/21);
   Step(0);
@@ -397,7 +398,8 @@ TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
   absl::Notification answered;
   tasks_[0]->Push(chunk, 0, 1, 0, std::vector<float>(tasks_[0]->ChunkSize(chunk), 0.5f), {}, {},
                   [&](absl::Status s, PushResult) {
-                    EXPECT_TRUE(s.ok()) << s;
+                    EXPECT_TRUE(absl::IsAborted(s)) << s;
+                    EXPECT_NE(s.message().find("rolled back"), std::string::npos) << s;
                     answered.Notify();
                   });
   EXPECT_FALSE(answered.HasBeenNotified());  // its backup does not hold it yet

@@ -111,6 +111,21 @@ class UpdateStream {
     fn(fenced);
   }
 
+  // The engine was restored (a rollback): nothing more is sent, and every
+  // answer held or asked for from now on gets `why` (an Aborted error: what
+  // it acknowledges was rolled back). The threads end by the destructor.
+  void Retire(absl::Status why) {
+    std::vector<Answer> held;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      if (fenced_.ok()) fenced_ = why;
+      for (Waiter& w : waiters_) held.push_back(std::move(w.fn));
+      waiters_.clear();
+    }
+    for (auto& fn : held) fn(why);
+  }
+
   // OK, or the Aborted error of the backup that fenced this primary.
   absl::Status fenced() const {
     absl::MutexLock lock(&mu_);

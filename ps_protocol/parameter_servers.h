@@ -82,6 +82,18 @@ class ParameterServers {
   // pull): for evaluation and histograms. The view stays valid until the
   // next Read.
   virtual absl::StatusOr<ParameterView> Read() = 0;
+
+  // A replicated job (issue 55). One Status call to every task at once,
+  // each within `deadline` and not retried: each task's own status, or why
+  // it did not answer. The chief's failover watch.
+  virtual std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) = 0;
+  // Task `task` serves task `owner`'s chunks and rows from `epoch` on
+  // (PsTask::Promote), their updates going to `backups`; within `deadline`.
+  virtual absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
+                               absl::Duration deadline) = 0;
+  // Task `task`, failed over at `epoch` while it did not answer, serves its
+  // chunks and rows no more (PsTask::Fence); within `deadline`.
+  virtual absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) = 0;
 };
 
 }  // namespace pstrain

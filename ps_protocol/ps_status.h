@@ -36,6 +36,12 @@ struct PsStatus {
   // where they went.
   std::vector<int> serves;
   std::vector<int64_t> serves_epochs;
+  // The task that answered: ps_task itself, or (a status of ps_task's chunks
+  // after a failover) the task that serves them now.
+  int served_by = 0;
+  // The epoch of ps_task's chunks where they are served (1 before any
+  // failover; 0: not known).
+  int64_t epoch = 0;
 };
 
 // The lowest step among the tasks (each reports its lowest chunk step): where

@@ -4,11 +4,13 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "ps/ps_task.h"
+#include "rpc/grpc_replica_links.h"
 #include "rpc/ps_server.h"
 
 namespace pstrain {
@@ -68,8 +70,20 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   const int index = role.task.task_index;
   if (JobAlreadyFinished(context.env, t.job_dir, t.train_steps)) return absl::OkStatus();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, BuildJobModel(t));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsTask> task,
-                           PsTask::Create(job, *model, index, context.env, context.trace));
+  // A replicated job (issue 55): a primary's updates reach its backups over
+  // these links; one that does not answer within failover_secs leaves the
+  // primary's stream, so no answer waits longer for it.
+  std::unique_ptr<GrpcReplicaLinks> links;
+  PsReplication replication;
+  replication.copies = t.ps_replication;
+  if (t.ps_replication > 1) {
+    links = std::make_unique<GrpcReplicaLinks>(job.cluster.ps, absl::Seconds(t.failover_secs),
+                                               job.wire);
+    replication.links = links.get();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<PsTask> task,
+      PsTask::Create(job, *model, index, context.env, context.trace, replication));
   PSTRAIN_ASSIGN_OR_RETURN(std::string address, job.cluster.address("ps", index));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcPsServer> server,
                            GrpcPsServer::Start(task.get(), *model, index, address, job.wire));
@@ -83,7 +97,11 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
                      : "")
             << (t.update == UpdateMode::kSsp ? absl::StrCat(", staleness ", t.staleness) : "")
             << "), " << (job.wire.tls ? "mutual TLS" : "plaintext")
-            << (job.wire.token.empty() ? ", no job token" : ", job token checked");
+            << (job.wire.token.empty() ? ", no job token" : ", job token checked")
+            << (t.ps_replication > 1
+                    ? absl::StrCat(", ", t.ps_replication, " copies of every chunk (backups of ps ",
+                                   absl::StrJoin(task->backup_partitions(), ", "), ")")
+                    : "");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
     task->Shutdown("the stop request's grace period ran out");  // answers waiting pulls
     server->Shutdown(absl::Seconds(1));

@@ -106,6 +106,12 @@ DEFINE_double(ps_retry_secs, 60,
 DEFINE_double(watchdog_secs, 600,
               "The chief's progress watchdog: no global step for this many seconds -> a log "
               "line and a rollback to the last checkpoint (0: off; more than sync_timeout).");
+DEFINE_int32(ps_replication, 1,
+             "Copies of every parameter chunk and table partition, on consecutive ps tasks: a "
+             "ps that dies fails over to the next copy with no rollback (1: no copies).");
+DEFINE_double(failover_secs, 2,
+              "With --ps_replication above 1: seconds a ps may go unanswered before the chief "
+              "moves its parameters to the next copy.");
 DEFINE_int64(checkpoint_steps, 1000,
              "Global steps between checkpoints (0: none but the last); "
              "--checkpoint-num-steps and --save_checkpoints_steps are accepted too.");

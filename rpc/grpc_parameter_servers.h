@@ -2,6 +2,7 @@
 #define PSTRAIN_RPC_GRPC_PARAMETER_SERVERS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ class GrpcParameterServers : public ParameterServers {
   static absl::StatusOr<std::unique_ptr<GrpcParameterServers>> Create(
       const std::vector<std::string>& addresses, const ShardLayout& layout,
       absl::Duration rpc_timeout, absl::Duration retry_budget,
-      const WireSecurity& wire = WireSecurity());
+      const WireSecurity& wire = WireSecurity(), int copies = 1,
+      absl::Duration failover_after = absl::Seconds(2));
 
   int size() const override { return connections_.size(); }
   absl::Status WaitReady(absl::Duration timeout, bool initialized,
@@ -38,11 +40,22 @@ class GrpcParameterServers : public ParameterServers {
   absl::Status Leave(int replica, const std::string& reason, bool input_ended,
                      absl::Duration retry_budget) override;
   absl::StatusOr<ParameterView> Read() override;
+  std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) override;
+  absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
+                       absl::Duration deadline) override;
+  absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override;
 
  private:
   GrpcParameterServers(const std::vector<std::string>& addresses, const ShardLayout& layout,
                        absl::Duration rpc_timeout, absl::Duration retry_budget,
-                       const WireSecurity& wire);
+                       const WireSecurity& wire, int copies, absl::Duration failover_after);
+  // A replicated job: every call for task i's chunks goes to the task that
+  // serves them now, and follows a failover (PsConnections::Broadcast's
+  // `owner`). Requests[i] is for owner i.
+  template <typename Response, typename Request, typename Method>
+  absl::StatusOr<std::vector<Response>> ToEveryOwner(const char* what,
+                                                     std::vector<Request> requests, Method method,
+                                                     std::optional<absl::Duration> budget = {});
   // The tasks that are not ready yet, described; FailedPrecondition if a
   // task answers as another task index.
   absl::StatusOr<std::vector<std::string>> MissingTasks(bool initialized);

@@ -24,7 +24,14 @@ void ToProto(const AppliedPushes& a, UpdateApplied* p) {
 
 GrpcReplicaLinks::GrpcReplicaLinks(std::vector<std::string> addresses, absl::Duration deadline,
                                    const WireSecurity& wire)
-    : connections_(std::move(addresses), deadline, /*retry_budget=*/absl::ZeroDuration(), wire) {}
+    : connections_(std::move(addresses), deadline, /*retry_budget=*/absl::ZeroDuration(), wire),
+      down_(new std::atomic<bool>[connections_.size()]) {
+  Reset();
+}
+
+void GrpcReplicaLinks::Reset() {
+  for (int i = 0; i < connections_.size(); ++i) down_[i].store(false);
+}
 
 absl::Status GrpcReplicaLinks::SendChunkUpdate(int task, int chunk, int64_t epoch,
                                                const ChunkUpdate& update) {
@@ -58,6 +65,11 @@ absl::Status GrpcReplicaLinks::Send(int task, const ReplicateRequest& request) {
   if (task < 0 || task >= connections_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("no ps task ", task));
   }
+  if (down_[task].load(std::memory_order_acquire)) {
+    return absl::UnavailableError(
+        absl::StrCat("replicating to ", connections_.TaskName(task),
+                     ": it did not answer an update before (every stream drops it at once)"));
+  }
   grpc::ClientContext context;
   connections_.Prepare(&context);
   context.set_deadline(absl::ToChronoTime(absl::Now() + connections_.rpc_timeout()));
@@ -65,6 +77,9 @@ absl::Status GrpcReplicaLinks::Send(int task, const ReplicateRequest& request) {
   const grpc::Status s = connections_.stub(task)->Replicate(&context, request, &response);
   if (s.ok()) return absl::OkStatus();
   const absl::Status status = FromGrpcStatus(s);
+  if (absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) {
+    down_[task].store(true, std::memory_order_release);
+  }
   return absl::Status(status.code(), absl::StrCat("replicating to ", connections_.TaskName(task),
                                                   ": ", status.message()));
 }

@@ -1,6 +1,7 @@
 #ifndef PSTRAIN_RPC_GRPC_REPLICA_LINKS_H_
 #define PSTRAIN_RPC_GRPC_REPLICA_LINKS_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +17,10 @@ namespace pstrain {
 // hold its backups, over gRPC (ParameterServer.Replicate), each call with
 // the job's credentials and token and a deadline of `deadline`: a backup
 // that does not answer in time leaves the primary's stream (it rejoins with
-// a fresh copy), so the primary's answers never wait longer than that.
+// a fresh copy), so the primary's answers never wait longer than that; and
+// once a task missed one (unreachable, or past the deadline), every later
+// update to it fails at once, so each of a primary's streams does not wait
+// the deadline again for it (until Reset).
 // Thread-safe.
 class GrpcReplicaLinks final : public ReplicaLinks {
  public:
@@ -28,11 +32,13 @@ class GrpcReplicaLinks final : public ReplicaLinks {
                                const ChunkUpdate& update) override;
   absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                               const RowsUpdate& update) override;
+  void Reset() override;
 
  private:
   absl::Status Send(int task, const ReplicateRequest& request);
 
   PsConnections connections_;
+  std::unique_ptr<std::atomic<bool>[]> down_;  // per task: missed an update
 };
 
 }  // namespace pstrain

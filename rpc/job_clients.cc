@@ -39,6 +39,8 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& j
   options.wire = job.wire;
   options.trace = trace;
   options.overlap_pull = job.training.overlap_pull;
+  options.copies = job.training.ps_replication;
+  options.failover_after = absl::Seconds(job.training.failover_secs);
   options.compression_ratio =
       job.training.compression == "topk" ? job.training.compression_ratio : 0;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client, PsClient::Create(options));
@@ -47,10 +49,12 @@ absl::StatusOr<std::unique_ptr<ParameterClient>> MakePsClient(const JobConfig& j
 
 absl::StatusOr<std::unique_ptr<ParameterServers>> MakeParameterServers(
     const JobConfig& job, const ShardLayout& layout, const CallPatience& patience) {
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<GrpcParameterServers> servers,
-                           GrpcParameterServers::Create(
-                               job.cluster.ps, layout, patience.deadline.value_or(RpcTimeout(job)),
-                               patience.retry_budget.value_or(RetryBudget(job)), job.wire));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::unique_ptr<GrpcParameterServers> servers,
+      GrpcParameterServers::Create(
+          job.cluster.ps, layout, patience.deadline.value_or(RpcTimeout(job)),
+          patience.retry_budget.value_or(RetryBudget(job)), job.wire, job.training.ps_replication,
+          absl::Seconds(job.training.failover_secs)));
   return servers;
 }
 

@@ -25,12 +25,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
 
 PsClient::PsClient(const PsClientOptions& options)
     : options_(options),
-      connections_(options.ps_addresses, options.rpc_timeout, options.retry_budget, options.wire),
+      connections_(options.ps_addresses, options.rpc_timeout, options.retry_budget, options.wire,
+                   options.copies, options.failover_after),
       params_(options.layout.num_params),
       state_(options.layout.num_state) {
   const size_t n = options_.layout.chunks.size();
   for (size_t c = 0; c < n; ++c) {
     calls_.push_back(std::make_unique<ChunkCall>());
+    calls_.back()->backoff = connections_.RetryBackoff();
     const Chunk& chunk = options_.layout.chunks[c];
     if (options_.compression_ratio > 0) {
       compressors_.push_back(

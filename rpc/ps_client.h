@@ -38,6 +38,13 @@ struct PsClientOptions {
   // covers ps that are still starting or restarting.
   absl::Duration retry_budget = absl::Seconds(60);
   WireSecurity wire;  // mutual TLS and the job token; plaintext by default
+  // ps_replication (issue 55): above 1, a chunk's calls follow a failover to
+  // the copy that serves it now (PsConnections::Reroute); a call unanswered
+  // for half of `failover_after` asks where the chunk is served now (every
+  // second), and is cancelled and sent there if it moved (a primary that is
+  // stopped, not gone, never fails the call).
+  int copies = 1;
+  absl::Duration failover_after = absl::Seconds(2);
   // > 0: top-k compression (ps_protocol/sparse_gradients.h): each chunk pushes
   // this fraction of its gradients, with error feedback.
   double compression_ratio = 0;
@@ -139,6 +146,13 @@ class PsClient : public ParameterClient {
   void EnqueueLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A chunk's call of this push has ended (answered, failed, or never sent).
   void ChunkFinishedLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before a retry of chunk `chunk` whose last attempt a failover may
+  // explain: routes it where it is served now (mu_ is released meanwhile).
+  // False if the chunk's failure stands (it is finished with the error).
+  bool RerouteLocked(int chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A replicated job: cancels the calls that hang on a task whose chunks
+  // moved (see PsClientOptions::failover_after). The sender thread's.
+  void CheckHangingCallsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the buffers of `step`'s push current (nothing of it sent yet).
   void BeginPushLocked(int64_t step, const float* grads, const float* batch_stats)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -19,8 +19,15 @@ struct PsClient::ChunkCall {
   PushPullResponse response;
   std::unique_ptr<grpc::ClientContext> context;
   Backoff backoff = PsRetryBackoff();
+  // A replicated job: the last attempt failed in a way a failover explains;
+  // the retry asks where the chunk is served first.
+  bool reroute = false;
+  grpc::Status failure;
   bool built = false;      // the request holds this push's gradients (a retry resends them)
   int64_t sent_us = 0;     // when the call started (tracing)
+  absl::Time sent_at;      // the same, for a replicated job's check on calls that hang
+  absl::Time checked_at;   // when that check last asked where the chunk is served
+  int sent_to = -1;        // the task the call went to
   int64_t sent_step = -1;  // the trace's step then: the answer is that step's
 };
 

@@ -149,8 +149,13 @@ void PsClient::SenderLoop() {
     {
       absl::MutexLock lock(&mu_);
       while (!stopping_) {
+        if (options_.copies > 1) CheckHangingCallsLocked();
         if (queue_.empty()) {
-          cv_.Wait(&mu_);
+          if (options_.copies > 1) {
+            cv_.WaitWithTimeout(&mu_, absl::Milliseconds(250));
+          } else {
+            cv_.Wait(&mu_);
+          }
           continue;
         }
         // The first item that is due; otherwise wait for the earliest.
@@ -162,7 +167,9 @@ void PsClient::SenderLoop() {
           queue_.erase(due);
           break;
         }
-        cv_.WaitWithDeadline(&mu_, due->second);
+        cv_.WaitWithDeadline(
+            &mu_, options_.copies > 1 ? std::min(due->second, absl::Now() + absl::Milliseconds(250))
+                                      : due->second);
       }
       if (stopping_) return;
     }
@@ -182,6 +189,10 @@ void PsClient::SendChunk(int c) {
     grads = grads_;
     stats = batch_stats_;
     step = options_.sync ? push_step_ : chunk_steps_[c];
+    if (call.reroute) {
+      call.reroute = false;
+      if (!RerouteLocked(c)) return;
+    }
     r.set_generation(chunk_generations_[c]);
     r.set_have_params_version(params_versions_[c]);
     // Progress rides on chunk 0's push (once: a retry does not repeat it).
@@ -234,13 +245,17 @@ void PsClient::SendChunk(int c) {
     }
     call.context = std::make_unique<grpc::ClientContext>();
     call.sent_us = TraceRecorder::NowMicros();
+    call.sent_to = connections_.Serving(chunk.ps);
+    call.sent_at = absl::Now();
+    call.checked_at = call.sent_at;
     if (options_.trace != nullptr) call.sent_step = options_.trace->step();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     connections_.Prepare(call.context.get());
   }
-  connections_.stub(chunk.ps)->async()->PushPull(
-      call.context.get(), &call.request, &call.response,
-      [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
+  connections_.stub(call.sent_to)
+      ->async()
+      ->PushPull(call.context.get(), &call.request, &call.response,
+                 [this, c](grpc::Status s) { OnChunkDone(c, std::move(s)); });
 }
 
 void PsClient::OnChunkDone(int c, grpc::Status status) {
@@ -279,13 +294,22 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     if (!r.state().empty()) std::memcpy(state_.data(), r.state().data(), r.state().size());
   }
   absl::MutexLock lock(&mu_);
-  if (!status.ok() && Retryable(status) && !stopping_) {
+  const bool suspect = !status.ok() && connections_.FailoverSuspect(status);
+  if (!status.ok() && (Retryable(status) || suspect) && !stopping_) {
     if (step_give_up_ == absl::InfinitePast()) {
       step_give_up_ = absl::Now() + options_.retry_budget;
     }
     if (call.backoff.FitsBefore(absl::Now(), step_give_up_)) {
       // Retry from the sender thread after a pause; the ps counts a retried
-      // (replica, step) once.
+      // (replica, step) once, a promoted copy too (it holds what its
+      // primary counted).
+      if (suspect && !call.reroute) {
+        LOG(WARNING) << "replica " << options_.replica << ": chunk " << c << "'s PushPull to "
+                     << connections_.TaskName(call.sent_to) << " failed (" << status.error_message()
+                     << "); retrying where the chunk is served";
+      }
+      call.reroute = suspect;
+      call.failure = status;
       queue_.emplace_back(c, absl::Now() + call.backoff.Next());
       cv_.Signal();
       return;
@@ -309,11 +333,79 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
                              call.request.batch_stats().size());
     bytes_received_ += static_cast<int64_t>(want + r.state().size());
   } else if (error_.ok()) {
-    error_ =
-        CallError("PushPull", absl::StrCat(connections_.TaskName(chunk.ps), " (chunk ", c, ")"),
-                  status, options_.retry_budget);
+    error_ = CallError(
+        "PushPull",
+        absl::StrCat(connections_.TaskName(connections_.Serving(chunk.ps)), " (chunk ", c, ")"),
+        status, options_.retry_budget);
   }
   ChunkFinishedLocked(c);
+}
+
+void PsClient::CheckHangingCallsLocked() {
+  const absl::Time now = absl::Now();
+  std::vector<int> owners;
+  for (size_t c = 0; c < calls_.size(); ++c) {
+    ChunkCall& call = *calls_[c];
+    if (!in_flight_[c] || call.context == nullptr || call.reroute) continue;
+    if (now - call.sent_at < options_.failover_after / 2 ||
+        now - call.checked_at < absl::Seconds(1)) {
+      continue;
+    }
+    call.checked_at = now;
+    const int owner = options_.layout.chunks[c].ps;
+    if (call.sent_to != connections_.Serving(owner)) {
+      call.context->TryCancel();  // it moved already
+      continue;
+    }
+    if (std::find(owners.begin(), owners.end(), owner) == owners.end()) owners.push_back(owner);
+  }
+  for (int owner : owners) {
+    mu_.Unlock();
+    const bool moved = connections_.Reroute(owner);
+    mu_.Lock();
+    if (!moved) continue;
+    for (size_t c = 0; c < calls_.size(); ++c) {
+      ChunkCall& call = *calls_[c];
+      // Its answer comes as CANCELLED, and the retry goes where the chunk is.
+      if (in_flight_[c] && call.context != nullptr && options_.layout.chunks[c].ps == owner &&
+          call.sent_to != connections_.Serving(owner)) {
+        call.context->TryCancel();
+      }
+    }
+  }
+}
+
+bool PsClient::RerouteLocked(int c) {
+  const Chunk& chunk = options_.layout.chunks[c];
+  ChunkCall& call = *calls_[c];
+  // Moved since the call went out (another chunk's retry found where):
+  // nothing to ask.
+  bool moved = call.sent_to != connections_.Serving(chunk.ps);
+  if (!moved) {
+    // Reroute asks the chunk's copies (up to a second): not under mu_.
+    mu_.Unlock();
+    moved = connections_.Reroute(chunk.ps);
+    mu_.Lock();
+  }
+  // The copy that serves it now numbers its versions for itself: ask for
+  // the parameters whole.
+  if (moved) params_versions_[c] = 0;
+  const grpc::StatusCode code = call.failure.error_code();
+  if (moved || stopping_ || code == grpc::StatusCode::UNAVAILABLE ||
+      code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      code == grpc::StatusCode::CANCELLED ||  // hung where the chunk no longer is
+      code == grpc::StatusCode::ABORTED) {    // fenced: the copy that serves it comes
+    return true;  // (a client stopping finishes the chunk where it sends)
+  }
+  // Not a failover after all: the failure stands.
+  if (error_.ok()) {
+    error_ = CallError(
+        "PushPull",
+        absl::StrCat(connections_.TaskName(connections_.Serving(chunk.ps)), " (chunk ", c, ")"),
+        call.failure, options_.retry_budget);
+  }
+  ChunkFinishedLocked(c);
+  return false;
 }
 
 absl::StatusOr<PushOutcome> PsClient::Push(int64_t step, const float* grads,

@@ -25,6 +25,8 @@ void ToProto(const PsStatus& s, StatusResponse* r) {
   r->set_unix_micros(s.unix_micros);
   for (int owner : s.serves) r->add_serves(owner);
   for (int64_t epoch : s.serves_epochs) r->add_serves_epochs(epoch);
+  r->set_served_by(s.served_by);
+  r->set_epoch(s.epoch);
 }
 
 PsStatus FromProto(const StatusResponse& r) {
@@ -49,6 +51,8 @@ PsStatus FromProto(const StatusResponse& r) {
   s.unix_micros = r.unix_micros();
   s.serves.assign(r.serves().begin(), r.serves().end());
   s.serves_epochs.assign(r.serves_epochs().begin(), r.serves_epochs().end());
+  s.served_by = r.served_by();
+  s.epoch = r.epoch();
   return s;
 }
 

@@ -242,11 +242,16 @@ grpc::ServerUnaryReactor* ParameterServerService::PushPull(grpc::CallbackServerC
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerContext* context,
-                                                         const StatusRequest*,
+                                                         const StatusRequest* request,
                                                          StatusResponse* response) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
-  ToProto(task_->Status(), response);
-  return Finish(context, absl::OkStatus());
+  if (!request->has_owner()) {
+    ToProto(task_->Status(), response);
+    return Finish(context, absl::OkStatus());
+  }
+  absl::StatusOr<PsStatus> status = task_->StatusFor(request->owner());
+  if (status.ok()) ToProto(*status, response);
+  return Finish(context, status.status());
 }
 
 grpc::ServerUnaryReactor* ParameterServerService::Shutdown(grpc::CallbackServerContext* context,
@@ -266,8 +271,11 @@ grpc::ServerUnaryReactor* ParameterServerService::Save(grpc::CallbackServerConte
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   RunInBackground([this, reactor, request, response] {
-    absl::StatusOr<ShardSaved> saved = task_->Save(request->step(), request->global_step(),
-                                                   absl::Milliseconds(request->wait_ms()));
+    const absl::Duration wait = absl::Milliseconds(request->wait_ms());
+    absl::StatusOr<ShardSaved> saved =
+        request->has_owner()
+            ? task_->SaveFor(request->owner(), request->step(), request->global_step(), wait)
+            : task_->Save(request->step(), request->global_step(), wait);
     if (saved.ok()) ToProto(*saved, response);
     reactor->Finish(ToGrpcStatus(saved.status()));
   });
@@ -314,19 +322,21 @@ grpc::ServerUnaryReactor* ParameterServerService::PullRows(grpc::CallbackServerC
     parts.push_back({rows->tables[i], rows->ids[i], absl::MakeSpan(rows->values[i])});
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  task_->PullRows(request->replica(), request->step(), request->generation(), std::move(parts),
-                  [reactor, rows, request, response, sparse](absl::Status s) {
-                    if (s.ok()) {
-                      for (size_t i = 0; i < rows->tables.size(); ++i) {
-                        TableRows* out = response->add_tables();
-                        out->set_table(rows->tables[i]);
-                        out->set_ids(request->tables(static_cast<int>(i)).ids());
-                        EncodeFloats(rows->values[i], out->mutable_values());
-                      }
-                      response->set_step(sparse->step());
-                    }
-                    reactor->Finish(ToGrpcStatus(s));
-                  });
+  task_->PullRows(
+      request->replica(), request->step(), request->generation(), std::move(parts),
+      [reactor, rows, request, response, sparse](absl::Status s) {
+        if (s.ok()) {
+          for (size_t i = 0; i < rows->tables.size(); ++i) {
+            TableRows* out = response->add_tables();
+            out->set_table(rows->tables[i]);
+            out->set_ids(request->tables(static_cast<int>(i)).ids());
+            EncodeFloats(rows->values[i], out->mutable_values());
+          }
+          response->set_step(sparse->step());
+        }
+        reactor->Finish(ToGrpcStatus(s));
+      },
+      request->has_owner() ? request->owner() : -1);
   return reactor;
 }
 
@@ -347,14 +357,16 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Applied before PushRows returns (the parts are not kept); answered
   // once a replicated ps's backups hold it.
-  task_->PushRows(request->replica(), request->step(), request->generation(), parts,
-                  [reactor, response](absl::StatusOr<PushResult> pushed) {
-                    if (pushed.ok()) {
-                      response->set_stale(pushed->stale);
-                      response->set_step(pushed->global_step);
-                    }
-                    reactor->Finish(ToGrpcStatus(pushed.status()));
-                  });
+  task_->PushRows(
+      request->replica(), request->step(), request->generation(), parts,
+      [reactor, response](absl::StatusOr<PushResult> pushed) {
+        if (pushed.ok()) {
+          response->set_stale(pushed->stale);
+          response->set_step(pushed->global_step);
+        }
+        reactor->Finish(ToGrpcStatus(pushed.status()));
+      },
+      request->has_owner() ? request->owner() : -1);
   return reactor;
 }
 
@@ -418,6 +430,22 @@ grpc::ServerUnaryReactor* ParameterServerService::Replicate(grpc::CallbackServer
         {decoded.tables[i], std::move(decoded.ids[i]), std::move(decoded.values[i])});
   }
   return Finish(context, task_->FollowRows(request->partition(), update, request->epoch()));
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::Promote(grpc::CallbackServerContext* context,
+                                                          const PromoteRequest* request,
+                                                          PromoteResponse* /*response*/) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  if (request->fence()) {
+    if (request->owner() != task_->identity().ps_index) {
+      return Finish(context, absl::InvalidArgumentError(
+                                 absl::StrCat("a fence for ps ", request->owner(), " reached ps ",
+                                              task_->identity().ps_index)));
+    }
+    return Finish(context, task_->Fence(request->epoch()));
+  }
+  const std::vector<int> backups(request->backups().begin(), request->backups().end());
+  return Finish(context, task_->Promote(request->owner(), request->epoch(), backups));
 }
 
 }  // namespace pstrain

@@ -59,6 +59,9 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const ReplicateRequest* request,
                                       ReplicateResponse* response) override;
+  grpc::ServerUnaryReactor* Promote(grpc::CallbackServerContext* context,
+                                    const PromoteRequest* request,
+                                    PromoteResponse* response) override;
 
  private:
   // Decodes a push and hands it to the task; `done` gets the outcome.

@@ -58,6 +58,7 @@ absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_ste
     requests[p].set_replica(replica);
     requests[p].set_step(global_step);
     requests[p].set_generation(generation);
+    if (connections_->copies() > 1) requests[p].set_owner(p);
     for (size_t t = 0; t < tables_.size(); ++t) {
       if (ids[p][t].empty()) continue;
       TableRows* part = requests[p].add_tables();
@@ -70,11 +71,14 @@ absl::Status RowClient::PullAs(int replica, SparseStep* step, int64_t global_ste
   std::vector<PullRowsResponse> responses(num_ps);
   PSTRAIN_RETURN_IF_ERROR(connections_->Broadcast(
       static_cast<int>(asked.size()), "PullRows",
-      [&](int i) { return connections_->TaskName(asked[i]); },
+      [&](int i) { return connections_->TaskName(connections_->Serving(asked[i])); },
       [&](int i, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
         const int p = asked[i];
-        connections_->stub(p)->async()->PullRows(ctx, &requests[p], &responses[p], std::move(done));
-      }));
+        connections_->stub(connections_->Serving(p))
+            ->async()
+            ->PullRows(ctx, &requests[p], &responses[p], std::move(done));
+      },
+      std::nullopt, [&](int i) { return asked[i]; }));
   // Each ps's rows, per table, in the order its ids were sent.
   std::vector<std::vector<std::vector<float>>> rows(
       num_ps, std::vector<std::vector<float>>(tables_.size()));
@@ -128,6 +132,7 @@ absl::StatusOr<bool> RowClient::Push(const SparseStep& step, int64_t global_step
     requests[p].set_replica(replica_);
     requests[p].set_step(global_step);
     requests[p].set_generation(generation);
+    if (connections_->copies() > 1) requests[p].set_owner(p);
   }
   std::vector<int64_t> ids;
   std::vector<float> grads;
@@ -154,10 +159,13 @@ absl::StatusOr<bool> RowClient::Push(const SparseStep& step, int64_t global_step
   }
   std::vector<PushRowsResponse> responses(num_ps);
   PSTRAIN_RETURN_IF_ERROR(connections_->Broadcast(
-      num_ps, "PushRows", [&](int p) { return connections_->TaskName(p); },
+      num_ps, "PushRows", [&](int p) { return connections_->TaskName(connections_->Serving(p)); },
       [&](int p, grpc::ClientContext* ctx, std::function<void(grpc::Status)> done) {
-        connections_->stub(p)->async()->PushRows(ctx, &requests[p], &responses[p], std::move(done));
-      }));
+        connections_->stub(connections_->Serving(p))
+            ->async()
+            ->PushRows(ctx, &requests[p], &responses[p], std::move(done));
+      },
+      std::nullopt, [](int p) { return p; }));
   bool stale = false;
   for (const PushRowsResponse& r : responses) stale = stale || r.stale();
   absl::MutexLock lock(&mu_);

@@ -7,7 +7,9 @@ chief training as replica 0 and one worker, sync updates, a checkpoint every
 task:
 
   kill  SIGKILL (the launcher restarts the task; a restarted ps makes the chief
-        roll the job back to its last checkpoint)
+        roll the job back to its last checkpoint, unless --ps_replication is 2:
+        then the other ps, which holds a copy of its chunks, serves them within
+        failover_secs and nothing is rolled back)
   stop  SIGSTOP, then SIGCONT 1-8 s later (every step waits for it: within
         the job's sync_timeout of 10 s; a stopped ps holds everyone until it
         continues)
@@ -22,7 +24,11 @@ a task that has already exited by then is replaced by one that has not).
 A trial recovered when: the launcher exits 0; no process of the trial is left;
 the job dir is marked COMPLETED at train_steps; every rollback went back to the
 newest committed checkpoint (never behind it); the final accuracy is within
---max_accuracy_drop points of the undisturbed run's. It prints a table per mode
+--max_accuracy_drop points of the undisturbed run's. With --ps_replication 2,
+a ps that fails is failed over: a trial that disturbs a ps with no failover
+before the second one (the restarted ps holds no copy until a restore) must
+have no rollback at all, and its sync losses must equal the undisturbed run's
+at every logged step past the fault. It prints a table per mode
 and phase: trials, recovered, steps lost (rolled back), seconds lost (against
 the undisturbed run). Exit status 0 iff every trial recovered.
 
@@ -71,7 +77,7 @@ training:
   histogram_steps: 0
   save_summary_steps: 20
   insecure: true
-"""
+{replication}"""
 
 
 def free_ports(n):
@@ -124,7 +130,10 @@ class Trial:
         with open(self.config, "w") as f:
             f.write(CONFIG.format(p0=ports[0], p1=ports[1], p2=ports[2], p3=ports[3],
                                   data_dir=args.data_dir, job_dir=self.job_dir,
-                                  steps=args.train_steps))
+                                  steps=args.train_steps,
+                                  replication="" if args.ps_replication <= 1 else
+                                  "  ps_replication: %d\n  failover_secs: %g\n" % (
+                                      args.ps_replication, args.failover_secs)))
         self.args = args
 
     def log(self):
@@ -283,10 +292,37 @@ def disturb(mode, task, pid, rng):
     return "SIGSTOP %s (pid %d) for %.1f s" % (task, pid, pause)
 
 
-def analyse(trial, code, hung, baseline):
+def losses(text):
+    """{(task, step): loss} of the chief's and workers' progress lines."""
+    found = {}
+    for m in re.finditer(r"^\[(\w+:\d+)\].*\bstep = (\d+), loss = ([0-9.]+),", text, re.M):
+        found[(m.group(1), int(m.group(2)))] = m.group(3)
+    return found
+
+
+def analyse(trial, code, hung, baseline, baseline_losses=None, no_rollback=False,
+            expect_failover=False):
     """(recovered, problems, steps_lost, accuracy)."""
     text = trial.log()
     problems = []
+    if no_rollback:
+        # A replicated job fails over: nothing is trained again.
+        rollbacks = re.findall(r"rolling the job back from global step \d+|"
+                               r"Restoring parameters from \S+: global step \d+", text)
+        if rollbacks:
+            problems.append("rolled back with ps_replication %d: %s" %
+                            (trial.args.ps_replication, "; ".join(rollbacks)))
+        failovers = len(re.findall(r"\(a failover; no rollback\)", text))
+        if expect_failover and failovers == 0 and not hung:
+            problems.append("no failover logged")
+        if baseline_losses:
+            mine = losses(text)
+            differ = [(k, mine[k], v) for k, v in sorted(baseline_losses.items())
+                      if k in mine and mine[k] != v]
+            if differ:
+                problems.append("sync losses differ from the undisturbed run's at %d logged "
+                                "steps, first (replica, step) %s: %s vs %s" %
+                                (len(differ), differ[0][0], differ[0][1], differ[0][2]))
     if hung:
         problems.append("the launcher did not exit in time (killed)")
     elif code != 0:
@@ -353,7 +389,18 @@ def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_s
         if mode is not None:
             done = inject(trial, mode, task, phase, rng, train_secs)
         code, hung = trial.finish(args.trial_timeout)
-        ok, problems, lost, accuracy = analyse(trial, code, hung, baseline)
+        # A killed or stopped ps of a replicated job is failed over (a
+        # stop shorter than failover_secs needs none, and a shutdown's
+        # kill may come after the chief stopped watching).
+        replicated_ps = (args.ps_replication > 1 and done is not None and task.startswith("ps")
+                         and phase != "shutdown")
+        paused = re.search(r"for ([0-9.]+) s", done or "")
+        expect_failover = replicated_ps and (
+            mode == "kill" or (paused and float(paused.group(1)) > args.failover_secs + 1))
+        ok, problems, lost, accuracy = analyse(
+            trial, code, hung, baseline,
+            baseline_losses=args.baseline_losses if replicated_ps else None,
+            no_rollback=replicated_ps, expect_failover=expect_failover)
         if mode is None or done is not None:
             return trial, ok, problems, lost, accuracy, done
         print("%-34s nothing injected (the phase did not come); running it again" % name,
@@ -387,6 +434,9 @@ def main():
     parser.add_argument("--max_accuracy_drop", type=float, default=1.0, help="points")
     parser.add_argument("--trial_timeout", type=float, default=300)
     parser.add_argument("--keep", action="store_true", help="keep every trial's dir")
+    parser.add_argument("--ps_replication", type=int, default=1,
+                        help="copies of every chunk (2: a ps that fails is failed over)")
+    parser.add_argument("--failover_secs", type=float, default=2)
     args = parser.parse_args()
     args.bin = os.path.abspath(args.bin)
     rng = random.Random(args.seed)
@@ -394,12 +444,14 @@ def main():
     ports = free_ports(4)
     print("work dir %s, ports %s, seed %d" % (work, ports, args.seed), flush=True)
 
+    args.baseline_losses = None
     trial, ok, problems, _, baseline, _ = run_trial(args, work, "baseline", ports, None, None,
                                                     None, rng, None, 0)
     if not ok:
         print("the undisturbed run failed: %s\n%s" % ("; ".join(problems), trial.log()[-3000:]))
         return 1
     base_secs = trial.seconds
+    args.baseline_losses = losses(trial.log())
     m = re.findall(r"\((\d+\.\d+) s of training\)", trial.log())
     train_secs = float(m[-1]) if m else base_secs / 2
     print("undisturbed: accuracy %.4f, %.1f s (%.1f s of training)" %

@@ -1,0 +1,191 @@
+#include "chief/failover.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+#include "ps_protocol/shard_layout.h"
+
+namespace pstrain {
+
+FailoverPlanner::FailoverPlanner(int num_ps, int copies, absl::Duration failover_after,
+                                 absl::Time now)
+    : num_ps_(num_ps),
+      copies_(copies),
+      failover_after_(failover_after),
+      last_ok_(num_ps, now),
+      fresh_(num_ps, true),
+      server_(num_ps),
+      epoch_(num_ps, 1) {
+  for (int i = 0; i < num_ps; ++i) server_[i] = i;
+}
+
+FailoverPlanner::Decision FailoverPlanner::Observe(
+    const std::vector<absl::StatusOr<PsStatus>>& probe, absl::Time now) {
+  std::vector<bool> answers(num_ps_, false);  // answered now, with parameters
+  for (int t = 0; t < num_ps_ && t < static_cast<int>(probe.size()); ++t) {
+    if (!probe[t].ok()) continue;
+    const PsStatus& s = *probe[t];
+    if (!s.initialized) {
+      fresh_[t] = false;  // restarted: its copies are gone
+      continue;
+    }
+    answers[t] = true;
+    last_ok_[t] = now;
+    // What the tasks say they serve wins over what this planner recorded
+    // (a restarted chief learns the failovers before it).
+    for (size_t k = 0; k < s.serves.size() && k < s.serves_epochs.size(); ++k) {
+      const int owner = s.serves[k];
+      if (owner >= 0 && owner < num_ps_ && s.serves_epochs[k] > epoch_[owner]) {
+        server_[owner] = t;
+        epoch_[owner] = s.serves_epochs[k];
+      }
+    }
+  }
+  for (int t = 0; t < num_ps_; ++t) {
+    if (now - last_ok_[t] > failover_after_ / 2) fresh_[t] = false;
+  }
+  Decision decision;
+  std::vector<std::string> lost;
+  for (int owner = 0; owner < num_ps_; ++owner) {
+    const int server = server_[owner];
+    if (now - last_ok_[server] < failover_after_) continue;
+    Promotion promotion;
+    promotion.owner = owner;
+    promotion.task = -1;
+    promotion.epoch = epoch_[owner] + 1;
+    for (int t : ReplicaTasks(owner, num_ps_, copies_)) {
+      if (t == server || !fresh_[t] || !answers[t]) continue;
+      if (promotion.task < 0) {
+        promotion.task = t;
+      } else {
+        promotion.backups.push_back(t);
+      }
+    }
+    if (promotion.task >= 0) {
+      decision.promotions.push_back(std::move(promotion));
+    } else {
+      lost.push_back(absl::StrCat(
+          "ps ", owner, "'s (served by ps ", server, ", silent for ",
+          absl::FormatDuration(absl::Trunc(now - last_ok_[server], absl::Milliseconds(100))), ")"));
+    }
+  }
+  for (int t = 0; t < num_ps_; ++t) {
+    if (answers[t] && server_[t] != t) decision.fences.emplace_back(t, epoch_[t]);
+  }
+  if (!lost.empty()) {
+    decision.lost = absl::StrCat("every copy of the chunks and rows of ", absl::StrJoin(lost, ", "),
+                                 " is gone or out of step");
+  }
+  return decision;
+}
+
+void FailoverPlanner::Promoted(const Promotion& promotion) {
+  server_[promotion.owner] = promotion.task;
+  epoch_[promotion.owner] = std::max(epoch_[promotion.owner], promotion.epoch);
+}
+
+void FailoverPlanner::Restored(absl::Time now) {
+  for (int i = 0; i < num_ps_; ++i) {
+    last_ok_[i] = now;
+    fresh_[i] = true;
+    server_[i] = i;
+    epoch_[i] = 1;
+  }
+}
+
+std::string FailoverPlanner::Describe() const {
+  std::vector<std::string> parts;
+  for (int owner = 0; owner < num_ps_; ++owner) {
+    if (server_[owner] != owner) {
+      parts.push_back(absl::StrCat("ps ", owner, "'s chunks on ps ", server_[owner], " (epoch ",
+                                   epoch_[owner], ")"));
+    }
+  }
+  std::vector<std::string> stale;
+  for (int t = 0; t < num_ps_; ++t) {
+    if (!fresh_[t]) stale.push_back(absl::StrCat(t));
+  }
+  if (!stale.empty()) {
+    parts.push_back(absl::StrCat("copies out of step on ps ", absl::StrJoin(stale, ", "),
+                                 " (until a restore)"));
+  }
+  return parts.empty() ? "every ps serves its own chunks, every copy in step"
+                       : absl::StrJoin(parts, "; ");
+}
+
+FailoverWatch::FailoverWatch(std::unique_ptr<ParameterServers> servers, int copies,
+                             absl::Duration failover_after, RollBack roll_back)
+    : servers_(std::move(servers)),
+      failover_after_(failover_after),
+      roll_back_(std::move(roll_back)),
+      planner_(servers_->size(), copies, failover_after, absl::Now()) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+FailoverWatch::~FailoverWatch() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void FailoverWatch::Loop() {
+  const absl::Duration deadline = std::min(failover_after_ / 2, absl::Seconds(1));
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200))) return;
+      if (restored_) {
+        restored_ = false;
+        rolling_back_ = false;
+        planner_.Restored(absl::Now());
+        LOG(INFO) << "failover watch: the job was restored; " << planner_.Describe();
+      }
+      if (rolling_back_) continue;
+    }
+    const std::vector<absl::StatusOr<PsStatus>> probe = servers_->Probe(deadline);
+    // The job is ending: the ps leave, which is no failure.
+    bool ending = false;
+    for (const auto& s : probe) ending = ending || (s.ok() && s->shutting_down);
+    if (ending) continue;
+    const FailoverPlanner::Decision decision = planner_.Observe(probe, absl::Now());
+    for (const FailoverPlanner::Promotion& p : decision.promotions) {
+      LOG(WARNING) << "ps " << planner_.serving(p.owner) << " has not answered for "
+                   << absl::FormatDuration(failover_after_) << ": ps " << p.task
+                   << " serves the chunks and rows of ps " << p.owner << " from epoch " << p.epoch
+                   << " (a failover; no rollback)";
+      absl::Status s = servers_->Promote(p.task, p.owner, p.epoch, p.backups, deadline * 2);
+      if (!s.ok()) {
+        LOG(WARNING) << "the failover of ps " << p.owner << "'s chunks to ps " << p.task
+                     << " failed (tried again at the next probe): " << s.message();
+        continue;
+      }
+      planner_.Promoted(p);
+      LOG(INFO) << "failover done: " << planner_.Describe();
+    }
+    for (const auto& [task, epoch] : decision.fences) {
+      LOG(WARNING) << "ps " << task << " answers again after its failover: fencing it (epoch "
+                   << epoch << ")";
+      if (absl::Status s = servers_->Fence(task, epoch, deadline * 2); !s.ok()) {
+        LOG(WARNING) << "could not fence ps " << task
+                     << " (tried again at the next probe): " << s.message();
+      }
+    }
+    if (!decision.lost.empty()) {
+      LOG(ERROR) << decision.lost << ": the job rolls back to its last checkpoint";
+      {
+        absl::MutexLock lock(&mu_);
+        rolling_back_ = true;
+      }
+      roll_back_(decision.lost, [this] {
+        absl::MutexLock lock(&mu_);
+        restored_ = true;
+      });
+    }
+  }
+}
+
+}  // namespace pstrain

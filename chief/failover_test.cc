@@ -1,0 +1,140 @@
+#include "chief/failover.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using Probe = std::vector<absl::StatusOr<PsStatus>>;
+
+PsStatus Up(int task) {
+  PsStatus s;
+  s.ps_task = task;
+  s.served_by = task;
+  s.initialized = true;
+  s.epoch = 1;
+  return s;
+}
+
+// Every task answers with its parameters, but those in `down` (no answer)
+// and those in `empty` (restarted: no parameters).
+Probe ProbeOf(int n, std::vector<int> down = {}, std::vector<int> empty = {}) {
+  Probe probe;
+  for (int t = 0; t < n; ++t) {
+    if (std::find(down.begin(), down.end(), t) != down.end()) {
+      probe.push_back(absl::UnavailableError("connection refused"));
+    } else {
+      PsStatus s = Up(t);
+      s.initialized = std::find(empty.begin(), empty.end(), t) == empty.end();
+      probe.push_back(s);
+    }
+  }
+  return probe;
+}
+
+constexpr absl::Duration kAfter = absl::Seconds(2);
+
+TEST(FailoverPlannerTest, SilentPrimaryFailsOverToTheNextCopyOnlyAfterFailoverSecs) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(3, 3, kAfter, t0);
+  EXPECT_TRUE(planner.Observe(ProbeOf(3), t0).promotions.empty());
+  // Ps 1 goes silent: nothing until failover_after has passed.
+  EXPECT_TRUE(planner.Observe(ProbeOf(3, {1}), t0 + absl::Seconds(1)).promotions.empty());
+  EXPECT_TRUE(planner.Observe(ProbeOf(3, {1}), t0 + absl::Milliseconds(1900)).promotions.empty());
+  const FailoverPlanner::Decision d = planner.Observe(ProbeOf(3, {1}), t0 + absl::Seconds(2));
+  ASSERT_EQ(d.promotions.size(), 1u);
+  EXPECT_TRUE(d.lost.empty());
+  // Ps 1's copies are on 2 then 0: 2 serves, 0 stays a backup.
+  EXPECT_EQ(d.promotions[0].owner, 1);
+  EXPECT_EQ(d.promotions[0].task, 2);
+  EXPECT_EQ(d.promotions[0].epoch, 2);
+  EXPECT_EQ(d.promotions[0].backups, std::vector<int>{0});
+  planner.Promoted(d.promotions[0]);
+  EXPECT_EQ(planner.serving(1), 2);
+  EXPECT_EQ(planner.epoch(1), 2);
+  EXPECT_FALSE(planner.fresh(1));
+  // Done once: ps 2 answers, so nothing more is due.
+  EXPECT_TRUE(planner.Observe(ProbeOf(3, {1}), t0 + absl::Seconds(3)).promotions.empty());
+  // Ps 1 was only stopped and answers again, with what it held: it is
+  // fenced at the failover's epoch, and stays out of step.
+  FailoverPlanner::Decision back = planner.Observe(ProbeOf(3), t0 + absl::Seconds(4));
+  EXPECT_TRUE(back.promotions.empty());
+  ASSERT_EQ(back.fences.size(), 1u);
+  EXPECT_EQ(back.fences[0], std::make_pair(1, int64_t{2}));
+  EXPECT_FALSE(planner.fresh(1));
+  // Fenced, it says it holds nothing in step: nothing more to do.
+  back = planner.Observe(ProbeOf(3, {}, {1}), t0 + absl::Seconds(5));
+  EXPECT_TRUE(back.fences.empty());
+  EXPECT_TRUE(back.promotions.empty());
+}
+
+TEST(FailoverPlannerTest, RestartedTaskIsNoCopyAndTheSecondLossRollsBack) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(2, 2, kAfter, t0);
+  planner.Observe(ProbeOf(2), t0);
+  // Ps 0 restarts at once, without its parameters: it is failed over all
+  // the same (its answers without parameters do not count).
+  planner.Observe(ProbeOf(2, {}, {0}), t0 + absl::Seconds(1));
+  FailoverPlanner::Decision d = planner.Observe(ProbeOf(2, {}, {0}), t0 + absl::Seconds(2));
+  ASSERT_EQ(d.promotions.size(), 1u);
+  EXPECT_EQ(d.promotions[0].owner, 0);
+  EXPECT_EQ(d.promotions[0].task, 1);
+  EXPECT_TRUE(d.promotions[0].backups.empty());  // ps 0 holds nothing now
+  planner.Promoted(d.promotions[0]);
+  // Ps 1 then dies too: no fresh copy of either task's chunks is left.
+  d = planner.Observe(ProbeOf(2, {1}, {0}), t0 + absl::Seconds(3));
+  EXPECT_TRUE(d.promotions.empty());
+  d = planner.Observe(ProbeOf(2, {1}, {0}), t0 + absl::Seconds(5));
+  EXPECT_TRUE(d.promotions.empty());
+  EXPECT_NE(d.lost.find("every copy of the chunks and rows of ps 0's (served by ps 1"),
+            std::string::npos)
+      << d.lost;
+  // After the rollback every copy is in step again, and each serves its own.
+  planner.Restored(t0 + absl::Seconds(9));
+  EXPECT_EQ(planner.serving(0), 0);
+  EXPECT_EQ(planner.epoch(0), 1);
+  EXPECT_TRUE(planner.fresh(0));
+  EXPECT_TRUE(planner.Observe(ProbeOf(2), t0 + absl::Seconds(9)).lost.empty());
+}
+
+TEST(FailoverPlannerTest, CopyOnATaskSilentForHalfTheTimeIsNeverPromoted) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(2, 2, kAfter, t0);
+  planner.Observe(ProbeOf(2), t0);
+  // Ps 1 misses answers for 1.5 s (its primaries may drop it from their
+  // streams): its copies are out of step, even once it answers again.
+  planner.Observe(ProbeOf(2, {1}), t0 + absl::Milliseconds(1500));
+  planner.Observe(ProbeOf(2), t0 + absl::Seconds(2));
+  EXPECT_FALSE(planner.fresh(1));
+  EXPECT_TRUE(planner.fresh(0));
+  planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(3));
+  const FailoverPlanner::Decision d = planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(4));
+  EXPECT_TRUE(d.promotions.empty());
+  EXPECT_FALSE(d.lost.empty());
+}
+
+TEST(FailoverPlannerTest, LearnsFailoversFromWhatTheTasksServe) {
+  // A restarted chief: ps 2 says it serves ps 1's chunks at epoch 3.
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(3, 2, kAfter, t0);
+  Probe probe = ProbeOf(3, {}, {1});
+  PsStatus two = *probe[2];
+  two.serves = {1};
+  two.serves_epochs = {3};
+  probe[2] = two;
+  planner.Observe(probe, t0);
+  EXPECT_EQ(planner.serving(1), 2);
+  EXPECT_EQ(planner.epoch(1), 3);
+  // Ps 1, restarted and empty, is no failure of its chunks (ps 2 serves
+  // them): nothing is due however long it stays so.
+  const FailoverPlanner::Decision d = planner.Observe(probe, t0 + absl::Seconds(10));
+  EXPECT_TRUE(d.promotions.empty());
+  EXPECT_TRUE(d.lost.empty());
+  EXPECT_NE(planner.Describe().find("ps 1's chunks on ps 2 (epoch 3)"), std::string::npos)
+      << planner.Describe();
+}
+
+}  // namespace
+}  // namespace pstrain
