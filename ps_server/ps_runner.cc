@@ -10,8 +10,8 @@
 #include "io/checkpoint.h"
 #include "models/model_options.h"
 #include "ps/ps_task.h"
-#include "rpc/grpc_replica_links.h"
 #include "rpc/ps_server.h"
+#include "rpc/replica_links.h"
 
 namespace pstrain {
 namespace {
@@ -73,12 +73,11 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
   // A replicated job (issue 55): a primary's updates reach its backups over
   // these links; one that does not answer within failover_secs leaves the
   // primary's stream, so no answer waits longer for it.
-  std::unique_ptr<GrpcReplicaLinks> links;
+  std::unique_ptr<ReplicaLinks> links;
   PsReplication replication;
   replication.copies = t.ps_replication;
   if (t.ps_replication > 1) {
-    links = std::make_unique<GrpcReplicaLinks>(job.cluster.ps, absl::Seconds(t.failover_secs),
-                                               job.wire);
+    links = MakeGrpcReplicaLinks(job.cluster.ps, absl::Seconds(t.failover_secs), job.wire);
     replication.links = links.get();
   }
   PSTRAIN_ASSIGN_OR_RETURN(

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "ps_protocol/row_wire.h"
 #include "rpc/grpc_util.h"
+#include "rpc/replica_links.h"
 
 namespace pstrain {
 namespace {
@@ -82,6 +83,12 @@ absl::Status GrpcReplicaLinks::Send(int task, const ReplicateRequest& request) {
   }
   return absl::Status(status.code(), absl::StrCat("replicating to ", connections_.TaskName(task),
                                                   ": ", status.message()));
+}
+
+std::unique_ptr<ReplicaLinks> MakeGrpcReplicaLinks(std::vector<std::string> addresses,
+                                                   absl::Duration deadline,
+                                                   const WireSecurity& wire) {
+  return std::make_unique<GrpcReplicaLinks>(std::move(addresses), deadline, wire);
 }
 
 }  // namespace pstrain

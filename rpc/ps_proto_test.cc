@@ -41,6 +41,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   s.unix_micros = 123456789;
   s.serves = {0, 2};
   s.serves_epochs = {3, 2};
+  s.served_by = 1;
+  s.epoch = 4;
   StatusResponse r;
   ToProto(s, &r);
   ExpectEveryFieldSet(r);
@@ -58,6 +60,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   EXPECT_EQ(back.job_done, s.job_done);
   EXPECT_EQ(back.preempting, s.preempting);
   EXPECT_EQ(back.departures, s.departures);
+  EXPECT_EQ(back.served_by, s.served_by);
+  EXPECT_EQ(back.epoch, s.epoch);
   EXPECT_EQ(back.inputs_ended, s.inputs_ended);
   EXPECT_EQ(back.loss_sum, s.loss_sum);
   EXPECT_EQ(back.loss_batches, s.loss_batches);

@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/env.h"
 #include "config/cluster_config.h"
 #include "launch/supervisor.h"
@@ -74,6 +76,7 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   t.eval_steps = 0;
   t.wire_format = o.wire_format;
   t.insecure = !o.tls;
+  t.ps_replication = o.ps_replication;
   if (o.tls) {
     t.tls_dir = JoinPath(dir, "certs");
     t.token_file = JoinPath(t.tls_dir, "job.token");
@@ -150,6 +153,19 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
+  // Each ps's peak resident memory (VmHWM), before they exit.
+  std::vector<std::string> memory;
+  const std::vector<pid_t> pids = (*supervisor)->pids();
+  for (int i = 0; i < o.num_ps && i < static_cast<int>(pids.size()); ++i) {
+    std::ifstream status(absl::StrCat("/proc/", pids[i], "/status"));
+    std::string line;
+    long long kb = -1;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) kb = std::atoll(line.c_str() + 6);
+    }
+    if (kb < 0) continue;
+    memory.push_back(absl::StrCat("ps ", i, " ", kb / 1024, " MiB"));
+  }
   (void)(*client)->Shutdown("benchmark over");
   JobResult result = (*supervisor)->Wait("ps:0", absl::Seconds(20));
   for (const std::string& line : report) std::printf("%s\n", line.c_str());
@@ -171,6 +187,8 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
       o.batch_size, static_cast<long long>(s1 - s0), secs);
   std::printf("payload bytes per global step (both ways, all workers): %.1f MB\n",
               bytes_per_step / 1e6);
+  std::printf("ps_replication %d; ps peak resident memory: %s\n", o.ps_replication,
+              absl::StrJoin(memory, ", ").c_str());
   std::printf("global steps/sec: %.2f\n", (s1 - s0) / secs);
   std::printf("train examples/sec: %.1f\n", (s1 - s0) * examples_per_step / secs);
   return 0;

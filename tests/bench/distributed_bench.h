@@ -16,13 +16,15 @@ struct DistributedBenchOptions {
   std::string update = "sync";
   int threads_per_process = 1;
   std::string wire_format = "float32";
-  bool tls = false;  // mutual TLS and a job token (as pstrain-launch), else insecure
+  bool tls = false;        // mutual TLS and a job token (as pstrain-launch), else insecure
+  int ps_replication = 1;  // copies of every chunk (issue 55)
 };
 
 // Starts real pstrain-ps and pstrain-worker processes on loopback (found next
 // to this binary), plays the chief itself without training (initializes,
 // follows the global step, ends the job), and prints bytes per step, PushPull
-// latency percentiles from every worker, and, last, the aggregate
+// latency percentiles from every worker, each ps's peak resident memory,
+// and, last, the aggregate
 // "train examples/sec: X" between the warm-up and the end. Returns the exit
 // code.
 int RunDistributedBench(const DistributedBenchOptions& options);

@@ -39,6 +39,7 @@ DEFINE_bool(tls, false,
 DEFINE_string(wire_dtype, "float32",
               "--distributed: gradients and parameters on the wire, float32 or bf16.");
 DEFINE_int32(ps, 1, "--distributed: parameter servers.");
+DEFINE_int32(ps_replication, 1, "--distributed: copies of every chunk and table partition.");
 DEFINE_int32(workers, 2, "--distributed: workers (the chief does not train).");
 DEFINE_string(update, "sync", "--distributed: sync or async.");
 DEFINE_string(data_dir, "", "--distributed: the workers' training data (default Fashion-MNIST).");
@@ -230,6 +231,7 @@ int main(int argc, char** argv) {
     o.threads_per_process = FLAGS_threads_per_process;
     o.wire_format = FLAGS_wire_dtype;
     o.tls = FLAGS_tls;
+    o.ps_replication = FLAGS_ps_replication;
     return pstrain::RunDistributedBench(o);
   }
   const int threads =

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Fault-injection runner: a pstrain job under pstrain-launch, disturbed.
 
-Each trial launches the same small job (mnist_cnn on Fashion-MNIST, 2 ps, the
-chief training as replica 0 and one worker, sync updates, a checkpoint every
-20 steps) and, at a random moment of a phase, does one thing to one random
+Each trial launches the same small job (mnist_cnn on Fashion-MNIST, or with
+--job wide_deep examples/models/wide_and_deep.yaml on synthetic click data; 2
+ps, the chief training as replica 0 and one worker, sync updates or --update
+async, a checkpoint every 20 steps) and, at a random moment of a phase, does one thing to one random
 task:
 
   kill  SIGKILL (the launcher restarts the task; a restarted ps makes the chief
@@ -59,12 +60,12 @@ CONFIG = """cluster:
   worker: ["127.0.0.1:{p1}"]
   ps: ["127.0.0.1:{p2}", "127.0.0.1:{p3}"]
 training:
-  model: mnist_cnn
+  model: {model}
   data_dir: {data_dir}
   job_dir: {job_dir}
-  update: sync
+  update: {update}
   chief_trains: true
-  batch_size: 64
+  batch_size: {batch}
   train_steps: {steps}
   eval_steps: 0
   checkpoint_steps: 20
@@ -129,6 +130,7 @@ class Trial:
         self.log_path = os.path.join(self.dir, "launch.log")
         with open(self.config, "w") as f:
             f.write(CONFIG.format(p0=ports[0], p1=ports[1], p2=ports[2], p3=ports[3],
+                                  model=args.model, update=args.update, batch=args.batch_size,
                                   data_dir=args.data_dir, job_dir=self.job_dir,
                                   steps=args.train_steps,
                                   replication="" if args.ps_replication <= 1 else
@@ -399,7 +401,8 @@ def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_s
             mode == "kill" or (paused and float(paused.group(1)) > args.failover_secs + 1))
         ok, problems, lost, accuracy = analyse(
             trial, code, hung, baseline,
-            baseline_losses=args.baseline_losses if replicated_ps else None,
+            baseline_losses=(args.baseline_losses
+                             if replicated_ps and args.update == "sync" else None),
             no_rollback=replicated_ps, expect_failover=expect_failover)
         if mode is None or done is not None:
             return trial, ok, problems, lost, accuracy, done
@@ -434,6 +437,10 @@ def main():
     parser.add_argument("--max_accuracy_drop", type=float, default=1.0, help="points")
     parser.add_argument("--trial_timeout", type=float, default=300)
     parser.add_argument("--keep", action="store_true", help="keep every trial's dir")
+    parser.add_argument("--job", choices=["mnist_cnn", "wide_deep"], default="mnist_cnn",
+                        help="mnist_cnn on Fashion-MNIST, or examples/models/wide_and_deep.yaml "
+                        "on synthetic click data pstrain-data makes (embedding tables on the ps)")
+    parser.add_argument("--update", choices=["sync", "async"], default="sync")
     parser.add_argument("--ps_replication", type=int, default=1,
                         help="copies of every chunk (2: a ps that fails is failed over)")
     parser.add_argument("--failover_secs", type=float, default=2)
@@ -441,6 +448,17 @@ def main():
     args.bin = os.path.abspath(args.bin)
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="pstrain_faults_")
+    args.model, args.batch_size = "mnist_cnn", 64
+    if args.job == "wide_deep":
+        here = os.path.dirname(os.path.abspath(__file__))
+        args.model = os.path.join(here, "..", "..", "examples", "models", "wide_and_deep.yaml")
+        args.batch_size = 128
+        args.data_dir = os.path.join(work, "ctr")
+        os.makedirs(args.data_dir)
+        subprocess.run([os.path.join(args.bin, "pstrain-data"), "synthetic-ctr",
+                        "--out", os.path.join(args.data_dir, "train.tsv"), "--examples", "40000",
+                        "--test_out", os.path.join(args.data_dir, "test.tsv"),
+                        "--test_examples", "5000"], check=True, stdout=subprocess.DEVNULL)
     ports = free_ports(4)
     print("work dir %s, ports %s, seed %d" % (work, ports, args.seed), flush=True)
 
