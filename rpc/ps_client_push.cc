@@ -303,7 +303,8 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
       // Retry from the sender thread after a pause; the ps counts a retried
       // (replica, step) once, a promoted copy too (it holds what its
       // primary counted).
-      if (suspect && !call.reroute) {
+      if (suspect && !call.warned) {
+        call.warned = true;  // once until it gets through
         LOG(WARNING) << "replica " << options_.replica << ": chunk " << c << "'s PushPull to "
                      << connections_.TaskName(call.sent_to) << " failed (" << status.error_message()
                      << "); retrying where the chunk is served";
@@ -321,6 +322,7 @@ void PsClient::OnChunkDone(int c, grpc::Status status) {
     rolled_back_ = true;
   } else if (status.ok()) {
     call.backoff.Reset();
+    call.warned = false;
     chunk_steps_[c] = r.global_step();
     chunk_generations_[c] = r.generation();
     params_versions_[c] = r.params_version();
