@@ -138,8 +138,9 @@ class CheckpointerTest : public ::testing::Test {
       return Now()->Leave(replica, reason, input_ended, budget);
     }
     absl::StatusOr<ParameterView> Read() override { return Now()->Read(); }
-    std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) override {
-      return Now()->Probe(deadline);
+    std::vector<absl::StatusOr<PsStatus>> Probe(
+        absl::Duration deadline, const std::vector<int64_t>& confirm_drops) override {
+      return Now()->Probe(deadline, confirm_drops);
     }
     absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
                          absl::Duration deadline) override {

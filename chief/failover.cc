@@ -17,7 +17,8 @@ FailoverPlanner::FailoverPlanner(int num_ps, int copies, absl::Duration failover
       last_ok_(num_ps, now),
       fresh_(num_ps, true),
       server_(num_ps),
-      epoch_(num_ps, 1) {
+      epoch_(num_ps, 1),
+      drops_seen_(num_ps, 0) {
   for (int i = 0; i < num_ps; ++i) server_[i] = i;
 }
 
@@ -33,6 +34,14 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     }
     answers[t] = true;
     last_ok_[t] = now;
+    // Backups its streams dropped are out of step (before the drop is
+    // confirmed, so no answer goes out that they lack).
+    if (s.backup_drops > drops_seen_[t]) {
+      for (int dropped : s.dropped_backups) {
+        if (dropped >= 0 && dropped < num_ps_) fresh_[dropped] = false;
+      }
+      drops_seen_[t] = s.backup_drops;
+    }
     // What the tasks say they serve wins over what this planner recorded
     // (a restarted chief learns the failovers before it).
     for (size_t k = 0; k < s.serves.size() && k < s.serves_epochs.size(); ++k) {
@@ -146,7 +155,8 @@ void FailoverWatch::Loop() {
       }
       if (rolling_back_) continue;
     }
-    const std::vector<absl::StatusOr<PsStatus>> probe = servers_->Probe(deadline);
+    const std::vector<absl::StatusOr<PsStatus>> probe =
+        servers_->Probe(deadline, planner_.confirm_drops());
     // The job is ending: the ps leave, which is no failure.
     bool ending = false;
     for (const auto& s : probe) ending = ending || (s.ok() && s->shutting_down);

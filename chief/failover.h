@@ -28,7 +28,9 @@ namespace pstrain {
 //   has failed: the next copy of those chunks on the ring that is fresh and
 //   answers becomes their server, at the next epoch.
 // - A copy is fresh from the job's start (every copy was initialized or
-//   restored alike) until its task misses answers for half of
+//   restored alike) until a primary drops it from its streams (its status
+//   says so; the primary's answers wait until the next probe confirms the
+//   drop, after this planner marked it), or its task misses answers for half of
 //   `failover_after` (its primaries may have dropped it from their streams,
 //   which they do after `failover_after` without an answer) or answers
 //   without parameters (it restarted). A stale copy is never promoted; it
@@ -69,6 +71,10 @@ class FailoverPlanner {
   // serves its own chunks again at epoch 1, every copy fresh.
   void Restored(absl::Time now);
 
+  // What the next probe confirms of each task's dropped backups: the drops
+  // this planner saw, whose backups it marked out of step.
+  const std::vector<int64_t>& confirm_drops() const { return drops_seen_; }
+
   int serving(int owner) const { return server_[owner]; }
   int64_t epoch(int owner) const { return epoch_[owner]; }
   bool fresh(int task) const { return fresh_[task]; }
@@ -83,6 +89,7 @@ class FailoverPlanner {
   std::vector<bool> fresh_;          // per task: its copies are in step
   std::vector<int> server_;          // per owner
   std::vector<int64_t> epoch_;       // per owner
+  std::vector<int64_t> drops_seen_;  // per task: its streams' drops this planner saw
 };
 
 // Runs a FailoverPlanner on a thread of its own: probes every ps each 200

@@ -115,6 +115,29 @@ TEST(FailoverPlannerTest, CopyOnATaskSilentForHalfTheTimeIsNeverPromoted) {
   EXPECT_FALSE(d.lost.empty());
 }
 
+TEST(FailoverPlannerTest, ABackupItsPrimaryDroppedIsOutOfStepBeforeTheDropIsConfirmed) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(2, 2, kAfter, t0);
+  EXPECT_EQ(planner.confirm_drops(), (std::vector<int64_t>{0, 0}));
+  // Ps 0's stream dropped its backup on ps 1 (a link fault: ps 1 still
+  // answers the chief); ps 0's answers wait until the drop is confirmed.
+  Probe probe = ProbeOf(2);
+  PsStatus zero = *probe[0];
+  zero.backup_drops = 1;
+  zero.dropped_backups = {1};
+  probe[0] = zero;
+  planner.Observe(probe, t0 + absl::Milliseconds(200));
+  EXPECT_FALSE(planner.fresh(1));
+  EXPECT_TRUE(planner.fresh(0));
+  // The next probe confirms it: ps 1 was marked first.
+  EXPECT_EQ(planner.confirm_drops(), (std::vector<int64_t>{1, 0}));
+  // So ps 0 dying now is no failover to the copy it dropped: a rollback.
+  planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(1));
+  const FailoverPlanner::Decision d = planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(3));
+  EXPECT_TRUE(d.promotions.empty());
+  EXPECT_FALSE(d.lost.empty());
+}
+
 TEST(FailoverPlannerTest, LearnsFailoversFromWhatTheTasksServe) {
   // A restarted chief: ps 2 says it serves ps 1's chunks at epoch 3.
   const absl::Time t0 = absl::FromUnixSeconds(1000);

@@ -124,9 +124,12 @@ absl::StatusOr<ParameterView> InProcessParameterServers::Read() {
 }
 
 std::vector<absl::StatusOr<PsStatus>> InProcessParameterServers::Probe(
-    absl::Duration /*deadline*/) {
+    absl::Duration /*deadline*/, const std::vector<int64_t>& confirm_drops) {
   std::vector<absl::StatusOr<PsStatus>> statuses;
-  for (PsTask* task : tasks_) statuses.push_back(task->Status());
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    if (i < confirm_drops.size() && confirm_drops[i] > 0) tasks_[i]->ConfirmDrops(confirm_drops[i]);
+    statuses.push_back(tasks_[i]->Status());
+  }
   return statuses;
 }
 

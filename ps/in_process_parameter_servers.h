@@ -31,7 +31,8 @@ class InProcessParameterServers : public ParameterServers {
   absl::Status Leave(int replica, const std::string& reason, bool input_ended,
                      absl::Duration retry_budget) override;
   absl::StatusOr<ParameterView> Read() override;
-  std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) override;
+  std::vector<absl::StatusOr<PsStatus>> Probe(
+      absl::Duration deadline, const std::vector<int64_t>& confirm_drops = {}) override;
   absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
                        absl::Duration deadline) override;
   absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override;

@@ -143,11 +143,19 @@ PsTask::~PsTask() {
   for (const auto& backup : backups_) backup->SetUpdateObserver(nullptr);
   if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
   for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
-  absl::MutexLock lock(&roles_mu_);
-  streams_.clear();
-  rows_streams_.clear();
-  retired_streams_.clear();
-  retired_rows_streams_.clear();
+  // Destroyed outside roles_mu_: the answers they still hold are released,
+  // and an answer calls back into this task.
+  std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams;
+  std::map<int, std::unique_ptr<UpdateStream<RowsUpdate>>> rows_streams;
+  std::vector<std::unique_ptr<UpdateStream<ChunkUpdate>>> retired;
+  std::vector<std::unique_ptr<UpdateStream<RowsUpdate>>> retired_rows;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    streams = std::move(streams_);
+    rows_streams = std::move(rows_streams_);
+    retired = std::move(retired_streams_);
+    retired_rows = std::move(retired_rows_streams_);
+  }
 }
 
 void PsTask::AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer) {
@@ -335,6 +343,20 @@ PsStatus PsTask::Status() const {
   // Fenced (a failover moved its chunks while it did not answer): it holds
   // nothing in step, as a restarted task.
   if (copies_ > 1 && !FencedLocked().ok()) status.initialized = false;
+  // The backups its streams dropped (answers wait until the chief confirms).
+  status.backup_drops = retired_drops_;
+  for (const auto& [chunk, stream] : streams_) {
+    status.backup_drops += stream->drops();
+    for (int task : stream->dropped_tasks()) status.dropped_backups.push_back(task);
+  }
+  for (const auto& [partition, stream] : rows_streams_) {
+    status.backup_drops += stream->drops();
+    for (int task : stream->dropped_tasks()) status.dropped_backups.push_back(task);
+  }
+  std::sort(status.dropped_backups.begin(), status.dropped_backups.end());
+  status.dropped_backups.erase(
+      std::unique(status.dropped_backups.begin(), status.dropped_backups.end()),
+      status.dropped_backups.end());
   for (int owner : promoted_) {
     status.serves.push_back(owner);
     status.serves_epochs.push_back(epochs_.at(owner));
@@ -536,7 +558,7 @@ absl::StatusOr<ShardSaved> PsTask::Save(int64_t step, int64_t global_step, absl:
                      " and wait_ms ", absl::ToInt64Milliseconds(wait), " (nothing was written)"));
   }
   PSTRAIN_ASSIGN_OR_RETURN(const std::string path, CheckpointInJobDir(step, /*index=*/false));
-  absl::MutexLock file_lock(&file_mu_);
+  absl::ReaderMutexLock file_lock(&file_mu_);
   return Checkpoint().Save(path, step, global_step, wait);
 }
 

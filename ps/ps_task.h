@@ -125,6 +125,10 @@ class PsTask {
   // owner whose backups it does not hold; FailedPrecondition for an older
   // epoch.
   absl::Status Promote(int owner, int64_t epoch, const std::vector<int>& backups = {});
+  // The chief's word that it knows of `drops` backups this task's streams
+  // dropped (Status's backup_drops) and marked them out of step: the
+  // answers the streams held since go. Fewer than there are now: nothing.
+  void ConfirmDrops(int64_t drops);
   // The chief's word to a primary that was failed over while it did not
   // answer (stopped, not gone): its chunks and rows are served elsewhere
   // since `epoch`; from now on it serves none of them (Aborted "fenced",
@@ -273,6 +277,8 @@ class PsTask {
   std::map<int, int64_t> epochs_ ABSL_GUARDED_BY(roles_mu_);  // owner -> epoch (absent: 1)
   std::set<int> promoted_ ABSL_GUARDED_BY(roles_mu_);         // owners served here
   int64_t fenced_epoch_ ABSL_GUARDED_BY(roles_mu_) = 0;       // Fence's (0: not fenced)
+  // Drops of the streams retired by restores (the count never goes back).
+  int64_t retired_drops_ ABSL_GUARDED_BY(roles_mu_) = 0;
   // Served chunk -> the stream of its updates to its backups (copies > 1).
   std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_ ABSL_GUARDED_BY(roles_mu_);
   // Served partition -> the stream of its rows' updates.
@@ -298,7 +304,10 @@ class PsTask {
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> told_done_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> input_ended_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex file_mu_;                  // One save or restore at a time.
+  // A restore alone; saves share it: after a failover the chief asks a task
+  // for its own chunks' file and a failed primary's at once, and a sync save
+  // waiting behind the other would copy its chunks a step late.
+  absl::Mutex file_mu_;
   std::unique_ptr<SparseShard> sparse_;  // set by Create for a model with tables
   std::string embedding_optimizer_;      // the job's, named in rows files
 };

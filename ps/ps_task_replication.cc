@@ -44,7 +44,8 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
       });
     }
     auto stream = std::make_unique<UpdateStream<RowsUpdate>>(
-        absl::StrCat("ps ", identity_.ps_index, " rows of task ", owner), std::move(to));
+        absl::StrCat("ps ", identity_.ps_index, " rows of task ", owner), std::move(to), row_tasks,
+        /*held_after_drop=*/true);
     UpdateStream<RowsUpdate>* s = stream.get();
     rows_streams_[owner] = std::move(stream);
     rows->SetUpdateObserver([s](RowsUpdate update) { s->Enqueue(std::move(update)); });
@@ -69,7 +70,8 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
     }
     if (to.empty()) continue;
     auto stream = std::make_unique<UpdateStream<ChunkUpdate>>(
-        absl::StrCat("ps ", identity_.ps_index, " chunk ", chunk), std::move(to));
+        absl::StrCat("ps ", identity_.ps_index, " chunk ", chunk), std::move(to), tasks_of[chunk],
+        /*held_after_drop=*/true);
     UpdateStream<ChunkUpdate>* s = stream.get();
     streams_[chunk] = std::move(stream);
     shard->SetUpdateObserver([s](ChunkUpdate update) { s->Enqueue(std::move(update)); });
@@ -79,33 +81,44 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
 void PsTask::ResetRoles() {
   std::vector<ParameterShard*> all = shard_ptrs_;
   for (const auto& b : backups_) all.push_back(b.get());
-  absl::MutexLock lock(&roles_mu_);
-  // No update reaches the old streams from here on.
-  for (ParameterShard* shard : all) shard->SetUpdateObserver(nullptr);
-  if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
-  for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
+  // The old streams are retired (their held answers fail) once roles_mu_ is
+  // released, for an answer calls back into this task; they are kept until
+  // the task ends (a push may hold one).
+  std::vector<UpdateStream<ChunkUpdate>*> retire;
+  std::vector<UpdateStream<RowsUpdate>*> retire_rows;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    // No update reaches the old streams from here on.
+    for (ParameterShard* shard : all) shard->SetUpdateObserver(nullptr);
+    if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
+    for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
+    for (auto& [chunk, stream] : streams_) {
+      retired_drops_ += stream->drops();
+      retire.push_back(stream.get());
+      retired_streams_.push_back(std::move(stream));
+    }
+    for (auto& [partition, stream] : rows_streams_) {
+      retired_drops_ += stream->drops();
+      retire_rows.push_back(stream.get());
+      retired_rows_streams_.push_back(std::move(stream));
+    }
+    streams_.clear();
+    rows_streams_.clear();
+    if (!promoted_.empty()) {
+      LOG(INFO) << "ps " << identity_.ps_index << " serves only its own chunks again (restored)";
+    }
+    promoted_.clear();
+    epochs_.clear();
+    fenced_epoch_ = 0;
+    if (links_ != nullptr) links_->Reset();
+    StartStreams(identity_.ps_index, /*epoch=*/1, own_backups_of_, own_row_backups_);
+  }
   const absl::Status rolled_back =
       absl::AbortedError(absl::StrCat("ps ", identity_.ps_index,
                                       " was restored from a checkpoint: the update "
                                       "was rolled back"));
-  for (auto& [chunk, stream] : streams_) {
-    stream->Retire(rolled_back);
-    retired_streams_.push_back(std::move(stream));
-  }
-  for (auto& [partition, stream] : rows_streams_) {
-    stream->Retire(rolled_back);
-    retired_rows_streams_.push_back(std::move(stream));
-  }
-  streams_.clear();
-  rows_streams_.clear();
-  if (!promoted_.empty()) {
-    LOG(INFO) << "ps " << identity_.ps_index << " serves only its own chunks again (restored)";
-  }
-  promoted_.clear();
-  epochs_.clear();
-  fenced_epoch_ = 0;
-  if (links_ != nullptr) links_->Reset();
-  StartStreams(identity_.ps_index, /*epoch=*/1, own_backups_of_, own_row_backups_);
+  for (auto* stream : retire) stream->Retire(rolled_back);
+  for (auto* stream : retire_rows) stream->Retire(rolled_back);
 }
 
 absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& backups) {
@@ -184,6 +197,24 @@ absl::Status PsTask::FencedLocked() const {
     }
   }
   return absl::OkStatus();
+}
+
+void PsTask::ConfirmDrops(int64_t drops) {
+  // The answers released call back into this task (a PushPull's read): the
+  // streams are confirmed outside roles_mu_ (they live as long as the task).
+  std::vector<UpdateStream<ChunkUpdate>*> chunks;
+  std::vector<UpdateStream<RowsUpdate>*> rows;
+  {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    int64_t now = retired_drops_;
+    for (const auto& [chunk, stream] : streams_) now += stream->drops();
+    for (const auto& [partition, stream] : rows_streams_) now += stream->drops();
+    if (drops < now) return;  // a drop since the status the chief read: at its next
+    for (const auto& [chunk, stream] : streams_) chunks.push_back(stream.get());
+    for (const auto& [partition, stream] : rows_streams_) rows.push_back(stream.get());
+  }
+  for (auto* stream : chunks) stream->ConfirmDrops(stream->drops());
+  for (auto* stream : rows) stream->ConfirmDrops(stream->drops());
 }
 
 absl::Status PsTask::Fence(int64_t epoch) {
@@ -281,7 +312,7 @@ absl::StatusOr<ShardSaved> PsTask::SaveFor(int owner, int64_t step, int64_t glob
   for (const auto& b : backups_) {
     if (owner_of_.at(b->options().chunk) == owner) shards.push_back(b.get());
   }
-  absl::MutexLock file_lock(&file_mu_);
+  absl::ReaderMutexLock file_lock(&file_mu_);  // beside Save's (other files)
   return TaskCheckpoint(env_, as_owner, shards, backup_rows(owner), embedding_optimizer_)
       .Save(path, step, global_step, wait);
 }

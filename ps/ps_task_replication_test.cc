@@ -477,16 +477,23 @@ TEST(PsTaskAsyncReplicationTest, EveryAcknowledgedRowsPushIsOnThePromotedCopy) {
           for (int64_t id : ids) ++sent[id];
         }
         ++pushed;
+        // A replica waits for its push's answer before the next, as a
+        // worker's step does.
+        auto answer = std::make_shared<absl::Notification>();
         tasks[0]->PushRows(
             r, k, 0, {{0, ids, grads}},
-            [&, ids](absl::StatusOr<PushResult> result) {
-              absl::MutexLock lock(&mu);
-              if (result.ok() && !dead) {
-                for (int64_t id : ids) ++acked[id];
+            [&, ids, answer](absl::StatusOr<PushResult> result) {
+              {
+                absl::MutexLock lock(&mu);
+                if (result.ok() && !dead) {
+                  for (int64_t id : ids) ++acked[id];
+                }
               }
               ++answered;
+              answer->Notify();
             },
             /*owner=*/0);
+        answer->WaitForNotification();
       }
     });
   }
@@ -495,22 +502,21 @@ TEST(PsTaskAsyncReplicationTest, EveryAcknowledgedRowsPushIsOnThePromotedCopy) {
   const auto acked_enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     int64_t n = 0;
     for (const auto& [id, count] : acked) n += count;
-    return n >= 150 || pushed.load() == 4 * 150;
+    return n >= 150;
   };
   {
     absl::MutexLock lock(&mu);
     mu.AwaitWithTimeout(absl::Condition(&acked_enough), absl::Seconds(60));
-  }
-  {
-    absl::MutexLock lock(&mu);
     dead = true;
   }
   links.SetGone({0});
-  for (std::thread& t : replicas) t.join();
-  // (Every answer comes: ps 0's stream dropped its backup.)
+  // The answers still out come once the chief confirms the drop of ps 0's
+  // backup (its stream holds them until then).
   for (int i = 0; i < 3000 && answered.load() < pushed.load(); ++i) {
+    tasks[0]->ConfirmDrops(tasks[0]->Status().backup_drops);
     absl::SleepFor(absl::Milliseconds(10));
   }
+  for (std::thread& t : replicas) t.join();
   ASSERT_EQ(answered.load(), pushed.load());
   ASSERT_TRUE(tasks[1]->Promote(0, 2).ok());
   std::map<int64_t, int64_t> on_copy;

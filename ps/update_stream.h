@@ -15,6 +15,11 @@
 // checks of StepBarrier::CheckFollowLocked refuse anything else). A backup
 // that answers ABORTED was promoted in this primary's place (a failover):
 // the stream is fenced, and every answer it holds or is asked for fails.
+//
+// A stream made `held_after_drop` (a job's ps) answers nothing more after a
+// backup leaves it until the drop is confirmed (ConfirmDrops): the chief
+// must know the backup is out of step before this primary acknowledges an
+// update it does not hold, or it could promote that backup and lose it.
 
 #include <algorithm>
 #include <cstdint>
@@ -43,19 +48,24 @@ class UpdateStream {
   // for that backup, in sequence.
   using Link = std::function<absl::Status(const Update&)>;
 
-  // `name` ("chunk 3") appears in logs; `links` are the backups'.
-  UpdateStream(std::string name, std::vector<Link> links) : name_(std::move(name)) {
+  // `name` ("chunk 3") appears in logs; `links` are the backups', and
+  // `tasks` (if given) the ps task each goes to (dropped_tasks).
+  UpdateStream(std::string name, std::vector<Link> links, std::vector<int> tasks = {},
+               bool held_after_drop = false)
+      : name_(std::move(name)), held_after_drop_(held_after_drop) {
     absl::MutexLock lock(&mu_);
-    for (Link& link : links) AddBackupLocked(std::move(link));
+    for (size_t i = 0; i < links.size(); ++i) {
+      AddBackupLocked(std::move(links[i]), i < tasks.size() ? tasks[i] : -1);
+    }
   }
 
   // A backup that joins now (a rejoin: it holds a copy of the engine taken
   // under the engine's lock, from which this is called, so no update
   // slips between the copy and the join): it gets every update enqueued
   // from here on, and answers wait for it as for the others.
-  void AddBackup(Link link) {
+  void AddBackup(Link link, int task = -1) {
     absl::MutexLock lock(&mu_);
-    AddBackupLocked(std::move(link));
+    AddBackupLocked(std::move(link), task);
   }
   ~UpdateStream() {
     std::vector<std::thread*> threads;
@@ -103,7 +113,7 @@ class UpdateStream {
     {
       absl::MutexLock lock(&mu_);
       fenced = fenced_;
-      if (fenced.ok() && AcknowledgedLocked() < enqueued_) {
+      if (fenced.ok() && (AcknowledgedLocked() < enqueued_ || HeldLocked())) {
         waiters_.push_back({enqueued_, std::move(fn)});
         return;
       }
@@ -124,6 +134,30 @@ class UpdateStream {
       waiters_.clear();
     }
     for (auto& fn : held) fn(why);
+  }
+
+  // Backups dropped so far (failed links; not a fence), and their tasks.
+  int64_t drops() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int64_t>(dropped_.size());
+  }
+  std::vector<int> dropped_tasks() const {
+    absl::MutexLock lock(&mu_);
+    return dropped_;
+  }
+  // The first `drops` drops are known where it matters (the chief marked
+  // those backups out of step): answers held for them go.
+  void ConfirmDrops(int64_t drops) {
+    std::vector<Answer> ready;
+    absl::Status answer;
+    {
+      absl::MutexLock lock(&mu_);
+      if (drops <= confirmed_) return;
+      confirmed_ = std::min<int64_t>(drops, static_cast<int64_t>(dropped_.size()));
+      ready = ReleaseLocked();
+      answer = fenced_;
+    }
+    for (auto& fn : ready) fn(answer);
   }
 
   // OK, or the Aborted error of the backup that fenced this primary.
@@ -152,6 +186,7 @@ class UpdateStream {
     Link link;
     std::thread thread;
     int index = 0;      // for logs
+    int task = -1;      // the ps task it goes to (-1: not said)
     int64_t acked = 0;  // updates held, counted from the stream's start
     size_t next = 0;    // index into queue_ (from queue_base_) of the next to send
     bool live = true;
@@ -160,6 +195,10 @@ class UpdateStream {
     int64_t sequence;
     Answer fn;
   };
+
+  bool HeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return held_after_drop_ && confirmed_ < static_cast<int64_t>(dropped_.size());
+  }
 
   int64_t AcknowledgedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     int64_t acked = enqueued_;
@@ -175,8 +214,10 @@ class UpdateStream {
     const int64_t acked = AcknowledgedLocked();
     std::vector<Answer> ready;
     std::deque<Waiter> waiting;
+    // A drop not yet confirmed holds every answer (not a fence's failures).
+    const bool held = fenced_.ok() && HeldLocked();
     for (Waiter& w : waiters_) {
-      if (!fenced_.ok() || w.sequence <= acked) {
+      if (!fenced_.ok() || (!held && w.sequence <= acked)) {
         ready.push_back(std::move(w.fn));
       } else {
         waiting.push_back(std::move(w));
@@ -192,10 +233,11 @@ class UpdateStream {
     return ready;
   }
 
-  void AddBackupLocked(Link link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void AddBackupLocked(Link link, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto backup = std::make_unique<Backup>();
     Backup* b = backup.get();
     b->link = std::move(link);
+    b->task = task;
     b->index = static_cast<int>(backups_.size());
     b->acked = enqueued_;
     b->next = queue_.size();
@@ -232,8 +274,10 @@ class UpdateStream {
         } else {
           LOG(WARNING) << name_ << ": backup " << index << " did not take update "
                        << update->applied.sequence << " (" << sent
-                       << "); it leaves the stream until it rejoins with a fresh copy";
+                       << "); it leaves the stream until it rejoins with a fresh copy"
+                       << (held_after_drop_ ? "; answers wait until the chief knows" : "");
           b.live = false;
+          dropped_.push_back(b.task);
         }
         ready = ReleaseLocked();
         answer = fenced_;
@@ -253,6 +297,9 @@ class UpdateStream {
   std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
+  const bool held_after_drop_;
+  std::vector<int> dropped_ ABSL_GUARDED_BY(mu_);  // the tasks of the backups dropped
+  int64_t confirmed_ ABSL_GUARDED_BY(mu_) = 0;     // drops confirmed (ConfirmDrops)
 };
 
 }  // namespace pstrain

@@ -147,6 +147,58 @@ TEST(UpdateStreamTest, ABackupThatFailsLeavesTheStreamAndHoldsNothingUp) {
   EXPECT_EQ(backup_b->GetStats().applied_updates, 4);
 }
 
+// A job's stream (held after a drop): once a backup leaves, no answer goes
+// until the drop is confirmed (the chief marked that backup out of step),
+// so no update the dropped backup lacks is acknowledged before then.
+TEST(UpdateStreamTest, AfterADropAnswersWaitUntilItIsConfirmed) {
+  auto primary = StreamedShard();
+  auto backup_a = StreamedShard(), backup_b = StreamedShard();
+  int to_b = 0;
+  UpdateStream<ChunkUpdate> stream(
+      "chunk 0",
+      {[&](const ChunkUpdate& u) { return backup_a->ApplyReplicated(u); },
+       [&](const ChunkUpdate& u) {
+         if (++to_b == 3) return absl::UnavailableError("ps 2 is gone");
+         return backup_b->ApplyReplicated(u);
+       }},
+      /*tasks=*/{1, 2}, /*held_after_drop=*/true);
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+  std::vector<float> g(32, 0.25f);
+  auto push = [&](int64_t step, absl::Notification* done) {
+    PushThroughStream(*primary, stream, 1, step, g, [done](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      done->Notify();
+    });
+  };
+  for (int64_t step = 0; step < 2; ++step) {
+    absl::Notification done;
+    push(step, &done);
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30))) << step;
+  }
+  EXPECT_EQ(stream.drops(), 0);
+  // The third update drops backup b: its answer, and the next push's, wait.
+  absl::Notification third, fourth;
+  push(2, &third);
+  for (int i = 0; i < 3000 && stream.drops() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(stream.drops(), 1);
+  EXPECT_EQ(stream.dropped_tasks(), std::vector<int>{2});
+  push(3, &fourth);
+  EXPECT_FALSE(third.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_FALSE(fourth.HasBeenNotified());
+  EXPECT_EQ(stream.live_backups(), 1);
+  // A confirmation of fewer drops than there were releases nothing.
+  stream.ConfirmDrops(0);
+  EXPECT_FALSE(third.HasBeenNotified());
+  stream.ConfirmDrops(1);
+  ASSERT_TRUE(third.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(fourth.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // From then on answers go as backup a holds them.
+  absl::Notification fifth;
+  push(4, &fifth);
+  ASSERT_TRUE(fifth.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(ValuesOf(*backup_a), ValuesOf(*primary));
+}
+
 TEST(UpdateStreamTest, AStreamThatStopsReleasesWhatItHeld) {
   auto primary = StreamedShard();
   absl::Notification never;

@@ -85,8 +85,11 @@ class ParameterServers {
 
   // A replicated job (issue 55). One Status call to every task at once,
   // each within `deadline` and not retried: each task's own status, or why
-  // it did not answer. The chief's failover watch.
-  virtual std::vector<absl::StatusOr<PsStatus>> Probe(absl::Duration deadline) = 0;
+  // it did not answer. The chief's failover watch; `confirm_drops[i]` (if
+  // given) confirms that many of task i's dropped backups
+  // (PsTask::ConfirmDrops).
+  virtual std::vector<absl::StatusOr<PsStatus>> Probe(
+      absl::Duration deadline, const std::vector<int64_t>& confirm_drops = {}) = 0;
   // Task `task` serves task `owner`'s chunks and rows from `epoch` on
   // (PsTask::Promote), their updates going to `backups`; within `deadline`.
   virtual absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,

@@ -42,6 +42,10 @@ struct PsStatus {
   // The epoch of ps_task's chunks where they are served (1 before any
   // failover; 0: not known).
   int64_t epoch = 0;
+  // A replicated ps: backups its streams dropped, ever (their answers wait
+  // until the chief confirms them), and their tasks.
+  int64_t backup_drops = 0;
+  std::vector<int> dropped_backups;
 };
 
 // The lowest step among the tasks (each reports its lowest chunk step): where

@@ -275,15 +275,19 @@ absl::StatusOr<ParameterView> GrpcParameterServers::Read() {
   return view;
 }
 
-std::vector<absl::StatusOr<PsStatus>> GrpcParameterServers::Probe(absl::Duration deadline) {
+std::vector<absl::StatusOr<PsStatus>> GrpcParameterServers::Probe(
+    absl::Duration deadline, const std::vector<int64_t>& confirm_drops) {
   const int n = size();
   std::vector<int> all(n);
   for (int i = 0; i < n; ++i) all[i] = i;
-  static const StatusRequest kRequest;
+  std::vector<StatusRequest> requests(n);
+  for (int i = 0; i < n && i < static_cast<int>(confirm_drops.size()); ++i) {
+    requests[i].set_confirm_drops(confirm_drops[i]);
+  }
   std::vector<StatusResponse> responses(n);
   const std::vector<grpc::Status> results =
       connections_.CallOnce(all, deadline, [&](int i, grpc::ClientContext* ctx, Done done) {
-        connections_.stub(i)->async()->Status(ctx, &kRequest, &responses[i], std::move(done));
+        connections_.stub(i)->async()->Status(ctx, &requests[i], &responses[i], std::move(done));
       });
   std::vector<absl::StatusOr<PsStatus>> statuses;
   for (int i = 0; i < n; ++i) {

@@ -23,7 +23,7 @@ struct PsClient::ChunkCall {
   // the retry asks where the chunk is served first.
   bool reroute = false;
   grpc::Status failure;
-  bool warned = false;  // its failure was logged (once until it gets through)
+  bool warned = false;     // its failure was logged (once until it gets through)
   bool built = false;      // the request holds this push's gradients (a retry resends them)
   int64_t sent_us = 0;     // when the call started (tracing)
   absl::Time sent_at;      // the same, for a replicated job's check on calls that hang

@@ -27,6 +27,8 @@ void ToProto(const PsStatus& s, StatusResponse* r) {
   for (int64_t epoch : s.serves_epochs) r->add_serves_epochs(epoch);
   r->set_served_by(s.served_by);
   r->set_epoch(s.epoch);
+  r->set_backup_drops(s.backup_drops);
+  for (int task : s.dropped_backups) r->add_dropped_backups(task);
 }
 
 PsStatus FromProto(const StatusResponse& r) {
@@ -53,6 +55,8 @@ PsStatus FromProto(const StatusResponse& r) {
   s.serves_epochs.assign(r.serves_epochs().begin(), r.serves_epochs().end());
   s.served_by = r.served_by();
   s.epoch = r.epoch();
+  s.backup_drops = r.backup_drops();
+  s.dropped_backups.assign(r.dropped_backups().begin(), r.dropped_backups().end());
   return s;
 }
 

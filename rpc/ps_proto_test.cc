@@ -43,6 +43,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   s.serves_epochs = {3, 2};
   s.served_by = 1;
   s.epoch = 4;
+  s.backup_drops = 2;
+  s.dropped_backups = {0, 2};
   StatusResponse r;
   ToProto(s, &r);
   ExpectEveryFieldSet(r);
@@ -62,6 +64,8 @@ TEST(PsProtoTest, StatusRoundTripsEveryField) {
   EXPECT_EQ(back.departures, s.departures);
   EXPECT_EQ(back.served_by, s.served_by);
   EXPECT_EQ(back.epoch, s.epoch);
+  EXPECT_EQ(back.backup_drops, s.backup_drops);
+  EXPECT_EQ(back.dropped_backups, s.dropped_backups);
   EXPECT_EQ(back.inputs_ended, s.inputs_ended);
   EXPECT_EQ(back.loss_sum, s.loss_sum);
   EXPECT_EQ(back.loss_batches, s.loss_batches);

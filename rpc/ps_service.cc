@@ -245,6 +245,7 @@ grpc::ServerUnaryReactor* ParameterServerService::Status(grpc::CallbackServerCon
                                                          const StatusRequest* request,
                                                          StatusResponse* response) {
   if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  if (request->confirm_drops() > 0) task_->ConfirmDrops(request->confirm_drops());
   if (!request->has_owner()) {
     ToProto(task_->Status(), response);
     return Finish(context, absl::OkStatus());

@@ -15,6 +15,7 @@
 #include "common/env.h"
 #include "config/cluster_config.h"
 #include "launch/supervisor.h"
+#include "models/model_options.h"
 #include "models/registry.h"
 #include "ps_protocol/shard_layout.h"
 #include "rpc/job_clients.h"
@@ -121,7 +122,7 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   auto supervisor = Supervisor::Start(std::move(specs), sup_options);
   if (!supervisor.ok()) return Fail("starting the processes", supervisor.status());
 
-  auto model = BuildModel(t.model, {});
+  auto model = BuildJobModel(t);  // a built-in, or a spec file (wide_and_deep.yaml)
   if (!model.ok()) return Fail("model", model.status());
   const ShardLayout layout = ComputeShardLayout(**model, o.num_ps);
   auto client = MakeParameterServers(job, layout);
