@@ -524,19 +524,29 @@ void PsTask::PushRows(int replica, int64_t step, int64_t generation,
       return;
     }
   }
-  absl::StatusOr<PushResult> pushed = (*rows)->Push(replica, step, generation, parts);
-  if (backups == nullptr || !pushed.ok()) {
-    done(pushed);
+  if (backups == nullptr) {
+    done((*rows)->Push(replica, step, generation, parts));
     return;
   }
   // Answered once the backups hold it (or failed: this primary was fenced).
-  backups->WhenAcknowledged([pushed, done = std::move(done)](absl::Status fenced) {
-    if (fenced.ok()) {
-      done(pushed);
-    } else {
-      done(fenced);
-    }
-  });
+  // A sync push is in no update until its step is applied: it is answered
+  // then, or a failover in between would lose a push its replica saw taken.
+  (*rows)->Push(
+      replica, step, generation, parts,
+      [backups, done = std::move(done)](absl::StatusOr<PushResult> pushed) {
+        if (!pushed.ok()) {
+          done(pushed);
+          return;
+        }
+        backups->WhenAcknowledged([pushed, done](absl::Status fenced) {
+          if (fenced.ok()) {
+            done(pushed);
+          } else {
+            done(fenced);
+          }
+        });
+      },
+      /*hold_until_applied=*/shard_ptrs_.front()->options().rule.sync);
 }
 
 absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,

@@ -212,13 +212,26 @@ absl::Status SparseShard::CheckParts(absl::Span<const ConstRowsRef> parts) const
 
 absl::StatusOr<PushResult> SparseShard::Push(int replica, int64_t step, int64_t generation,
                                              absl::Span<const ConstRowsRef> parts) {
+  absl::StatusOr<PushResult> result;
+  Push(
+      replica, step, generation, parts,
+      [&result](absl::StatusOr<PushResult> r) { result = std::move(r); },
+      /*hold_until_applied=*/false);
+  return result;
+}
+
+void SparseShard::Push(int replica, int64_t step, int64_t generation,
+                       absl::Span<const ConstRowsRef> parts, PushDone done,
+                       bool hold_until_applied) {
   if (replica < 0 || replica >= options_.rule.total_replicas) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("replica ", replica, " is not in [0, ", options_.rule.total_replicas, ")"));
+    done(absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " is not in [0, ", options_.rule.total_replicas, ")")));
+    return;
   }
   if (absl::Status s = CheckParts(parts); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(s.message(), "; nothing of this push was applied"));
+    done(absl::InvalidArgumentError(
+        absl::StrCat(s.message(), "; nothing of this push was applied")));
+    return;
   }
   int64_t rows = 0;
   for (const ConstRowsRef& part : parts) rows += static_cast<int64_t>(part.ids.size());
@@ -236,18 +249,16 @@ absl::StatusOr<PushResult> SparseShard::Push(int replica, int64_t step, int64_t 
     KeepAppliedLocked(parts, step);
     return absl::OkStatus();
   };
-  absl::StatusOr<PushResult> result;
   barrier_.Push(
       replica, step, generation, add,
-      [&result](absl::Status s, PushResult r) {
+      [done = std::move(done)](absl::Status s, PushResult r) {
         if (s.ok()) {
-          result = r;
+          done(r);
         } else {
-          result = std::move(s);
+          done(std::move(s));
         }
       },
-      /*hold_until_applied=*/false);
-  return result;
+      hold_until_applied);
 }
 
 void SparseShard::AccumulateLocked(absl::Span<const ConstRowsRef> parts) {

@@ -126,6 +126,13 @@ class SparseShard final : private StepEngine {
   // for an earlier step are stale. Answered at once.
   absl::StatusOr<PushResult> Push(int replica, int64_t step, int64_t generation,
                                   absl::Span<const ConstRowsRef> parts);
+  // The same, answered through `done`: at once, or with `hold_until_applied`
+  // once the sync step the push counts in was applied (a replicated ps,
+  // whose backups hold a sync push only once its step was applied there).
+  // `parts` are read before it returns.
+  using PushDone = std::function<void(absl::StatusOr<PushResult>)>;
+  void Push(int replica, int64_t step, int64_t generation, absl::Span<const ConstRowsRef> parts,
+            PushDone done, bool hold_until_applied);
 
   // Replica `replica` left the job: sync steps stop waiting for it.
   void ReplicaLeft(int replica) { barrier_.ReplicaLeft(replica); }
