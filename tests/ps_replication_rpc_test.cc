@@ -1,8 +1,9 @@
 // Replicated ps tasks over real gRPC on loopback (issue 55): two ps tasks
 // with 2 copies, each the other's backup; the primaries' updates go over
 // ParameterServer.Replicate; every backup ends as its primary (chunks and
-// rows); a backup that is gone leaves its primary's stream and holds no
-// answer up past the links' deadline; a malformed update is refused.
+// rows); a backup that is gone leaves its primary's stream, whose answers
+// then wait for the chief's confirmation of the drop and no longer; a
+// malformed update, promotion or fence is refused.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -147,24 +148,113 @@ TEST_F(PsReplicationRpcTest, BackupsOverGrpcEndAsTheirPrimaries) {
   }
 }
 
-TEST_F(PsReplicationRpcTest, ABackupThatIsGoneHoldsNoAnswerUpPastTheDeadline) {
+// Ps 1 is gone: ps 0's streams drop it, and hold their answers until the
+// chief (here: a Status call that confirms the drops, as its failover
+// watch's probe does) has seen the drop; then every answer goes, and the
+// later ones at once.
+TEST_F(PsReplicationRpcTest, ABackupThatIsGoneHoldsAnswersOnlyUntilTheChiefConfirmsTheDrop) {
   Push(0);
   servers_[1]->Shutdown(absl::Seconds(1));
+  auto stub = ParameterServer::NewStub(
+      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+  // The chief's probe: ps 0's status, confirming the drops it says.
+  auto probe = [&](int64_t confirm) {
+    StatusRequest request;
+    request.set_confirm_drops(confirm);
+    StatusResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    EXPECT_TRUE(stub->Status(&context, request, &response).ok());
+    return response;
+  };
+  std::vector<int> own;
+  for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+    if (layout_.chunks[c].ps == 0) own.push_back(static_cast<int>(c));
+  }
+  const std::vector<float> g(layout_.chunks[own[0]].end - layout_.chunks[own[0]].begin, 0.1f);
+  absl::Notification first;
+  tasks_[0]->Push(own[0], 0, 1, 0, g, {}, {}, [&](absl::Status s, PushResult) {
+    EXPECT_TRUE(s.ok()) << s;
+    first.Notify();
+  });
+  // The link to ps 1 fails (refused, or past its 3 s deadline): dropped.
+  StatusResponse seen;
+  for (int i = 0; i < 100 && seen.backup_drops() == 0; ++i) {
+    seen = probe(0);
+    if (seen.backup_drops() == 0) absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_GT(seen.backup_drops(), 0);
+  EXPECT_EQ(std::vector<int>(seen.dropped_backups().begin(), seen.dropped_backups().end()),
+            std::vector<int>{1});
+  // Not answered until the drop is confirmed.
+  EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   const absl::Time start = absl::Now();
-  for (int64_t step = 1; step < 4; ++step) {
-    for (size_t c = 0; c < layout_.chunks.size(); ++c) {
-      if (layout_.chunks[c].ps != 0) continue;
+  probe(seen.backup_drops());
+  ASSERT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  // Every later push of ps 0's chunks: each stream drops ps 1 at once (its
+  // link gave up on it) and is held again until confirmed.
+  for (int64_t step = 2; step < 5; ++step) {
+    for (int c : own) {
       absl::Notification done;
-      tasks_[0]->Push(static_cast<int>(c), 0, step, 0,
+      tasks_[0]->Push(c, 0, step, 0,
                       std::vector<float>(layout_.chunks[c].end - layout_.chunks[c].begin, 0.1f), {},
                       {}, [&](absl::Status s, PushResult) {
                         EXPECT_TRUE(s.ok()) << s;
                         done.Notify();
                       });
-      ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+      for (int i = 0; i < 200 && !done.WaitForNotificationWithTimeout(absl::Milliseconds(100));
+           ++i) {
+        probe(probe(0).backup_drops());
+      }
+      ASSERT_TRUE(done.HasBeenNotified()) << "step " << step << ", chunk " << c;
     }
   }
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// The chief's Promote and fence: a bad one changes nothing.
+TEST_F(PsReplicationRpcTest, ABadPromotionOrFenceIsRefused) {
+  auto stub = ParameterServer::NewStub(
+      grpc::CreateChannel(addresses_[1], grpc::InsecureChannelCredentials()));
+  auto call = [&](const PromoteRequest& request) {
+    grpc::ClientContext context;
+    PromoteResponse response;
+    return stub->Promote(&context, request, &response).error_code();
+  };
+  PromoteRequest request;
+  request.set_owner(0);
+  request.set_epoch(2);
+  request.add_backups(7);  // no such ps
+  EXPECT_EQ(call(request), grpc::StatusCode::INVALID_ARGUMENT);
+  request.clear_backups();
+  request.set_owner(5);  // holds no copy of it
+  EXPECT_EQ(call(request), grpc::StatusCode::INVALID_ARGUMENT);
+  request.set_owner(0);
+  request.set_epoch(1);  // not past the epoch it knows
+  EXPECT_EQ(call(request), grpc::StatusCode::FAILED_PRECONDITION);
+  PromoteRequest fence;
+  fence.set_fence(true);
+  fence.set_owner(0);  // a fence is for the receiving ps itself (1)
+  fence.set_epoch(2);
+  EXPECT_EQ(call(fence), grpc::StatusCode::INVALID_ARGUMENT);
+  fence.set_owner(1);
+  fence.set_epoch(1);  // a fence needs a failover's epoch
+  EXPECT_EQ(call(fence), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(tasks_[1]->serves(0));
+  EXPECT_TRUE(tasks_[1]->serves(1));
+  EXPECT_TRUE(tasks_[1]->Status().initialized);
+  // A good promotion, then asked for ps 0's status there.
+  request.set_epoch(2);
+  EXPECT_EQ(call(request), grpc::StatusCode::OK);
+  StatusRequest status;
+  status.set_owner(0);
+  StatusResponse answer;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub->Status(&context, status, &answer).ok());
+  EXPECT_EQ(answer.ps_task(), 0);
+  EXPECT_EQ(answer.served_by(), 1);
+  EXPECT_EQ(answer.epoch(), 2);
+  EXPECT_TRUE(answer.initialized());
 }
 
 TEST_F(PsReplicationRpcTest, AMalformedUpdateIsRefused) {
