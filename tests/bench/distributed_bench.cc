@@ -18,6 +18,7 @@
 #include "models/model_options.h"
 #include "models/registry.h"
 #include "ps_protocol/shard_layout.h"
+#include "role/model_source.h"
 #include "rpc/job_clients.h"
 #include "security/job_credentials.h"
 
@@ -78,6 +79,8 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
   t.wire_format = o.wire_format;
   t.insecure = !o.tls;
   t.ps_replication = o.ps_replication;
+  // A spec file (wide_and_deep.yaml) is read into the job, as a role reads it.
+  if (absl::Status s = LoadModelSpecFile(Env::Default(), &t); !s.ok()) return Fail("--model", s);
   if (o.tls) {
     t.tls_dir = JoinPath(dir, "certs");
     t.token_file = JoinPath(t.tls_dir, "job.token");
