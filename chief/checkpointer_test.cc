@@ -149,6 +149,9 @@ class CheckpointerTest : public ::testing::Test {
     absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override {
       return Now()->Fence(task, epoch, deadline);
     }
+    absl::Status AddBackup(int server, int owner, int task, absl::Duration deadline) override {
+      return Now()->AddBackup(server, owner, task, deadline);
+    }
 
    private:
     // The tasks stay alive while the call runs.

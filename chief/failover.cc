@@ -18,7 +18,8 @@ FailoverPlanner::FailoverPlanner(int num_ps, int copies, absl::Duration failover
       fresh_(num_ps, true),
       server_(num_ps),
       epoch_(num_ps, 1),
-      drops_seen_(num_ps, 0) {
+      drops_seen_(num_ps, 0),
+      marks_(num_ps, 0) {
   for (int i = 0; i < num_ps; ++i) server_[i] = i;
 }
 
@@ -26,7 +27,10 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     const std::vector<absl::StatusOr<PsStatus>>& probe, absl::Time now) {
   std::vector<bool> answers(num_ps_, false);  // answered now, with parameters
   for (int t = 0; t < num_ps_ && t < static_cast<int>(probe.size()); ++t) {
-    if (!probe[t].ok()) continue;
+    if (!probe[t].ok()) {
+      ++marks_[t];
+      continue;
+    }
     const PsStatus& s = *probe[t];
     if (!s.initialized) {
       fresh_[t] = false;  // restarted: its copies are gone
@@ -38,7 +42,10 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     // confirmed, so no answer goes out that they lack).
     if (s.backup_drops > drops_seen_[t]) {
       for (int dropped : s.dropped_backups) {
-        if (dropped >= 0 && dropped < num_ps_) fresh_[dropped] = false;
+        if (dropped >= 0 && dropped < num_ps_) {
+          fresh_[dropped] = false;
+          ++marks_[dropped];
+        }
       }
       drops_seen_[t] = s.backup_drops;
     }
@@ -81,13 +88,50 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     }
   }
   for (int t = 0; t < num_ps_; ++t) {
-    if (answers[t] && server_[t] != t) decision.fences.emplace_back(t, epoch_[t]);
+    // A task that rejoined follows its own chunks at their epoch: no fence.
+    if (answers[t] && server_[t] != t && probe[t]->epoch < epoch_[t]) {
+      decision.fences.emplace_back(t, epoch_[t]);
+    }
   }
   if (!lost.empty()) {
     decision.lost = absl::StrCat("every copy of the chunks and rows of ", absl::StrJoin(lost, ", "),
                                  " is gone or out of step");
+    return decision;
+  }
+  if (!decision.promotions.empty() || !decision.fences.empty()) return decision;
+  for (int t = 0; t < num_ps_ && t < static_cast<int>(probe.size()); ++t) {
+    if (fresh_[t] || !probe[t].ok() || probe[t]->shutting_down) continue;
+    Decision::Rejoin rejoin;
+    rejoin.task = t;
+    rejoin.mark = marks_[t];
+    bool ready = true;
+    for (int owner = 0; owner < num_ps_ && ready; ++owner) {
+      const std::vector<int> copies = ReplicaTasks(owner, num_ps_, copies_);
+      if (std::find(copies.begin(), copies.end(), t) == copies.end()) continue;
+      const int server = server_[owner];
+      // A task that serves chunks yet answers without them restarted
+      // before its failover: that comes first.
+      if (server == t) {
+        ready = answers[t];
+        continue;
+      }
+      ready = answers[server];
+      rejoin.from.emplace_back(owner, server);
+    }
+    if (ready && !rejoin.from.empty()) decision.rejoins.push_back(std::move(rejoin));
   }
   return decision;
+}
+
+bool FailoverPlanner::Rejoined(const Decision::Rejoin& rejoin, absl::Time now) {
+  if (marks_[rejoin.task] != rejoin.mark) return false;
+  fresh_[rejoin.task] = true;
+  last_ok_[rejoin.task] = now;
+  return true;
+}
+
+bool FailoverPlanner::AllFresh() const {
+  return std::all_of(fresh_.begin(), fresh_.end(), [](bool f) { return f; });
 }
 
 void FailoverPlanner::Promoted(const Promotion& promotion) {
@@ -127,10 +171,12 @@ std::string FailoverPlanner::Describe() const {
 FailoverWatch::FailoverWatch(std::unique_ptr<ParameterServers> servers, int copies,
                              absl::Duration failover_after, RollBack roll_back)
     : servers_(std::move(servers)),
+      copies_(copies),
       failover_after_(failover_after),
       roll_back_(std::move(roll_back)),
       planner_(servers_->size(), copies, failover_after, absl::Now()) {
   thread_ = std::thread([this] { Loop(); });
+  rejoin_thread_ = std::thread([this] { RejoinLoop(); });
 }
 
 FailoverWatch::~FailoverWatch() {
@@ -139,6 +185,43 @@ FailoverWatch::~FailoverWatch() {
     stopping_ = true;
   }
   thread_.join();
+  rejoin_thread_.join();
+}
+
+void FailoverWatch::RejoinLoop() {
+  // A copy of every chunk and row of a task can take a while: up to a
+  // minute each before the rejoin is given up (and tried again later).
+  const absl::Duration timeout = std::max(absl::Minutes(1), failover_after_ * 10);
+  while (true) {
+    FailoverPlanner::Decision::Rejoin rejoin;
+    int64_t restores = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || rejoin_.has_value();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;
+      rejoin = rejoin_->first;
+      restores = rejoin_->second;
+      rejoin_.reset();
+    }
+    LOG(INFO) << "ps " << rejoin.task << " rejoins: a fresh copy of the chunks and rows it holds "
+              << "copies of, while training goes on";
+    bool ok = true;
+    for (const auto& [owner, server] : rejoin.from) {
+      absl::Status s = servers_->AddBackup(server, owner, rejoin.task, timeout);
+      if (!s.ok()) {
+        LOG(WARNING) << "ps " << rejoin.task << " could not rejoin (tried again in "
+                     << absl::FormatDuration(failover_after_) << "): " << s.message();
+        ok = false;
+        break;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    rejoined_.push_back({rejoin, ok, restores});
+    rejoining_ = false;
+  }
 }
 
 void FailoverWatch::Loop() {
@@ -150,9 +233,29 @@ void FailoverWatch::Loop() {
       if (restored_) {
         restored_ = false;
         rolling_back_ = false;
+        ++restores_;
         planner_.Restored(absl::Now());
         LOG(INFO) << "failover watch: the job was restored; " << planner_.Describe();
       }
+      for (const RejoinDone& done : rejoined_) {
+        if (done.restores != restores_) continue;  // a restore made it moot
+        const int task = done.rejoin.task;
+        if (!done.ok) {
+          retry_rejoin_at_[task] = absl::Now() + failover_after_;
+          continue;
+        }
+        retry_rejoin_at_.erase(task);
+        if (!planner_.Rejoined(done.rejoin, absl::Now())) {
+          LOG(WARNING) << "ps " << task << " was dropped or missed an answer while it rejoined: "
+                       << "it rejoins again";
+          continue;
+        }
+        LOG(INFO) << "ps " << task << " rejoined: its copies are in step again"
+                  << (planner_.AllFresh()
+                          ? absl::StrCat("; every chunk and row has its ", copies_, " copies again")
+                          : absl::StrCat("; ", planner_.Describe()));
+      }
+      rejoined_.clear();
       if (rolling_back_) continue;
     }
     const std::vector<absl::StatusOr<PsStatus>> probe =
@@ -183,6 +286,14 @@ void FailoverWatch::Loop() {
         LOG(WARNING) << "could not fence ps " << task
                      << " (tried again at the next probe): " << s.message();
       }
+    }
+    for (const FailoverPlanner::Decision::Rejoin& r : decision.rejoins) {
+      const auto retry = retry_rejoin_at_.find(r.task);
+      if (retry != retry_rejoin_at_.end() && absl::Now() < retry->second) continue;
+      absl::MutexLock lock(&mu_);
+      if (rejoining_) break;  // one at a time
+      rejoining_ = true;
+      rejoin_.emplace(r, restores_);
     }
     if (!decision.lost.empty()) {
       LOG(ERROR) << decision.lost << ": the job rolls back to its last checkpoint";

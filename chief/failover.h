@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,6 +37,12 @@ namespace pstrain {
 //   which they do after `failover_after` without an answer) or answers
 //   without parameters (it restarted). A stale copy is never promoted; it
 //   stays stale until the job is restored from a checkpoint.
+// - A stale task that answers rejoins (Decision::rejoins): the server of
+//   every task's chunks it holds copies of sends it a fresh copy, and once
+//   every one is in and caught up (Rejoined) its copies are fresh again:
+//   after a failover, a second failure costs no rollback either. Its own
+//   chunks, served elsewhere, it follows as a backup until a failover of
+//   their server hands them back.
 // - When no fresh copy of some task's chunks answers, they are lost: the job
 //   falls back to a rollback to the last checkpoint (Lost), after which
 //   every copy is fresh again (Restored).
@@ -59,6 +67,15 @@ class FailoverPlanner {
     // Failed-over primaries that answer again (stopped, not gone), each with
     // the epoch of their failover: to be fenced (ParameterServers::Fence).
     std::vector<std::pair<int, int64_t>> fences;
+    // Stale tasks to rejoin, each with the (owner, server) of every task's
+    // chunks it holds copies of (ParameterServers::AddBackup). Only in a
+    // probe with nothing else to do.
+    struct Rejoin {
+      int task = 0;
+      std::vector<std::pair<int, int>> from;
+      int64_t mark = 0;  // for Rejoined
+    };
+    std::vector<Rejoin> rejoins;
   };
 
   // One probe of every task (ParameterServers::Probe), in task order.
@@ -66,6 +83,13 @@ class FailoverPlanner {
 
   // The promotion was made (the task answered OK): routes follow it.
   void Promoted(const Promotion& promotion);
+  // Every copy of `rejoin` was sent and caught up: the task's copies are
+  // fresh again, unless since the decision a primary dropped the task or it
+  // missed an answer (then false: a copy may be out of step; it rejoins
+  // again).
+  bool Rejoined(const Decision::Rejoin& rejoin, absl::Time now);
+  // Every task's copies are fresh.
+  bool AllFresh() const;
 
   // Every task was restored from a checkpoint (the rollback after Lost): each
   // serves its own chunks again at epoch 1, every copy fresh.
@@ -90,12 +114,16 @@ class FailoverPlanner {
   std::vector<int> server_;          // per owner
   std::vector<int64_t> epoch_;       // per owner
   std::vector<int64_t> drops_seen_;  // per task: its streams' drops this planner saw
+  std::vector<int64_t> marks_;       // per task: drops of it and missed answers seen
 };
 
 // Runs a FailoverPlanner on a thread of its own: probes every ps each 200
 // ms (each answer within half of failover_after), makes the promotions it
 // calls for, and when some chunks lost every copy asks for a rollback
-// (`roll_back(why, restored)`, once until `restored` is called).
+// (`roll_back(why, restored)`, once until `restored` is called). Rejoins
+// run on a second thread, one at a time (the copies take a while; the
+// probes go on meanwhile), each task's tried again no sooner than
+// failover_after after a failure.
 class FailoverWatch {
  public:
   using RollBack = std::function<void(const std::string& why, std::function<void()> restored)>;
@@ -106,8 +134,10 @@ class FailoverWatch {
 
  private:
   void Loop();
+  void RejoinLoop();
 
   const std::unique_ptr<ParameterServers> servers_;
+  const int copies_;
   const absl::Duration failover_after_;
   const RollBack roll_back_;
   FailoverPlanner planner_;  // the thread's
@@ -115,7 +145,20 @@ class FailoverWatch {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool rolling_back_ ABSL_GUARDED_BY(mu_) = false;
   bool restored_ ABSL_GUARDED_BY(mu_) = false;
+  // The rejoin thread's work and results; `restores_` tells results from
+  // before a restore apart.
+  int64_t restores_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<std::pair<FailoverPlanner::Decision::Rejoin, int64_t>> rejoin_ ABSL_GUARDED_BY(mu_);
+  bool rejoining_ ABSL_GUARDED_BY(mu_) = false;
+  struct RejoinDone {
+    FailoverPlanner::Decision::Rejoin rejoin;
+    bool ok;
+    int64_t restores;
+  };
+  std::vector<RejoinDone> rejoined_ ABSL_GUARDED_BY(mu_);
+  std::map<int, absl::Time> retry_rejoin_at_;  // the loop's: per task, after a failure
   std::thread thread_;
+  std::thread rejoin_thread_;
 };
 
 }  // namespace pstrain

@@ -159,5 +159,83 @@ TEST(FailoverPlannerTest, LearnsFailoversFromWhatTheTasksServe) {
       << planner.Describe();
 }
 
+TEST(FailoverPlannerTest, ARestartedTaskRejoinsAndTheSecondLossFailsOverAgain) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(2, 2, kAfter, t0);
+  planner.Observe(ProbeOf(2), t0);
+  // Ps 0 dies; ps 1 serves its chunks; ps 0 comes back empty.
+  planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(1));
+  FailoverPlanner::Decision d = planner.Observe(ProbeOf(2, {0}), t0 + absl::Seconds(2));
+  ASSERT_EQ(d.promotions.size(), 1u);
+  EXPECT_TRUE(d.rejoins.empty());  // a probe with a failover does nothing else
+  planner.Promoted(d.promotions[0]);
+  // Ps 0 answers, empty: it rejoins from ps 1, for its own chunks and for
+  // ps 1's.
+  Probe probe = ProbeOf(2, {}, {0});
+  PsStatus one = *probe[1];
+  one.serves = {0};
+  one.serves_epochs = {2};
+  probe[1] = one;
+  d = planner.Observe(probe, t0 + absl::Seconds(3));
+  EXPECT_TRUE(d.promotions.empty());
+  EXPECT_TRUE(d.fences.empty());
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  EXPECT_EQ(d.rejoins[0].task, 0);
+  EXPECT_EQ(d.rejoins[0].from, (std::vector<std::pair<int, int>>{{0, 1}, {1, 1}}));
+  EXPECT_FALSE(planner.fresh(0));
+  EXPECT_TRUE(planner.Rejoined(d.rejoins[0], t0 + absl::Seconds(4)));
+  EXPECT_TRUE(planner.fresh(0));
+  EXPECT_TRUE(planner.AllFresh());
+  // Rejoined, it follows its own chunks at epoch 2: no fence, no rejoin.
+  probe = ProbeOf(2);
+  PsStatus zero = *probe[0];
+  zero.epoch = 2;
+  probe[0] = zero;
+  probe[1] = one;
+  d = planner.Observe(probe, t0 + absl::Seconds(4));
+  EXPECT_TRUE(d.fences.empty());
+  EXPECT_TRUE(d.rejoins.empty());
+  // Ps 1 dies now: both tasks' chunks fail over to ps 0, no rollback.
+  planner.Observe(ProbeOf(2, {1}), t0 + absl::Seconds(5));
+  d = planner.Observe(ProbeOf(2, {1}), t0 + absl::Seconds(7));
+  EXPECT_TRUE(d.lost.empty()) << d.lost;
+  ASSERT_EQ(d.promotions.size(), 2u);
+  EXPECT_EQ(d.promotions[0].owner, 0);
+  EXPECT_EQ(d.promotions[0].task, 0);
+  EXPECT_EQ(d.promotions[0].epoch, 3);
+  EXPECT_EQ(d.promotions[1].owner, 1);
+  EXPECT_EQ(d.promotions[1].task, 0);
+  EXPECT_EQ(d.promotions[1].epoch, 2);
+}
+
+TEST(FailoverPlannerTest, NoRejoinFromAServerThatDoesNotAnswer) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(3, 2, kAfter, t0);
+  planner.Observe(ProbeOf(3), t0);
+  // Ps 2 missed answers (stale); ps 1, the server of the chunks it holds
+  // copies of, is silent: no rejoin until it answers.
+  planner.Observe(ProbeOf(3, {2}), t0 + absl::Milliseconds(1500));
+  FailoverPlanner::Decision d = planner.Observe(ProbeOf(3, {1}), t0 + absl::Milliseconds(1700));
+  EXPECT_TRUE(d.rejoins.empty());
+  d = planner.Observe(ProbeOf(3), t0 + absl::Milliseconds(1900));
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  EXPECT_EQ(d.rejoins[0].task, 2);
+  // Ps 2 serves its own chunks: it takes copies of ps 1's only.
+  EXPECT_EQ(d.rejoins[0].from, (std::vector<std::pair<int, int>>{{1, 1}}));
+  // Ps 1 drops it again while the copies travel: the rejoin does not count.
+  Probe probe = ProbeOf(3);
+  PsStatus one = *probe[1];
+  one.backup_drops = 1;
+  one.dropped_backups = {2};
+  probe[1] = one;
+  planner.Observe(probe, t0 + absl::Milliseconds(2100));
+  EXPECT_FALSE(planner.Rejoined(d.rejoins[0], t0 + absl::Milliseconds(2200)));
+  EXPECT_FALSE(planner.fresh(2));
+  d = planner.Observe(probe, t0 + absl::Milliseconds(2300));
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  EXPECT_TRUE(planner.Rejoined(d.rejoins[0], t0 + absl::Milliseconds(2400)));
+  EXPECT_TRUE(planner.fresh(2));
+}
+
 }  // namespace
 }  // namespace pstrain

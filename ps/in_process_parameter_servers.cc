@@ -150,4 +150,12 @@ absl::Status InProcessParameterServers::Fence(int task, int64_t epoch,
   return tasks_[task]->Fence(epoch);
 }
 
+absl::Status InProcessParameterServers::AddBackup(int server, int owner, int task,
+                                                  absl::Duration deadline) {
+  if (server < 0 || server >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", server, " to send a copy"));
+  }
+  return tasks_[server]->AddBackup(owner, task, deadline);
+}
+
 }  // namespace pstrain

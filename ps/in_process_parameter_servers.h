@@ -36,6 +36,7 @@ class InProcessParameterServers : public ParameterServers {
   absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
                        absl::Duration deadline) override;
   absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override;
+  absl::Status AddBackup(int server, int owner, int task, absl::Duration deadline) override;
 
  private:
   const std::vector<PsTask*> tasks_;

@@ -341,8 +341,9 @@ PsStatus PsTask::Status() const {
   }
   absl::ReaderMutexLock roles(&roles_mu_);
   // Fenced (a failover moved its chunks while it did not answer): it holds
-  // nothing in step, as a restarted task.
-  if (copies_ > 1 && !FencedLocked().ok()) status.initialized = false;
+  // nothing in step, as a restarted task. A task that rejoined follows its
+  // own chunks from their server instead: they are in step.
+  if (copies_ > 1 && !follows_own_ && !FencedLocked().ok()) status.initialized = false;
   // The backups its streams dropped (answers wait until the chief confirms).
   status.backup_drops = retired_drops_;
   for (const auto& [chunk, stream] : streams_) {
@@ -360,6 +361,12 @@ PsStatus PsTask::Status() const {
   for (int owner : promoted_) {
     status.serves.push_back(owner);
     status.serves_epochs.push_back(epochs_.at(owner));
+  }
+  // Its own chunks, handed back by a failover after a rejoin.
+  if (const auto own = epochs_.find(identity_.ps_index);
+      own != epochs_.end() && own->second > 1 && FencedLocked().ok()) {
+    status.serves.push_back(identity_.ps_index);
+    status.serves_epochs.push_back(own->second);
   }
   return status;
 }
@@ -550,13 +557,16 @@ void PsTask::PushRows(int replica, int64_t step, int64_t generation,
 }
 
 absl::StatusOr<PushResult> PsTask::PushRows(int replica, int64_t step, int64_t generation,
-                                            absl::Span<const ConstRowsRef> parts) {
+                                            absl::Span<const ConstRowsRef> parts, int owner) {
   absl::Notification answered;
   absl::StatusOr<PushResult> result;
-  PushRows(replica, step, generation, parts, [&](absl::StatusOr<PushResult> r) {
-    result = std::move(r);
-    answered.Notify();
-  });
+  PushRows(
+      replica, step, generation, parts,
+      [&](absl::StatusOr<PushResult> r) {
+        result = std::move(r);
+        answered.Notify();
+      },
+      owner);
   answered.WaitForNotification();
   return result;
 }

@@ -41,10 +41,26 @@ class ReplicaLinks {
   // The same for the rows task `partition` owns (RowOwner).
   virtual absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                                       const RowsUpdate& update) = 0;
+  // A rejoin: sends task `task` a fresh copy of chunk `chunk` (the primary
+  // of `epoch` took it), for PsTask::InstallChunkCopy there; returns once
+  // installed. A link that gave up on `task` tries it again.
+  virtual absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
+                                     const ParameterShard::BackupCopy& copy) = 0;
+  // The same for the rows task `partition` owns, in pieces
+  // (RowsCopyPieces) for PsTask::InstallRowsCopy.
+  virtual absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
+                                    const SparseShard::BackupCopy& copy) = 0;
   // Every copy was restored alike (a rollback): tasks a link gave up on are
   // tried again.
   virtual void Reset() {}
 };
+
+// A rows copy cut into pieces of at most `rows_per_piece` rows, for the
+// wire: the first piece carries everything else (the barrier's progress,
+// pending ids, the rows before the last sync step), the rest only rows.
+// Always at least one piece.
+std::vector<SparseShard::BackupCopy> RowsCopyPieces(const SparseShard::BackupCopy& copy,
+                                                    size_t rows_per_piece);
 
 // How many copies of every chunk the job keeps, and where a primary's
 // updates go.
@@ -125,6 +141,31 @@ class PsTask {
   // owner whose backups it does not hold; FailedPrecondition for an older
   // epoch.
   absl::Status Promote(int owner, int64_t epoch, const std::vector<int>& backups = {});
+  // A rejoin (issue 55), the side of the task serving `owner`'s chunks and
+  // rows: task `task`, which holds copies of them (a restarted ps, or one
+  // its streams dropped), gets a fresh copy of each (ReplicaLinks, taken
+  // while training goes on) and follows their updates from there. Returns
+  // once it holds them and has caught up with the updates since, so that
+  // from then on every answer waits for it as for every backup; or the
+  // error, within `timeout` (then it is not waited for). FailedPrecondition
+  // if this task does not serve them; InvalidArgument for a task that is
+  // not one of their copies.
+  absl::Status AddBackup(int owner, int task, absl::Duration timeout);
+  // The rejoining task's side: takes chunk `chunk`'s copy from the task
+  // that serves it at `epoch`, and follows that task's updates of it from
+  // now on. For its own chunks this task no longer serves them (replicas'
+  // requests are refused as fenced, sending them to the serving task) until
+  // a failover promotes it again or a restore. FailedPrecondition for an
+  // epoch older than one it knows, or chunks it serves at that epoch
+  // itself; InvalidArgument for a chunk it holds no copy of, or a copy
+  // that does not fit.
+  absl::Status InstallChunkCopy(int chunk, int64_t epoch, const ParameterShard::BackupCopy& copy);
+  // The same for the rows of task `partition`, in pieces (RowsCopyPieces)
+  // numbered from `index` 0 (which drops a copy cut short before): each is
+  // kept until the `last` one, then the whole copy is taken.
+  absl::Status InstallRowsCopy(int partition, int64_t epoch, SparseShard::BackupCopy piece,
+                               int index, bool last);
+
   // The chief's word that it knows of `drops` backups this task's streams
   // dropped (Status's backup_drops) and marked them out of step: the
   // answers the streams held since go. Fewer than there are now: nothing.
@@ -191,7 +232,7 @@ class PsTask {
                 RowsPushDone done, int owner = -1);
   // The same, waiting for the answer.
   absl::StatusOr<PushResult> PushRows(int replica, int64_t step, int64_t generation,
-                                      absl::Span<const ConstRowsRef> parts);
+                                      absl::Span<const ConstRowsRef> parts, int owner = -1);
   // Gives a task made by hand (tests) the rows of a model's embedding
   // tables; `optimizer` names their slots in checkpoints.
   void AttachSparse(std::unique_ptr<SparseShard> sparse, std::string optimizer);
@@ -218,6 +259,8 @@ class PsTask {
   StepStats TotalStats() const;
 
   const PsIdentity& identity() const { return identity_; }
+  // Copies of every chunk in the job (ps_replication).
+  int copies() const { return copies_; }
   int total_replicas() const { return shards_.front()->options().rule.total_replicas; }
   const std::vector<ParameterShard*>& shards() const { return shard_ptrs_; }
   // Values in chunk `chunk`, or -1 if this task does not hold it.
@@ -236,8 +279,20 @@ class PsTask {
   // Sends the updates of `owner`'s chunks this task serves (its own, or
   // promoted backups) to their backups on `tasks_of[chunk]`, and the rows'
   // to `row_tasks`, carrying `epoch`.
+  // Streams it replaces (a second promotion) are retired into the lists,
+  // to be ended outside roles_mu_ (RetireStreams).
+  struct Retired {
+    std::vector<UpdateStream<ChunkUpdate>*> chunks;
+    std::vector<UpdateStream<RowsUpdate>*> rows;
+  };
   void StartStreams(int owner, int64_t epoch, const std::vector<std::vector<int>>& tasks_of,
-                    const std::vector<int>& row_tasks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+                    const std::vector<int>& row_tasks, Retired* retired = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+  // Stops feeding the streams of `owner`'s chunks and rows served here and
+  // moves them to the retired lists.
+  void RetireStreamsOfLocked(int owner, Retired* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+  // Fails what the retired streams hold with `why`; outside roles_mu_.
+  static void EndStreams(const Retired& retired, const absl::Status& why);
   // The rows of `ids`' owner this task serves: its own, or a promoted
   // backup's; FailedPrecondition otherwise.
   // The rows of task `owner` if this task serves them: its own, or a
@@ -254,6 +309,12 @@ class PsTask {
   }
   // Refusal of a sender of `owner`'s updates at `epoch`: OK to follow.
   absl::Status CheckSender(int owner, int64_t epoch) const;
+  // A rejoin: this task follows `owner`'s chunks and rows from the task
+  // serving them at `epoch` (InstallChunkCopy); the streams of what it
+  // served of them are retired.
+  absl::Status FollowFrom(int owner, int64_t epoch);
+  // The shards of `owner` this task holds: its own, or backups.
+  std::vector<ParameterShard*> ShardsOf(int owner) const;
   // The status of `owner`'s `shards` and `rows` (may be null) here.
   PsStatus StatusOf(int owner, const std::vector<ParameterShard*>& shards,
                     const SparseShard* rows) const;
@@ -277,6 +338,9 @@ class PsTask {
   std::map<int, int64_t> epochs_ ABSL_GUARDED_BY(roles_mu_);  // owner -> epoch (absent: 1)
   std::set<int> promoted_ ABSL_GUARDED_BY(roles_mu_);         // owners served here
   int64_t fenced_epoch_ ABSL_GUARDED_BY(roles_mu_) = 0;       // Fence's (0: not fenced)
+  // Rejoined as a backup of its own chunks and rows (served elsewhere at
+  // epochs_[ps_index]): it refuses the replicas' requests as fenced.
+  bool follows_own_ ABSL_GUARDED_BY(roles_mu_) = false;
   // Drops of the streams retired by restores (the count never goes back).
   int64_t retired_drops_ ABSL_GUARDED_BY(roles_mu_) = 0;
   // Served chunk -> the stream of its updates to its backups (copies > 1).
@@ -293,6 +357,9 @@ class PsTask {
   // failover happened.
   std::vector<std::vector<int>> own_backups_of_;
   std::vector<int> own_row_backups_;
+  // InstallRowsCopy's pieces so far, by partition.
+  absl::Mutex pieces_mu_;
+  std::map<int, SparseShard::BackupCopy> rows_pieces_ ABSL_GUARDED_BY(pieces_mu_);
   // Every engine's step rule: the chunks', then the rows' (if any).
   std::vector<StepBarrier*> barriers_;
   Env* const env_;

@@ -2,12 +2,14 @@
 // its backups, a backup's side, failovers and saves for another owner.
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps/ps_task.h"
+#include "ps_protocol/shard_layout.h"
 
 namespace pstrain {
 namespace {
@@ -28,21 +30,52 @@ absl::Status SendUnlessObsolete(const Update& update, absl::FunctionRef<int64_t(
   return sent;
 }
 
+// The link of a primary's stream to the backup of chunk `chunk` on `task`.
+UpdateStream<ChunkUpdate>::Link ChunkLink(ReplicaLinks* links, int task, int chunk, int64_t epoch,
+                                          ParameterShard* shard) {
+  return [links, task, chunk, epoch, shard](const ChunkUpdate& update) {
+    return SendUnlessObsolete(
+        update, [shard] { return shard->generation(); },
+        [&] { return links->SendChunkUpdate(task, chunk, epoch, update); });
+  };
+}
+
+// The same for the rows of `owner` on `task`.
+UpdateStream<RowsUpdate>::Link RowsLink(ReplicaLinks* links, int task, int owner, int64_t epoch,
+                                        SparseShard* rows) {
+  return [links, task, owner, epoch, rows](const RowsUpdate& update) {
+    return SendUnlessObsolete(
+        update, [rows] { return rows->barrier().generation(); },
+        [&] { return links->SendRowsUpdate(task, owner, epoch, update); });
+  };
+}
+
 }  // namespace
 
+std::vector<SparseShard::BackupCopy> RowsCopyPieces(const SparseShard::BackupCopy& copy,
+                                                    size_t rows_per_piece) {
+  rows_per_piece = std::max<size_t>(rows_per_piece, 1);
+  std::vector<SparseShard::BackupCopy> pieces;
+  SparseShard::BackupCopy first = copy;
+  first.rows.clear();
+  pieces.push_back(std::move(first));
+  for (size_t k = 0; k < copy.rows.size(); ++k) {
+    if (pieces.back().rows.size() >= rows_per_piece) pieces.emplace_back();
+    pieces.back().rows.push_back(copy.rows[k]);
+  }
+  return pieces;
+}
+
 void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vector<int>>& tasks_of,
-                          const std::vector<int>& row_tasks) {
-  ReplicaLinks* links = links_;
+                          const std::vector<int>& row_tasks, Retired* retired) {
+  // What served these before (a second promotion) stops first.
+  Retired replaced;
+  RetireStreamsOfLocked(owner, retired != nullptr ? retired : &replaced);
   SparseShard* rows = owner == identity_.ps_index ? sparse_.get() : backup_rows(owner);
-  if (rows != nullptr && !row_tasks.empty()) {
+  if (rows != nullptr) {
+    // Even with no backup now: one can rejoin it (AddBackup).
     std::vector<UpdateStream<RowsUpdate>::Link> to;
-    for (int task : row_tasks) {
-      to.push_back([links, task, owner, epoch, rows](const RowsUpdate& update) {
-        return SendUnlessObsolete(
-            update, [rows] { return rows->barrier().generation(); },
-            [&] { return links->SendRowsUpdate(task, owner, epoch, update); });
-      });
-    }
+    for (int task : row_tasks) to.push_back(RowsLink(links_, task, owner, epoch, rows));
     auto stream = std::make_unique<UpdateStream<RowsUpdate>>(
         absl::StrCat("ps ", identity_.ps_index, " rows of task ", owner), std::move(to), row_tasks,
         /*held_after_drop=*/true);
@@ -50,32 +83,56 @@ void PsTask::StartStreams(int owner, int64_t epoch, const std::vector<std::vecto
     rows_streams_[owner] = std::move(stream);
     rows->SetUpdateObserver([s](RowsUpdate update) { s->Enqueue(std::move(update)); });
   }
-  std::vector<ParameterShard*> served;
-  if (owner == identity_.ps_index) {
-    served = shard_ptrs_;
-  } else {
-    for (const auto& b : backups_) {
-      if (owner_of_.at(b->options().chunk) == owner) served.push_back(b.get());
-    }
-  }
-  for (ParameterShard* shard : served) {
+  for (ParameterShard* shard : ShardsOf(owner)) {
     const int chunk = shard->options().chunk;
+    const std::vector<int> tasks =
+        chunk < static_cast<int>(tasks_of.size()) ? tasks_of[chunk] : std::vector<int>();
     std::vector<UpdateStream<ChunkUpdate>::Link> to;
-    for (int task : tasks_of[chunk]) {
-      to.push_back([links, task, chunk, epoch, shard](const ChunkUpdate& update) {
-        return SendUnlessObsolete(
-            update, [shard] { return shard->generation(); },
-            [&] { return links->SendChunkUpdate(task, chunk, epoch, update); });
-      });
-    }
-    if (to.empty()) continue;
+    for (int task : tasks) to.push_back(ChunkLink(links_, task, chunk, epoch, shard));
     auto stream = std::make_unique<UpdateStream<ChunkUpdate>>(
-        absl::StrCat("ps ", identity_.ps_index, " chunk ", chunk), std::move(to), tasks_of[chunk],
+        absl::StrCat("ps ", identity_.ps_index, " chunk ", chunk), std::move(to), tasks,
         /*held_after_drop=*/true);
     UpdateStream<ChunkUpdate>* s = stream.get();
     streams_[chunk] = std::move(stream);
     shard->SetUpdateObserver([s](ChunkUpdate update) { s->Enqueue(std::move(update)); });
   }
+  // Without a caller to end them (none replace anything but a promotion's).
+  CHECK(retired != nullptr || (replaced.chunks.empty() && replaced.rows.empty()))
+      << "streams replaced with no one to end them";
+}
+
+std::vector<ParameterShard*> PsTask::ShardsOf(int owner) const {
+  if (owner == identity_.ps_index) return shard_ptrs_;
+  std::vector<ParameterShard*> shards;
+  for (const auto& b : backups_) {
+    if (owner_of_.at(b->options().chunk) == owner) shards.push_back(b.get());
+  }
+  return shards;
+}
+
+void PsTask::RetireStreamsOfLocked(int owner, Retired* retired) {
+  for (ParameterShard* shard : ShardsOf(owner)) {
+    const auto it = streams_.find(shard->options().chunk);
+    if (it == streams_.end()) continue;
+    shard->SetUpdateObserver(nullptr);
+    retired_drops_ += it->second->drops();
+    retired->chunks.push_back(it->second.get());
+    retired_streams_.push_back(std::move(it->second));
+    streams_.erase(it);
+  }
+  if (const auto it = rows_streams_.find(owner); it != rows_streams_.end()) {
+    SparseShard* rows = owner == identity_.ps_index ? sparse_.get() : backup_rows(owner);
+    if (rows != nullptr) rows->SetUpdateObserver(nullptr);
+    retired_drops_ += it->second->drops();
+    retired->rows.push_back(it->second.get());
+    retired_rows_streams_.push_back(std::move(it->second));
+    rows_streams_.erase(it);
+  }
+}
+
+void PsTask::EndStreams(const Retired& retired, const absl::Status& why) {
+  for (auto* stream : retired.chunks) stream->Retire(why);
+  for (auto* stream : retired.rows) stream->Retire(why);
 }
 
 void PsTask::ResetRoles() {
@@ -84,8 +141,7 @@ void PsTask::ResetRoles() {
   // The old streams are retired (their held answers fail) once roles_mu_ is
   // released, for an answer calls back into this task; they are kept until
   // the task ends (a push may hold one).
-  std::vector<UpdateStream<ChunkUpdate>*> retire;
-  std::vector<UpdateStream<RowsUpdate>*> retire_rows;
+  Retired retired;
   {
     absl::MutexLock lock(&roles_mu_);
     // No update reaches the old streams from here on.
@@ -94,39 +150,38 @@ void PsTask::ResetRoles() {
     for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
     for (auto& [chunk, stream] : streams_) {
       retired_drops_ += stream->drops();
-      retire.push_back(stream.get());
+      retired.chunks.push_back(stream.get());
       retired_streams_.push_back(std::move(stream));
     }
     for (auto& [partition, stream] : rows_streams_) {
       retired_drops_ += stream->drops();
-      retire_rows.push_back(stream.get());
+      retired.rows.push_back(stream.get());
       retired_rows_streams_.push_back(std::move(stream));
     }
     streams_.clear();
     rows_streams_.clear();
-    if (!promoted_.empty()) {
+    if (!promoted_.empty() || follows_own_) {
       LOG(INFO) << "ps " << identity_.ps_index << " serves only its own chunks again (restored)";
     }
     promoted_.clear();
     epochs_.clear();
     fenced_epoch_ = 0;
+    follows_own_ = false;
     if (links_ != nullptr) links_->Reset();
     StartStreams(identity_.ps_index, /*epoch=*/1, own_backups_of_, own_row_backups_);
   }
-  const absl::Status rolled_back =
-      absl::AbortedError(absl::StrCat("ps ", identity_.ps_index,
-                                      " was restored from a checkpoint: the update "
-                                      "was rolled back"));
-  for (auto* stream : retire) stream->Retire(rolled_back);
-  for (auto* stream : retire_rows) stream->Retire(rolled_back);
+  EndStreams(retired, absl::AbortedError(absl::StrCat("ps ", identity_.ps_index,
+                                                      " was restored from a checkpoint: the update "
+                                                      "was rolled back")));
 }
 
 absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& backups) {
-  bool holds = backup_rows_.contains(owner);
-  std::vector<std::vector<int>> tasks_of;
-  for (const auto& [chunk, of] : owner_of_) {
-    if (of != owner) continue;
+  const bool own = owner == identity_.ps_index;
+  bool holds = own || backup_rows_.contains(owner);
+  std::vector<std::vector<int>> tasks_of(own_backups_of_.size());
+  for (ParameterShard* shard : ShardsOf(owner)) {
     holds = true;
+    const int chunk = shard->options().chunk;
     if (static_cast<int>(tasks_of.size()) <= chunk) tasks_of.resize(chunk + 1);
     tasks_of[chunk] = backups;
   }
@@ -142,24 +197,184 @@ absl::Status PsTask::Promote(int owner, int64_t epoch, const std::vector<int>& b
                                                    " holds no backup of task ", owner,
                                                    "'s chunks or rows to serve"));
   }
-  absl::MutexLock lock(&roles_mu_);
-  const auto known = epochs_.find(owner);
-  const int64_t current = known == epochs_.end() ? 1 : known->second;
-  if (epoch < current || (epoch == current && !promoted_.contains(owner))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("ps task ", identity_.ps_index, " knows task ", owner, "'s chunks at epoch ",
-                     current, "; a promotion needs a later one, not ", epoch));
+  Retired replaced;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    const auto known = epochs_.find(owner);
+    const int64_t current = known == epochs_.end() ? 1 : known->second;
+    // Its own chunks: once it follows them (a rejoin), a failover of their
+    // server hands them back to it.
+    const bool serving = own ? !follows_own_ : promoted_.contains(owner);
+    if (own && serving && epoch <= current) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ps task ", identity_.ps_index, " serves its own chunks (epoch ", current,
+                       "); a promotion of them needs a later epoch, not ", epoch));
+    }
+    if (epoch < current || (epoch == current && !serving)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ps task ", identity_.ps_index, " knows task ", owner, "'s chunks at epoch ",
+                       current, "; a promotion needs a later one, not ", epoch));
+    }
+    if (serving && epoch == current) return absl::OkStatus();
+    epochs_[owner] = epoch;
+    if (own) {
+      follows_own_ = false;
+      fenced_epoch_ = 0;
+    } else {
+      promoted_.insert(owner);
+    }
+    if (links_ != nullptr) StartStreams(owner, epoch, tasks_of, backups, &replaced);
   }
-  if (promoted_.contains(owner) && epoch == current) return absl::OkStatus();
-  epochs_[owner] = epoch;
-  promoted_.insert(owner);
-  if (links_ != nullptr && !backups.empty()) StartStreams(owner, epoch, tasks_of, backups);
+  EndStreams(replaced, absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
+                                                       " serves the chunks of ps ", owner,
+                                                       " at epoch ", epoch,
+                                                       " now; an update of the epoch before is not "
+                                                       "acknowledged")));
   LOG(WARNING) << "ps " << identity_.ps_index << " serves the chunks and rows of ps " << owner
                << " from epoch " << epoch << " (a failover)"
                << (backups.empty()
                        ? "; they have no other copy until one rejoins"
                        : absl::StrCat("; their updates go to ", absl::StrJoin(backups, ", ")));
   return absl::OkStatus();
+}
+
+absl::Status PsTask::AddBackup(int owner, int task, absl::Duration timeout) {
+  const std::vector<int> holders = ReplicaTasks(owner, identity_.num_ps, copies_);
+  if (links_ == nullptr || copies_ < 2 || task == identity_.ps_index ||
+      std::find(holders.begin(), holders.end(), task) == holders.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps task ", task, " holds no copy of the chunks of ps ", owner,
+                     " to rejoin with (", copies_, " copies, on ps ", absl::StrJoin(holders, ", "),
+                     "; asked of ps ", identity_.ps_index, ")"));
+  }
+  std::vector<std::pair<ParameterShard*, UpdateStream<ChunkUpdate>*>> chunks;
+  SparseShard* rows = nullptr;
+  UpdateStream<RowsUpdate>* rows_stream = nullptr;
+  int64_t epoch = 1;
+  {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    const bool own = owner == identity_.ps_index;
+    if (own ? (follows_own_ || !FencedLocked().ok()) : !promoted_.contains(owner)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ps ", identity_.ps_index, " does not serve the chunks of ps ", owner,
+                       ": ask the ps that does to send them to ps ", task));
+    }
+    if (const auto it = epochs_.find(owner); it != epochs_.end()) epoch = it->second;
+    for (ParameterShard* shard : ShardsOf(owner)) {
+      const auto it = streams_.find(shard->options().chunk);
+      if (it != streams_.end()) chunks.emplace_back(shard, it->second.get());
+    }
+    if (const auto it = rows_streams_.find(owner); it != rows_streams_.end()) {
+      rows = own ? sparse_.get() : backup_rows(owner);
+      rows_stream = it->second.get();
+    }
+  }
+  // The streams stay alive (a retired one until the task ends), so the
+  // copies travel with roles_mu_ released. What the streams still send the
+  // task from before stops first: it would reach the task before its copy.
+  for (auto [shard, stream] : chunks) stream->RemoveBackup(task);
+  if (rows_stream != nullptr) rows_stream->RemoveBackup(task);
+  const absl::Time deadline = absl::Now() + timeout;
+  for (auto [shard, stream] : chunks) {
+    const int chunk = shard->options().chunk;
+    absl::StatusOr<ParameterShard::BackupCopy> copy = shard->CopyForBackup(
+        [&] { stream->AddJoiningBackup(ChunkLink(links_, task, chunk, epoch, shard), task); });
+    if (!copy.ok()) return copy.status();
+    const absl::Status sent = links_->SendChunkCopy(task, chunk, epoch, *copy);
+    stream->Joined(task, sent);
+    if (!sent.ok()) {
+      return absl::Status(sent.code(), absl::StrCat("the copy of chunk ", chunk, " for ps ", task,
+                                                    ": ", sent.message()));
+    }
+  }
+  if (rows != nullptr) {
+    absl::StatusOr<SparseShard::BackupCopy> copy = rows->CopyForBackup(
+        [&] { rows_stream->AddJoiningBackup(RowsLink(links_, task, owner, epoch, rows), task); });
+    if (!copy.ok()) return copy.status();
+    const absl::Status sent = links_->SendRowsCopy(task, owner, epoch, *copy);
+    rows_stream->Joined(task, sent);
+    if (!sent.ok()) {
+      return absl::Status(sent.code(), absl::StrCat("the copy of the rows of ps ", owner,
+                                                    " for ps ", task, ": ", sent.message()));
+    }
+  }
+  for (auto [shard, stream] : chunks) {
+    PSTRAIN_RETURN_IF_ERROR(stream->WaitCaughtUp(task, deadline));
+  }
+  if (rows_stream != nullptr) PSTRAIN_RETURN_IF_ERROR(rows_stream->WaitCaughtUp(task, deadline));
+  LOG(INFO) << "ps " << task << " holds a copy of the chunks and rows of ps " << owner
+            << " again (served by ps " << identity_.ps_index << " at epoch " << epoch << ")";
+  return absl::OkStatus();
+}
+
+absl::Status PsTask::FollowFrom(int owner, int64_t epoch) {
+  const bool own = owner == identity_.ps_index;
+  Retired retired;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    const auto it = epochs_.find(owner);
+    const int64_t current = it == epochs_.end() ? 1 : it->second;
+    const bool serving = own ? !follows_own_ && fenced_epoch_ == 0 : promoted_.contains(owner);
+    if (epoch < current || (own && epoch < 2) || (serving && epoch == current)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ps ", identity_.ps_index, " knows the chunks of ps ", owner, " at epoch ",
+                       current, serving ? " and serves them" : "",
+                       ": a copy from their server at epoch ", epoch, " is not taken"));
+    }
+    epochs_[owner] = epoch;
+    if (own) {
+      if (!follows_own_) {
+        LOG(WARNING) << "ps " << identity_.ps_index << " follows its own chunks and rows as a "
+                     << "backup: they are served by another ps since epoch " << epoch;
+      }
+      follows_own_ = true;
+    } else {
+      promoted_.erase(owner);
+    }
+    RetireStreamsOfLocked(owner, &retired);
+  }
+  EndStreams(retired, absl::AbortedError(absl::StrCat(
+                          "fenced: ps ", identity_.ps_index, " follows the chunks of ps ", owner,
+                          " from the ps serving them at epoch ", epoch, "; ask there")));
+  return absl::OkStatus();
+}
+
+absl::Status PsTask::InstallChunkCopy(int chunk, int64_t epoch,
+                                      const ParameterShard::BackupCopy& copy) {
+  absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
+  if (!shard.ok()) return shard.status();
+  PSTRAIN_RETURN_IF_ERROR(FollowFrom(OwnerOf(chunk), epoch));
+  return (*shard)->InstallCopy(copy);
+}
+
+absl::Status PsTask::InstallRowsCopy(int partition, int64_t epoch, SparseShard::BackupCopy piece,
+                                     int index, bool last) {
+  SparseShard* rows = partition == identity_.ps_index ? sparse_.get() : backup_rows(partition);
+  if (rows == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps task ", identity_.ps_index, " holds no copy of the rows of ps ", partition,
+                     "; check that every process uses the same cluster, model and ps_replication"));
+  }
+  SparseShard::BackupCopy whole;
+  {
+    absl::MutexLock lock(&pieces_mu_);
+    auto it = rows_pieces_.find(partition);
+    if (index == 0) {
+      // A new copy (one cut short before is dropped).
+      rows_pieces_[partition] = std::move(piece);
+      it = rows_pieces_.find(partition);
+    } else if (it == rows_pieces_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "piece ", index, " of a copy of the rows of ps ", partition, " came without its first"));
+    } else {
+      std::move(piece.rows.begin(), piece.rows.end(), std::back_inserter(it->second.rows));
+    }
+    if (!last) return absl::OkStatus();
+    whole = std::move(it->second);
+    rows_pieces_.erase(it);
+  }
+  PSTRAIN_RETURN_IF_ERROR(FollowFrom(partition, epoch));
+  return rows->InstallCopy(whole);
 }
 
 int64_t PsTask::epoch(int owner) const {
@@ -175,6 +390,14 @@ bool PsTask::serves(int owner) const {
 }
 
 absl::Status PsTask::FencedLocked() const {
+  if (follows_own_) {
+    const auto it = epochs_.find(identity_.ps_index);
+    return absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
+                                           "'s chunks and rows are served by another ps since "
+                                           "epoch ",
+                                           it == epochs_.end() ? 1 : it->second,
+                                           " (it holds a copy); ask there"));
+  }
   if (fenced_epoch_ > 0) {
     return absl::AbortedError(absl::StrCat("fenced: ps ", identity_.ps_index,
                                            "'s chunks and rows are served by another ps since "
@@ -236,7 +459,8 @@ absl::Status PsTask::CheckSender(int owner, int64_t epoch) const {
   absl::ReaderMutexLock lock(&roles_mu_);
   const auto it = epochs_.find(owner);
   const int64_t current = it == epochs_.end() ? 1 : it->second;
-  if (promoted_.contains(owner) || epoch < current) {
+  const bool serving = owner == identity_.ps_index ? !follows_own_ : promoted_.contains(owner);
+  if (serving || epoch < current) {
     return absl::AbortedError(
         absl::StrCat("fenced: ps ", identity_.ps_index, " serves the chunks and rows of ps ", owner,
                      " since epoch ", current, "; an update of epoch ", epoch, " is not taken"));
@@ -249,6 +473,13 @@ absl::Status PsTask::FollowChunk(int chunk, const ChunkUpdate& update, int64_t e
     if (b->options().chunk != chunk) continue;
     PSTRAIN_RETURN_IF_ERROR(CheckSender(owner_of_.at(chunk), epoch));
     return b->ApplyReplicated(update);
+  }
+  for (ParameterShard* own : shard_ptrs_) {
+    // Its own chunk, after a rejoin (served elsewhere): CheckSender refuses
+    // it while this task serves it.
+    if (own->options().chunk != chunk || copies_ < 2) continue;
+    PSTRAIN_RETURN_IF_ERROR(CheckSender(identity_.ps_index, epoch));
+    return own->ApplyReplicated(update);
   }
   return absl::InvalidArgumentError(absl::StrCat("ps task ", identity_.ps_index,
                                                  " holds no backup of chunk ", chunk,
@@ -264,6 +495,10 @@ ParameterShard* PsTask::backup(int chunk) const {
 }
 
 absl::Status PsTask::FollowRows(int partition, const RowsUpdate& update, int64_t epoch) {
+  if (partition == identity_.ps_index && sparse_ != nullptr && copies_ > 1) {
+    PSTRAIN_RETURN_IF_ERROR(CheckSender(partition, epoch));
+    return sparse_->ApplyReplicated(update);
+  }
   const auto it = backup_rows_.find(partition);
   if (it == backup_rows_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -46,12 +46,39 @@ class TaskLinks : public ReplicaLinks {
                                const ChunkUpdate& update) override {
     if (absl::Notification* gate = hold.load(); gate != nullptr) gate->WaitForNotification();
     if (Gone(task)) return absl::UnavailableError("gone");
-    return tasks[task]->FollowChunk(chunk, update, epoch);
+    return Task(task)->FollowChunk(chunk, update, epoch);
   }
   absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                               const RowsUpdate& update) override {
     if (Gone(task)) return absl::UnavailableError("gone");
-    return tasks[task]->FollowRows(partition, update, epoch);
+    return Task(task)->FollowRows(partition, update, epoch);
+  }
+  absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
+                             const ParameterShard::BackupCopy& copy) override {
+    if (Gone(task)) return absl::UnavailableError("gone");
+    return Task(task)->InstallChunkCopy(chunk, epoch, copy);
+  }
+  // In pieces of 7 rows, as the wire cuts them.
+  absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
+                            const SparseShard::BackupCopy& copy) override {
+    if (Gone(task)) return absl::UnavailableError("gone");
+    const std::vector<SparseShard::BackupCopy> pieces = RowsCopyPieces(copy, 7);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      absl::Status s = Task(task)->InstallRowsCopy(partition, epoch, pieces[k], static_cast<int>(k),
+                                                   k + 1 == pieces.size());
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // A restarted task replaces the one before (the senders read it).
+  void SetTask(int i, PsTask* task) {
+    absl::MutexLock lock(&mu);
+    if (static_cast<int>(tasks.size()) <= i) tasks.resize(i + 1);
+    tasks[i] = task;
+  }
+  PsTask* Task(int i) {
+    absl::MutexLock lock(&mu);
+    return tasks[i];
   }
   // Tasks whose links fail (a dead ps); the senders' threads read it.
   void SetGone(std::set<int> tasks_gone) {
@@ -66,7 +93,7 @@ class TaskLinks : public ReplicaLinks {
   std::set<int> gone ABSL_GUARDED_BY(mu);
   // Set: chunk updates wait for it before they are delivered.
   std::atomic<absl::Notification*> hold{nullptr};
-  std::vector<PsTask*> tasks;
+  std::vector<PsTask*> tasks ABSL_GUARDED_BY(mu);
 };
 
 class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
@@ -88,7 +115,7 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
           PsTask::Create(job_, *model_, i, &env_, nullptr, {.copies = 2, .links = &links_});
       ASSERT_TRUE(task.ok()) << task.status();
       tasks_.push_back(std::move(*task));
-      links_.tasks.push_back(tasks_.back().get());
+      links_.SetTask(i, tasks_.back().get());
     }
   }
 
@@ -119,11 +146,11 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
         std::vector<float> g(chunk.end - chunk.begin, 0.1f * (r + 1) - 0.01f * step);
         answered.push_back(std::make_unique<absl::Notification>());
         absl::Notification* done = answered.back().get();
-        tasks_[chunk.ps]->Push(static_cast<int>(c), r, step, 0, g, {}, {},
-                               [done](absl::Status s, PushResult) {
-                                 EXPECT_TRUE(s.ok()) << s;
-                                 done->Notify();
-                               });
+        tasks_[serving_[chunk.ps]]->Push(static_cast<int>(c), r, step, 0, g, {}, {},
+                                         [done](absl::Status s, PushResult) {
+                                           EXPECT_TRUE(s.ok()) << s;
+                                           done->Notify();
+                                         });
       }
     }
     for (auto& n : answered) ASSERT_TRUE(n->WaitForNotificationWithTimeout(absl::Seconds(30)));
@@ -147,7 +174,8 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
           }
         }
         std::vector<ConstRowsRef> parts = {{0, ids[0], grads[0]}, {1, ids[1], grads[1]}};
-        absl::StatusOr<PushResult> pushed = tasks_[task]->PushRows(r, step, 0, parts);
+        absl::StatusOr<PushResult> pushed =
+            tasks_[serving_[task]]->PushRows(r, step, 0, parts, task);
         ASSERT_TRUE(pushed.ok()) << pushed.status();
       }
     }
@@ -232,6 +260,8 @@ class PsTaskReplicationTest : public ::testing::TestWithParam<bool> {
   ShardLayout layout_;
   TaskLinks links_;
   std::vector<std::unique_ptr<PsTask>> tasks_;
+  // Who serves each task's chunks and rows (failovers move them).
+  std::vector<int> serving_ = {0, 1, 2};
 };
 
 TEST_P(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimary) {
@@ -259,7 +289,8 @@ TEST_P(PsTaskReplicationTest, EveryChunkHasABackupOnTheNextPsThatEndsAsItsPrimar
   EXPECT_TRUE(absl::IsFailedPrecondition(pushed)) << pushed;
   std::string params, state;
   EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[1]->Read(chunk, &params, &state).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
+  // An update of its own chunk from another task: it serves that chunk.
+  EXPECT_TRUE(absl::IsAborted(
       tasks_[1]->FollowChunk(tasks_[1]->shards()[0]->options().chunk, ChunkUpdate())));
 }
 
@@ -414,6 +445,118 @@ TEST_P(PsTaskReplicationTest, AnUpdateOnItsWayWhenARestoreComesKeepsTheBackup) {
   ExpectBackupsAreTheirPrimaries();
 }
 
+// A rejoin: ps 0 dies and ps 1 serves its chunks and rows (epoch 2, no
+// other copy); ps 0 restarts empty and rejoins: ps 1 sends it a copy of ps
+// 0's chunks and rows, ps 2 one of its own (ps 0 holds their backups), and
+// ps 0 follows both while training goes on. Then ps 1 dies too: ps 0 is
+// handed its own chunks back (epoch 3) and ps 2 takes ps 1's, with every
+// acknowledged update, no rollback.
+TEST_P(PsTaskReplicationTest, ARestartedPsRejoinsAndASecondFailureLosesNothing) {
+  // The chief's part: a primary that dropped a backup holds its answers
+  // until the drop is confirmed.
+  std::atomic<bool> stop{false};
+  std::thread chief([&] {
+    while (!stop) {
+      for (int t = 0; t < 3; ++t) {
+        PsTask* task = links_.Task(t);
+        task->ConfirmDrops(task->Status().backup_drops);
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  });
+  struct Join {
+    std::atomic<bool>* stop;
+    std::thread* thread;
+    ~Join() {
+      *stop = true;
+      thread->join();
+    }
+  } join{&stop, &chief};
+  InitializeAll(/*generation=*/12);
+  for (int64_t step = 0; step < 3; ++step) Step(step);
+  links_.SetGone({0});
+  ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());
+  serving_[0] = 1;
+  for (int64_t step = 3; step < 5; ++step) Step(step);
+
+  // ps 0 comes back empty.
+  absl::StatusOr<std::unique_ptr<PsTask>> restarted =
+      PsTask::Create(job_, *model_, 0, &env_, nullptr, {.copies = 2, .links = &links_});
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  links_.SetTask(0, restarted->get());
+  std::unique_ptr<PsTask> dead = std::move(tasks_[0]);
+  tasks_[0] = std::move(*restarted);
+  links_.SetGone({});
+  EXPECT_FALSE(tasks_[0]->Status().initialized);
+  // Only the server of a task's chunks sends them, and only to a copy.
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[2]->AddBackup(0, 0, absl::Seconds(5))));
+  EXPECT_TRUE(absl::IsInvalidArgument(tasks_[1]->AddBackup(0, 2, absl::Seconds(5))));
+  // Training goes on while the copies travel.
+  std::thread trainer([&] {
+    for (int64_t step = 5; step < 8; ++step) Step(step);
+  });
+  ASSERT_TRUE(tasks_[1]->AddBackup(0, 0, absl::Seconds(30)).ok());
+  ASSERT_TRUE(tasks_[2]->AddBackup(2, 0, absl::Seconds(30)).ok());
+  trainer.join();
+  for (int64_t step = 8; step < 10; ++step) Step(step);
+  const PsStatus rejoined = tasks_[0]->Status();
+  EXPECT_TRUE(rejoined.initialized);
+  EXPECT_EQ(rejoined.epoch, 2);
+  EXPECT_EQ(rejoined.global_step, 10);
+  // It refuses the replicas' requests for its own chunks: ps 1 serves them.
+  EXPECT_TRUE(absl::IsAborted(tasks_[0]->StatusFor(0).status()));
+  std::string params, state;
+  EXPECT_TRUE(absl::IsAborted(
+      tasks_[0]->Read(tasks_[0]->shards()[0]->options().chunk, &params, &state).status()));
+  // It holds what its servers hold, bit for bit.
+  for (ParameterShard* own : tasks_[0]->shards()) {
+    const int chunk = own->options().chunk;
+    EXPECT_EQ(own->Snapshot(-1, absl::ZeroDuration())->params,
+              tasks_[1]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->params)
+        << chunk;
+  }
+  for (int chunk : tasks_[0]->backup_chunks()) {
+    ParameterShard* primary = nullptr;
+    for (ParameterShard* s : tasks_[2]->shards()) {
+      if (s->options().chunk == chunk) primary = s;
+    }
+    ASSERT_NE(primary, nullptr);
+    EXPECT_EQ(tasks_[0]->backup(chunk)->Snapshot(-1, absl::ZeroDuration())->slots,
+              primary->Snapshot(-1, absl::ZeroDuration())->slots)
+        << chunk;
+  }
+  if (model_->has_sparse()) {
+    EXPECT_EQ(testing_util::AllRowsOf(*tasks_[0]->sparse()),
+              testing_util::AllRowsOf(*tasks_[1]->backup_rows(0)));
+    EXPECT_EQ(testing_util::AllRowsOf(*tasks_[0]->backup_rows(2)),
+              testing_util::AllRowsOf(*tasks_[2]->sparse()));
+  }
+
+  // ps 1 dies: what it acknowledged is on ps 0 (its own) and ps 2 (ps 1's).
+  std::map<int, std::vector<float>> before;
+  for (ParameterShard* s : tasks_[0]->shards()) {
+    before[s->options().chunk] =
+        tasks_[1]->backup(s->options().chunk)->Snapshot(-1, absl::ZeroDuration())->params;
+  }
+  links_.SetGone({1});
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[0]->Promote(0, 2)));  // not past epoch 2
+  ASSERT_TRUE(tasks_[0]->Promote(0, 3).ok());
+  ASSERT_TRUE(tasks_[2]->Promote(1, 2).ok());
+  serving_[0] = 0;
+  serving_[1] = 2;
+  EXPECT_TRUE(tasks_[0]->serves(0));
+  EXPECT_EQ(tasks_[0]->Status().serves, std::vector<int>{0});
+  EXPECT_EQ(tasks_[0]->Status().serves_epochs, std::vector<int64_t>{3});
+  ASSERT_TRUE(tasks_[0]->StatusFor(0).ok());
+  EXPECT_EQ(tasks_[0]->StatusFor(0)->epoch, 3);
+  for (ParameterShard* s : tasks_[0]->shards()) {
+    EXPECT_EQ(s->Snapshot(-1, absl::ZeroDuration())->params, before[s->options().chunk]);
+  }
+  for (int64_t step = 10; step < 12; ++step) Step(step);
+  EXPECT_EQ(tasks_[0]->Status().global_step, 12);
+  EXPECT_EQ(tasks_[2]->StatusFor(1)->global_step, 12);
+}
+
 // Async rows: 4 replicas push rows of ps 0 concurrently, ps 0 dies in the
 // middle (no answer after its death counts), ps 1 is promoted: every push
 // ps 0 acknowledged is in ps 1's copy. Each row counts its pushes, so per
@@ -437,7 +580,7 @@ TEST(PsTaskAsyncReplicationTest, EveryAcknowledgedRowsPushIsOnThePromotedCopy) {
         PsTask::Create(job, *model, i, &env, nullptr, {.copies = 2, .links = &links});
     ASSERT_TRUE(task.ok()) << task.status();
     tasks.push_back(std::move(*task));
-    links.tasks.push_back(tasks.back().get());
+    links.SetTask(i, tasks.back().get());
   }
   std::vector<float> params(layout.num_params, 0.01f);
   for (size_t c = 0; c < layout.chunks.size(); ++c) {

@@ -403,6 +403,24 @@ absl::Status SparseShard::InstallCopy(const BackupCopy& copy) {
       status = tables_[p.table]->InsertPending(p.id, p.count, p.last_step);
     }
     if (status.ok() && copy.undo_step >= 0) {
+      const bool fits =
+          copy.undo_ids.size() == tables_.size() && copy.undo_weights.size() == tables_.size();
+      for (size_t t = 0; fits && t < tables_.size(); ++t) {
+        if (copy.undo_weights[t].size() !=
+            copy.undo_ids[t].size() * static_cast<size_t>(tables_[t]->dim())) {
+          status = absl::InvalidArgumentError(
+              absl::StrCat("a copy's rows before step ", copy.undo_step, " of table ", t, ": ",
+                           copy.undo_weights[t].size(), " weights for ", copy.undo_ids[t].size(),
+                           " ids of dim ", tables_[t]->dim()));
+        }
+      }
+      if (!fits) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("a copy's rows before step ", copy.undo_step, " for ",
+                         copy.undo_ids.size(), " tables, not ", tables_.size()));
+      }
+    }
+    if (status.ok() && copy.undo_step >= 0) {
       auto undo = std::make_shared<StepUndo>();
       undo->step = copy.undo_step;
       for (size_t t = 0; t < copy.undo_ids.size(); ++t) {

@@ -67,6 +67,68 @@ class UpdateStream {
     absl::MutexLock lock(&mu_);
     AddBackupLocked(std::move(link), task);
   }
+
+  // A rejoin over the wire: the backup on ps task `task` gets a fresh copy
+  // of the engine, taken under the engine's lock, from which this is called
+  // (no update slips between the copy and the join). It is sent every update
+  // enqueued from here on once Joined(task, OK) says it holds the copy.
+  // Until it has caught up, answers do not wait for it (training goes on
+  // while the copy travels); from then on they do, as for every backup. A
+  // backup of `task` already in the stream leaves it first (no drop).
+  void AddJoiningBackup(Link link, int task) {
+    RemoveBackup(task);
+    absl::MutexLock lock(&mu_);
+    AddBackupLocked(std::move(link), task);
+    Backup& b = *backups_.back();
+    b.live = false;
+    b.joining = true;
+  }
+  // The backup on ps task `task` leaves the stream, as no drop: answers no
+  // longer wait for it (a rejoin is coming, so the chief holds it out of
+  // step already). Nothing if it is not in the stream.
+  void RemoveBackup(int task) {
+    absl::MutexLock lock(&mu_);
+    for (auto& b : backups_) {
+      if (b->task == task && (b->live || b->joining)) {
+        b->live = false;
+        b->joining = false;
+        b->left = true;
+      }
+    }
+  }
+  // The joining backup of `task` holds its copy (`installed` OK: it follows
+  // from here), or could not take it (it leaves the stream: no drop, as no
+  // answer waited for it).
+  void Joined(int task, const absl::Status& installed) {
+    absl::MutexLock lock(&mu_);
+    Backup* b = JoiningLocked(task);
+    if (b == nullptr) return;
+    if (installed.ok()) {
+      b->ready = true;
+    } else {
+      b->joining = false;
+      b->left = true;
+    }
+  }
+  // Waits until the backup of `task` has caught up (OK: answers wait for it
+  // from now on), or it left the stream, the stream stopped, or `deadline`
+  // passed (Unavailable / DeadlineExceeded).
+  absl::Status WaitCaughtUp(int task, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    const auto settled = [this, task]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return stopping_ || JoiningLocked(task) == nullptr;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+    if (JoiningLocked(task) != nullptr) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(name_, ": ps ", task, " has not caught up with the updates since its copy"));
+    }
+    for (const auto& b : backups_) {
+      if (b->task == task && b->live && !stopping_) return absl::OkStatus();
+    }
+    return absl::UnavailableError(
+        absl::StrCat(name_, ": ps ", task, " left the stream before it caught up"));
+  }
   ~UpdateStream() {
     std::vector<std::thread*> threads;
     {
@@ -98,7 +160,7 @@ class UpdateStream {
     absl::MutexLock lock(&mu_);
     ++enqueued_;
     bool any = false;
-    for (const auto& b : backups_) any = any || b->live;
+    for (const auto& b : backups_) any = any || b->live || b->joining;
     if (any) queue_.push_back(std::make_shared<const Update>(std::move(update)));
   }
 
@@ -190,7 +252,19 @@ class UpdateStream {
     int64_t acked = 0;  // updates held, counted from the stream's start
     size_t next = 0;    // index into queue_ (from queue_base_) of the next to send
     bool live = true;
+    // A rejoin (AddJoiningBackup): not live until it caught up; sends once
+    // `ready` (its copy installed). `left`: replaced or failed to join.
+    bool joining = false;
+    bool ready = false;
+    bool left = false;
   };
+
+  Backup* JoiningLocked(int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto& b : backups_) {
+      if (b->task == task && b->joining) return b.get();
+    }
+    return nullptr;
+  }
   struct Waiter {
     int64_t sequence;
     Answer fn;
@@ -226,7 +300,7 @@ class UpdateStream {
     waiters_ = std::move(waiting);
     size_t sent = queue_.size();
     for (const auto& b : backups_) {
-      if (b->live) sent = std::min(sent, b->next);
+      if (b->live || b->joining) sent = std::min(sent, b->next);
     }
     for (size_t k = 0; k < sent; ++k) queue_.pop_front();
     for (auto& b : backups_) b->next = b->next >= sent ? b->next - sent : 0;
@@ -252,20 +326,37 @@ class UpdateStream {
       {
         absl::MutexLock lock(&mu_);
         auto ready = [this, &b]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return stopping_ || b.next < queue_.size();
+          return stopping_ || b.left || (b.joining && b.ready && b.next == queue_.size()) ||
+                 ((b.live || (b.joining && b.ready)) && b.next < queue_.size());
         };
         mu_.Await(absl::Condition(&ready));
-        if (stopping_) return;
+        if (stopping_ || b.left) return;
+        if (b.joining && b.next == queue_.size()) {
+          // Caught up: from here on answers wait for it.
+          b.joining = false;
+          b.live = true;
+          LOG(INFO) << name_ << ": ps " << b.task << " rejoined as a backup (caught up)";
+          continue;
+        }
         update = queue_[b.next];
       }
       const absl::Status sent = b.link(*update);
       std::vector<Answer> ready;
       absl::Status answer;
+      bool stop = false;
       {
         absl::MutexLock lock(&mu_);
-        if (sent.ok()) {
+        if (b.left) {
+          // Replaced by a newer join of its task while this update was out.
+        } else if (sent.ok()) {
           ++b.acked;
           ++b.next;
+        } else if (b.joining) {
+          LOG(WARNING) << name_ << ": ps " << b.task << " did not take update "
+                       << update->applied.sequence << " while it rejoined (" << sent
+                       << "); it leaves the stream";
+          b.joining = false;
+          b.left = true;
         } else if (absl::IsAborted(sent)) {
           LOG(WARNING) << name_ << ": fenced by backup " << index << " (" << sent
                        << "): this primary no longer serves it; its unacknowledged answers fail";
@@ -279,11 +370,12 @@ class UpdateStream {
           b.live = false;
           dropped_.push_back(b.task);
         }
+        stop = !sent.ok() || b.left;
         ready = ReleaseLocked();
         answer = fenced_;
       }
       for (auto& fn : ready) fn(answer);
-      if (!sent.ok()) return;
+      if (stop) return;
     }
   }
 

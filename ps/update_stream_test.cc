@@ -199,6 +199,69 @@ TEST(UpdateStreamTest, AfterADropAnswersWaitUntilItIsConfirmed) {
   EXPECT_EQ(ValuesOf(*backup_a), ValuesOf(*primary));
 }
 
+// A rejoin: a backup that joins with a copy taken under the primary's lock
+// gets every update after the copy, in order, but only once its copy is
+// installed; answers do not wait for it while it catches up, and do once it
+// has. A second join of the same task replaces the first; a join whose copy
+// failed leaves no trace (no drop).
+TEST(UpdateStreamTest, AJoiningBackupCatchesUpWithoutHoldingAnswers) {
+  auto primary = StreamedShard();
+  auto joiner = StreamedShard();
+  UpdateStream<ChunkUpdate> stream("chunk 0", {});
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+  std::vector<float> g(32, 0.25f);
+  auto push = [&](int64_t step) {
+    absl::Notification done;
+    PushThroughStream(*primary, stream, 0, step, g, [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      done.Notify();
+    });
+    return done.WaitForNotificationWithTimeout(absl::Seconds(30));
+  };
+  ASSERT_TRUE(push(0));
+  // The copy's join fails: the stream is as before.
+  ASSERT_TRUE(primary
+                  ->CopyForBackup([&] {
+                    stream.AddJoiningBackup([](const ChunkUpdate&) { return absl::OkStatus(); }, 4);
+                  })
+                  .ok());
+  stream.Joined(4, absl::UnavailableError("gone"));
+  EXPECT_TRUE(absl::IsUnavailable(stream.WaitCaughtUp(4, absl::Now() + absl::Seconds(5))));
+  EXPECT_EQ(stream.drops(), 0);
+  EXPECT_EQ(stream.live_backups(), 0);
+
+  // Its link is held shut: pushes are answered all the same meanwhile.
+  absl::Notification open;
+  std::atomic<int> applied{0};
+  absl::StatusOr<ParameterShard::BackupCopy> copy = primary->CopyForBackup([&] {
+    stream.AddJoiningBackup(
+        [&](const ChunkUpdate& u) {
+          open.WaitForNotification();
+          ++applied;
+          return joiner->ApplyReplicated(u);
+        },
+        4);
+  });
+  ASSERT_TRUE(copy.ok());
+  for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(push(step));
+  EXPECT_EQ(applied, 0);
+  ASSERT_TRUE(joiner->InstallCopy(*copy).ok());
+  stream.Joined(4, absl::OkStatus());
+  EXPECT_TRUE(
+      absl::IsDeadlineExceeded(stream.WaitCaughtUp(4, absl::Now() + absl::Milliseconds(100))));
+  open.Notify();
+  ASSERT_TRUE(stream.WaitCaughtUp(4, absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_EQ(applied, 5);
+  EXPECT_EQ(stream.live_backups(), 1);
+  EXPECT_EQ(ValuesOf(*joiner), ValuesOf(*primary));
+  // Live now: an answer waits for it.
+  for (int64_t step = 6; step <= 8; ++step) ASSERT_TRUE(push(step));
+  EXPECT_EQ(applied, 8);
+  EXPECT_EQ(stream.acknowledged(), 9);
+  EXPECT_EQ(ValuesOf(*joiner), ValuesOf(*primary));
+  EXPECT_EQ(stream.drops(), 0);
+}
+
 TEST(UpdateStreamTest, AStreamThatStopsReleasesWhatItHeld) {
   auto primary = StreamedShard();
   absl::Notification never;

@@ -97,6 +97,10 @@ class ParameterServers {
   // Task `task`, failed over at `epoch` while it did not answer, serves its
   // chunks and rows no more (PsTask::Fence); within `deadline`.
   virtual absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) = 0;
+  // A rejoin: task `server`, which serves task `owner`'s chunks and rows,
+  // sends task `task` a fresh copy of them (PsTask::AddBackup); OK once
+  // `task` holds them and has caught up, within `deadline`.
+  virtual absl::Status AddBackup(int server, int owner, int task, absl::Duration deadline) = 0;
 };
 
 }  // namespace pstrain

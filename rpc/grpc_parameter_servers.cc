@@ -1,5 +1,6 @@
 #include "rpc/grpc_parameter_servers.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -340,6 +341,29 @@ absl::Status GrpcParameterServers::Fence(int task, int64_t epoch, absl::Duration
   return absl::Status(
       static_cast<absl::StatusCode>(results[0].error_code()),
       absl::StrCat("Fence of ", connections_.TaskName(task), ": ", results[0].error_message()));
+}
+
+absl::Status GrpcParameterServers::AddBackup(int server, int owner, int task,
+                                             absl::Duration deadline) {
+  if (server < 0 || server >= size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", server, " to send a copy"));
+  }
+  AddBackupRequest request;
+  request.set_owner(owner);
+  request.set_task(task);
+  // The ps answers within the request's timeout; the call waits a little
+  // longer for that answer.
+  request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(deadline)));
+  AddBackupResponse response;
+  const std::vector<grpc::Status> results = connections_.CallOnce(
+      {server}, deadline + absl::Seconds(5), [&](int i, grpc::ClientContext* ctx, Done done) {
+        connections_.stub(i)->async()->AddBackup(ctx, &request, &response, std::move(done));
+      });
+  if (results[0].ok()) return absl::OkStatus();
+  return absl::Status(
+      static_cast<absl::StatusCode>(results[0].error_code()),
+      absl::StrCat("AddBackup on ", connections_.TaskName(server), " (ps ", task,
+                   " rejoins for the chunks of ps ", owner, "): ", results[0].error_message()));
 }
 
 }  // namespace pstrain

@@ -45,6 +45,7 @@ class GrpcParameterServers : public ParameterServers {
   absl::Status Promote(int task, int owner, int64_t epoch, const std::vector<int>& backups,
                        absl::Duration deadline) override;
   absl::Status Fence(int task, int64_t epoch, absl::Duration deadline) override;
+  absl::Status AddBackup(int server, int owner, int task, absl::Duration deadline) override;
 
  private:
   GrpcParameterServers(const std::vector<std::string>& addresses, const ShardLayout& layout,

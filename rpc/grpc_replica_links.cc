@@ -3,7 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "ps_protocol/row_wire.h"
+#include "rpc/copy_proto.h"
 #include "rpc/grpc_util.h"
 #include "rpc/replica_links.h"
 
@@ -60,6 +62,53 @@ absl::Status GrpcReplicaLinks::SendRowsUpdate(int task, int partition, int64_t e
     EncodeFloats(t.grads, rows->mutable_values());
   }
   return Send(task, request);
+}
+
+absl::Status GrpcReplicaLinks::SendChunkCopy(int task, int chunk, int64_t epoch,
+                                             const ParameterShard::BackupCopy& copy) {
+  InstallCopyRequest request;
+  request.set_chunk(chunk);
+  request.set_epoch(epoch);
+  request.set_last(true);
+  ToProto(copy, &request);
+  return SendCopy(task, request);
+}
+
+absl::Status GrpcReplicaLinks::SendRowsCopy(int task, int partition, int64_t epoch,
+                                            const SparseShard::BackupCopy& copy) {
+  const std::vector<SparseShard::BackupCopy> pieces = RowsCopyPieces(copy, kRowsPerPiece);
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    InstallCopyRequest request;
+    request.set_chunk(-1);
+    request.set_partition(partition);
+    request.set_epoch(epoch);
+    request.set_piece(static_cast<int>(k));
+    request.set_last(k + 1 == pieces.size());
+    ToProto(pieces[k], &request);
+    PSTRAIN_RETURN_IF_ERROR(SendCopy(task, request));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GrpcReplicaLinks::SendCopy(int task, const InstallCopyRequest& request) {
+  if (task < 0 || task >= connections_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no ps task ", task));
+  }
+  grpc::ClientContext context;
+  connections_.Prepare(&context);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(1)));
+  // The task just restarted: its channel may still be waiting to reconnect.
+  context.set_wait_for_ready(true);
+  InstallCopyResponse response;
+  const grpc::Status s = connections_.stub(task)->InstallCopy(&context, request, &response);
+  if (!s.ok()) {
+    const absl::Status status = FromGrpcStatus(s);
+    return absl::Status(status.code(), absl::StrCat("copying to ", connections_.TaskName(task),
+                                                    ": ", status.message()));
+  }
+  // It holds the copy: its updates are sent again.
+  down_[task].store(false, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 absl::Status GrpcReplicaLinks::Send(int task, const ReplicateRequest& request) {

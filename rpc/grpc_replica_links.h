@@ -32,10 +32,19 @@ class GrpcReplicaLinks final : public ReplicaLinks {
                                const ChunkUpdate& update) override;
   absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                               const RowsUpdate& update) override;
+  // A copy is sent even to a task that missed an update (it rejoins), in
+  // pieces of at most kRowsPerPiece rows, each within a minute.
+  absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
+                             const ParameterShard::BackupCopy& copy) override;
+  absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
+                            const SparseShard::BackupCopy& copy) override;
   void Reset() override;
+
+  static constexpr size_t kRowsPerPiece = 1 << 16;
 
  private:
   absl::Status Send(int task, const ReplicateRequest& request);
+  absl::Status SendCopy(int task, const InstallCopyRequest& request);
 
   PsConnections connections_;
   std::unique_ptr<std::atomic<bool>[]> down_;  // per task: missed an update

@@ -396,7 +396,10 @@ bool PsClient::RerouteLocked(int c) {
   if (moved || stopping_ || code == grpc::StatusCode::UNAVAILABLE ||
       code == grpc::StatusCode::DEADLINE_EXCEEDED ||
       code == grpc::StatusCode::CANCELLED ||  // hung where the chunk no longer is
-      code == grpc::StatusCode::ABORTED) {    // fenced: the copy that serves it comes
+      code == grpc::StatusCode::ABORTED ||    // fenced: the copy that serves it comes
+      // A restarted ps that holds a copy of the chunk, before the failover
+      // that moves it: the copy that serves it comes (within the budget).
+      code == grpc::StatusCode::FAILED_PRECONDITION) {
     return true;  // (a client stopping finishes the chunk where it sends)
   }
   // Not a failover after all: the failure stands.

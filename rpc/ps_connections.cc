@@ -220,10 +220,12 @@ absl::Status PsConnections::Broadcast(int n, const char* what,
         const int o = owner(pending[k]);
         const bool moved = Serving(o) != sent_to[k] || Reroute(o);
         const grpc::StatusCode code = results[k].error_code();
-        // Unreachable, or fenced (the copy that serves it now is coming).
-        if (fits && (moved || code == grpc::StatusCode::UNAVAILABLE ||
-                     code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                     code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::ABORTED)) {
+        // Unreachable, fenced, or a restarted copy before the failover (the
+        // copy that serves it now is coming).
+        if (fits &&
+            (moved || code == grpc::StatusCode::UNAVAILABLE ||
+             code == grpc::StatusCode::DEADLINE_EXCEEDED || code == grpc::StatusCode::CANCELLED ||
+             code == grpc::StatusCode::ABORTED || code == grpc::StatusCode::FAILED_PRECONDITION)) {
           retry.push_back(pending[k]);
           continue;
         }

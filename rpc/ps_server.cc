@@ -18,8 +18,14 @@ namespace {
 // are read into memory.
 // A model with embedding tables pushes its batch's rows, whose size the ps
 // cannot bound in advance: the largest message then.
-int64_t MaxRequestBytes(const PsStatus& status, const Model& model) {
+int64_t MaxRequestBytes(const PsStatus& status, const Model& model, int copies) {
   if (model.has_sparse()) return kMaxMessageBytes;
+  if (copies > 1) {
+    // A rejoin's copy of any chunk it holds: its values, up to 2 optimizer
+    // slots and the values before the last sync step.
+    return 4 * (model.num_params() + 2 * model.num_state()) * static_cast<int64_t>(sizeof(float)) +
+           (1 << 20);
+  }
   return (status.end - status.begin + model.num_state()) * static_cast<int64_t>(sizeof(float)) +
          (1 << 20);
 }
@@ -45,7 +51,7 @@ absl::StatusOr<std::unique_ptr<GrpcPsServer>> GrpcPsServer::Start(PsTask* task, 
                                                                   const std::string& address,
                                                                   const WireSecurity& wire) {
   auto impl = std::make_unique<Impl>(task, wire.token);
-  const int64_t max_request_bytes = MaxRequestBytes(task->Status(), model);
+  const int64_t max_request_bytes = MaxRequestBytes(task->Status(), model, task->copies());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, ServerCredentialsFor(wire), &port);

@@ -8,6 +8,7 @@
 #include "ps_protocol/bf16.h"
 #include "ps_protocol/row_wire.h"
 #include "ps_protocol/sparse_gradients.h"
+#include "rpc/copy_proto.h"
 #include "rpc/grpc_security.h"
 #include "rpc/grpc_util.h"
 #include "rpc/ps_proto.h"
@@ -447,6 +448,41 @@ grpc::ServerUnaryReactor* ParameterServerService::Promote(grpc::CallbackServerCo
   }
   const std::vector<int> backups(request->backups().begin(), request->backups().end());
   return Finish(context, task_->Promote(request->owner(), request->epoch(), backups));
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::AddBackup(grpc::CallbackServerContext* context,
+                                                            const AddBackupRequest* request,
+                                                            AddBackupResponse* /*response*/) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  if (request->timeout_ms() <= 0) {
+    return Finish(context, absl::InvalidArgumentError(absl::StrCat(
+                               "AddBackup needs timeout_ms > 0, got ", request->timeout_ms())));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  RunInBackground([this, reactor, request] {
+    reactor->Finish(ToGrpcStatus(task_->AddBackup(request->owner(), request->task(),
+                                                  absl::Milliseconds(request->timeout_ms()))));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterServerService::InstallCopy(grpc::CallbackServerContext* context,
+                                                              const InstallCopyRequest* request,
+                                                              InstallCopyResponse* /*response*/) {
+  if (absl::Status a = CheckJobToken(token_, *context); !a.ok()) return Finish(context, a);
+  if (request->chunk() >= 0) {
+    ParameterShard::BackupCopy copy;
+    absl::Status s = FromProto(*request, &copy);
+    if (s.ok()) s = task_->InstallChunkCopy(request->chunk(), request->epoch(), copy);
+    return Finish(context, s);
+  }
+  SparseShard::BackupCopy piece;
+  absl::Status s = FromProto(*request, &piece);
+  if (s.ok()) {
+    s = task_->InstallRowsCopy(request->partition(), request->epoch(), std::move(piece),
+                               request->piece(), request->last());
+  }
+  return Finish(context, s);
 }
 
 }  // namespace pstrain

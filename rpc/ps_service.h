@@ -62,6 +62,13 @@ class ParameterServerService final : public ParameterServer::CallbackService {
   grpc::ServerUnaryReactor* Promote(grpc::CallbackServerContext* context,
                                     const PromoteRequest* request,
                                     PromoteResponse* response) override;
+  // Runs on a thread of its own: the copies travel and catch up first.
+  grpc::ServerUnaryReactor* AddBackup(grpc::CallbackServerContext* context,
+                                      const AddBackupRequest* request,
+                                      AddBackupResponse* response) override;
+  grpc::ServerUnaryReactor* InstallCopy(grpc::CallbackServerContext* context,
+                                        const InstallCopyRequest* request,
+                                        InstallCopyResponse* response) override;
 
  private:
   // Decodes a push and hands it to the task; `done` gets the outcome.

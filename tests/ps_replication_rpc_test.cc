@@ -3,7 +3,8 @@
 // ParameterServer.Replicate; every backup ends as its primary (chunks and
 // rows); a backup that is gone leaves its primary's stream, whose answers
 // then wait for the chief's confirmation of the drop and no longer; a
-// malformed update, promotion or fence is refused.
+// restarted task rejoins with copies over the wire; a malformed update,
+// copy, promotion or fence is refused.
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -275,10 +277,123 @@ TEST_F(PsReplicationRpcTest, AMalformedUpdateIsRefused) {
   EXPECT_EQ(stub->Replicate(&again, request, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
   request.mutable_applied()->clear_replicas();
-  request.set_chunk(tasks_[1]->shards().front()->options().chunk);  // its own, no backup
+  // Its own chunk, which it serves: the sender is refused as fenced.
+  request.set_chunk(tasks_[1]->shards().front()->options().chunk);
   grpc::ClientContext own;
-  EXPECT_EQ(stub->Replicate(&own, request, &response).error_code(),
+  EXPECT_EQ(stub->Replicate(&own, request, &response).error_code(), grpc::StatusCode::ABORTED);
+  // A copy that is no whole number of values, or of a chunk it holds none of.
+  InstallCopyRequest copy;
+  copy.set_chunk(tasks_[1]->backup_chunks().front());
+  copy.set_epoch(2);
+  copy.set_params("abcde");
+  InstallCopyResponse installed;
+  grpc::ClientContext bad_copy;
+  EXPECT_EQ(stub->InstallCopy(&bad_copy, copy, &installed).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+  copy.set_params("");
+  copy.set_chunk(1000);
+  grpc::ClientContext no_chunk;
+  EXPECT_EQ(stub->InstallCopy(&no_chunk, copy, &installed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  AddBackupRequest add;
+  add.set_owner(1);
+  add.set_task(0);
+  grpc::ClientContext no_timeout;
+  AddBackupResponse added;
+  EXPECT_EQ(stub->AddBackup(&no_timeout, add, &added).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  add.set_timeout_ms(1000);
+  add.set_task(1);  // itself
+  grpc::ClientContext itself;
+  EXPECT_EQ(stub->AddBackup(&itself, add, &added).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// A rejoin over gRPC: ps 1 dies, ps 0 serves its chunks and rows (epoch 2);
+// ps 1 restarts empty at its address, and ps 0 sends it a copy of both
+// tasks' chunks and rows (InstallCopy, the rows in pieces) while pushes go
+// on; ps 1 then holds what ps 0 holds, follows on, and refuses the
+// replicas' requests for its own chunks (fenced: ps 0 serves them).
+TEST_F(PsReplicationRpcTest, ARestartedPsRejoinsWithCopiesOverGrpc) {
+  for (int64_t step = 0; step < 10; ++step) Push(step);
+  servers_[1]->Shutdown(absl::ZeroDuration());
+  servers_[1].reset();
+  std::unique_ptr<PsTask> dead = std::move(tasks_[1]);
+  ASSERT_TRUE(tasks_[0]->Promote(1, 2).ok());
+  // Pushes to ps 0 for ps 1's chunks; ps 0's own stream drops ps 1 (its
+  // answers wait for the drop's confirmation: given as the chief would).
+  auto push_to_0 = [&](int64_t step) {
+    for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+      const Chunk& chunk = layout_.chunks[c];
+      std::vector<float> g(chunk.end - chunk.begin, 0.01f * static_cast<float>(step % 3));
+      absl::Notification done;
+      tasks_[0]->Push(static_cast<int>(c), 0, step, 0, g, {}, {}, [&](absl::Status s, PushResult) {
+        EXPECT_TRUE(s.ok()) << s;
+        done.Notify();
+      });
+      for (int k = 0; k < 3000 && !done.WaitForNotificationWithTimeout(absl::Milliseconds(10));
+           ++k) {
+        tasks_[0]->ConfirmDrops(tasks_[0]->Status().backup_drops);
+      }
+      ASSERT_TRUE(done.HasBeenNotified());
+    }
+  };
+  for (int64_t step = 10; step < 14; ++step) push_to_0(step);
+
+  absl::StatusOr<std::unique_ptr<PsTask>> restarted =
+      PsTask::Create(job_, *model_, 1, &env_, nullptr, {.copies = 2, .links = links_.get()});
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  tasks_[1] = std::move(*restarted);
+  absl::StatusOr<std::unique_ptr<GrpcPsServer>> server =
+      GrpcPsServer::Start(tasks_[1].get(), *model_, 1, addresses_[1], WireSecurity());
+  ASSERT_TRUE(server.ok()) << server.status();
+  servers_[1] = std::move(*server);
+  EXPECT_FALSE(tasks_[1]->Status().initialized);
+  std::thread pusher([&] {
+    for (int64_t step = 14; step < 20; ++step) push_to_0(step);
+  });
+  auto stub = ParameterServer::NewStub(
+      grpc::CreateChannel(addresses_[0], grpc::InsecureChannelCredentials()));
+  for (int owner : {0, 1}) {
+    AddBackupRequest add;
+    add.set_owner(owner);
+    add.set_task(1);
+    add.set_timeout_ms(30000);
+    AddBackupResponse added;
+    grpc::ClientContext context;
+    const grpc::Status s = stub->AddBackup(&context, add, &added);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+  pusher.join();
+  push_to_0(20);
+  const PsStatus rejoined = tasks_[1]->Status();
+  EXPECT_TRUE(rejoined.initialized);
+  EXPECT_EQ(rejoined.epoch, 2);
+  EXPECT_TRUE(absl::IsAborted(tasks_[1]->StatusFor(1).status()));
+  for (size_t c = 0; c < layout_.chunks.size(); ++c) {
+    const int chunk = static_cast<int>(c);
+    ParameterShard* on_0 = tasks_[0]->backup(chunk);
+    ParameterShard* on_1 = tasks_[1]->backup(chunk);
+    for (ParameterShard* s : tasks_[0]->shards()) {
+      if (s->options().chunk == chunk) on_0 = s;
+    }
+    for (ParameterShard* s : tasks_[1]->shards()) {
+      if (s->options().chunk == chunk) on_1 = s;
+    }
+    ASSERT_TRUE(on_0 != nullptr && on_1 != nullptr) << c;
+    absl::StatusOr<ShardSnapshot> a = on_0->Snapshot(-1, absl::ZeroDuration());
+    absl::StatusOr<ShardSnapshot> b = on_1->Snapshot(-1, absl::ZeroDuration());
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->params, b->params) << c;
+    EXPECT_EQ(a->slots, b->slots) << c;
+    EXPECT_EQ(a->step, b->step) << c;
+  }
+  // The rows pushed before the failure, on the copy of ps 1's rows ps 0
+  // served, and ps 0's own, came over in pieces.
+  EXPECT_GT(testing_util::AllRowsOf(*tasks_[1]->sparse()).size(), 20u);
+  EXPECT_EQ(testing_util::AllRowsOf(*tasks_[1]->sparse()),
+            testing_util::AllRowsOf(*tasks_[0]->backup_rows(1)));
+  EXPECT_EQ(testing_util::AllRowsOf(*tasks_[1]->backup_rows(0)),
+            testing_util::AllRowsOf(*tasks_[0]->sparse()));
 }
 
 }  // namespace

@@ -380,7 +380,33 @@ def analyse(trial, code, hung, baseline, baseline_losses=None, no_rollback=False
     return not problems, problems, steps_lost, accuracy
 
 
-def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_secs):
+REJOINED = "copies again"  # the chief: "every chunk and row has its 2 copies again"
+
+
+def inject_all(trial, faults, rng, train_secs):
+    """Injects `faults` in turn; a fault of phase "rejoined" waits until the
+    chief logs that every chunk has its copies again after the fault before
+    it. Returns what was done ("a, then b"), or None if a phase never came."""
+    done = []
+    for mode, task, phase in faults:
+        if phase == "rejoined":
+            before = trial.log().count(REJOINED)
+            # The fault before it was failed over and rejoined.
+            if not trial.wait_for(lambda: trial.log().count(REJOINED) > before or
+                                  (before == 0 and REJOINED in trial.log()), 120):
+                return None
+            time.sleep(rng.uniform(0, 1.0))
+            pid = task_pid(trial.dir, task)
+            what = disturb(mode, task, pid, rng) if pid is not None else None
+        else:
+            what = inject(trial, mode, task, phase, rng, train_secs)
+        if what is None:
+            return None
+        done.append(what)
+    return ", then ".join(done)
+
+
+def run_trial(args, work, name, ports, faults, rng, baseline, train_secs):
     # A trial whose fault was not injected (the runner missed a save's short
     # window, or the task had exited) tests nothing: it is run again, up to
     # three times, and fails after that.
@@ -388,23 +414,25 @@ def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_s
         trial = Trial(args, work, name if attempt == 0 else "%s-again%d" % (name, attempt), ports)
         trial.start()
         done = None
-        if mode is not None:
-            done = inject(trial, mode, task, phase, rng, train_secs)
+        if faults:
+            done = inject_all(trial, faults, rng, train_secs)
         code, hung = trial.finish(args.trial_timeout)
         # A killed or stopped ps of a replicated job is failed over (a
         # stop shorter than failover_secs needs none, and a shutdown's
         # kill may come after the chief stopped watching).
-        replicated_ps = (args.ps_replication > 1 and done is not None and task.startswith("ps")
-                         and phase != "shutdown")
-        paused = re.search(r"for ([0-9.]+) s", done or "")
+        replicated_ps = (args.ps_replication > 1 and done is not None and
+                         any(task.startswith("ps") and phase != "shutdown"
+                             for _, task, phase in faults))
+        paused = [float(p) for p in re.findall(r"for ([0-9.]+) s", done or "")]
         expect_failover = replicated_ps and (
-            mode == "kill" or (paused and float(paused.group(1)) > args.failover_secs + 1))
+            any(mode == "kill" and task.startswith("ps") for mode, task, _ in faults) or
+            any(p > args.failover_secs + 1 for p in paused))
         ok, problems, lost, accuracy = analyse(
             trial, code, hung, baseline,
             baseline_losses=(args.baseline_losses
                              if replicated_ps and args.update == "sync" else None),
             no_rollback=replicated_ps, expect_failover=expect_failover)
-        if mode is None or done is not None:
+        if not faults or done is not None:
             return trial, ok, problems, lost, accuracy, done
         print("%-34s nothing injected (the phase did not come); running it again" % name,
               flush=True)
@@ -415,13 +443,22 @@ def run_trial(args, work, name, ports, mode, task, phase, rng, baseline, train_s
 
 
 def parse_plan(text):
+    """Trials, each a list of faults: mode:task:phase, several joined by +."""
     plan = []
     for item in text.split(","):
-        mode, job, index, phase = item.split(":")
-        if mode not in ("kill", "stop") or phase not in PHASES or \
-                "%s:%s" % (job, index) not in TASKS:
-            sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training" % item)
-        plan.append((mode, "%s:%s" % (job, index), phase))
+        faults = []
+        for part in item.split("+"):
+            try:
+                mode, job, index, phase = part.split(":")
+            except ValueError:
+                sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training" % part)
+            if (mode not in ("kill", "stop") or "%s:%s" % (job, index) not in TASKS or
+                    phase not in PHASES + ["rejoined"] or (phase == "rejoined") != bool(faults)):
+                sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training "
+                         "(after a +, phase rejoined: once the fault before was failed over "
+                         "and its ps rejoined)" % part)
+            faults.append((mode, "%s:%s" % (job, index), phase))
+        plan.append(faults)
     return plan
 
 
@@ -463,8 +500,8 @@ def main():
     print("work dir %s, ports %s, seed %d" % (work, ports, args.seed), flush=True)
 
     args.baseline_losses = None
-    trial, ok, problems, _, baseline, _ = run_trial(args, work, "baseline", ports, None, None,
-                                                    None, rng, None, 0)
+    trial, ok, problems, _, baseline, _ = run_trial(args, work, "baseline", ports, [], rng,
+                                                    None, 0)
     if not ok:
         print("the undisturbed run failed: %s\n%s" % ("; ".join(problems), trial.log()[-3000:]))
         return 1
@@ -483,13 +520,16 @@ def main():
         plan = []
         for mode in args.modes.split(","):
             for i in range(args.trials):
-                plan.append((mode, rng.choice(TASKS), PHASES[i % len(PHASES)]))
+                plan.append([(mode, rng.choice(TASKS), PHASES[i % len(PHASES)])])
     results = {}
     failures = 0
-    for n, (mode, task, phase) in enumerate(plan):
+    for n, faults in enumerate(plan):
+        mode, task, phase = faults[0]
         name = "%03d-%s-%s-%s" % (n, mode, task.replace(":", ""), phase)
+        if len(faults) > 1:
+            name += "".join("+%s-%s" % (m, t.replace(":", "")) for m, t, _ in faults[1:])
         trial, ok, problems, lost, accuracy, done = run_trial(
-            args, work, name, ports, mode, task, phase, rng, baseline, train_secs)
+            args, work, name, ports, faults, rng, baseline, train_secs)
         row = results.setdefault((mode, phase), {"trials": 0, "ok": 0, "steps": 0, "secs": []})
         row["trials"] += 1
         row["ok"] += ok
