@@ -1,6 +1,7 @@
 #include "chief/failover.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,7 +20,8 @@ FailoverPlanner::FailoverPlanner(int num_ps, int copies, absl::Duration failover
       server_(num_ps),
       epoch_(num_ps, 1),
       drops_seen_(num_ps, 0),
-      marks_(num_ps, 0) {
+      marks_(num_ps, 0),
+      dropped_seen_(num_ps) {
   for (int i = 0; i < num_ps; ++i) server_[i] = i;
 }
 
@@ -41,11 +43,18 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     // Backups its streams dropped are out of step (before the drop is
     // confirmed, so no answer goes out that they lack).
     if (s.backup_drops > drops_seen_[t]) {
-      for (int dropped : s.dropped_backups) {
-        if (dropped >= 0 && dropped < num_ps_) {
+      // Which tasks the new drops named: those named more often than before
+      // (a rejoined task dropped before is in step until dropped again).
+      std::map<int, int> named;
+      for (int dropped : s.dropped_backups) ++named[dropped];
+      for (const auto& [dropped, times] : named) {
+        if (dropped < 0 || dropped >= num_ps_) continue;
+        int& seen = dropped_seen_[t][dropped];
+        if (times > seen) {
           fresh_[dropped] = false;
           ++marks_[dropped];
         }
+        seen = times;
       }
       drops_seen_[t] = s.backup_drops;
     }

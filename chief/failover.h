@@ -115,6 +115,8 @@ class FailoverPlanner {
   std::vector<int64_t> epoch_;       // per owner
   std::vector<int64_t> drops_seen_;  // per task: its streams' drops this planner saw
   std::vector<int64_t> marks_;       // per task: drops of it and missed answers seen
+  // Per task: how many of its streams' drops named each backup task.
+  std::vector<std::map<int, int>> dropped_seen_;
 };
 
 // Runs a FailoverPlanner on a thread of its own: probes every ps each 200

@@ -237,5 +237,33 @@ TEST(FailoverPlannerTest, NoRejoinFromAServerThatDoesNotAnswer) {
   EXPECT_TRUE(planner.fresh(2));
 }
 
+TEST(FailoverPlannerTest, ADropMarksOnlyTheTaskItNames) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(3, 3, kAfter, t0);
+  Probe probe = ProbeOf(3);
+  PsStatus zero = *probe[0];
+  zero.backup_drops = 1;
+  zero.dropped_backups = {1};
+  probe[0] = zero;
+  FailoverPlanner::Decision d = planner.Observe(probe, t0);
+  EXPECT_FALSE(planner.fresh(1));
+  d = planner.Observe(probe, t0 + absl::Milliseconds(200));
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  EXPECT_TRUE(planner.Rejoined(d.rejoins[0], t0 + absl::Milliseconds(300)));
+  // Ps 0 drops ps 2 later: ps 1, rejoined since its drop, stays in step.
+  zero.backup_drops = 2;
+  zero.dropped_backups = {1, 2};
+  probe[0] = zero;
+  planner.Observe(probe, t0 + absl::Milliseconds(400));
+  EXPECT_TRUE(planner.fresh(1));
+  EXPECT_FALSE(planner.fresh(2));
+  // And a second drop of ps 1 marks it again.
+  zero.backup_drops = 3;
+  zero.dropped_backups = {1, 1, 2};
+  probe[0] = zero;
+  planner.Observe(probe, t0 + absl::Milliseconds(600));
+  EXPECT_FALSE(planner.fresh(1));
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -346,6 +346,7 @@ PsStatus PsTask::Status() const {
   if (copies_ > 1 && !follows_own_ && !FencedLocked().ok()) status.initialized = false;
   // The backups its streams dropped (answers wait until the chief confirms).
   status.backup_drops = retired_drops_;
+  status.dropped_backups = retired_dropped_tasks_;
   for (const auto& [chunk, stream] : streams_) {
     status.backup_drops += stream->drops();
     for (int task : stream->dropped_tasks()) status.dropped_backups.push_back(task);
@@ -355,9 +356,6 @@ PsStatus PsTask::Status() const {
     for (int task : stream->dropped_tasks()) status.dropped_backups.push_back(task);
   }
   std::sort(status.dropped_backups.begin(), status.dropped_backups.end());
-  status.dropped_backups.erase(
-      std::unique(status.dropped_backups.begin(), status.dropped_backups.end()),
-      status.dropped_backups.end());
   for (int owner : promoted_) {
     status.serves.push_back(owner);
     status.serves_epochs.push_back(epochs_.at(owner));

@@ -291,6 +291,13 @@ class PsTask {
   // Stops feeding the streams of `owner`'s chunks and rows served here and
   // moves them to the retired lists.
   void RetireStreamsOfLocked(int owner, Retired* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+  // Keeps a stream's drops in the task's count as it is retired.
+  template <class Update>
+  void RetireDropsLocked(const UpdateStream<Update>& stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_) {
+    retired_drops_ += stream.drops();
+    for (int task : stream.dropped_tasks()) retired_dropped_tasks_.push_back(task);
+  }
   // Fails what the retired streams hold with `why`; outside roles_mu_.
   static void EndStreams(const Retired& retired, const absl::Status& why);
   // The rows of `ids`' owner this task serves: its own, or a promoted
@@ -343,6 +350,7 @@ class PsTask {
   bool follows_own_ ABSL_GUARDED_BY(roles_mu_) = false;
   // Drops of the streams retired by restores (the count never goes back).
   int64_t retired_drops_ ABSL_GUARDED_BY(roles_mu_) = 0;
+  std::vector<int> retired_dropped_tasks_ ABSL_GUARDED_BY(roles_mu_);  // one per drop
   // Served chunk -> the stream of its updates to its backups (copies > 1).
   std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_ ABSL_GUARDED_BY(roles_mu_);
   // Served partition -> the stream of its rows' updates.

@@ -115,7 +115,7 @@ void PsTask::RetireStreamsOfLocked(int owner, Retired* retired) {
     const auto it = streams_.find(shard->options().chunk);
     if (it == streams_.end()) continue;
     shard->SetUpdateObserver(nullptr);
-    retired_drops_ += it->second->drops();
+    RetireDropsLocked(*it->second);
     retired->chunks.push_back(it->second.get());
     retired_streams_.push_back(std::move(it->second));
     streams_.erase(it);
@@ -123,7 +123,7 @@ void PsTask::RetireStreamsOfLocked(int owner, Retired* retired) {
   if (const auto it = rows_streams_.find(owner); it != rows_streams_.end()) {
     SparseShard* rows = owner == identity_.ps_index ? sparse_.get() : backup_rows(owner);
     if (rows != nullptr) rows->SetUpdateObserver(nullptr);
-    retired_drops_ += it->second->drops();
+    RetireDropsLocked(*it->second);
     retired->rows.push_back(it->second.get());
     retired_rows_streams_.push_back(std::move(it->second));
     rows_streams_.erase(it);
@@ -149,12 +149,12 @@ void PsTask::ResetRoles() {
     if (sparse_ != nullptr) sparse_->SetUpdateObserver(nullptr);
     for (auto& [partition, rows] : backup_rows_) rows->SetUpdateObserver(nullptr);
     for (auto& [chunk, stream] : streams_) {
-      retired_drops_ += stream->drops();
+      RetireDropsLocked(*stream);
       retired.chunks.push_back(stream.get());
       retired_streams_.push_back(std::move(stream));
     }
     for (auto& [partition, stream] : rows_streams_) {
-      retired_drops_ += stream->drops();
+      RetireDropsLocked(*stream);
       retired.rows.push_back(stream.get());
       retired_rows_streams_.push_back(std::move(stream));
     }

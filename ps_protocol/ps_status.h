@@ -43,7 +43,8 @@ struct PsStatus {
   // failover; 0: not known).
   int64_t epoch = 0;
   // A replicated ps: backups its streams dropped, ever (their answers wait
-  // until the chief confirms them), and their tasks.
+  // until the chief confirms them), and the task of each drop (one entry
+  // per drop, sorted: the chief tells which task a new drop named).
   int64_t backup_drops = 0;
   std::vector<int> dropped_backups;
 };

@@ -416,7 +416,10 @@ grpc::ServerUnaryReactor* ParameterServerService::Replicate(grpc::CallbackServer
     if (s.ok()) s = task_->FollowChunk(request->chunk(), update, request->epoch());
     return Finish(context, s);
   }
-  SparseShard* rows = task_->backup_rows(request->partition());
+  // A backup's rows, or its own after a rejoin (it follows them then).
+  SparseShard* rows = request->partition() == task_->identity().ps_index
+                          ? task_->sparse()
+                          : task_->backup_rows(request->partition());
   if (rows == nullptr) {
     return Finish(context, task_->FollowRows(request->partition(), RowsUpdate(), request->epoch()));
   }

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,8 +187,10 @@ TEST_F(PsReplicationRpcTest, ABackupThatIsGoneHoldsAnswersOnlyUntilTheChiefConfi
     if (seen.backup_drops() == 0) absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_GT(seen.backup_drops(), 0);
-  EXPECT_EQ(std::vector<int>(seen.dropped_backups().begin(), seen.dropped_backups().end()),
-            std::vector<int>{1});
+  // One entry per drop, each naming ps 1.
+  EXPECT_EQ(seen.dropped_backups_size(), seen.backup_drops());
+  EXPECT_EQ(std::set<int>(seen.dropped_backups().begin(), seen.dropped_backups().end()),
+            std::set<int>{1});
   // Not answered until the drop is confirmed.
   EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   const absl::Time start = absl::Now();
