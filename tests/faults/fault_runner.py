@@ -26,15 +26,21 @@ A trial recovered when: the launcher exits 0; no process of the trial is left;
 the job dir is marked COMPLETED at train_steps; every rollback went back to the
 newest committed checkpoint (never behind it); the final accuracy is within
 --max_accuracy_drop points of the undisturbed run's. With --ps_replication 2,
-a ps that fails is failed over: a trial that disturbs a ps with no failover
-before the second one (the restarted ps holds no copy until a restore) must
-have no rollback at all, and its sync losses must equal the undisturbed run's
-at every logged step past the fault. It prints a table per mode
+a ps that fails is failed over and rejoins (it copies what it holds from the
+copies that serve it): a trial that disturbs a ps must have no rollback at
+all, and its sync losses must equal the undisturbed run's at every logged step. It prints a table per mode
 and phase: trials, recovered, steps lost (rolled back), seconds lost (against
 the undisturbed run). Exit status 0 iff every trial recovered.
 
   fault_runner.py --bin build/bin --trials 50                  # 50 per mode
   fault_runner.py --bin build/bin --plan kill:ps:1:training,stop:worker:0:save
+  fault_runner.py --bin build/bin --ps_replication 2 \
+      --plan kill:ps:1:training+kill:ps:0:rejoined,stop=5:ps:0:save+kill:ps:1:rejoined
+
+A plan's trial may disturb several tasks in turn (joined by +): a fault of
+phase "rejoined" comes once the chief logs that every chunk has its copies
+again after the fault before it (a replicated job's failed ps rejoined).
+"stop=S" stops the task for S seconds.
 """
 
 import argparse
@@ -278,14 +284,15 @@ def inject(trial, mode, task, phase, rng, train_secs):
 
 
 def disturb(mode, task, pid, rng):
-    """SIGKILLs or SIGSTOPs (then SIGCONTs) `pid`; returns what was done."""
+    """SIGKILLs or SIGSTOPs (then SIGCONTs) `pid`; returns what was done.
+    "stop=S" stops it for S seconds, "stop" for 1-8 s."""
     try:
         os.kill(pid, signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
     except ProcessLookupError:
         return None  # it exited just now
     if mode == "kill":
         return "SIGKILL %s (pid %d)" % (task, pid)
-    pause = rng.uniform(1, 8)
+    pause = float(mode.split("=")[1]) if "=" in mode else rng.uniform(1, 8)
     time.sleep(pause)
     try:
         os.kill(pid, signal.SIGCONT)
@@ -452,7 +459,8 @@ def parse_plan(text):
                 mode, job, index, phase = part.split(":")
             except ValueError:
                 sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training" % part)
-            if (mode not in ("kill", "stop") or "%s:%s" % (job, index) not in TASKS or
+            if (not re.fullmatch(r"kill|stop(=[0-9.]+)?", mode) or
+                    "%s:%s" % (job, index) not in TASKS or
                     phase not in PHASES + ["rejoined"] or (phase == "rejoined") != bool(faults)):
                 sys.exit("bad --plan item %r: mode:task:phase, e.g. kill:ps:1:training "
                          "(after a +, phase rejoined: once the fault before was failed over "
@@ -525,11 +533,13 @@ def main():
     failures = 0
     for n, faults in enumerate(plan):
         mode, task, phase = faults[0]
-        name = "%03d-%s-%s-%s" % (n, mode, task.replace(":", ""), phase)
+        name = "%03d-%s-%s-%s" % (n, mode.replace("=", ""), task.replace(":", ""), phase)
         if len(faults) > 1:
-            name += "".join("+%s-%s" % (m, t.replace(":", "")) for m, t, _ in faults[1:])
+            name += "".join("+%s-%s" % (m.replace("=", ""), t.replace(":", ""))
+                            for m, t, _ in faults[1:])
         trial, ok, problems, lost, accuracy, done = run_trial(
             args, work, name, ports, faults, rng, baseline, train_secs)
+        mode = mode.split("=")[0]
         row = results.setdefault((mode, phase), {"trials": 0, "ok": 0, "steps": 0, "secs": []})
         row["trials"] += 1
         row["ok"] += ok
