@@ -198,9 +198,10 @@ FailoverWatch::~FailoverWatch() {
 }
 
 void FailoverWatch::RejoinLoop() {
-  // A copy of every chunk and row of a task can take a while: up to a
-  // minute each before the rejoin is given up (and tried again later).
-  const absl::Duration timeout = std::max(absl::Minutes(1), failover_after_ * 10);
+  // A copy of every chunk and row of a task can take a while: up to 30 s
+  // each before the rejoin is given up (and tried again later). The job's
+  // end waits for one under way.
+  const absl::Duration timeout = std::max(absl::Seconds(30), failover_after_ * 10);
   while (true) {
     FailoverPlanner::Decision::Rejoin rejoin;
     int64_t restores = 0;

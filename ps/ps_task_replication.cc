@@ -50,6 +50,18 @@ UpdateStream<RowsUpdate>::Link RowsLink(ReplicaLinks* links, int task, int owner
   };
 }
 
+// A copy of another generation than the values a task holds was taken
+// before a restore that reached this task since (every copy is restored
+// alike): refused. An engine with no values yet (a restarted task) takes
+// any.
+absl::Status CheckCopyGeneration(bool initialized, int64_t have, int64_t copy,
+                                 const std::string& what) {
+  if (!initialized || have == copy) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "a copy of ", what, " of generation ", copy, " reached a task that holds generation ", have,
+      ": it was taken before a restore (nothing was installed)"));
+}
+
 }  // namespace
 
 std::vector<SparseShard::BackupCopy> RowsCopyPieces(const SparseShard::BackupCopy& copy,
@@ -343,6 +355,9 @@ absl::Status PsTask::InstallChunkCopy(int chunk, int64_t epoch,
                                       const ParameterShard::BackupCopy& copy) {
   absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
   if (!shard.ok()) return shard.status();
+  PSTRAIN_RETURN_IF_ERROR(CheckCopyGeneration((*shard)->GetStats().initialized,
+                                              (*shard)->generation(), copy.progress.generation,
+                                              absl::StrCat("chunk ", chunk)));
   PSTRAIN_RETURN_IF_ERROR(FollowFrom(OwnerOf(chunk), epoch));
   return (*shard)->InstallCopy(copy);
 }
@@ -373,6 +388,9 @@ absl::Status PsTask::InstallRowsCopy(int partition, int64_t epoch, SparseShard::
     whole = std::move(it->second);
     rows_pieces_.erase(it);
   }
+  PSTRAIN_RETURN_IF_ERROR(
+      CheckCopyGeneration(rows->barrier().GetStats().initialized, rows->barrier().generation(),
+                          whole.progress.generation, absl::StrCat("the rows of ps ", partition)));
   PSTRAIN_RETURN_IF_ERROR(FollowFrom(partition, epoch));
   return rows->InstallCopy(whole);
 }

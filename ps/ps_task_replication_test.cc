@@ -474,6 +474,15 @@ TEST_P(PsTaskReplicationTest, ARestartedPsRejoinsAndASecondFailureLosesNothing) 
   } join{&stop, &chief};
   InitializeAll(/*generation=*/12);
   for (int64_t step = 0; step < 3; ++step) Step(step);
+  // A copy from before a restore (another generation) is refused, and
+  // changes nothing.
+  const int own_chunk = tasks_[0]->shards().front()->options().chunk;
+  absl::StatusOr<ParameterShard::BackupCopy> old_copy =
+      tasks_[1]->backup(own_chunk)->CopyForBackup([] {});
+  ASSERT_TRUE(old_copy.ok());
+  old_copy->progress.generation = 77;
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[0]->InstallChunkCopy(own_chunk, 2, *old_copy)));
+  EXPECT_TRUE(tasks_[0]->serves(0));
   links_.SetGone({0});
   ASSERT_TRUE(tasks_[1]->Promote(0, 2).ok());
   serving_[0] = 1;

@@ -475,6 +475,8 @@ def main():
     parser.add_argument("--bin", required=True, help="directory of the pstrain binaries")
     parser.add_argument("--trials", type=int, default=50, help="trials per mode")
     parser.add_argument("--modes", default="kill,stop")
+    parser.add_argument("--tasks", default=",".join(TASKS),
+                        help="the tasks a random trial picks from (e.g. ps:0,ps:1)")
     parser.add_argument("--plan", default="", help="explicit trials instead: mode:task:phase,...")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--train_steps", type=int, default=120)
@@ -522,13 +524,16 @@ def main():
     if not args.keep:
         shutil.rmtree(trial.dir, ignore_errors=True)
 
+    tasks = args.tasks.split(",")
+    if any(t not in TASKS for t in tasks):
+        sys.exit("--tasks: each of %s" % ", ".join(TASKS))
     if args.plan:
         plan = parse_plan(args.plan)
     else:
         plan = []
         for mode in args.modes.split(","):
             for i in range(args.trials):
-                plan.append([(mode, rng.choice(TASKS), PHASES[i % len(PHASES)])])
+                plan.append([(mode, rng.choice(tasks), PHASES[i % len(PHASES)])])
     results = {}
     failures = 0
     for n, faults in enumerate(plan):
