@@ -287,7 +287,9 @@ absl::Status PsTask::AddBackup(int owner, int task, absl::Duration timeout) {
   for (auto [shard, stream] : chunks) stream->RemoveBackup(task);
   if (rows_stream != nullptr) rows_stream->RemoveBackup(task);
   const absl::Time deadline = absl::Now() + timeout;
-  for (auto [shard, stream] : chunks) {
+  for (const auto& joining : chunks) {
+    ParameterShard* shard = joining.first;
+    UpdateStream<ChunkUpdate>* stream = joining.second;
     const int chunk = shard->options().chunk;
     absl::StatusOr<ParameterShard::BackupCopy> copy = shard->CopyForBackup(
         [&] { stream->AddJoiningBackup(ChunkLink(links_, task, chunk, epoch, shard), task); });
