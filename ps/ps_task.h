@@ -180,6 +180,12 @@ class PsTask {
   // failover), and whether it serves them.
   int64_t epoch(int owner) const;
   bool serves(int owner) const;
+  // Whether it serves any task's chunks now (its own, or a failed
+  // primary's): a task that only follows (rejoined, or fenced) has no
+  // replica to answer at the job's end.
+  bool serves_any() const;
+  // The tasks whose chunks or rows it holds backups of.
+  std::vector<int> backup_owners() const;
   // The chunks this task holds backups of, in flat order, and one of them
   // (null for a chunk it holds no backup of).
   std::vector<int> backup_chunks() const;

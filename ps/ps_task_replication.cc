@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -407,6 +408,18 @@ bool PsTask::serves(int owner) const {
   absl::ReaderMutexLock lock(&roles_mu_);
   if (owner == identity_.ps_index) return FencedLocked().ok();
   return promoted_.contains(owner);
+}
+
+bool PsTask::serves_any() const {
+  absl::ReaderMutexLock lock(&roles_mu_);
+  return FencedLocked().ok() || !promoted_.empty();
+}
+
+std::vector<int> PsTask::backup_owners() const {
+  std::set<int> owners;
+  for (const auto& [chunk, owner] : owner_of_) owners.insert(owner);
+  for (const auto& [partition, rows] : backup_rows_) owners.insert(partition);
+  return std::vector<int>(owners.begin(), owners.end());
 }
 
 absl::Status PsTask::FencedLocked() const {

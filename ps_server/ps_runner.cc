@@ -53,8 +53,11 @@ bool ServeUntilShutdown(PsTask* task, const TrainingSpec& t, const TerminationNo
 // a stop request ends the wait.
 void Linger(const PsTask& task, const TerminationNotice* stop) {
   const absl::Time shutdown_at = absl::Now();
+  // A task that serves nothing (restarted and empty, or a replicated task
+  // that only follows) has no replica to answer.
   const absl::Time linger_until =
-      shutdown_at + (task.Status().initialized ? absl::Seconds(5) : absl::Seconds(1));
+      shutdown_at +
+      (task.Status().initialized && task.serves_any() ? absl::Seconds(5) : absl::Seconds(1));
   while ((task.replicas_told_done() < task.total_replicas() ||
           absl::Now() < shutdown_at + absl::Seconds(1)) &&
          absl::Now() < linger_until) {
@@ -99,7 +102,7 @@ absl::Status RunParameterServer(const RoleConfig& role, const RoleContext& conte
             << (job.wire.token.empty() ? ", no job token" : ", job token checked")
             << (t.ps_replication > 1
                     ? absl::StrCat(", ", t.ps_replication, " copies of every chunk (backups of ps ",
-                                   absl::StrJoin(task->backup_partitions(), ", "), ")")
+                                   absl::StrJoin(task->backup_owners(), ", "), ")")
                     : "");
   if (!ServeUntilShutdown(task.get(), t, context.termination)) {
     task->Shutdown("the stop request's grace period ran out");  // answers waiting pulls
