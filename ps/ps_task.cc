@@ -438,6 +438,18 @@ PsStatus PsTask::StatusOf(int owner, const std::vector<ParameterShard*>& shards,
 void PsTask::Shutdown(const std::string& reason) {
   LOG(INFO) << "ps " << identity_.ps_index << ": shutdown requested (" << reason << ")";
   for (StepBarrier* barrier : barriers_) barrier->Shutdown();
+  // A replicated task: no answer waits for its backups any more (a dropped
+  // one's confirmation may never come: the chief is ending). Outside
+  // roles_mu_: an answer calls back into the task.
+  std::vector<UpdateStream<ChunkUpdate>*> chunks;
+  std::vector<UpdateStream<RowsUpdate>*> rows;
+  {
+    absl::ReaderMutexLock lock(&roles_mu_);
+    for (const auto& [chunk, stream] : streams_) chunks.push_back(stream.get());
+    for (const auto& [partition, stream] : rows_streams_) rows.push_back(stream.get());
+  }
+  for (auto* stream : chunks) stream->EndOfJob();
+  for (auto* stream : rows) stream->EndOfJob();
 }
 
 void PsTask::PullRows(int replica, int64_t step, int64_t generation, std::vector<RowsRef> parts,

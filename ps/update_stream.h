@@ -175,7 +175,7 @@ class UpdateStream {
     {
       absl::MutexLock lock(&mu_);
       fenced = fenced_;
-      if (fenced.ok() && (AcknowledgedLocked() < enqueued_ || HeldLocked())) {
+      if (fenced.ok() && !ended_ && (AcknowledgedLocked() < enqueued_ || HeldLocked())) {
         waiters_.push_back({enqueued_, std::move(fn)});
         return;
       }
@@ -196,6 +196,22 @@ class UpdateStream {
       waiters_.clear();
     }
     for (auto& fn : held) fn(why);
+  }
+
+  // The job ended: the answers held now, and any asked for later, go at
+  // once (what they acknowledge is moot; the chief that would confirm a
+  // drop may be gone already). Updates are still sent.
+  void EndOfJob() {
+    std::vector<Answer> held;
+    absl::Status answer;
+    {
+      absl::MutexLock lock(&mu_);
+      ended_ = true;
+      for (Waiter& w : waiters_) held.push_back(std::move(w.fn));
+      waiters_.clear();
+      answer = fenced_;
+    }
+    for (auto& fn : held) fn(answer);
   }
 
   // Backups dropped so far (failed links; not a fence), and their tasks.
@@ -392,6 +408,7 @@ class UpdateStream {
   const bool held_after_drop_;
   std::vector<int> dropped_ ABSL_GUARDED_BY(mu_);  // the tasks of the backups dropped
   int64_t confirmed_ ABSL_GUARDED_BY(mu_) = 0;     // drops confirmed (ConfirmDrops)
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;        // EndOfJob
 };
 
 }  // namespace pstrain

@@ -199,6 +199,29 @@ TEST(UpdateStreamTest, AfterADropAnswersWaitUntilItIsConfirmed) {
   EXPECT_EQ(ValuesOf(*backup_a), ValuesOf(*primary));
 }
 
+// The job's end: a drop no chief will confirm holds nothing any more.
+TEST(UpdateStreamTest, TheJobsEndReleasesWhatADropHeld) {
+  auto primary = StreamedShard();
+  UpdateStream<ChunkUpdate> stream(
+      "chunk 0", {[](const ChunkUpdate&) { return absl::UnavailableError("ps 1 is gone"); }},
+      /*tasks=*/{1}, /*held_after_drop=*/true);
+  primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
+  absl::Notification held, later;
+  PushThroughStream(*primary, stream, 0, 0, std::vector<float>(32, 0.5f), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    held.Notify();
+  });
+  EXPECT_FALSE(held.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  EXPECT_EQ(stream.drops(), 1);
+  stream.EndOfJob();
+  ASSERT_TRUE(held.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  PushThroughStream(*primary, stream, 1, 0, std::vector<float>(32, 0.5f), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    later.Notify();
+  });
+  ASSERT_TRUE(later.WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
 // A rejoin: a backup that joins with a copy taken under the primary's lock
 // gets every update after the copy, in order, but only once its copy is
 // installed; answers do not wait for it while it catches up, and do once it
