@@ -42,6 +42,11 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
     last_ok_[t] = now;
     // Backups its streams dropped are out of step (before the drop is
     // confirmed, so no answer goes out that they lack).
+    if (s.backup_drops < drops_seen_[t]) {
+      // Fewer drops than seen: the task restarted, and counts afresh.
+      drops_seen_[t] = 0;
+      dropped_seen_[t].clear();
+    }
     if (s.backup_drops > drops_seen_[t]) {
       // Which tasks the new drops named: those named more often than before
       // (a rejoined task dropped before is in step until dropped again).
@@ -126,6 +131,7 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
       }
       ready = answers[server];
       rejoin.from.emplace_back(owner, server);
+      rejoin.epochs.push_back(epoch_[owner]);
     }
     if (ready && !rejoin.from.empty()) decision.rejoins.push_back(std::move(rejoin));
   }
@@ -134,6 +140,13 @@ FailoverPlanner::Decision FailoverPlanner::Observe(
 
 bool FailoverPlanner::Rejoined(const Decision::Rejoin& rejoin, absl::Time now) {
   if (marks_[rejoin.task] != rejoin.mark) return false;
+  for (size_t k = 0; k < rejoin.from.size(); ++k) {
+    const auto [owner, server] = rejoin.from[k];
+    if (server_[owner] != server ||
+        (k < rejoin.epochs.size() && epoch_[owner] != rejoin.epochs[k])) {
+      return false;
+    }
+  }
   fresh_[rejoin.task] = true;
   last_ok_[rejoin.task] = now;
   return true;
@@ -220,6 +233,14 @@ void FailoverWatch::RejoinLoop() {
               << "copies of, while training goes on";
     bool ok = true;
     for (const auto& [owner, server] : rejoin.from) {
+      {
+        // The job ends, or was restored: the rest of this rejoin is moot.
+        absl::MutexLock lock(&mu_);
+        if (stopping_ || restores_ != restores || restored_) {
+          ok = false;
+          break;
+        }
+      }
       absl::Status s = servers_->AddBackup(server, owner, rejoin.task, timeout);
       if (!s.ok()) {
         LOG(WARNING) << "ps " << rejoin.task << " could not rejoin (tried again in "

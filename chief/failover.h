@@ -73,7 +73,8 @@ class FailoverPlanner {
     struct Rejoin {
       int task = 0;
       std::vector<std::pair<int, int>> from;
-      int64_t mark = 0;  // for Rejoined
+      int64_t mark = 0;             // for Rejoined
+      std::vector<int64_t> epochs;  // of each `from` owner's chunks, for Rejoined
     };
     std::vector<Rejoin> rejoins;
   };
@@ -84,9 +85,9 @@ class FailoverPlanner {
   // The promotion was made (the task answered OK): routes follow it.
   void Promoted(const Promotion& promotion);
   // Every copy of `rejoin` was sent and caught up: the task's copies are
-  // fresh again, unless since the decision a primary dropped the task or it
-  // missed an answer (then false: a copy may be out of step; it rejoins
-  // again).
+  // fresh again, unless since the decision a primary dropped the task, it
+  // missed an answer, or some owner's chunks moved to another server or
+  // epoch (then false: a copy may be out of step; it rejoins again).
   bool Rejoined(const Decision::Rejoin& rejoin, absl::Time now);
   // Every task's copies are fresh.
   bool AllFresh() const;

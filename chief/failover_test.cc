@@ -265,5 +265,53 @@ TEST(FailoverPlannerTest, ADropMarksOnlyTheTaskItNames) {
   EXPECT_FALSE(planner.fresh(1));
 }
 
+TEST(FailoverPlannerTest, ARejoinDoesNotCountOnceAServerMoved) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(3, 3, kAfter, t0);
+  planner.Observe(ProbeOf(3), t0);
+  // Ps 2 misses answers: stale; it rejoins from ps 0 and ps 1.
+  planner.Observe(ProbeOf(3, {2}), t0 + absl::Milliseconds(1200));
+  FailoverPlanner::Decision d = planner.Observe(ProbeOf(3), t0 + absl::Milliseconds(1400));
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  const FailoverPlanner::Decision::Rejoin rejoin = d.rejoins[0];
+  EXPECT_EQ(rejoin.from, (std::vector<std::pair<int, int>>{{0, 0}, {1, 1}}));
+  // Meanwhile ps 0 dies and its chunks move to ps 1 at epoch 2: the copy ps
+  // 2 took from ps 0 is not of what is served now.
+  planner.Observe(ProbeOf(3, {0}), t0 + absl::Seconds(2));
+  d = planner.Observe(ProbeOf(3, {0}), t0 + absl::Milliseconds(3500));
+  ASSERT_EQ(d.promotions.size(), 1u);
+  planner.Promoted(d.promotions[0]);
+  EXPECT_FALSE(planner.Rejoined(rejoin, t0 + absl::Seconds(4)));
+  EXPECT_FALSE(planner.fresh(2));
+}
+
+TEST(FailoverPlannerTest, ARestartedPrimaryCountsItsDropsAfresh) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  FailoverPlanner planner(2, 2, kAfter, t0);
+  Probe probe = ProbeOf(2);
+  PsStatus zero = *probe[0];
+  zero.backup_drops = 2;
+  zero.dropped_backups = {1, 1};
+  probe[0] = zero;
+  FailoverPlanner::Decision d = planner.Observe(probe, t0);
+  d = planner.Observe(probe, t0 + absl::Milliseconds(200));
+  ASSERT_EQ(d.rejoins.size(), 1u);
+  ASSERT_TRUE(planner.Rejoined(d.rejoins[0], t0 + absl::Milliseconds(300)));
+  EXPECT_EQ(planner.confirm_drops()[0], 2);
+  // Ps 0 restarts (counts from 0) and drops ps 1 once: ps 1 is out of step
+  // again, and the confirmation follows the new count.
+  zero.backup_drops = 0;
+  zero.dropped_backups = {};
+  probe[0] = zero;
+  planner.Observe(probe, t0 + absl::Milliseconds(400));
+  EXPECT_TRUE(planner.fresh(1));
+  zero.backup_drops = 1;
+  zero.dropped_backups = {1};
+  probe[0] = zero;
+  planner.Observe(probe, t0 + absl::Milliseconds(600));
+  EXPECT_FALSE(planner.fresh(1));
+  EXPECT_EQ(planner.confirm_drops()[0], 1);
+}
+
 }  // namespace
 }  // namespace pstrain

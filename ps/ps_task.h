@@ -43,13 +43,15 @@ class ReplicaLinks {
                                       const RowsUpdate& update) = 0;
   // A rejoin: sends task `task` a fresh copy of chunk `chunk` (the primary
   // of `epoch` took it), for PsTask::InstallChunkCopy there; returns once
-  // installed. A link that gave up on `task` tries it again.
+  // installed, or fails at `deadline`. A link that gave up on `task` tries
+  // it again.
   virtual absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
-                                     const ParameterShard::BackupCopy& copy) = 0;
+                                     const ParameterShard::BackupCopy& copy,
+                                     absl::Time deadline) = 0;
   // The same for the rows task `partition` owns, in pieces
   // (RowsCopyPieces) for PsTask::InstallRowsCopy.
   virtual absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
-                                    const SparseShard::BackupCopy& copy) = 0;
+                                    const SparseShard::BackupCopy& copy, absl::Time deadline) = 0;
   // Every copy was restored alike (a rollback): tasks a link gave up on are
   // tried again.
   virtual void Reset() {}
@@ -168,7 +170,9 @@ class PsTask {
 
   // The chief's word that it knows of `drops` backups this task's streams
   // dropped (Status's backup_drops) and marked them out of step: the
-  // answers the streams held since go. Fewer than there are now: nothing.
+  // answers the streams held since go. Any other number than there are
+  // now (fewer: a drop since; more: counted before this task restarted):
+  // nothing.
   void ConfirmDrops(int64_t drops);
   // The chief's word to a primary that was failed over while it did not
   // answer (stopped, not gone): its chunks and rows are served elsewhere

@@ -63,6 +63,11 @@ absl::Status CheckCopyGeneration(bool initialized, int64_t have, int64_t copy,
       ": it was taken before a restore (nothing was installed)"));
 }
 
+absl::Status NotReplicated(int ps) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("ps ", ps, " is not replicated (ps_replication 1): it takes no copies"));
+}
+
 }  // namespace
 
 std::vector<SparseShard::BackupCopy> RowsCopyPieces(const SparseShard::BackupCopy& copy,
@@ -288,14 +293,40 @@ absl::Status PsTask::AddBackup(int owner, int task, absl::Duration timeout) {
   for (auto [shard, stream] : chunks) stream->RemoveBackup(task);
   if (rows_stream != nullptr) rows_stream->RemoveBackup(task);
   const absl::Time deadline = absl::Now() + timeout;
+  // Each copy is taken while this task still serves `owner` at `epoch` with
+  // the same stream (a restore or a failover since would make it another
+  // generation's, or another epoch's): roles_mu_ before the engine's lock,
+  // as a push takes them.
+  const auto still_serving = [&](auto* stream, auto& streams, int key) {
+    roles_mu_.AssertReaderHeld();
+    const auto it = streams.find(key);
+    const auto e = epochs_.find(owner);
+    const bool serving = owner == identity_.ps_index ? !follows_own_ && FencedLocked().ok()
+                                                     : promoted_.contains(owner);
+    if (serving && it != streams.end() && it->second.get() == stream &&
+        (e == epochs_.end() ? 1 : e->second) == epoch) {
+      return absl::OkStatus();
+    }
+    return absl::AbortedError(absl::StrCat("ps ", identity_.ps_index,
+                                           " no longer serves the chunks of ps ", owner,
+                                           " at epoch ", epoch,
+                                           " (a restore or a failover "
+                                           "since): the rejoin of ps ",
+                                           task, " stops"));
+  };
   for (const auto& joining : chunks) {
     ParameterShard* shard = joining.first;
     UpdateStream<ChunkUpdate>* stream = joining.second;
     const int chunk = shard->options().chunk;
-    absl::StatusOr<ParameterShard::BackupCopy> copy = shard->CopyForBackup(
-        [&] { stream->AddJoiningBackup(ChunkLink(links_, task, chunk, epoch, shard), task); });
+    absl::StatusOr<ParameterShard::BackupCopy> copy;
+    {
+      absl::ReaderMutexLock lock(&roles_mu_);
+      PSTRAIN_RETURN_IF_ERROR(still_serving(stream, streams_, chunk));
+      copy = shard->CopyForBackup(
+          [&] { stream->AddJoiningBackup(ChunkLink(links_, task, chunk, epoch, shard), task); });
+    }
     if (!copy.ok()) return copy.status();
-    const absl::Status sent = links_->SendChunkCopy(task, chunk, epoch, *copy);
+    const absl::Status sent = links_->SendChunkCopy(task, chunk, epoch, *copy, deadline);
     stream->Joined(task, sent);
     if (!sent.ok()) {
       return absl::Status(sent.code(), absl::StrCat("the copy of chunk ", chunk, " for ps ", task,
@@ -303,10 +334,15 @@ absl::Status PsTask::AddBackup(int owner, int task, absl::Duration timeout) {
     }
   }
   if (rows != nullptr) {
-    absl::StatusOr<SparseShard::BackupCopy> copy = rows->CopyForBackup(
-        [&] { rows_stream->AddJoiningBackup(RowsLink(links_, task, owner, epoch, rows), task); });
+    absl::StatusOr<SparseShard::BackupCopy> copy;
+    {
+      absl::ReaderMutexLock lock(&roles_mu_);
+      PSTRAIN_RETURN_IF_ERROR(still_serving(rows_stream, rows_streams_, owner));
+      copy = rows->CopyForBackup(
+          [&] { rows_stream->AddJoiningBackup(RowsLink(links_, task, owner, epoch, rows), task); });
+    }
     if (!copy.ok()) return copy.status();
-    const absl::Status sent = links_->SendRowsCopy(task, owner, epoch, *copy);
+    const absl::Status sent = links_->SendRowsCopy(task, owner, epoch, *copy, deadline);
     rows_stream->Joined(task, sent);
     if (!sent.ok()) {
       return absl::Status(sent.code(), absl::StrCat("the copy of the rows of ps ", owner,
@@ -356,6 +392,7 @@ absl::Status PsTask::FollowFrom(int owner, int64_t epoch) {
 
 absl::Status PsTask::InstallChunkCopy(int chunk, int64_t epoch,
                                       const ParameterShard::BackupCopy& copy) {
+  if (copies_ < 2) return NotReplicated(identity_.ps_index);
   absl::StatusOr<ParameterShard*> shard = FindShard(chunk);
   if (!shard.ok()) return shard.status();
   PSTRAIN_RETURN_IF_ERROR(CheckCopyGeneration((*shard)->GetStats().initialized,
@@ -367,6 +404,7 @@ absl::Status PsTask::InstallChunkCopy(int chunk, int64_t epoch,
 
 absl::Status PsTask::InstallRowsCopy(int partition, int64_t epoch, SparseShard::BackupCopy piece,
                                      int index, bool last) {
+  if (copies_ < 2) return NotReplicated(identity_.ps_index);
   SparseShard* rows = partition == identity_.ps_index ? sparse_.get() : backup_rows(partition);
   if (rows == nullptr) {
     return absl::InvalidArgumentError(
@@ -465,7 +503,9 @@ void PsTask::ConfirmDrops(int64_t drops) {
     int64_t now = retired_drops_;
     for (const auto& [chunk, stream] : streams_) now += stream->drops();
     for (const auto& [partition, stream] : rows_streams_) now += stream->drops();
-    if (drops < now) return;  // a drop since the status the chief read: at its next
+    // A drop since the status the chief read: at its next. More than there
+    // are: counted before this task restarted, so not these.
+    if (drops != now) return;
     for (const auto& [chunk, stream] : streams_) chunks.push_back(stream.get());
     for (const auto& [partition, stream] : rows_streams_) rows.push_back(stream.get());
   }
@@ -493,10 +533,18 @@ absl::Status PsTask::CheckSender(int owner, int64_t epoch) const {
   const auto it = epochs_.find(owner);
   const int64_t current = it == epochs_.end() ? 1 : it->second;
   const bool serving = owner == identity_.ps_index ? !follows_own_ : promoted_.contains(owner);
-  if (serving || epoch < current) {
+  if (epoch < current || (serving && epoch == current)) {
     return absl::AbortedError(
         absl::StrCat("fenced: ps ", identity_.ps_index, " serves the chunks and rows of ps ", owner,
                      " since epoch ", current, "; an update of epoch ", epoch, " is not taken"));
+  }
+  if (serving) {
+    // A later epoch than it knows while it serves them: it restarted (or
+    // missed a failover) and holds no copy in step. Not a fence of the
+    // sender, whose stream drops it until it rejoins.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps ", identity_.ps_index, " knows the chunks of ps ", owner, " at epoch ", current,
+        ", not ", epoch, " (it restarted?): it needs a fresh copy (a rejoin)"));
   }
   return absl::OkStatus();
 }

@@ -54,13 +54,13 @@ class TaskLinks : public ReplicaLinks {
     return Task(task)->FollowRows(partition, update, epoch);
   }
   absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
-                             const ParameterShard::BackupCopy& copy) override {
+                             const ParameterShard::BackupCopy& copy, absl::Time) override {
     if (Gone(task)) return absl::UnavailableError("gone");
     return Task(task)->InstallChunkCopy(chunk, epoch, copy);
   }
   // In pieces of 7 rows, as the wire cuts them.
   absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
-                            const SparseShard::BackupCopy& copy) override {
+                            const SparseShard::BackupCopy& copy, absl::Time) override {
     if (Gone(task)) return absl::UnavailableError("gone");
     const std::vector<SparseShard::BackupCopy> pieces = RowsCopyPieces(copy, 7);
     for (size_t k = 0; k < pieces.size(); ++k) {
@@ -497,6 +497,9 @@ TEST_P(PsTaskReplicationTest, ARestartedPsRejoinsAndASecondFailureLosesNothing) 
   tasks_[0] = std::move(*restarted);
   links_.SetGone({});
   EXPECT_FALSE(tasks_[0]->Status().initialized);
+  // An update of its own chunk from their server at epoch 2 is no fence of
+  // the sender: the restarted task just holds no copy yet (a drop).
+  EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[0]->FollowChunk(own_chunk, ChunkUpdate(), 2)));
   // Only the server of a task's chunks sends them, and only to a copy.
   EXPECT_TRUE(absl::IsFailedPrecondition(tasks_[2]->AddBackup(0, 0, absl::Seconds(5))));
   EXPECT_TRUE(absl::IsInvalidArgument(tasks_[1]->AddBackup(0, 2, absl::Seconds(5))));

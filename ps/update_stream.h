@@ -111,17 +111,22 @@ class UpdateStream {
     }
   }
   // Waits until the backup of `task` has caught up (OK: answers wait for it
-  // from now on), or it left the stream, the stream stopped, or `deadline`
-  // passed (Unavailable / DeadlineExceeded).
+  // from now on), or it left the stream, the stream stopped (Unavailable),
+  // or `deadline` passed or the job ended (DeadlineExceeded: it leaves).
   absl::Status WaitCaughtUp(int task, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     const auto settled = [this, task]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return stopping_ || JoiningLocked(task) == nullptr;
+      return stopping_ || ended_ || JoiningLocked(task) == nullptr;
     };
     mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
-    if (JoiningLocked(task) != nullptr) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(name_, ": ps ", task, " has not caught up with the updates since its copy"));
+    if (Backup* b = JoiningLocked(task); b != nullptr) {
+      // It leaves (a backlog that never shrinks would grow without bound);
+      // a later rejoin starts again.
+      b->joining = false;
+      b->left = true;
+      return absl::DeadlineExceededError(absl::StrCat(
+          name_, ": ps ", task, " had not caught up with the updates since its copy in time",
+          ended_ ? " (the job ended)" : ""));
     }
     for (const auto& b : backups_) {
       if (b->task == task && b->live && !stopping_) return absl::OkStatus();

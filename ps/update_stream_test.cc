@@ -230,6 +230,7 @@ TEST(UpdateStreamTest, TheJobsEndReleasesWhatADropHeld) {
 TEST(UpdateStreamTest, AJoiningBackupCatchesUpWithoutHoldingAnswers) {
   auto primary = StreamedShard();
   auto joiner = StreamedShard();
+  absl::Notification never;  // outlives the stream's threads
   UpdateStream<ChunkUpdate> stream("chunk 0", {});
   primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
   std::vector<float> g(32, 0.25f);
@@ -270,8 +271,8 @@ TEST(UpdateStreamTest, AJoiningBackupCatchesUpWithoutHoldingAnswers) {
   EXPECT_EQ(applied, 0);
   ASSERT_TRUE(joiner->InstallCopy(*copy).ok());
   stream.Joined(4, absl::OkStatus());
-  EXPECT_TRUE(
-      absl::IsDeadlineExceeded(stream.WaitCaughtUp(4, absl::Now() + absl::Milliseconds(100))));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(stream.live_backups(), 0);  // its link is shut: not caught up
   open.Notify();
   ASSERT_TRUE(stream.WaitCaughtUp(4, absl::Now() + absl::Seconds(30)).ok());
   EXPECT_EQ(applied, 5);
@@ -283,6 +284,25 @@ TEST(UpdateStreamTest, AJoiningBackupCatchesUpWithoutHoldingAnswers) {
   EXPECT_EQ(stream.acknowledged(), 9);
   EXPECT_EQ(ValuesOf(*joiner), ValuesOf(*primary));
   EXPECT_EQ(stream.drops(), 0);
+  // A join that does not catch up in time leaves the stream (no drop).
+  ASSERT_TRUE(primary
+                  ->CopyForBackup([&] {
+                    stream.AddJoiningBackup(
+                        [&](const ChunkUpdate&) {
+                          never.WaitForNotification();
+                          return absl::OkStatus();
+                        },
+                        5);
+                  })
+                  .ok());
+  stream.Joined(5, absl::OkStatus());
+  ASSERT_TRUE(push(9));
+  EXPECT_TRUE(
+      absl::IsDeadlineExceeded(stream.WaitCaughtUp(5, absl::Now() + absl::Milliseconds(100))));
+  EXPECT_TRUE(absl::IsUnavailable(stream.WaitCaughtUp(5, absl::Now() + absl::Seconds(1))));
+  EXPECT_EQ(stream.live_backups(), 1);
+  EXPECT_EQ(stream.drops(), 0);
+  never.Notify();
 }
 
 TEST(UpdateStreamTest, AStreamThatStopsReleasesWhatItHeld) {

@@ -65,17 +65,19 @@ absl::Status GrpcReplicaLinks::SendRowsUpdate(int task, int partition, int64_t e
 }
 
 absl::Status GrpcReplicaLinks::SendChunkCopy(int task, int chunk, int64_t epoch,
-                                             const ParameterShard::BackupCopy& copy) {
+                                             const ParameterShard::BackupCopy& copy,
+                                             absl::Time deadline) {
   InstallCopyRequest request;
   request.set_chunk(chunk);
   request.set_epoch(epoch);
   request.set_last(true);
   ToProto(copy, &request);
-  return SendCopy(task, request);
+  return SendCopy(task, request, deadline);
 }
 
 absl::Status GrpcReplicaLinks::SendRowsCopy(int task, int partition, int64_t epoch,
-                                            const SparseShard::BackupCopy& copy) {
+                                            const SparseShard::BackupCopy& copy,
+                                            absl::Time deadline) {
   const std::vector<SparseShard::BackupCopy> pieces = RowsCopyPieces(copy, kRowsPerPiece);
   for (size_t k = 0; k < pieces.size(); ++k) {
     InstallCopyRequest request;
@@ -85,18 +87,19 @@ absl::Status GrpcReplicaLinks::SendRowsCopy(int task, int partition, int64_t epo
     request.set_piece(static_cast<int>(k));
     request.set_last(k + 1 == pieces.size());
     ToProto(pieces[k], &request);
-    PSTRAIN_RETURN_IF_ERROR(SendCopy(task, request));
+    PSTRAIN_RETURN_IF_ERROR(SendCopy(task, request, deadline));
   }
   return absl::OkStatus();
 }
 
-absl::Status GrpcReplicaLinks::SendCopy(int task, const InstallCopyRequest& request) {
+absl::Status GrpcReplicaLinks::SendCopy(int task, const InstallCopyRequest& request,
+                                        absl::Time deadline) {
   if (task < 0 || task >= connections_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("no ps task ", task));
   }
   grpc::ClientContext context;
   connections_.Prepare(&context);
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(1)));
+  context.set_deadline(absl::ToChronoTime(deadline));
   // The task just restarted: its channel may still be waiting to reconnect.
   context.set_wait_for_ready(true);
   InstallCopyResponse response;

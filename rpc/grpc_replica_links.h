@@ -33,18 +33,18 @@ class GrpcReplicaLinks final : public ReplicaLinks {
   absl::Status SendRowsUpdate(int task, int partition, int64_t epoch,
                               const RowsUpdate& update) override;
   // A copy is sent even to a task that missed an update (it rejoins), in
-  // pieces of at most kRowsPerPiece rows, each within a minute.
+  // pieces of at most kRowsPerPiece rows, all by `deadline`.
   absl::Status SendChunkCopy(int task, int chunk, int64_t epoch,
-                             const ParameterShard::BackupCopy& copy) override;
+                             const ParameterShard::BackupCopy& copy, absl::Time deadline) override;
   absl::Status SendRowsCopy(int task, int partition, int64_t epoch,
-                            const SparseShard::BackupCopy& copy) override;
+                            const SparseShard::BackupCopy& copy, absl::Time deadline) override;
   void Reset() override;
 
   static constexpr size_t kRowsPerPiece = 1 << 16;
 
  private:
   absl::Status Send(int task, const ReplicateRequest& request);
-  absl::Status SendCopy(int task, const InstallCopyRequest& request);
+  absl::Status SendCopy(int task, const InstallCopyRequest& request, absl::Time deadline);
 
   PsConnections connections_;
   std::unique_ptr<std::atomic<bool>[]> down_;  // per task: missed an update
