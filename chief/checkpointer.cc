@@ -131,7 +131,16 @@ absl::StatusOr<int64_t> Checkpointer::RollBack(const std::string& why, int64_t f
   LOG(ERROR) << why << "; rolling the job back from global step " << from_step
              << " to its last checkpoint";
   const absl::Time start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, RestoreNewest());
+  // Under listener_mu_: a listener cleared (its watch about to go) is never
+  // called after.
+  const auto tell = [this](bool done) {
+    absl::MutexLock lock(&listener_mu_);
+    if (rollback_listener_) rollback_listener_(done);
+  };
+  tell(false);
+  absl::StatusOr<int64_t> restored = RestoreNewest();
+  tell(true);
+  PSTRAIN_ASSIGN_OR_RETURN(int64_t step, std::move(restored));
   LOG(INFO) << "rolled back from global step " << from_step << " to " << step << " in "
             << absl::StrFormat("%.0f", Millis(absl::Now() - start))
             << " ms; the replicas pull the restored parameters and go on";

@@ -69,6 +69,15 @@ class Checkpointer {
   // job's failover watch calls it when some chunks lost every copy.
   void RequestRollBack(std::string why, std::function<void()> restored);
 
+  // Told of every rollback (the watchdog's, a lost ps's, a failover watch's):
+  // `listener(false)` before the ps are restored, `listener(true)` after
+  // (restored or not). A replicated job's failover watch: every ps serves its
+  // own chunks again. Thread-safe; once cleared (null) it is not called.
+  void SetRollBackListener(std::function<void(bool done)> listener) {
+    absl::MutexLock lock(&listener_mu_);
+    rollback_listener_ = std::move(listener);
+  }
+
   // Called with every ps's Status at each poll of the checkpoint thread
   // (training summaries); set before Start.
   void SetStatusObserver(std::function<void(const std::vector<PsStatus>&)> observer) {
@@ -131,6 +140,8 @@ class Checkpointer {
   absl::Status background_status_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stopped_early_{false};
   std::function<void(const std::vector<PsStatus>&)> observer_;
+  absl::Mutex listener_mu_;
+  std::function<void(bool)> rollback_listener_ ABSL_GUARDED_BY(listener_mu_);
   std::function<void(int64_t, const std::string&)> saved_observer_;
   std::thread thread_;
   TraceRecorder* trace_ = nullptr;

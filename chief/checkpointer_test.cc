@@ -411,6 +411,13 @@ TEST_F(CheckpointerTest, TheWatchdogRollsBackAJobThatMakesNoProgress) {
   job_.training.sync_timeout = 0.1;
   job_.training.watchdog_secs = 0.5;
   auto checkpointer = NewCheckpointer();
+  // A replicated job's failover watch hears of it: before, then after.
+  absl::Mutex mu;
+  std::vector<bool> told;
+  checkpointer->SetRollBackListener([&](bool done) {
+    absl::MutexLock lock(&mu);
+    told.push_back(done);
+  });
   ASSERT_TRUE(checkpointer->RestoreOrInitialize().ok());
   checkpointer->Start(0);
   Step(4);
@@ -420,8 +427,13 @@ TEST_F(CheckpointerTest, TheWatchdogRollsBackAJobThatMakesNoProgress) {
   // Nothing pushes from now on: half a second later the job is at 4 again.
   ASSERT_TRUE(Eventually([&] { return Step() == 4; }));
   EXPECT_GE(absl::Now() - stalled, absl::Milliseconds(400));
+  checkpointer->SetRollBackListener(nullptr);
   checkpointer->Stop();
   EXPECT_TRUE(checkpointer->background_status().ok());
+  absl::MutexLock lock(&mu);
+  ASSERT_GE(told.size(), 2u);
+  EXPECT_FALSE(told[0]);
+  EXPECT_TRUE(told[1]);
 }
 
 }  // namespace

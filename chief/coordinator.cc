@@ -34,6 +34,7 @@ absl::Status Chief::Run() {
   checkpointer_->Stop();
   follower_.reset();
   if (checkpointer_->stopped_early()) {
+    if (checkpointer_ != nullptr) checkpointer_->SetRollBackListener(nullptr);
     failover_watch_.reset();  // the ps are leaving
     return StoppedEarly();
   }

@@ -185,6 +185,7 @@ absl::Status Chief::EndJob() {
                  << "; not marked complete, a restart resumes it";
   }
   const std::string reason = absl::StrCat("training finished at global step ", metrics.global_step);
+  if (checkpointer_ != nullptr) checkpointer_->SetRollBackListener(nullptr);
   failover_watch_.reset();  // the ps leave now: no failover
   if (!finished) {
     PSTRAIN_RETURN_IF_ERROR(servers_->Shutdown(reason));

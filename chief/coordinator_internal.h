@@ -45,6 +45,12 @@ class Chief {
         replica_(replica),
         deps_(deps),
         export_history_(job.training.full_export_every) {}
+  // The failover watch goes first, and the checkpointer no longer tells it
+  // of rollbacks from then on.
+  ~Chief() {
+    if (checkpointer_ != nullptr) checkpointer_->SetRollBackListener(nullptr);
+    failover_watch_.reset();
+  }
 
   absl::Status Run();
 

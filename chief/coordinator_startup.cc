@@ -140,6 +140,9 @@ absl::Status Chief::StartJob() {
         [checkpointer](const std::string& why, std::function<void()> restored) {
           checkpointer->RequestRollBack(why, std::move(restored));
         });
+    // Every rollback (the watchdog's too) resets who serves what.
+    FailoverWatch* watch = failover_watch_.get();
+    checkpointer->SetRollBackListener([watch](bool done) { watch->NoteRollBack(done); });
     LOG(INFO) << "ps_replication " << t_.ps_replication << ": every chunk and table partition "
               << "has " << t_.ps_replication - 1 << " backup(s); a ps silent for "
               << t_.failover_secs << " s fails over to the next copy";

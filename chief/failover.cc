@@ -210,6 +210,15 @@ FailoverWatch::~FailoverWatch() {
   rejoin_thread_.join();
 }
 
+void FailoverWatch::NoteRollBack(bool done) {
+  absl::MutexLock lock(&mu_);
+  if (done) {
+    restored_ = true;
+  } else {
+    rolling_back_ = true;
+  }
+}
+
 void FailoverWatch::RejoinLoop() {
   // A copy of every chunk and row of a task can take a while: up to 30 s
   // each before the rejoin is given up (and tried again later). The job's

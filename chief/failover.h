@@ -135,6 +135,11 @@ class FailoverWatch {
                 absl::Duration failover_after, RollBack roll_back);
   ~FailoverWatch();  // stops the thread
 
+  // Any rollback of the job (Checkpointer::SetRollBackListener): while the
+  // ps are restored the watch does nothing (`done` false), then every ps
+  // serves its own chunks again, every copy in step (`done` true).
+  void NoteRollBack(bool done);
+
  private:
   void Loop();
   void RejoinLoop();
