@@ -37,4 +37,13 @@ absl::Status DecodeFloats(const std::string& bytes, size_t expected, const char*
   return absl::OkStatus();
 }
 
+absl::Status DecodeAllFloats(const std::string& bytes, const char* what,
+                             std::vector<float>* values) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", bytes.size(), " bytes are no whole number of float32 values"));
+  }
+  return DecodeFloats(bytes, bytes.size() / sizeof(float), what, values);
+}
+
 }  // namespace pstrain

@@ -22,6 +22,10 @@ void EncodeFloats(absl::Span<const float> values, std::string* out);
 absl::Status DecodeIds(const std::string& bytes, const char* what, std::vector<int64_t>* ids);
 absl::Status DecodeFloats(const std::string& bytes, size_t expected, const char* what,
                           std::vector<float>* values);
+// All of `bytes` as float32 values (InvalidArgument naming `what` if they are
+// no whole number of them).
+absl::Status DecodeAllFloats(const std::string& bytes, const char* what,
+                             std::vector<float>* values);
 
 }  // namespace pstrain
 

@@ -31,15 +31,6 @@ BarrierProgress FromProto(const CopiedProgress& r) {
   return p;
 }
 
-// All of `bytes` as float32 values.
-absl::Status Floats(const std::string& bytes, const char* what, std::vector<float>* values) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", bytes.size(), " bytes are no whole number of float32 values"));
-  }
-  return DecodeFloats(bytes, bytes.size() / sizeof(float), what, values);
-}
-
 // `flat` cut into `n` equal pieces; InvalidArgument if it does not divide.
 absl::Status Split(const std::vector<float>& flat, size_t n, const char* what,
                    std::vector<std::vector<float>>* out) {
@@ -79,19 +70,19 @@ absl::Status FromProto(const InstallCopyRequest& r, ParameterShard::BackupCopy* 
   copy->progress = FromProto(r.progress());
   copy->values.step = r.step();
   copy->values.optimizer_step = r.optimizer_step();
-  PSTRAIN_RETURN_IF_ERROR(Floats(r.params(), "params", &copy->values.params));
-  PSTRAIN_RETURN_IF_ERROR(Floats(r.state(), "state", &copy->values.state));
+  PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(r.params(), "params", &copy->values.params));
+  PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(r.state(), "state", &copy->values.state));
   for (const std::string& slot : r.slots()) {
     copy->values.slots.emplace_back();
-    PSTRAIN_RETURN_IF_ERROR(Floats(slot, "slots", &copy->values.slots.back()));
+    PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(slot, "slots", &copy->values.slots.back()));
     if (copy->values.slots.back().size() != copy->values.params.size()) {
       return absl::InvalidArgumentError(absl::StrCat("a slot of ", copy->values.slots.back().size(),
                                                      " values for ", copy->values.params.size(),
                                                      " parameters"));
     }
   }
-  PSTRAIN_RETURN_IF_ERROR(Floats(r.prev_params(), "prev_params", &copy->prev_params));
-  PSTRAIN_RETURN_IF_ERROR(Floats(r.prev_state(), "prev_state", &copy->prev_state));
+  PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(r.prev_params(), "prev_params", &copy->prev_params));
+  PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(r.prev_state(), "prev_state", &copy->prev_state));
   copy->prev_step = r.prev_step();
   return absl::OkStatus();
 }
@@ -149,8 +140,8 @@ absl::Status FromProto(const InstallCopyRequest& r, SparseShard::BackupCopy* pie
     std::vector<int64_t> ids;
     std::vector<float> weights, slots;
     PSTRAIN_RETURN_IF_ERROR(DecodeIds(t.ids(), "rows ids", &ids));
-    PSTRAIN_RETURN_IF_ERROR(Floats(t.weights(), "rows weights", &weights));
-    PSTRAIN_RETURN_IF_ERROR(Floats(t.slots(), "rows slots", &slots));
+    PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(t.weights(), "rows weights", &weights));
+    PSTRAIN_RETURN_IF_ERROR(DecodeAllFloats(t.slots(), "rows slots", &slots));
     if (static_cast<size_t>(t.last_steps_size()) != ids.size() ||
         static_cast<size_t>(t.counts_size()) != ids.size()) {
       return absl::InvalidArgumentError(
@@ -188,7 +179,8 @@ absl::Status FromProto(const InstallCopyRequest& r, SparseShard::BackupCopy* pie
     piece->undo_ids.emplace_back();
     piece->undo_weights.emplace_back();
     PSTRAIN_RETURN_IF_ERROR(DecodeIds(t.ids(), "undo ids", &piece->undo_ids.back()));
-    PSTRAIN_RETURN_IF_ERROR(Floats(t.weights(), "undo weights", &piece->undo_weights.back()));
+    PSTRAIN_RETURN_IF_ERROR(
+        DecodeAllFloats(t.weights(), "undo weights", &piece->undo_weights.back()));
   }
   return absl::OkStatus();
 }

@@ -375,15 +375,6 @@ grpc::ServerUnaryReactor* ParameterServerService::PushRows(grpc::CallbackServerC
 namespace {
 
 // A replicated update's floats: any whole number of them.
-absl::Status DecodeAllFloats(const std::string& bytes, const char* what,
-                             std::vector<float>* values) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", bytes.size(), " bytes are no whole number of float32 values"));
-  }
-  return DecodeFloats(bytes, bytes.size() / sizeof(float), what, values);
-}
-
 absl::StatusOr<AppliedPushes> FromProto(const UpdateApplied& p) {
   if (p.replicas_size() != p.replica_steps_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
