@@ -356,6 +356,7 @@ PsStatus PsTask::Status() const {
     for (int task : stream->dropped_tasks()) status.dropped_backups.push_back(task);
   }
   std::sort(status.dropped_backups.begin(), status.dropped_backups.end());
+  LogStalledAnswersLocked();
   for (int owner : promoted_) {
     status.serves.push_back(owner);
     status.serves_epochs.push_back(epochs_.at(owner));
@@ -367,6 +368,23 @@ PsStatus PsTask::Status() const {
     status.serves_epochs.push_back(own->second);
   }
   return status;
+}
+
+void PsTask::LogStalledAnswersLocked() const {
+  // The chief asks for the status every so often: a step that stalls on an
+  // answer held here says why (every 10 s while it lasts).
+  constexpr absl::Duration kReportAfter = absl::Seconds(10);
+  {
+    absl::MutexLock lock(&stalls_mu_);
+    if (absl::Now() - stalls_logged_ < kReportAfter) return;
+    stalls_logged_ = absl::Now();
+  }
+  for (const auto& [chunk, stream] : streams_) {
+    if (std::string held = stream->Stalled(kReportAfter); !held.empty()) LOG(WARNING) << held;
+  }
+  for (const auto& [partition, stream] : rows_streams_) {
+    if (std::string held = stream->Stalled(kReportAfter); !held.empty()) LOG(WARNING) << held;
+  }
 }
 
 absl::StatusOr<PsStatus> PsTask::StatusFor(int owner) const {

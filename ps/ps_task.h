@@ -301,6 +301,9 @@ class PsTask {
   // Stops feeding the streams of `owner`'s chunks and rows served here and
   // moves them to the retired lists.
   void RetireStreamsOfLocked(int owner, Retired* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(roles_mu_);
+  // Logs what holds the answers its streams held 10 s or more (at most every
+  // 10 s; Status's, as the chief probes).
+  void LogStalledAnswersLocked() const ABSL_SHARED_LOCKS_REQUIRED(roles_mu_);
   // Keeps a stream's drops in the task's count as it is retired.
   template <class Update>
   void RetireDropsLocked(const UpdateStream<Update>& stream)
@@ -361,6 +364,9 @@ class PsTask {
   // Drops of the streams retired by restores (the count never goes back).
   int64_t retired_drops_ ABSL_GUARDED_BY(roles_mu_) = 0;
   std::vector<int> retired_dropped_tasks_ ABSL_GUARDED_BY(roles_mu_);  // one per drop
+  // When Status last logged answers its streams held too long.
+  mutable absl::Time stalls_logged_ ABSL_GUARDED_BY(stalls_mu_) = absl::InfinitePast();
+  mutable absl::Mutex stalls_mu_;
   // Served chunk -> the stream of its updates to its backups (copies > 1).
   std::map<int, std::unique_ptr<UpdateStream<ChunkUpdate>>> streams_ ABSL_GUARDED_BY(roles_mu_);
   // Served partition -> the stream of its rows' updates.

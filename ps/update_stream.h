@@ -34,7 +34,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -181,7 +183,7 @@ class UpdateStream {
       absl::MutexLock lock(&mu_);
       fenced = fenced_;
       if (fenced.ok() && !ended_ && (AcknowledgedLocked() < enqueued_ || HeldLocked())) {
-        waiters_.push_back({enqueued_, std::move(fn)});
+        waiters_.push_back({enqueued_, std::move(fn), absl::Now()});
         return;
       }
     }
@@ -243,6 +245,32 @@ class UpdateStream {
     for (auto& fn : ready) fn(answer);
   }
 
+  // What holds the oldest answer if it has waited `after` or longer (for a
+  // log: a step that stalls says why); empty if none has.
+  std::string Stalled(absl::Duration after) const {
+    absl::MutexLock lock(&mu_);
+    if (waiters_.empty()) return "";
+    const Waiter& oldest = waiters_.front();
+    const absl::Duration waited = absl::Now() - oldest.since;
+    if (waited < after) return "";
+    std::vector<std::string> why;
+    if (HeldLocked()) {
+      why.push_back(absl::StrCat("the chief to confirm a drop (", confirmed_, " of ",
+                                 dropped_.size(), " confirmed)"));
+    }
+    for (const auto& b : backups_) {
+      if (b->live && b->acked < oldest.sequence) {
+        why.push_back(absl::StrCat("ps ", b->task, " to acknowledge update ", oldest.sequence,
+                                   " (it holds ", b->acked, ")"));
+      }
+    }
+    return absl::StrCat(name_, ": ", waiters_.size(), " answer(s) held for ",
+                        absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))),
+                        ", waiting for ",
+                        why.empty() ? "nothing (a release was missed)" : absl::StrJoin(why, "; "),
+                        "; ", enqueued_, " updates enqueued");
+  }
+
   // OK, or the Aborted error of the backup that fenced this primary.
   absl::Status fenced() const {
     absl::MutexLock lock(&mu_);
@@ -289,6 +317,7 @@ class UpdateStream {
   struct Waiter {
     int64_t sequence;
     Answer fn;
+    absl::Time since;  // when it began to wait
   };
 
   bool HeldLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -64,12 +65,14 @@ TEST(UpdateStreamTest, BackupsGetEveryUpdateInOrderAndAnswersWaitForThem) {
   absl::Notification open;
   std::atomic<int> sent_to_b{0};
   UpdateStream<ChunkUpdate> stream(
-      "chunk 0", {[&](const ChunkUpdate& u) { return backup_a->ApplyReplicated(u); },
-                  [&](const ChunkUpdate& u) {
-                    open.WaitForNotification();
-                    ++sent_to_b;
-                    return backup_b->ApplyReplicated(u);
-                  }});
+      "chunk 0",
+      {[&](const ChunkUpdate& u) { return backup_a->ApplyReplicated(u); },
+       [&](const ChunkUpdate& u) {
+         open.WaitForNotification();
+         ++sent_to_b;
+         return backup_b->ApplyReplicated(u);
+       }},
+      /*tasks=*/{1, 2});
   primary->SetUpdateObserver([&stream](ChunkUpdate u) { stream.Enqueue(std::move(u)); });
 
   std::atomic<int> answers{0};
@@ -86,6 +89,9 @@ TEST(UpdateStreamTest, BackupsGetEveryUpdateInOrderAndAnswersWaitForThem) {
   EXPECT_FALSE(first.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
       << "answered before backup b held the update";
   EXPECT_EQ(answers, 0);
+  EXPECT_EQ(stream.Stalled(absl::ZeroDuration()),
+            "chunk 0: 1 answer(s) held for 0, waiting for ps 2 to acknowledge update 1 (it holds "
+            "0); 1 updates enqueued");
   open.Notify();
   ASSERT_TRUE(first.WaitForNotificationWithTimeout(absl::Seconds(30)));
 
@@ -186,12 +192,18 @@ TEST(UpdateStreamTest, AfterADropAnswersWaitUntilItIsConfirmed) {
   EXPECT_FALSE(third.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
   EXPECT_FALSE(fourth.HasBeenNotified());
   EXPECT_EQ(stream.live_backups(), 1);
+  // What holds them is there for a log (a step that stalls says why).
+  EXPECT_EQ(stream.Stalled(absl::Hours(1)), "");
+  const std::string held = stream.Stalled(absl::ZeroDuration());
+  EXPECT_NE(held.find("chunk 0: 2 answer(s) held"), std::string::npos) << held;
+  EXPECT_NE(held.find("the chief to confirm a drop (0 of 1 confirmed)"), std::string::npos) << held;
   // A confirmation of fewer drops than there were releases nothing.
   stream.ConfirmDrops(0);
   EXPECT_FALSE(third.HasBeenNotified());
   stream.ConfirmDrops(1);
   ASSERT_TRUE(third.WaitForNotificationWithTimeout(absl::Seconds(30)));
   ASSERT_TRUE(fourth.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(stream.Stalled(absl::ZeroDuration()), "");
   // From then on answers go as backup a holds them.
   absl::Notification fifth;
   push(4, &fifth);

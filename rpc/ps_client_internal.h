@@ -28,6 +28,7 @@ struct PsClient::ChunkCall {
   int64_t sent_us = 0;     // when the call started (tracing)
   absl::Time sent_at;      // the same, for a replicated job's check on calls that hang
   absl::Time checked_at;   // when that check last asked where the chunk is served
+  absl::Time reported_at;  // when that check last logged the call as unanswered
   int sent_to = -1;        // the task the call went to
   int64_t sent_step = -1;  // the trace's step then: the answer is that step's
 };

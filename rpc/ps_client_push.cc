@@ -15,6 +15,13 @@
 #include "rpc/ps_client_internal.h"
 
 namespace pstrain {
+namespace {
+
+// A replicated job's call unanswered this long is logged (and again as long
+// again later): a step that stalls says where.
+constexpr absl::Duration kUnansweredReport = absl::Seconds(10);
+
+}  // namespace
 
 void PsClient::StartPush(int64_t step, const float* grads, const float* batch_stats) {
   absl::MutexLock lock(&mu_);
@@ -248,6 +255,7 @@ void PsClient::SendChunk(int c) {
     call.sent_to = connections_.Serving(chunk.ps);
     call.sent_at = absl::Now();
     call.checked_at = call.sent_at;
+    call.reported_at = call.sent_at;
     if (options_.trace != nullptr) call.sent_step = options_.trace->step();
     call.context->set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     connections_.Prepare(call.context.get());
@@ -349,6 +357,15 @@ void PsClient::CheckHangingCallsLocked() {
   for (size_t c = 0; c < calls_.size(); ++c) {
     ChunkCall& call = *calls_[c];
     if (!in_flight_[c] || call.context == nullptr || call.reroute) continue;
+    if (now - call.reported_at >= kUnansweredReport) {
+      // Said every so often while it lasts: what a stalled step waits for.
+      call.reported_at = now;
+      LOG(WARNING) << "replica " << options_.replica << ": chunk " << c << "'s PushPull for step "
+                   << call.request.step() << " to " << connections_.TaskName(call.sent_to)
+                   << " unanswered for "
+                   << absl::FormatDuration(absl::Trunc(now - call.sent_at, absl::Seconds(1)))
+                   << " (the ps holds it: see its log)";
+    }
     if (now - call.sent_at < options_.failover_after / 2 ||
         now - call.checked_at < absl::Seconds(1)) {
       continue;
