@@ -107,6 +107,7 @@ absl::Status Chief::Train() {
     if (spec.sync) options.batches_from_step = from;
     Trainer trainer(model_.get(), client.get(), batches.get(), options);
     PSTRAIN_ASSIGN_OR_RETURN(int64_t step, trainer.Run());
+    LOG(INFO) << "chief " << trainer.StepTimeSummary();
     if (!trainer.input_ended()) {
       LOG(INFO) << "chief finished training at global step " << step;
       return absl::OkStatus();

@@ -217,8 +217,8 @@ std::string PsClient::LatencySummary() const {
   std::vector<double> v = exposed_millis_;
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))]; };
-  return absl::StrFormat("p50 %.1f ms, p90 %.1f ms, p99 %.1f ms over %d steps", at(0.5), at(0.9),
-                         at(0.99), v.size());
+  return absl::StrFormat("p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms over %d steps",
+                         at(0.5), at(0.9), at(0.99), v.back(), v.size());
 }
 
 }  // namespace pstrain

@@ -184,6 +184,7 @@ absl::Status RunWorker(const RoleConfig& role, const RoleContext& context) {
   while (true) {
     Trainer trainer(model.get(), client.get(), batches.get(), options);
     PSTRAIN_ASSIGN_OR_RETURN(step, trainer.Run());
+    LOG(INFO) << "worker " << task << " " << trainer.StepTimeSummary();
     stale_pushes += trainer.stale_pushes();
     if (!trainer.input_ended() || stop_requested) break;
     // Its input ended (num_epochs): the job goes on without it until every

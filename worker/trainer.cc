@@ -151,6 +151,9 @@ absl::StatusOr<int64_t> Trainer::Run() {
     input_steps = 0;
   };
   auto last_job_look = Clock::now();  // job_over's last answer
+  auto last_step_end = Clock::now();  // StepTimeSummary's
+  step_millis_.clear();
+  slowest_millis_ = 0;
   while (step < options_.train_steps && !view.job_done) {
     if (options_.should_stop && options_.should_stop()) break;
     if (trace != nullptr) trace->SetStep(view.global_step);
@@ -213,6 +216,16 @@ absl::StatusOr<int64_t> Trainer::Run() {
       continue;
     }
     step = outcome.global_step;
+    {
+      const auto now = Clock::now();
+      const double millis = std::chrono::duration<double, std::milli>(now - last_step_end).count();
+      last_step_end = now;
+      step_millis_.push_back(millis);
+      if (millis > slowest_millis_) {
+        slowest_millis_ = millis;
+        slowest_to_step_ = step;
+      }
+    }
     if (outcome.stale) ++stale_pushes_;
     if (options_.progressive != nullptr) {
       // The logits of this step's forward pass: the model before the update.
@@ -252,6 +265,16 @@ absl::StatusOr<int64_t> Trainer::Run() {
   }
   if (window_steps > 0) last_loss_ = window_loss / window_steps;
   return step;
+}
+
+std::string Trainer::StepTimeSummary() const {
+  if (step_millis_.empty()) return "no steps";
+  std::vector<double> sorted = step_millis_;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  return absl::StrFormat(
+      "steps took: median %.1f ms, slowest %.1f ms (to global step %d) over %d "
+      "steps",
+      sorted[sorted.size() / 2], slowest_millis_, slowest_to_step_, step_millis_.size());
 }
 
 }  // namespace pstrain

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -225,6 +226,49 @@ TEST(TrainerTest, ARollbackRestartsTheRateWindowSoTheRateIsNeverNegative) {
   bool after_rollback = false;
   for (const std::string& line : lines) after_rollback |= line.rfind("step = 4,", 0) == 0;
   EXPECT_TRUE(after_rollback) << absl::StrJoin(lines, "\n");
+}
+
+// A client whose push of step `slow_at` takes `pause` (a failover, a slow ps).
+class SlowPushClient : public RollingBackClient {
+ public:
+  SlowPushClient(const Model& model, int64_t slow_at, absl::Duration pause)
+      : RollingBackClient(model, /*at=*/-1, /*to=*/0), slow_at_(slow_at), pause_(pause) {}
+  absl::StatusOr<PushOutcome> Push(int64_t step, const float* grads, const float* stats) override {
+    if (step == slow_at_) absl::SleepFor(pause_);
+    return RollingBackClient::Push(step, grads, stats);
+  }
+
+ private:
+  const int64_t slow_at_;
+  const absl::Duration pause_;
+};
+
+TEST(TrainerTest, SaysHowLongItsSlowestStepTookAgainstTheMedian) {
+  auto model = *BuildModel("mnist_cnn", {});
+  Dataset train = QuadrantDataset(200, 1);
+  auto batches = BatchIterator::Create(&train, 10, 0, 1, true, 5);
+  ASSERT_TRUE(batches.ok());
+  SlowPushClient client(*model, /*slow_at=*/4, absl::Milliseconds(400));
+  TrainerOptions options;
+  options.train_steps = 10;
+  options.log_every_n_steps = 0;
+  Trainer trainer(model.get(), &client, batches->get(), options);
+  EXPECT_EQ(trainer.StepTimeSummary(), "no steps");
+  absl::StatusOr<int64_t> step = trainer.Run();
+  ASSERT_TRUE(step.ok()) << step.status();
+  // "steps took: median M ms, slowest S ms (to global step 5) over 10 steps"
+  const std::string summary = trainer.StepTimeSummary();
+  double median = 0, slowest = 0;
+  int to_step = 0, steps = 0;
+  ASSERT_EQ(std::sscanf(summary.c_str(),
+                        "steps took: median %lf ms, slowest %lf ms (to global step %d) over %d",
+                        &median, &slowest, &to_step, &steps),
+            4)
+      << summary;
+  EXPECT_EQ(to_step, 5) << summary;
+  EXPECT_EQ(steps, 10) << summary;
+  EXPECT_GE(slowest, 400) << summary;
+  EXPECT_LT(median, slowest) << summary;
 }
 
 // A client that overlaps its pulls: every view after the first says its

@@ -28,9 +28,11 @@ newest committed checkpoint (never behind it); the final accuracy is within
 --max_accuracy_drop points of the undisturbed run's. With --ps_replication 2,
 a ps that fails is failed over and rejoins (it copies what it holds from the
 copies that serve it): a trial that disturbs a ps must have no rollback at
-all, and its sync losses must equal the undisturbed run's at every logged step. It prints a table per mode
-and phase: trials, recovered, steps lost (rolled back), seconds lost (against
-the undisturbed run). Exit status 0 iff every trial recovered.
+all, and its sync losses must equal the undisturbed run's at every logged
+step. It prints a table per mode and phase: trials, recovered, steps lost
+(rolled back), seconds lost (against the undisturbed run) and the replicas'
+idle time (per trial, the longest a replica stood idle: its slowest step less
+its median one). Exit status 0 iff every trial recovered.
 
   fault_runner.py --bin build/bin --trials 50                  # 50 per mode
   fault_runner.py --bin build/bin --plan kill:ps:1:training,stop:worker:0:save
@@ -309,6 +311,15 @@ def losses(text):
     return found
 
 
+def idle_secs(text):
+    """The longest a replica (the chief or a worker) stood idle, in seconds:
+    its slowest step less its median one, as each logs at its end ("steps
+    took: median 12.1 ms, slowest 2104.3 ms"); None if none logged it."""
+    idle = [(float(slowest) - float(median)) / 1000 for median, slowest in re.findall(
+        r"steps took: median ([0-9.]+) ms, slowest ([0-9.]+) ms", text)]
+    return max(idle) if idle else None
+
+
 def analyse(trial, code, hung, baseline, baseline_losses=None, no_rollback=False,
             expect_failover=False):
     """(recovered, problems, steps_lost, accuracy)."""
@@ -519,8 +530,10 @@ def main():
     args.baseline_losses = losses(trial.log())
     m = re.findall(r"\((\d+\.\d+) s of training\)", trial.log())
     train_secs = float(m[-1]) if m else base_secs / 2
-    print("undisturbed: accuracy %.4f, %.1f s (%.1f s of training)" %
-          (baseline, base_secs, train_secs), flush=True)
+    base_idle = idle_secs(trial.log())
+    print("undisturbed: accuracy %.4f, %.1f s (%.1f s of training), longest idle %s" % (
+        baseline, base_secs, train_secs, "%.1f s" % base_idle if base_idle is not None else "-"),
+        flush=True)
     if not args.keep:
         shutil.rmtree(trial.dir, ignore_errors=True)
 
@@ -545,13 +558,18 @@ def main():
         trial, ok, problems, lost, accuracy, done = run_trial(
             args, work, name, ports, faults, rng, baseline, train_secs)
         mode = mode.split("=")[0]
-        row = results.setdefault((mode, phase), {"trials": 0, "ok": 0, "steps": 0, "secs": []})
+        row = results.setdefault((mode, phase), {"trials": 0, "ok": 0, "steps": 0, "secs": [],
+                                                 "idle": []})
         row["trials"] += 1
         row["ok"] += ok
         row["steps"] += lost
         row["secs"].append(trial.seconds - base_secs)
-        print("%-34s %-44s %s  %5.1f s  acc %s  lost %d steps%s" % (
+        idle = idle_secs(trial.log())
+        if idle is not None and done:
+            row["idle"].append(idle)
+        print("%-34s %-44s %s  %5.1f s  idle %s  acc %s  lost %d steps%s" % (
             name, done or "-", "recovered" if ok else "FAILED", trial.seconds,
+            "%.1f s" % idle if idle is not None else "-",
             "%.4f" % accuracy if accuracy is not None else "-", lost,
             "" if ok else "\n    " + "\n    ".join(problems) + "\n    log: " + trial.log_path),
             flush=True)
@@ -559,10 +577,18 @@ def main():
             shutil.rmtree(trial.dir, ignore_errors=True)
         failures += not ok
 
-    print("\n%-5s %-9s %7s %10s %11s %22s" % ("mode", "phase", "trials", "recovered",
-                                              "steps lost", "seconds lost (med/max)"))
+    # idle: per trial, the longest a replica stood idle (its slowest step less
+    # its median; the chief and the workers each log theirs).
+    print("\n%-5s %-9s %7s %10s %11s %22s %18s" % ("mode", "phase", "trials", "recovered",
+                                                   "steps lost", "seconds lost (med/max)",
+                                                   "idle s (med/max)"))
+
+    def idle_cell(values):
+        if not values:
+            return "%18s" % "-"
+        return "%10.1f / %5.1f" % (statistics.median(values), max(values))
     for mode in sorted({m for m, _ in results}):
-        total = {"trials": 0, "ok": 0, "steps": 0, "secs": []}
+        total = {"trials": 0, "ok": 0, "steps": 0, "secs": [], "idle": []}
         for phase in PHASES:
             row = results.get((mode, phase))
             if not row:
@@ -570,12 +596,13 @@ def main():
             for k in ("trials", "ok", "steps"):
                 total[k] += row[k]
             total["secs"] += row["secs"]
-            print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f" % (
+            total["idle"] += row["idle"]
+            print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f %s" % (
                 mode, phase, row["trials"], row["ok"], row["steps"],
-                statistics.median(row["secs"]), max(row["secs"])))
-        print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f" % (
+                statistics.median(row["secs"]), max(row["secs"]), idle_cell(row["idle"])))
+        print("%-5s %-9s %7d %10d %11d %14.1f / %5.1f %s" % (
             mode, "all", total["trials"], total["ok"], total["steps"],
-            statistics.median(total["secs"]), max(total["secs"])))
+            statistics.median(total["secs"]), max(total["secs"]), idle_cell(total["idle"])))
     if failures == 0 and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     print("\n%d of %d trials recovered" % (len(plan) - failures, len(plan)))
