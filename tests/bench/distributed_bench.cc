@@ -8,10 +8,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/env.h"
 #include "config/cluster_config.h"
 #include "launch/supervisor.h"
@@ -40,6 +45,20 @@ int FreePort() {
   }
   ::close(fd);
   return port;
+}
+
+// CPU seconds (user + system) process `pid` has used so far; -1 if gone.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command (which may hold spaces) in parentheses: state
+  // is the 3rd field, utime the 14th, stime the 15th.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+  if (fields.size() < 13) return -1;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return (std::atof(fields[11].c_str()) + std::atof(fields[12].c_str())) / ticks;
 }
 
 int Fail(const std::string& what, const absl::Status& status) {
@@ -141,6 +160,9 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
 
   int64_t s0 = -1, s1 = -1;
   absl::Time t0, t1;
+  // Where the cycles of the timed steps go: each process's CPU seconds.
+  const std::vector<pid_t> pids = (*supervisor)->pids();
+  std::vector<double> cpu0(pids.size()), cpu1(pids.size());
   const absl::Time give_up = absl::Now() + absl::Minutes(30);
   while (absl::Now() < give_up) {
     auto statuses = (*client)->Statuses();
@@ -149,17 +171,18 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
     if (s0 < 0 && step >= o.warmup) {
       s0 = step;
       t0 = absl::Now();
+      for (size_t i = 0; i < pids.size(); ++i) cpu0[i] = CpuSeconds(pids[i]);
     }
     if (step >= t.train_steps) {
       s1 = step;
       t1 = absl::Now();
+      for (size_t i = 0; i < pids.size(); ++i) cpu1[i] = CpuSeconds(pids[i]);
       break;
     }
     absl::SleepFor(absl::Milliseconds(10));
   }
   // Each ps's peak resident memory (VmHWM), before they exit.
   std::vector<std::string> memory;
-  const std::vector<pid_t> pids = (*supervisor)->pids();
   for (int i = 0; i < o.num_ps && i < static_cast<int>(pids.size()); ++i) {
     std::ifstream status(absl::StrCat("/proc/", pids[i], "/status"));
     std::string line;
@@ -193,6 +216,17 @@ int RunDistributedBench(const DistributedBenchOptions& o) {
               bytes_per_step / 1e6);
   std::printf("ps_replication %d; ps peak resident memory: %s\n", o.ps_replication,
               absl::StrJoin(memory, ", ").c_str());
+  std::vector<std::string> cpu;
+  double cpu_total = 0;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    const bool ps = static_cast<int>(i) < o.num_ps;
+    const double used = cpu1[i] - cpu0[i];
+    cpu_total += used;
+    cpu.push_back(absl::StrFormat("%s %d %.2f", ps ? "ps" : "worker",
+                                  ps ? static_cast<int>(i) : static_cast<int>(i) - o.num_ps, used));
+  }
+  std::printf("CPU seconds in the timed steps (of %.2f s x %ld cores): %s; all %.2f\n", secs,
+              ::sysconf(_SC_NPROCESSORS_ONLN), absl::StrJoin(cpu, ", ").c_str(), cpu_total);
   std::printf("global steps/sec: %.2f\n", (s1 - s0) / secs);
   std::printf("train examples/sec: %.1f\n", (s1 - s0) * examples_per_step / secs);
   return 0;

@@ -8,7 +8,8 @@
 #     synthetic click examples (pstrain-data synthetic-ctr): 26 embedding
 #     tables and the wide part's on the ps.
 # Each with ps_replication 1 and 2, alternating round by round; prints every
-# run, then per job the median examples/sec of each, their ratio (replicated
+# run (with each process's CPU seconds in the timed steps: where the cycles
+# go), then per job the median examples/sec of each, their ratio (replicated
 # / unreplicated) and the ps' peak resident memory.
 #
 #   tests/bench/replication_bench.sh [rounds=3] [steps=200]
@@ -41,7 +42,9 @@ run() {
         --wire_dtype=float32 --ps_replication="$copies" "$@" 2>&1) || { echo "$out" >&2; exit 1; }
       rate=$(sed -n 's/^train examples\/sec: //p' <<<"$out")
       peak=$(sed -n 's/^ps_replication [0-9]*; ps peak resident memory: //p' <<<"$out")
+      cpu=$(sed -n 's/^CPU seconds in the timed steps //p' <<<"$out")
       echo "$job, round $r, ps_replication $copies: $rate examples/sec; ps peak memory: $peak"
+      echo "  CPU seconds $cpu"
       rates[$copies]+="$rate "
       mem[$copies]="$peak"
     done
