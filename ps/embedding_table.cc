@@ -217,6 +217,8 @@ struct EmbeddingTable::Stripe {
     auto it = index.find(IdKey{id});
     return it == index.end() ? -1 : static_cast<int64_t>(*it);
   }
+  // Brings the index entries a Find of `id` probes into the cache.
+  void Prefetch(int64_t id) const ABSL_SHARED_LOCKS_REQUIRED(mu) { index.prefetch(IdKey{id}); }
 
   mutable absl::Mutex mu;
   // Declared before the containers whose allocators point at them.
@@ -282,6 +284,17 @@ absl::Status EmbeddingTable::CheckId(int64_t id) const {
   return absl::OkStatus();
 }
 
+void EmbeddingTable::PrefetchIndex(absl::Span<const int64_t> ids,
+                                   const std::vector<uint32_t>& order,
+                                   const std::array<uint32_t, kNumStripes + 1>& begin) const {
+  for (int s = 0; s < kNumStripes; ++s) {
+    if (begin[s] == begin[s + 1]) continue;
+    const Stripe& stripe = *stripes_[s];
+    absl::ReaderMutexLock lock(&stripe.mu);
+    for (uint32_t k = begin[s]; k < begin[s + 1]; ++k) stripe.Prefetch(ids[order[k]]);
+  }
+}
+
 absl::Status EmbeddingTable::Lookup(absl::Span<const int64_t> ids, absl::Span<float> out) const {
   const int64_t dim = options_.dim;
   if (static_cast<int64_t>(out.size()) != static_cast<int64_t>(ids.size()) * dim) {
@@ -296,6 +309,7 @@ absl::Status EmbeddingTable::Lookup(absl::Span<const int64_t> ids, absl::Span<fl
   std::vector<uint32_t> order;
   std::array<uint32_t, kNumStripes + 1> begin;
   GroupByStripe(ids, &StripeOf, &order, &begin);
+  PrefetchIndex(ids, order, begin);
   std::vector<uint32_t> absent;
   for (int s = 0; s < kNumStripes; ++s) {
     if (begin[s] == begin[s + 1]) continue;
@@ -345,6 +359,7 @@ absl::Status EmbeddingTable::ApplyGradients(absl::Span<const int64_t> ids,
   std::vector<uint32_t> order;
   std::array<uint32_t, kNumStripes + 1> begin;
   GroupByStripe(ids, &StripeOf, &order, &begin);
+  PrefetchIndex(ids, order, begin);
   std::vector<float> initial(dim);
   const int64_t min_count = options_.min_count;
   for (int s = 0; s < kNumStripes; ++s) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
@@ -144,6 +145,11 @@ class EmbeddingTable {
 
   absl::Status CheckId(int64_t id) const;
   static int StripeOf(int64_t id);
+  // Brings the index entries a call is about to probe for `ids` (grouped by
+  // stripe: order[begin[s], begin[s + 1]) are stripe s's) into the cache all
+  // at once, so their misses overlap instead of stalling one id at a time.
+  void PrefetchIndex(absl::Span<const int64_t> ids, const std::vector<uint32_t>& order,
+                     const std::array<uint32_t, kNumStripes + 1>& begin) const;
 
   const EmbeddingTableOptions options_;
   const EmbeddingInitializer initializer_;
