@@ -427,6 +427,12 @@ TEST_F(CheckpointerTest, TheWatchdogRollsBackAJobThatMakesNoProgress) {
   // Nothing pushes from now on: half a second later the job is at 4 again.
   ASSERT_TRUE(Eventually([&] { return Step() == 4; }));
   EXPECT_GE(absl::Now() - stalled, absl::Milliseconds(400));
+  // The listener hears "done" once the restore returns, which may be a moment
+  // after the step reads 4 again.
+  EXPECT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return told.size() >= 2;
+  }));
   checkpointer->SetRollBackListener(nullptr);
   checkpointer->Stop();
   EXPECT_TRUE(checkpointer->background_status().ok());
