@@ -106,7 +106,10 @@ class Trainer {
   double last_loss_ = 0.0;
   int64_t stale_pushes_ = 0;
   bool input_ended_ = false;
-  std::vector<double> step_millis_;  // StepTimeSummary's
+  // StepTimeSummary's: the steps' times in buckets 1% apart (bounded memory
+  // however long the run), the count, and the slowest.
+  std::vector<int64_t> step_buckets_;
+  int64_t steps_timed_ = 0;
   double slowest_millis_ = 0;
   int64_t slowest_to_step_ = 0;
 
